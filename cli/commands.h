@@ -1,0 +1,23 @@
+#pragma once
+// Each subcommand registers its options on the CLI11 app and returns the
+// function that runs it. main.cpp wires them and turns errors into one line.
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace troupe::cli {
+
+using Run = std::function<int()>;
+
+Run add_generate(CLI::App& app);
+Run add_tokenize(CLI::App& app);
+Run add_detokenize(CLI::App& app);
+Run add_inspect(CLI::App& app);
+Run add_make_model(CLI::App& app);
+Run add_logits(CLI::App& app);
+Run add_pull(CLI::App& app);
+Run add_bench(CLI::App& app);
+
+}  // namespace troupe::cli

@@ -1,0 +1,92 @@
+// troupe generate: run one prompt on the local engine and stream the answer.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "cli/sampling_options.h"
+#include "engine/chat_template.h"
+#include "engine/generator.h"
+#include "engine/kv_cache.h"
+
+namespace troupe::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string chat;
+  std::string system;
+  SamplingOptions sampling;
+  int threads = default_threads();
+  int context = 4096;
+  bool special = false;
+  bool print_ids = false;
+  bool quiet = false;
+};
+
+std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
+  const Tokenizer& tok = *m.tokenizer;
+  if (!a.chat.empty()) {
+    std::vector<ChatMessage> messages;
+    if (!a.system.empty()) messages.push_back({"system", a.system});
+    messages.push_back({"user", a.chat});
+    const ChatFormat format = detect_chat_format(tok.vocabulary(), m.model->config().architecture);
+    return tok.encode(apply_chat_template(format, messages, true), tok.add_bos_by_default(), true);
+  }
+  return tok.encode(a.prompt, tok.add_bos_by_default(), a.special);
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.chat.empty()) throw std::invalid_argument("give exactly one of --prompt and --chat");
+  LoadedModel m = load_model(a.model, a.threads);
+  const std::vector<int32_t> prompt = prompt_tokens(a, m);
+  const int64_t ctx = std::min<int64_t>(a.context, m.model->config().n_ctx_train);
+  if (static_cast<int64_t>(prompt.size()) >= ctx)
+    throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                                std::to_string(ctx));
+  KvCache cache(m.model->config(), static_cast<int32_t>((ctx + 15) / 16));
+
+  GenerateOptions opts;
+  opts.max_tokens = a.sampling.max_tokens;
+  opts.sampling = a.sampling.params;
+  opts.stop = a.sampling.stop;
+  GenerateCallbacks cb;
+  if (a.print_ids) {
+    cb.on_token = [](int32_t t) { std::printf("%d ", t), std::fflush(stdout); };
+  } else {
+    cb.on_text = [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout), std::fflush(stdout); };
+  }
+  const GenerateResult r = generate(*m.model, *m.tokenizer, cache, prompt, opts, cb);
+  std::printf("\n");
+  std::fflush(stdout);
+  if (!a.quiet) {
+    const double n = static_cast<double>(r.tokens.size());
+    std::fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %zu tokens, %.1f tok/s decode; finish: %s]\n",
+                 r.prompt_tokens, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
+                 n > 1 ? (n - 1) / std::max(r.decode_seconds, 1e-9) : 0.0, finish_reason_name(r.finish));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt on the local engine, streaming");
+  cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
+  cmd->add_option("--prompt,-p", a->prompt, "Raw prompt text");
+  cmd->add_option("--chat,-c", a->chat, "A user message, formatted with the model's chat template");
+  cmd->add_option("--system", a->system, "System message for --chat");
+  add_sampling_flags(*cmd, a->sampling);
+  cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--context", a->context, "KV cache size in tokens")->check(CLI::Range(16, 1 << 20));
+  cmd->add_flag("--special", a->special, "Parse special tokens such as <|im_start|> in --prompt");
+  cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");
+  cmd->add_flag("--quiet,-q", a->quiet, "No statistics on stderr");
+  return [a] { return run_generate(*a); };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,21 @@
+#include "cli/sampling_options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace troupe::cli {
+
+void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
+  cmd.add_option("--max-tokens,-n", o.max_tokens, "Most tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--temperature,-t", o.params.temperature, "0 = greedy")->capture_default_str();
+  cmd.add_option("--top-k", o.params.top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
+  cmd.add_option("--top-p", o.params.top_p, "Nucleus: keep tokens up to this mass (1 = off)")->capture_default_str();
+  cmd.add_option("--min-p", o.params.min_p, "Drop tokens below min-p times the top one")->capture_default_str();
+  cmd.add_option("--repeat-penalty", o.params.repetition_penalty, "Divide logits of recent tokens (1 = off)");
+  cmd.add_option("--presence-penalty", o.params.presence_penalty, "Subtract once per recent token");
+  cmd.add_option("--frequency-penalty", o.params.frequency_penalty, "Subtract per occurrence of a recent token");
+  cmd.add_option("--penalty-last-n", o.params.penalty_last_n, "How many recent tokens the penalties see");
+  cmd.add_option("--seed", o.params.seed, "Random seed (same seed, same output)");
+  cmd.add_option("--stop", o.stop, "Stop when this text appears (repeatable)");
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,22 @@
+#pragma once
+// The sampling flags shared by every command that generates text.
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace CLI {
+class App;
+}
+
+namespace troupe::cli {
+
+struct SamplingOptions {
+  SamplingParams params;
+  std::vector<std::string> stop;
+  int max_tokens = 256;
+};
+
+void add_sampling_flags(CLI::App& cmd, SamplingOptions& o);
+
+}  // namespace troupe::cli

@@ -1,0 +1,15 @@
+# CAF 0.17 ships no CMake package: find its headers and the core/io libraries.
+# Defines CAF::core and CAF::io imported targets.
+find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp)
+find_library(CAF_CORE_LIBRARY NAMES caf_core)
+find_library(CAF_IO_LIBRARY NAMES caf_io)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+if(CAF_FOUND AND NOT TARGET CAF::core)
+  add_library(CAF::core UNKNOWN IMPORTED)
+  set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}")
+  add_library(CAF::io UNKNOWN IMPORTED)
+  set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
+                        INTERFACE_LINK_LIBRARIES CAF::core)
+endif()

@@ -1,0 +1,121 @@
+#include "engine/chat_template.h"
+
+#include <algorithm>
+
+namespace troupe {
+namespace {
+
+void check_roles(std::span<const ChatMessage> messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "user" && role != "assistant") {
+      throw ChatTemplateError("chat message " + std::to_string(i) + " has role '" + role +
+                              "'; expected system, user or assistant");
+    }
+  }
+}
+
+// Jinja's |trim: strips whitespace at both ends.
+std::string_view trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+void chatml_turn(std::string& out, std::string_view role, std::string_view content) {
+  out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
+}
+
+std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                          std::string_view default_system) {
+  std::string out;
+  if (!default_system.empty() && (messages.empty() || messages.front().role != "system")) {
+    chatml_turn(out, "system", default_system);
+  }
+  for (const ChatMessage& m : messages) chatml_turn(out, m.role, m.content);
+  if (add_generation_prompt) out.append("<|im_start|>assistant\n");
+  return out;
+}
+
+std::string render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string out;
+  const auto header = [&](std::string_view role) {
+    out.append("<|start_header_id|>").append(role).append("<|end_header_id|>\n\n");
+  };
+  for (const ChatMessage& m : messages) {
+    header(m.role);
+    out.append(trim(m.content)).append("<|eot_id|>");
+  }
+  if (add_generation_prompt) header("assistant");
+  return out;
+}
+
+std::string render_gemma(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string prefix;
+  if (!messages.empty() && messages.front().role == "system") {
+    prefix.append(messages.front().content).append("\n\n");
+    messages = messages.subspan(1);
+  }
+  std::string out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "system") {
+      throw ChatTemplateError("chat message " + std::to_string(i + 1) +
+                              ": gemma accepts a system message only at the start");
+    }
+    out.append("<start_of_turn>").append(m.role == "assistant" ? "model" : m.role).append("\n");
+    if (i == 0) out.append(prefix);
+    out.append(trim(m.content)).append("<end_of_turn>\n");
+  }
+  if (add_generation_prompt) out.append("<start_of_turn>model\n");
+  return out;
+}
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+bool has_token(const Vocabulary& vocab, std::string_view text) {
+  return std::find(vocab.tokens.begin(), vocab.tokens.end(), text) != vocab.tokens.end();
+}
+
+}  // namespace
+
+std::string_view chat_format_name(ChatFormat format) {
+  switch (format) {
+    case ChatFormat::chatml: return "chatml";
+    case ChatFormat::qwen2: return "qwen2";
+    case ChatFormat::llama3: return "llama3";
+    case ChatFormat::gemma: return "gemma";
+  }
+  return "unknown";
+}
+
+ChatFormat detect_chat_format(const Vocabulary& vocab, std::string_view architecture) {
+  const std::string_view tmpl = vocab.chat_template;
+  if (contains(tmpl, "<|im_start|>")) {
+    return contains(tmpl, kQwenDefaultSystemPrompt) ? ChatFormat::qwen2 : ChatFormat::chatml;
+  }
+  if (contains(tmpl, "<|start_header_id|>")) return ChatFormat::llama3;
+  if (contains(tmpl, "<start_of_turn>")) return ChatFormat::gemma;
+
+  if (architecture == "qwen2") return ChatFormat::qwen2;
+  if (architecture == "llama" && has_token(vocab, "<|start_header_id|>")) return ChatFormat::llama3;
+  if (architecture.starts_with("gemma")) return ChatFormat::gemma;
+  return ChatFormat::chatml;
+}
+
+std::string apply_chat_template(ChatFormat format, std::span<const ChatMessage> messages,
+                                bool add_generation_prompt) {
+  check_roles(messages);
+  switch (format) {
+    case ChatFormat::chatml: return render_chatml(messages, add_generation_prompt, {});
+    case ChatFormat::qwen2: return render_chatml(messages, add_generation_prompt, kQwenDefaultSystemPrompt);
+    case ChatFormat::llama3: return render_llama3(messages, add_generation_prompt);
+    case ChatFormat::gemma: return render_gemma(messages, add_generation_prompt);
+  }
+  throw ChatTemplateError("unknown chat format " + std::to_string(static_cast<int>(format)));
+}
+
+}  // namespace troupe

@@ -1,0 +1,71 @@
+#include "engine/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace troupe::cpu {
+namespace {
+
+Isa probe() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return Isa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return Isa::avx2;
+#endif
+  return Isa::scalar;
+}
+
+constexpr int kNoOverride = -1;
+
+// The environment's choice, clamped to what the machine runs (a request for
+// more than that would crash, so it is ignored rather than honored).
+int initial_override() {
+  const char* env = std::getenv("TROUPE_ISA");
+  if (env == nullptr) return kNoOverride;
+  const std::string_view v(env);
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (v == isa_name(isa) && isa <= detect_isa()) return static_cast<int>(isa);
+  return kNoOverride;
+}
+
+std::atomic<int>& override_slot() {
+  static std::atomic<int> slot{initial_override()};
+  return slot;
+}
+
+}  // namespace
+
+Isa detect_isa() {
+  static const Isa detected = probe();
+  return detected;
+}
+
+Isa active_isa() {
+  const int o = override_slot().load(std::memory_order_relaxed);
+  return o == kNoOverride ? detect_isa() : static_cast<Isa>(o);
+}
+
+void set_isa_override(Isa isa) {
+  if (isa > detect_isa())
+    throw std::invalid_argument("instruction set " + std::string(isa_name(isa)) + " is not available on this CPU");
+  override_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void clear_isa_override() { override_slot().store(kNoOverride, std::memory_order_relaxed); }
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+}  // namespace troupe::cpu

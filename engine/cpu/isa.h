@@ -1,0 +1,23 @@
+#pragma once
+// Which instruction set the CPU kernels use. Detected once from the CPU (and
+// what the OS lets it use); tests and benchmarks can force a lower one to
+// check every path on one machine. TROUPE_ISA=scalar|avx2|avx512 in the
+// environment sets the starting override.
+#include <string_view>
+
+namespace troupe::cpu {
+
+enum class Isa { scalar, avx2, avx512 };
+
+// Best set this machine runs: avx512 needs AVX-512 F/BW/VL/DQ/VNNI, avx2 needs
+// AVX2, FMA and F16C.
+Isa detect_isa();
+// The override if one is set, else detect_isa().
+Isa active_isa();
+// Throws std::invalid_argument when `isa` is above detect_isa().
+void set_isa_override(Isa isa);
+void clear_isa_override();
+
+std::string_view isa_name(Isa isa);
+
+}  // namespace troupe::cpu

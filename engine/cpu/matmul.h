@@ -1,0 +1,118 @@
+#pragma once
+// y = W x for every weight format, the hot path of the engine.
+//
+// Quantized weights meet activations quantized to 8 bits once per call (32-
+// blocks for Q4_0/Q5_0/Q8_0, 256-blocks with sub-block sums for K-quants) and
+// are dotted in integer SIMD; F32/F16/BF16 weights meet the floats as they
+// are. Rows are handed out to the pool's threads in chunks, the caller among
+// them. The instruction set is picked per call from active_isa() (isa.h).
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/cpu/thread_pool.h"
+#include "engine/tensor_type.h"
+
+namespace troupe::cpu {
+
+// Row-major: row r is `cols` values of `type` at data + r * row_bytes(type, cols).
+struct WeightMatrix {
+  TensorType type;
+  const void* data;
+  int64_t rows;
+  int64_t cols;
+};
+
+// Buffers for quantized activations and per-call bookkeeping. They grow to the
+// largest call seen and are reused, so steady-state calls do not allocate.
+// One scratch serves one call at a time.
+class MatmulScratch {
+ public:
+  MatmulScratch();
+  ~MatmulScratch();
+  MatmulScratch(const MatmulScratch&) = delete;
+  MatmulScratch& operator=(const MatmulScratch&) = delete;
+
+  // Bytes held for activations (for tests and memory accounting).
+  int64_t reserved_bytes() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// y[t * w.rows + r] = dot(row r of w, x[t * w.cols ...]) for t < n_tokens.
+void matmul(const WeightMatrix& w, const float* x, int n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
+// Several matrices with the same cols reading the same x (q/k/v, gate/up): x
+// is quantized once per layout the formats need, and the rows of all
+// matrices share one parallel region. ys[i] receives ws[i]'s output.
+void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys,
+                 ThreadPool& pool, MatmulScratch& scratch);
+
+// Shared by matmul.cpp and the per-instruction-set kernel files; not an API.
+namespace detail {
+
+// How a kernel wants the activations. Q4_0/Q5_0 place the low and high
+// 16 values of 4 blocks in separate 64-byte runs to match how their nibbles
+// unpack; Q4_K/Q5_K order sub-blocks 0,2,1,3,4,6,5,7 for the same reason.
+enum class ActLayout : uint8_t {
+  f32,        // x as given
+  q8,         // Q8_0: 32-blocks in order
+  q8_biased,  // Q8_0 stored as q + 128, for unsigned x signed VNNI products
+  nib8,       // Q4_0: 32-blocks, nibble order, correction -8 * block sum
+  nib16,      // Q5_0: as nib8 with correction -16 * block sum
+  k_sb32,     // Q4_K/Q5_K: 256-blocks, sub-block order 0,2,1,3,..., sums per 32
+  k_sb16,     // Q6_K: 256-blocks in order, sums per 16
+};
+constexpr int kActLayouts = 7;
+
+// Strides count elements of the pointer's type, per token.
+struct ActView {
+  int64_t cols = 0;
+  bool biased = false;
+  const float* x = nullptr;          // f32
+  int64_t x_stride = 0;
+  const int8_t* q = nullptr;         // quantized values
+  int64_t q_stride = 0;
+  const float* d = nullptr;          // one scale per 32- or 256-block
+  int64_t d_stride = 0;
+  const float* dl = nullptr;         // 32-blocks: the scale repeated per SIMD lane (8 for q8, 4 for nib)
+  int64_t dl_stride = 0;
+  const int32_t* corr = nullptr;     // nib: per block {-offset * sum, 0, 0, 0}
+  int64_t corr_stride = 0;
+  const int16_t* sums = nullptr;     // K: sums per 32 (k_sb32) or 16 (k_sb16) values
+  int64_t sums_stride = 0;
+};
+
+struct KernelArgs {
+  TensorType type;
+  const uint8_t* w;
+  int64_t row_bytes;
+  int64_t cols;
+  const ActView* act;
+  int n_tokens;
+  float* y;
+  int64_t y_stride;  // the matrix's rows
+};
+
+// Computes rows [row_begin, row_end) for every token.
+using GemmFn = void (*)(const KernelArgs& args, int64_t row_begin, int64_t row_end);
+
+struct Kernel {
+  GemmFn fn = nullptr;
+  ActLayout layout = ActLayout::f32;
+};
+
+Kernel scalar_kernel(TensorType type);
+Kernel avx2_kernel(TensorType type);    // fn == nullptr where none exists
+Kernel avx512_kernel(TensorType type);  // fn == nullptr where none exists
+
+// Scalar dot of one row's blocks [first, end) with one token; SIMD kernels use
+// it for the blocks after their last whole chunk.
+float dot_blocks(TensorType type, const uint8_t* row, const ActView& act, int token, int64_t first, int64_t end);
+
+}  // namespace detail
+}  // namespace troupe::cpu

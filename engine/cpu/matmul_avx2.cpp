@@ -1,0 +1,369 @@
+// AVX2 (+FMA, F16C) kernels, for x86 CPUs without AVX-512 VNNI. Same shape as
+// matmul_avx512.cpp: unpack a row chunk to 8-bit codes once, dot it with T
+// tokens; products go through maddubs (u8 x s8 -> s16 pairs) and madd.
+// Products never saturate: codes are < 64 and activations in [-127, 127],
+// and Q8_0 uses |w| x sign(w)*a where |w| <= 128.
+//
+// As in the AVX-512 file, no standard-library templates live here.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/cpu/matmul.h"
+
+namespace troupe::cpu::detail {
+namespace {
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i two_lanes(const uint8_t* lo, const uint8_t* hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(load128(lo)), load128(hi), 1);
+}
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+inline uint64_t u16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m128 f16x4(const uint8_t* p, int stride) {
+  const uint64_t x = u16_at(p) | u16_at(p + stride) << 16 | u16_at(p + 2 * stride) << 32 | u16_at(p + 3 * stride) << 48;
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(x)));
+}
+// Lanes `first` and `first + 1` of v, each repeated 4 times.
+inline __m256 spread2(__m128 v, int first) {
+  const __m256i idx = _mm256_setr_epi32(first, first, first, first, first + 1, first + 1, first + 1, first + 1);
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), idx);
+}
+
+inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+inline __m256i ones16() { return _mm256_set1_epi16(1); }
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Bytes equal to `value` where bit k of x is set, else 0.
+inline __m256i bits_to_bytes(uint32_t x, __m256i value) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), spread);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), value);
+}
+
+// pshufb control filling the low 128-bit lane with word w0, the high with w1.
+inline __m256i word_sel(int w0, int w1) {
+  return _mm256_setr_epi8(static_cast<char>(2 * w0), static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w0),
+                          static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w0), static_cast<char>(2 * w0 + 1),
+                          static_cast<char>(2 * w0), static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w0),
+                          static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w0), static_cast<char>(2 * w0 + 1),
+                          static_cast<char>(2 * w0), static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w0),
+                          static_cast<char>(2 * w0 + 1), static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1),
+                          static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1), static_cast<char>(2 * w1),
+                          static_cast<char>(2 * w1 + 1), static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1),
+                          static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1), static_cast<char>(2 * w1),
+                          static_cast<char>(2 * w1 + 1), static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1),
+                          static_cast<char>(2 * w1), static_cast<char>(2 * w1 + 1));
+}
+
+// ------------------------------------------------------------------ formats
+
+struct Q8_0y {
+  static constexpr TensorType kType = TensorType::Q8_0;
+  static constexpr int64_t kElems = 32, kBytes = 34, kBlockElems = 32;
+  struct W {
+    __m256i abs_w, w;
+    __m256 dw;
+  };
+  static W load(const uint8_t* p) {
+    const __m256i w = load256(p + 2);
+    return {_mm256_sign_epi8(w, w), w, _mm256_set1_ps(f16_at(p))};
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) {
+    const __m256i x = _mm256_sign_epi8(load256(a.q + t * a.q_stride + c * 32), w.w);
+    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_w, x), ones16());
+    const __m256 scale = _mm256_mul_ps(w.dw, _mm256_set1_ps(a.d[t * a.d_stride + c]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
+  }
+};
+
+// Q4_0/Q5_0: pair i of a 4-block chunk unpacks to lo = [block 2i values
+// 0..15 | block 2i+1 values 0..15] and hi likewise for values 16..31.
+struct NibW {
+  __m256i lo[2], hi[2];
+  __m256 dw[2];
+};
+inline void nib_dot(const NibW& w, const ActView& a, int t, int64_t c, __m256& acc) {
+  const int8_t* q = a.q + t * a.q_stride + c * 128;
+  for (int i = 0; i < 2; ++i) {
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo[i], load256(q + 32 * i)),
+                                         _mm256_maddubs_epi16(w.hi[i], load256(q + 64 + 32 * i)));
+    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s16, ones16()), load256(a.corr + t * a.corr_stride + c * 16 + 8 * i));
+    const __m256 scale = _mm256_mul_ps(w.dw[i], _mm256_loadu_ps(a.dl + t * a.dl_stride + c * 16 + 8 * i));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
+  }
+}
+
+struct Q4_0y {
+  static constexpr TensorType kType = TensorType::Q4_0;
+  static constexpr int64_t kElems = 128, kBytes = 72, kBlockElems = 32;
+  using W = NibW;
+  static W load(const uint8_t* p) {
+    W r;
+    const __m128 d = f16x4(p, 18);
+    for (int i = 0; i < 2; ++i) {
+      const __m256i v = two_lanes(p + 36 * i + 2, p + 36 * i + 20);
+      r.lo[i] = nibbles_lo(v), r.hi[i] = nibbles_hi(v), r.dw[i] = spread2(d, 2 * i);
+    }
+    return r;
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) { nib_dot(w, a, t, c, acc); }
+};
+
+struct Q5_0y {
+  static constexpr TensorType kType = TensorType::Q5_0;
+  static constexpr int64_t kElems = 128, kBytes = 88, kBlockElems = 32;
+  using W = NibW;
+  static W load(const uint8_t* p) {
+    W r;
+    const __m128 d = f16x4(p, 22);
+    const __m256i c16 = _mm256_set1_epi8(16);
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* b0 = p + 44 * i;
+      const uint8_t* b1 = b0 + 22;
+      const uint32_t h0 = u32_at(b0 + 2), h1 = u32_at(b1 + 2);
+      const __m256i v = two_lanes(b0 + 6, b1 + 6);
+      r.lo[i] = _mm256_or_si256(nibbles_lo(v), bits_to_bytes((h0 & 0xFFFF) | (h1 << 16), c16));
+      r.hi[i] = _mm256_or_si256(nibbles_hi(v), bits_to_bytes((h0 >> 16) | (h1 & 0xFFFF0000u), c16));
+      r.dw[i] = spread2(d, 2 * i);
+    }
+    return r;
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) { nib_dot(w, a, t, c, acc); }
+};
+
+// K-quants: sub-block j's codes in q[j]; 16-bit scales per sub-block (or per
+// 16 values for Q6_K) applied by madd.
+struct KW {
+  __m256i q[8], sc[8];
+  __m128i mins;
+  __m256 d, neg_dmin;
+};
+constexpr int kSlot[8] = {0, 2, 1, 3, 4, 6, 5, 7};  // Q4_K/Q5_K activation sub-block order
+
+inline void k45_scales(const uint8_t* p, KW& r) {
+  const uint32_t u0 = u32_at(p), u1 = u32_at(p + 4), u2 = u32_at(p + 8);
+  const uint64_t sc_lo = u0 & 0x3F3F3F3Fu, sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+  const uint64_t mn_lo = u1 & 0x3F3F3F3Fu, mn_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+  const __m128i sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc_lo | sc_hi << 32)));
+  const __m256i all = _mm256_broadcastsi128_si256(sc);
+  for (int j = 0; j < 8; ++j) r.sc[j] = _mm256_shuffle_epi8(all, word_sel(j, j));
+  r.mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn_lo | mn_hi << 32)));
+}
+
+inline void k45_dot(const KW& w, const ActView& a, int t, int64_t c, __m256& acc) {
+  const int8_t* q = a.q + t * a.q_stride + c * 256;
+  __m256i s = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j)
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[j], load256(q + 32 * kSlot[j])), w.sc[j]));
+  const __m128i m = _mm_madd_epi16(w.mins, load128(a.sums + t * a.sums_stride + c * 8));
+  const __m256 da = _mm256_set1_ps(a.d[t * a.d_stride + c]);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(w.d, da), acc);
+  acc = _mm256_fmadd_ps(_mm256_zextps128_ps256(_mm_cvtepi32_ps(m)), _mm256_mul_ps(w.neg_dmin, da), acc);
+}
+
+template <bool kBits5>
+struct Q45_Ky {
+  static constexpr TensorType kType = kBits5 ? TensorType::Q5_K : TensorType::Q4_K;
+  static constexpr int64_t kElems = 256, kBytes = kBits5 ? 176 : 144, kBlockElems = 256;
+  using W = KW;
+  static W load(const uint8_t* p) {
+    W r;
+    k45_scales(p + 4, r);
+    const uint8_t* qs = p + (kBits5 ? 48 : 16);
+    for (int g = 0; g < 4; ++g) {
+      const __m256i z = load256(qs + 32 * g);
+      r.q[2 * g] = nibbles_lo(z), r.q[2 * g + 1] = nibbles_hi(z);
+    }
+    if constexpr (kBits5) {
+      // Bit j of qh[l] -> bit 4 of sub-block j's byte l.
+      const __m256i qh = load256(p + 16), c16 = _mm256_set1_epi8(16);
+      r.q[0] = _mm256_or_si256(r.q[0], _mm256_and_si256(_mm256_slli_epi16(qh, 4), c16));
+      r.q[1] = _mm256_or_si256(r.q[1], _mm256_and_si256(_mm256_slli_epi16(qh, 3), c16));
+      r.q[2] = _mm256_or_si256(r.q[2], _mm256_and_si256(_mm256_slli_epi16(qh, 2), c16));
+      r.q[3] = _mm256_or_si256(r.q[3], _mm256_and_si256(_mm256_slli_epi16(qh, 1), c16));
+      r.q[4] = _mm256_or_si256(r.q[4], _mm256_and_si256(qh, c16));
+      r.q[5] = _mm256_or_si256(r.q[5], _mm256_and_si256(_mm256_srli_epi16(qh, 1), c16));
+      r.q[6] = _mm256_or_si256(r.q[6], _mm256_and_si256(_mm256_srli_epi16(qh, 2), c16));
+      r.q[7] = _mm256_or_si256(r.q[7], _mm256_and_si256(_mm256_srli_epi16(qh, 3), c16));
+    }
+    r.d = _mm256_set1_ps(f16_at(p)), r.neg_dmin = _mm256_set1_ps(-f16_at(p + 2));
+    return r;
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) { k45_dot(w, a, t, c, acc); }
+};
+
+// Q6_K: sub-block j is quarter j % 4 of half j / 4; codes 0..63, with -32
+// folded in as -32 * sum(scale * activation sum per 16).
+struct Q6_Ky {
+  static constexpr TensorType kType = TensorType::Q6_K;
+  static constexpr int64_t kElems = 256, kBytes = 210, kBlockElems = 256;
+  struct W {
+    __m256i q[8], sc[8], neg32_sc;
+    __m256 d;
+  };
+  static W load(const uint8_t* p) {
+    W r;
+    const __m256i c30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load256(p + 64 * h), ql1 = load256(p + 64 * h + 32), qh = load256(p + 128 + 32 * h);
+      __m256i* q = r.q + 4 * h;
+      q[0] = _mm256_or_si256(nibbles_lo(ql0), _mm256_and_si256(_mm256_slli_epi16(qh, 4), c30));
+      q[1] = _mm256_or_si256(nibbles_lo(ql1), _mm256_and_si256(_mm256_slli_epi16(qh, 2), c30));
+      q[2] = _mm256_or_si256(nibbles_hi(ql0), _mm256_and_si256(qh, c30));
+      q[3] = _mm256_or_si256(nibbles_hi(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), c30));
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(p + 192));
+    const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00), hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    for (int j = 0; j < 8; ++j) r.sc[j] = _mm256_shuffle_epi8(j < 4 ? lo : hi, word_sel((2 * j) % 8, (2 * j + 1) % 8));
+    r.neg32_sc = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
+    r.d = _mm256_set1_ps(f16_at(p + 208));
+    return r;
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) {
+    const int8_t* q = a.q + t * a.q_stride + c * 256;
+    __m256i s = _mm256_madd_epi16(w.neg32_sc, load256(a.sums + t * a.sums_stride + c * 16));
+    for (int j = 0; j < 8; ++j)
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w.q[j], load256(q + 32 * j)), w.sc[j]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(w.d, _mm256_set1_ps(a.d[t * a.d_stride + c])), acc);
+  }
+};
+
+template <TensorType kT, int kElemBytes>
+struct FloatY {
+  static constexpr TensorType kType = kT;
+  static constexpr int64_t kElems = 8, kBytes = 8 * kElemBytes, kBlockElems = 1;
+  struct W {
+    __m256 w;
+  };
+  static W load(const uint8_t* p) {
+    if constexpr (kT == TensorType::F32) return {_mm256_loadu_ps(reinterpret_cast<const float*>(p))};
+    if constexpr (kT == TensorType::F16) return {_mm256_cvtph_ps(load128(p))};
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16))};
+  }
+  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) {
+    acc = _mm256_fmadd_ps(w.w, _mm256_loadu_ps(a.x + t * a.x_stride + c * 8), acc);
+  }
+};
+
+// ------------------------------------------------------------------ drivers
+// Same loop structure as the AVX-512 file (see there for the reasons).
+
+template <class F>
+float tail(const KernelArgs& a, const uint8_t* row, int t, int64_t chunks) {
+  const int64_t first = chunks * (F::kElems / F::kBlockElems), end = a.cols / F::kBlockElems;
+  return first < end ? dot_blocks(F::kType, row, *a.act, t, first, end) : 0.0f;
+}
+
+template <class F, int R, int T>
+void tile(const KernelArgs& a, int64_t r0, int t0) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t chunks = a.cols / F::kElems;
+  const uint8_t* base = a.w + r0 * a.row_bytes;
+  for (int64_t c = 0; c < chunks; ++c) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const typename F::W w = F::load(base + r * a.row_bytes + c * F::kBytes);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) F::dot(w, *a.act, t0 + t, c, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t)
+      a.y[(t0 + t) * a.y_stride + r0 + r] = hsum(acc[r][t]) + tail<F>(a, base + r * a.row_bytes, t0 + t, chunks);
+}
+
+template <class F>
+void gemv(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const int64_t chunks = a.cols / F::kElems;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = a.w + r * a.row_bytes;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 2 <= chunks; c += 2) {
+      F::dot(F::load(row + c * F::kBytes), *a.act, 0, c, acc0);
+      F::dot(F::load(row + (c + 1) * F::kBytes), *a.act, 0, c + 1, acc1);
+    }
+    if (c < chunks) F::dot(F::load(row + c * F::kBytes), *a.act, 0, c, acc0);
+    a.y[r] = hsum(_mm256_add_ps(acc0, acc1)) + tail<F>(a, row, 0, chunks);
+  }
+}
+
+template <class F, int R, int T>
+void tile_tail(const KernelArgs& a, int64_t r, int t, int left) {
+  if (left == T) return tile<F, R, T>(a, r, t);
+  if constexpr (T > 1) tile_tail<F, R, T - 1>(a, r, t, left);
+}
+
+template <class F, int R, int T>
+void row_group(const KernelArgs& a, int64_t r, int t_begin, int t_end) {
+  int t = t_begin;
+  for (; t + T <= t_end; t += T) tile<F, R, T>(a, r, t);
+  if (t < t_end) tile_tail<F, R, T>(a, r, t, t_end - t);
+}
+
+constexpr int kTokenBlock = 64;
+
+template <class F, int R, int T>
+void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens == 1) return gemv<F>(a, r0, r1);
+  for (int tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
+    const int te = a.n_tokens - tb < kTokenBlock ? a.n_tokens : tb + kTokenBlock;
+    int64_t r = r0;
+    for (; r + R <= r1; r += R) row_group<F, R, T>(a, r, tb, te);
+    for (; r < r1; ++r) row_group<F, 1, T>(a, r, tb, te);
+  }
+}
+
+}  // namespace
+
+Kernel avx2_kernel(TensorType type) {
+  switch (type) {
+    case TensorType::F32: return {gemm<FloatY<TensorType::F32, 4>, 2, 4>, ActLayout::f32};
+    case TensorType::F16: return {gemm<FloatY<TensorType::F16, 2>, 2, 4>, ActLayout::f32};
+    case TensorType::BF16: return {gemm<FloatY<TensorType::BF16, 2>, 2, 4>, ActLayout::f32};
+    case TensorType::Q8_0: return {gemm<Q8_0y, 2, 4>, ActLayout::q8};
+    case TensorType::Q4_0: return {gemm<Q4_0y, 1, 4>, ActLayout::nib8};
+    case TensorType::Q5_0: return {gemm<Q5_0y, 1, 4>, ActLayout::nib16};
+    case TensorType::Q4_K: return {gemm<Q45_Ky<false>, 1, 4>, ActLayout::k_sb32};
+    case TensorType::Q5_K: return {gemm<Q45_Ky<true>, 1, 4>, ActLayout::k_sb32};
+    case TensorType::Q6_K: return {gemm<Q6_Ky, 1, 4>, ActLayout::k_sb16};
+    default: return {};
+  }
+}
+
+}  // namespace troupe::cpu::detail
+
+#else  // not x86-64: no AVX2 kernels
+
+#include "engine/cpu/matmul.h"
+namespace troupe::cpu::detail {
+Kernel avx2_kernel(TensorType) { return {}; }
+}  // namespace troupe::cpu::detail
+#endif

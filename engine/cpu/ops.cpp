@@ -1,0 +1,87 @@
+#include "engine/cpu/ops.h"
+
+#include <cmath>
+#include <stdexcept>
+
+// Function multi-versioning: the loader picks the widest clone this CPU runs.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define TROUPE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TROUPE_CLONES
+#endif
+
+namespace troupe::cpu {
+
+TROUPE_CLONES void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+TROUPE_CLONES void add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+TROUPE_CLONES void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+TROUPE_CLONES float dot(const float* a, const float* b, int64_t n) {
+  // Eight partial sums let the compiler keep a vector accumulator without
+  // reassociating (we do not build with -ffast-math).
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+  float total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+TROUPE_CLONES void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void softmax(float* x, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+Rope::Rope(int64_t head_dim, float freq_base, float freq_scale, RopeOrder order)
+    : head_dim_(head_dim), freq_scale_(freq_scale), order_(order) {
+  if (head_dim <= 0 || head_dim > 1024 || head_dim % 2) throw std::invalid_argument("unsupported RoPE head dimension");
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    inv_freq_[i] = std::pow(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
+}
+
+void Rope::apply(float* heads, int64_t n_heads, int64_t pos) const {
+  const int64_t half = head_dim_ / 2;
+  const float p = static_cast<float>(pos) * freq_scale_;
+  float cos_t[512], sin_t[512];
+  for (int64_t i = 0; i < half; ++i) {
+    const float theta = p * inv_freq_[i];
+    cos_t[i] = std::cos(theta);
+    sin_t[i] = std::sin(theta);
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = heads + h * head_dim_;
+    for (int64_t i = 0; i < half; ++i) {
+      // halves pairs (i, i + d/2); adjacent pairs (2i, 2i + 1)
+      const int64_t a = order_ == RopeOrder::halves ? i : 2 * i;
+      const int64_t b = order_ == RopeOrder::halves ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+}  // namespace troupe::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// Element-wise and row-wise kernels of the transformer block. Each is a verb on
+// plain float arrays; the loops are written for the compiler to vectorize and
+// are cloned per instruction set (see ops.cpp).
+#include <cstdint>
+
+#include "engine/model_config.h"
+
+namespace troupe::cpu {
+
+// out = x / rms(x) * weight
+void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+// x += y
+void add(float* x, const float* y, int64_t n);
+// gate = silu(gate) * up
+void silu_mul(float* gate, const float* up, int64_t n);
+float dot(const float* a, const float* b, int64_t n);
+// y += a * x
+void axpy(float a, const float* x, float* y, int64_t n);
+// In place; returns nothing, the row sums to 1.
+void softmax(float* x, int64_t n);
+
+// Rotary position embedding: precomputed inverse frequencies per head dim pair.
+class Rope {
+ public:
+  Rope(int64_t head_dim, float freq_base, float freq_scale, RopeOrder order);
+  // Rotates n_heads consecutive heads of head_dim values at position pos.
+  void apply(float* heads, int64_t n_heads, int64_t pos) const;
+
+ private:
+  int64_t head_dim_;
+  float freq_scale_;
+  RopeOrder order_;
+  float inv_freq_[512];  // head_dim / 2 entries; head_dim <= 1024
+};
+
+}  // namespace troupe::cpu

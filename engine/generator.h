@@ -1,0 +1,49 @@
+#pragma once
+// The generation loop of one sequence: chunked prefill of the prompt, then
+// decode with sampling until end of generation, a stop string, or the token
+// limit. Used by `troupe generate`; the server's scheduler batches many
+// sequences through Model::forward instead.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace troupe {
+
+class KvCache;
+class Model;
+class Tokenizer;
+
+struct GenerateOptions {
+  int32_t max_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  int32_t prefill_chunk = 256;  // tokens per forward while prefilling
+};
+
+enum class FinishReason { length, end_of_generation, stop_string, context_full };
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids, stop/end tokens excluded
+  FinishReason finish = FinishReason::length;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;  // from the first generated token to the last
+  int32_t prompt_tokens = 0;
+};
+
+// on_text receives the decoded text as it becomes final (whole UTF-8
+// characters, stop strings held back); on_token each accepted token id.
+struct GenerateCallbacks {
+  std::function<void(std::string_view text)> on_text;
+  std::function<void(int32_t token)> on_token;
+};
+
+GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const GenerateCallbacks& callbacks);
+
+}  // namespace troupe

@@ -1,0 +1,55 @@
+#include "engine/kv_cache.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "engine/model_config.h"
+
+namespace troupe {
+
+KvCache::KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size)
+    : page_size_(page_size), slot_values_(config.kv_dim()), pool_(n_pages) {
+  if (page_size <= 0) throw std::invalid_argument("KV page size must be positive");
+  const size_t n = static_cast<size_t>(config.n_layer) * n_pages * page_size * slot_values_;
+  keys_.assign(n, 0);
+  values_.assign(n, 0);
+}
+
+int64_t KvCache::bytes() const { return static_cast<int64_t>((keys_.size() + values_.size()) * sizeof(uint16_t)); }
+
+KvSequence::~KvSequence() { clear(); }
+
+KvSequence::KvSequence(KvSequence&& other) noexcept : cache_(other.cache_), pages_(std::move(other.pages_)) {
+  other.pages_.clear();
+}
+
+KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
+  if (this != &other) {
+    clear();
+    cache_ = other.cache_;
+    pages_ = std::move(other.pages_);
+    other.pages_.clear();
+  }
+  return *this;
+}
+
+bool KvSequence::reserve(int32_t n_tokens) {
+  const int32_t ps = cache_->page_size();
+  const size_t needed = static_cast<size_t>((n_tokens + ps - 1) / ps);
+  if (needed <= pages_.size()) return true;
+  if (static_cast<size_t>(cache_->pool().free_count()) < needed - pages_.size()) return false;
+  while (pages_.size() < needed) pages_.push_back(*cache_->pool().allocate());
+  return true;
+}
+
+void KvSequence::truncate(int32_t n_tokens) {
+  const int32_t ps = cache_->page_size();
+  const size_t keep = static_cast<size_t>((std::max(n_tokens, 0) + ps - 1) / ps);
+  while (pages_.size() > keep) {
+    cache_->pool().release(pages_.back());
+    pages_.pop_back();
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,159 @@
+#include "engine/model.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "engine/cpu/attention.h"
+#include "engine/cpu/kv_kernels.h"
+#include "engine/cpu/quants.h"
+#include "engine/kv_cache.h"
+
+namespace troupe {
+namespace {
+
+void grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+void add_bias(float* rows, const std::vector<float>& bias, int64_t n_rows) {
+  if (bias.empty()) return;
+  const int64_t w = static_cast<int64_t>(bias.size());
+  for (int64_t r = 0; r < n_rows; ++r) cpu::add(rows + r * w, bias.data(), w);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
+  return std::make_unique<Model>(GgufFile::open(path), n_threads);
+}
+
+Model::Model(GgufFile file, int n_threads)
+    : file_(std::move(file)),
+      config_(read_model_config(file_)),
+      weights_(bind_weights(file_, config_)),
+      pool_(n_threads),
+      rope_(config_.head_dim, config_.rope_freq_base, config_.rope_freq_scale, config_.rope_order) {}
+
+void Model::prepare(const Batch& batch, const KvCache& cache) {
+  rows_.clear();
+  int64_t max_ctx = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const BatchSequence& seq = batch.sequences[s];
+    const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
+    if (seq.start_pos < 0) throw std::invalid_argument("negative start position");
+    if (end > static_cast<int64_t>(seq.block_table.size()) * cache.page_size())
+      throw std::invalid_argument("block table of sequence " + std::to_string(s) + " does not cover position " +
+                                  std::to_string(end - 1));
+    for (size_t i = 0; i < seq.tokens.size(); ++i) {
+      const int32_t tok = seq.tokens[i];
+      if (tok < 0 || tok >= config_.n_vocab) throw std::out_of_range("token id " + std::to_string(tok) + " out of range");
+      rows_.push_back({tok, static_cast<int32_t>(seq.start_pos + i), static_cast<int32_t>(s)});
+    }
+    max_ctx = std::max(max_ctx, end);
+  }
+  const size_t n = rows_.size();
+  const auto& c = config_;
+  grow(x_, n * c.n_embd);
+  grow(xn_, n * c.n_embd);
+  grow(tmp_, n * c.n_embd);
+  grow(q_, n * c.q_dim());
+  grow(attn_, n * c.q_dim());
+  grow(k_, n * c.kv_dim());
+  grow(v_, n * c.kv_dim());
+  grow(gate_, n * c.n_ff);
+  grow(up_, n * c.n_ff);
+  if (max_ctx > max_ctx_) {
+    max_ctx_ = max_ctx;
+    scores_.assign(static_cast<size_t>(pool_.size() * max_ctx_), 0.0f);
+  }
+}
+
+void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
+  prepare(batch, cache);
+  const int64_t n = static_cast<int64_t>(rows_.size());
+  const int64_t e = config_.n_embd;
+  for (int64_t r = 0; r < n; ++r) {
+    const auto& emb = weights_.token_embd;
+    const auto* row = static_cast<const uint8_t*>(emb.data) + rows_[r].token * row_bytes(emb.type, e);
+    cpu::dequantize_row(emb.type, row, x_.data() + r * e, e);
+  }
+  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
+    const LayerWeights& l = weights_.layers[layer];
+    attention_block(l, layer, batch, cache);
+    ffn_block(l);
+  }
+  output_logits(batch, out);
+}
+
+void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(rows_.size());
+  for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&x_[r * c.n_embd], l.attn_norm.data(), c.n_embd, c.rms_eps, &xn_[r * c.n_embd]);
+  const cpu::WeightMatrix qkv[] = {l.wq, l.wk, l.wv};
+  float* const outs[] = {q_.data(), k_.data(), v_.data()};
+  cpu::matmul_many(qkv, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+  add_bias(q_.data(), l.bq, n);
+  add_bias(k_.data(), l.bk, n);
+  add_bias(v_.data(), l.bv, n);
+
+  const int32_t ps = cache.page_size();
+  for (int64_t r = 0; r < n; ++r) {
+    const Row& row = rows_[r];
+    rope_.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
+    rope_.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+    const auto& table = batch.sequences[row.seq].block_table;
+    const int32_t page = table[row.pos / ps], slot = row.pos % ps;
+    cpu::to_f16(&k_[r * c.kv_dim()], cache.key(layer, page, slot), c.kv_dim());
+    cpu::to_f16(&v_[r * c.kv_dim()], cache.value(layer, page, slot), c.kv_dim());
+  }
+
+  // Work items are (row, head) pairs, so a single decode token still spreads
+  // its heads over every thread.
+  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  pool_.run([&](int t) {
+    const int64_t items = n * c.n_head;
+    const int64_t begin = items * t / pool_.size(), end = items * (t + 1) / pool_.size();
+    float* scores = &scores_[static_cast<size_t>(t * max_ctx_)];
+    for (int64_t it = begin; it < end;) {
+      const int64_t r = it / c.n_head, h0 = it % c.n_head;
+      const int64_t h1 = std::min<int64_t>(c.n_head, h0 + (end - it));
+      const Row& row = rows_[r];
+      cpu::paged_attention(&q_[r * c.q_dim()], cache, layer, batch.sequences[row.seq].block_table, row.pos + 1, shape,
+                           h0, h1, &attn_[r * c.q_dim()], scores);
+      it += h1 - h0;
+    }
+  });
+  cpu::matmul(l.wo, attn_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
+}
+
+void Model::ffn_block(const LayerWeights& l) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(rows_.size());
+  for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&x_[r * c.n_embd], l.ffn_norm.data(), c.n_embd, c.rms_eps, &xn_[r * c.n_embd]);
+  const cpu::WeightMatrix gate_up[] = {l.w_gate, l.w_up};
+  float* const outs[] = {gate_.data(), up_.data()};
+  cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+  cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff);
+  cpu::matmul(l.w_down, gate_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
+}
+
+void Model::output_logits(const Batch& batch, Logits& out) {
+  const int64_t e = config_.n_embd;
+  // Gather the wanted rows, normalized, to the front of xn_.
+  int64_t wanted = 0, r = 0;
+  for (const auto& seq : batch.sequences) {
+    const int64_t len = static_cast<int64_t>(seq.tokens.size());
+    for (int64_t i = 0; i < len; ++i, ++r) {
+      const bool want = seq.logits == LogitsWanted::all || (seq.logits == LogitsWanted::last && i == len - 1);
+      if (want) cpu::rmsnorm(&x_[r * e], weights_.output_norm.data(), e, config_.rms_eps, &xn_[wanted++ * e]);
+    }
+  }
+  out.n_vocab = config_.n_vocab;
+  out.values.resize(static_cast<size_t>(wanted * config_.n_vocab));
+  if (wanted > 0) cpu::matmul(weights_.output, xn_.data(), static_cast<int>(wanted), out.values.data(), pool_, scratch_);
+}
+
+}  // namespace troupe

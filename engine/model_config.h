@@ -1,0 +1,39 @@
+#pragma once
+// The hyperparameters of a transformer, read from GGUF metadata
+// (`<arch>.embedding_length` and friends) and checked for consistency.
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+class GgufFile;
+
+// How RoPE pairs the dimensions of a head. `adjacent` rotates (0,1), (2,3), ...
+// (llama-family GGUF files, whose converter permuted Q/K for it); `halves`
+// rotates (i, i + d/2) (qwen2, GPT-NeoX).
+enum class RopeOrder { adjacent, halves };
+
+struct ModelConfig {
+  std::string architecture;  // "qwen2", "llama"
+  std::string name;          // general.name, for display
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-6f;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear RoPE scaling: positions are multiplied by this
+  RopeOrder rope_order = RopeOrder::halves;
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Throws GgufError naming the missing or inconsistent key.
+ModelConfig read_model_config(const GgufFile& file);
+
+}  // namespace troupe

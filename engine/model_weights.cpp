@@ -1,0 +1,71 @@
+#include "engine/model_weights.h"
+
+#include <string>
+
+#include "engine/cpu/quants.h"
+#include "engine/gguf_file.h"
+#include "engine/model_config.h"
+
+namespace troupe {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const GgufTensorInfo& tensor(const GgufFile& f, const std::string& name, std::vector<int64_t> dims) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) throw GgufError(f.name() + ": missing tensor '" + name + "'");
+  if (t->dims != dims)
+    throw GgufError(f.name() + ": tensor '" + name + "' has shape " + shape_text(t->dims) + ", expected " +
+                    shape_text(dims));
+  return *t;
+}
+
+cpu::WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
+  const GgufTensorInfo& t = tensor(f, name, {cols, rows});
+  return {t.type, f.tensor_data(t), rows, cols};
+}
+
+std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_t n) {
+  const GgufTensorInfo& t = tensor(f, name, {n});
+  std::vector<float> v(n);
+  cpu::dequantize_row(t.type, f.tensor_data(t), v.data(), n);
+  return v;
+}
+
+std::vector<float> optional_vector(const GgufFile& f, const std::string& name, int64_t n) {
+  return f.find_tensor(name) ? vector_f32(f, name, n) : std::vector<float>{};
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
+  ModelWeights w;
+  w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  w.output_norm = vector_f32(f, "output_norm.weight", c.n_embd);
+  w.tied_output = f.find_tensor("output.weight") == nullptr;
+  w.output = w.tied_output ? w.token_embd : matrix(f, "output.weight", c.n_embd, c.n_vocab);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
+    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
+    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
+    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim());
+    l.wo = matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd);
+    l.bq = optional_vector(f, p + "attn_q.bias", c.q_dim());
+    l.bk = optional_vector(f, p + "attn_k.bias", c.kv_dim());
+    l.bv = optional_vector(f, p + "attn_v.bias", c.kv_dim());
+    l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
+    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace troupe

@@ -1,0 +1,33 @@
+#pragma once
+// The tensors of a loaded model, bound by name and checked against the
+// config's shapes. Matrices point into the memory-mapped file (no copy); the
+// small vectors (norms, biases) are converted to float once at load.
+#include <vector>
+
+#include "engine/cpu/matmul.h"
+
+namespace troupe {
+
+class GgufFile;
+struct ModelConfig;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  cpu::WeightMatrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // empty when the architecture has no QKV bias
+  std::vector<float> ffn_norm;
+  cpu::WeightMatrix w_gate, w_up, w_down;
+};
+
+struct ModelWeights {
+  cpu::WeightMatrix token_embd;  // rows = vocabulary, cols = embedding
+  std::vector<float> output_norm;
+  cpu::WeightMatrix output;  // token_embd itself when the model ties them
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+};
+
+// Throws GgufError naming the missing tensor or the mismatched shape.
+ModelWeights bind_weights(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace troupe

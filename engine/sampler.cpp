@@ -1,0 +1,89 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace troupe {
+
+void SamplingParams::validate() const {
+  auto bad = [](const char* what) { throw std::invalid_argument(what); };
+  if (!(temperature >= 0.0f) || temperature > 100.0f) bad("temperature must be in [0, 100]");
+  if (top_k < 0) bad("top_k must be >= 0");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p must be in (0, 1]");
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p must be in [0, 1]");
+  if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) bad("repetition_penalty must be in (0, 10]");
+  if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 10.0f) bad("presence_penalty must be in [-10, 10]");
+  if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 10.0f) bad("frequency_penalty must be in [-10, 10]");
+  if (penalty_last_n < 0) bad("penalty_last_n must be >= 0");
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { params_.validate(); }
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
+  const bool any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                   params_.frequency_penalty != 0.0f;
+  if (!any || params_.penalty_last_n == 0 || history.empty()) return;
+  const size_t n = std::min<size_t>(history.size(), static_cast<size_t>(params_.penalty_last_n));
+  const auto recent = history.subspan(history.size() - n);
+  counts_.resize(logits.size());
+  for (int32_t t : recent)
+    if (t >= 0 && static_cast<size_t>(t) < logits.size()) ++counts_[t];
+  for (int32_t t : recent) {
+    if (t < 0 || static_cast<size_t>(t) >= logits.size() || counts_[t] == 0) continue;
+    float& l = logits[t];
+    l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(counts_[t]);
+    counts_[t] = 0;  // penalize each distinct token once
+  }
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) throw std::invalid_argument("no logits to sample from");
+  apply_penalties(logits, history);
+  if (params_.temperature == 0.0f)
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+
+  // Candidates sorted by logit, cut by top-k first so the sort is partial.
+  candidates_.clear();
+  for (size_t i = 0; i < logits.size(); ++i) candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
+  size_t k = params_.top_k > 0 ? std::min<size_t>(params_.top_k, candidates_.size()) : candidates_.size();
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_logit);
+  candidates_.resize(k);
+
+  // Softmax at temperature over the survivors.
+  const float max = candidates_[0].first;
+  float sum = 0.0f;
+  for (auto& c : candidates_) sum += c.first = std::exp((c.first - max) / params_.temperature);
+  for (auto& c : candidates_) c.first /= sum;
+
+  size_t keep = candidates_.size();
+  if (params_.top_p < 1.0f) {
+    float cum = 0.0f;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cum += candidates_[i].first;
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0.0f) {
+    const float floor = params_.min_p * candidates_[0].first;
+    size_t i = 1;
+    while (i < keep && candidates_[i].first >= floor) ++i;
+    keep = i;
+  }
+  float total = 0.0f;
+  for (size_t i = 0; i < keep; ++i) total += candidates_[i].first;
+  const float u = std::uniform_real_distribution<float>(0.0f, total)(rng_);
+  float acc = 0.0f;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += candidates_[i].first;
+    if (u < acc) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace troupe

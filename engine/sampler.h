@@ -1,0 +1,45 @@
+#pragma once
+// Picks the next token from logits. Order of operations (as llama.cpp and HF
+// apply them): penalties on the raw logits, then greedy if temperature is 0,
+// else temperature, top-k, top-p, min-p, and a draw from the seeded generator.
+// The same seed, settings and logits give the same tokens on every run.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace troupe {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // 0 = greedy
+  int32_t top_k = 40;        // 0 = off
+  float top_p = 0.95f;       // 1 = off
+  float min_p = 0.05f;       // 0 = off; drops tokens below min_p * p(max)
+  float repetition_penalty = 1.0f;  // 1 = off; divides positive logits of seen tokens
+  float presence_penalty = 0.0f;    // subtracted once per seen token
+  float frequency_penalty = 0.0f;   // subtracted per occurrence
+  int32_t penalty_last_n = 64;      // how much history the penalties look at
+  uint64_t seed = 0;
+
+  // Throws std::invalid_argument naming the bad field.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // `logits` is modified (penalties, temperature). `history` is every token so
+  // far, prompt included; the penalties look at its last penalty_last_n.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+
+ private:
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<int32_t> counts_;
+};
+
+}  // namespace troupe

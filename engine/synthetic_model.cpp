@@ -1,0 +1,117 @@
+#include "engine/synthetic_model.h"
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "engine/cpu/quants.h"
+#include "engine/gguf_writer.h"
+#include "engine/synthetic_vocabulary.h"
+
+namespace troupe {
+namespace {
+
+class TensorMaker {
+ public:
+  TensorMaker(GgufWriter& w, uint64_t seed) : writer_(w), rng_(seed) {}
+
+  // Uniform in [center - spread, center + spread], then stored in `type`.
+  void add(const std::string& name, std::vector<int64_t> dims, TensorType type, float center, float spread) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<float> values(n);
+    std::uniform_real_distribution<float> dist(center - spread, center + spread);
+    for (auto& v : values) v = dist(rng_);
+    const int64_t rows = n / dims[0];
+    const int64_t rb = row_bytes(type, dims[0]);
+    std::vector<uint8_t> bytes(static_cast<size_t>(rows * rb));
+    for (int64_t r = 0; r < rows; ++r) cpu::quantize_row(type, &values[r * dims[0]], &bytes[r * rb], dims[0]);
+    writer_.add_tensor(name, std::move(dims), type, std::move(bytes));
+  }
+
+ private:
+  GgufWriter& writer_;
+  std::mt19937_64 rng_;
+};
+
+void check_blocks(const char* what, int64_t cols, TensorType type) {
+  if (cols % traits(type).block_elems != 0)
+    throw std::invalid_argument(std::string(what) + " = " + std::to_string(cols) + " is not a multiple of the " +
+                                std::string(tensor_type_name(type)) + " block size");
+}
+
+}  // namespace
+
+void SyntheticModelSpec::validate() const {
+  if (architecture != "qwen2" && architecture != "llama")
+    throw std::invalid_argument("architecture must be qwen2 or llama");
+  if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0)
+    throw std::invalid_argument("dimensions must be positive");
+  if (n_embd % n_head != 0) throw std::invalid_argument("n_embd must be divisible by n_head");
+  if (n_head % n_head_kv != 0) throw std::invalid_argument("n_head must be a multiple of n_head_kv");
+  if ((n_embd / n_head) % 2 != 0) throw std::invalid_argument("head dimension must be even");
+  if (weight_type == TensorType::Q8_K) throw std::invalid_argument("Q8_K is an activation format");
+  check_blocks("n_embd", n_embd, weight_type);
+  check_blocks("n_ff", n_ff, weight_type);
+  check_blocks("n_embd", n_embd, embedding_type);
+}
+
+void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
+  spec.validate();
+  const TrainedVocabulary vocab = train_synthetic_vocabulary(spec.n_merges, spec.n_vocab);
+  const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
+  const std::string a = spec.architecture + ".";
+  w.set_string("general.architecture", spec.architecture);
+  w.set_string("general.name", "troupe synthetic " + spec.architecture);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(spec.context_length));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(spec.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(spec.n_layer));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(spec.n_ff));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_f32(a + "rope.freq_base", 10000.0f);
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", spec.architecture == "qwen2" ? "qwen2" : "llama-bpe");
+  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", vocab.token_types);
+  w.set_string_array("tokenizer.ggml.merges", vocab.merges);
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.im_end_id));
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(vocab.eos_id));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.eos_id));
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+
+  const int64_t e = spec.n_embd, hd = e / spec.n_head, q = spec.n_head * hd, kv = spec.n_head_kv * hd;
+  // Weight scales keep activations O(1) through the layers, so logits differ
+  // between tokens and greedy decoding is not decided by noise.
+  const float we = 1.0f / std::sqrt(static_cast<float>(e)), wf = 1.0f / std::sqrt(static_cast<float>(spec.n_ff));
+  TensorMaker t(w, spec.seed);
+  t.add("token_embd.weight", {e, n_vocab}, spec.embedding_type, 0.0f, 1.0f);
+  t.add("output_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+  if (!spec.tied_output) t.add("output.weight", {e, n_vocab}, spec.embedding_type, 0.0f, we * 1.7f);
+  for (int64_t i = 0; i < spec.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    t.add(p + "attn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+    t.add(p + "attn_q.weight", {e, q}, spec.weight_type, 0.0f, we * 1.7f);
+    t.add(p + "attn_k.weight", {e, kv}, spec.weight_type, 0.0f, we * 1.7f);
+    t.add(p + "attn_v.weight", {e, kv}, spec.weight_type, 0.0f, we * 1.7f);
+    if (spec.architecture == "qwen2") {
+      t.add(p + "attn_q.bias", {q}, TensorType::F32, 0.0f, 0.1f);
+      t.add(p + "attn_k.bias", {kv}, TensorType::F32, 0.0f, 0.1f);
+      t.add(p + "attn_v.bias", {kv}, TensorType::F32, 0.0f, 0.1f);
+    }
+    t.add(p + "attn_output.weight", {q, e}, spec.weight_type, 0.0f, we);
+    t.add(p + "ffn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+    t.add(p + "ffn_gate.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
+    t.add(p + "ffn_up.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
+    t.add(p + "ffn_down.weight", {spec.n_ff, e}, spec.weight_type, 0.0f, wf);
+  }
+}
+
+void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path) {
+  GgufWriter w;
+  build_synthetic_model(spec, w);
+  w.write(path);
+}
+
+}  // namespace troupe

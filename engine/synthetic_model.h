@@ -1,0 +1,36 @@
+#pragma once
+// Small models with random weights and a real (tiny) byte-level BPE
+// vocabulary, written as GGUF files that llama.cpp would also load. Unit tests
+// run on them in milliseconds; `troupe make-model` exposes them.
+#include <cstdint>
+#include <string>
+
+#include "engine/tensor_type.h"
+
+namespace troupe {
+
+class GgufWriter;
+
+struct SyntheticModelSpec {
+  std::string architecture = "qwen2";  // qwen2 (QKV bias, RoPE halves) or llama
+  int64_t n_embd = 256;
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 512;
+  int64_t n_vocab = 0;      // 0 = the trained vocabulary as is; larger pads with unused tokens
+  int32_t n_merges = 256;   // BPE merges learned from the built-in corpus
+  int64_t context_length = 2048;
+  TensorType weight_type = TensorType::F32;  // attention and FFN matrices
+  TensorType embedding_type = TensorType::F32;
+  bool tied_output = true;
+  uint64_t seed = 1;
+
+  void validate() const;  // throws std::invalid_argument naming the problem
+};
+
+// Metadata, vocabulary and tensors into a writer (tests add or break things).
+void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& writer);
+void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path);
+
+}  // namespace troupe

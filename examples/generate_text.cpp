@@ -1,0 +1,43 @@
+// The engine as a library: load a GGUF model, format a chat message, and
+// stream a greedy answer to stdout.
+//
+//   generate_text MODEL.gguf "your question"
+#include <cstdio>
+#include <exception>
+
+#include "engine/chat_template.h"
+#include "engine/generator.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf \"question\"\n", argv[0]);
+    return 2;
+  }
+  try {
+    auto model = troupe::Model::load(argv[1], 2);
+    troupe::Tokenizer tokenizer(troupe::load_vocabulary(model->file()));
+    const auto format = troupe::detect_chat_format(tokenizer.vocabulary(), model->config().architecture);
+    const std::vector<troupe::ChatMessage> chat{{"user", argv[2]}};
+    const auto prompt = tokenizer.encode(troupe::apply_chat_template(format, chat, true), false, true);
+
+    troupe::KvCache cache(model->config(), /*n_pages=*/128);  // 128 pages x 16 tokens
+    troupe::GenerateOptions options;
+    options.max_tokens = 128;
+    options.sampling.temperature = 0.0f;  // greedy
+    troupe::GenerateCallbacks callbacks;
+    callbacks.on_text = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+    troupe::generate(*model, tokenizer, cache, prompt, options, callbacks);
+    std::printf("\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Create/refresh troupe's Python reference environment (GGUF reader, tokenizer and llama.cpp oracle).
+#
+#   ops/python-env.sh              venv with numpy, gguf, tokenizers, llama-cpp-python (pinned below)
+#   ops/python-env.sh --no-llama   same without llama-cpp-python (it compiles llama.cpp: ~5 min on 2 cores)
+#
+# Venv: ${TROUPE_HOME:-$HOME/.cache/troupe}/venv. Prints the venv's python path on stdout; progress on stderr.
+# Idempotent: when the pinned versions are already installed it only checks them (well under 2 s).
+# Env: TROUPE_HOME; TROUPE_PYTHON (interpreter for a new venv, default python3);
+#      CMAKE_ARGS (default "-DLLAVA_BUILD=OFF": skip the multimodal lib, which the oracle doesn't use);
+#      CMAKE_BUILD_PARALLEL_LEVEL (default: nproc).
+# llama-cpp-python has no binary wheel for linux x86_64 on PyPI: pip builds it from the sdist with
+# llama.cpp's default GGML_NATIVE=ON (-march=native), so the wheel (also kept in pip's cache) is for this CPU.
+set -euo pipefail
+
+PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3)
+LLAMA_PIN=llama-cpp-python==0.3.36
+
+with_llama=1
+case "${1:-}" in
+  "") ;;
+  --no-llama) with_llama=0 ;;
+  -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+  *) echo "[python-env] unknown argument: $1" >&2; exit 2 ;;
+esac
+(( with_llama )) && PINS+=("$LLAMA_PIN")
+
+venv="${TROUPE_HOME:-$HOME/.cache/troupe}/venv"
+py="$venv/bin/python"
+log() { printf '[python-env] %s\n' "$*" >&2; }
+
+# Prints the pins that are not installed at exactly that version (nothing when all are).
+missing_pins() {
+  "$py" - "${PINS[@]}" <<'EOF' 2>/dev/null || printf '%s\n' "${PINS[@]}"
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        have = None
+    if have != want:
+        print(pin)
+EOF
+}
+
+if [[ ! -x "$py" ]]; then
+  base="${TROUPE_PYTHON:-python3}"
+  log "creating venv $venv with $("$base" --version 2>&1)"
+  mkdir -p "$(dirname "$venv")"
+  "$base" -m venv "$venv"
+fi
+
+mapfile -t todo < <(missing_pins)
+if (( ${#todo[@]} == 0 )); then
+  log "up to date: ${PINS[*]}"
+  printf '%s\n' "$py"
+  exit 0
+fi
+
+log "installing: ${todo[*]}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+for pin in "${todo[@]}"; do
+  if [[ "$pin" == llama-cpp-python==* ]]; then
+    export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
+    export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+    log "building $pin from source (CMAKE_ARGS=$CMAKE_ARGS, -j$CMAKE_BUILD_PARALLEL_LEVEL); this takes minutes"
+  fi
+done
+start=$SECONDS
+# One resolver run, so the pins (numpy especially) constrain each other's dependencies.
+"$venv/bin/pip" install "${PINS[@]}" >&2
+log "pip took $((SECONDS - start)) s"
+
+mapfile -t still < <(missing_pins)
+if (( ${#still[@]} > 0 )); then
+  log "error: still not at the pinned version: ${still[*]}"
+  exit 1
+fi
+if (( with_llama )); then
+  "$py" -c 'import llama_cpp, sys; print("[python-env] llama_cpp", llama_cpp.__version__, "imports", file=sys.stderr)'
+fi
+printf '%s\n' "$py"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages troupe builds with, if any is missing.
+# Idempotent: when all are installed it only checks them.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git python3 python3-venv
+  libcaf-dev libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler
+  librocksdb-dev catch2 libpcre2-dev libcli11-dev libspdlog-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing: ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+echo "[setup] Debian packages present" >&2

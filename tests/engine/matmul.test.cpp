@@ -1,0 +1,257 @@
+// matmul / matmul_many: against a double-precision reference, every
+// instruction set against the scalar path, odd shapes, and scratch reuse.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/isa.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/quants.h"
+
+using troupe::TensorType;
+using namespace troupe::cpu;
+
+namespace {
+
+const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                                TensorType::Q5_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+
+bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A random matrix stored in `type`, and its decoded floats.
+struct Matrix {
+  TensorType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+  WeightMatrix view() const { return {type, bytes.data(), rows, cols}; }
+};
+
+Matrix make_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Matrix m{type, rows, cols, {}, {}};
+  const auto src = gaussian(static_cast<size_t>(rows * cols), seed);
+  const int64_t rb = row_bytes(type, cols);
+  m.bytes.resize(static_cast<size_t>(rows * rb));
+  m.values.resize(src.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, &src[r * cols], &m.bytes[r * rb], cols);
+    dequantize_row(type, &m.bytes[r * rb], &m.values[r * cols], cols);
+  }
+  return m;
+}
+
+std::vector<float> run(const Matrix& m, const std::vector<float>& x, int n_tokens, ThreadPool& pool,
+                       MatmulScratch& scratch) {
+  std::vector<float> y(static_cast<size_t>(m.rows * n_tokens), NAN);
+  matmul(m.view(), x.data(), n_tokens, y.data(), pool, scratch);
+  return y;
+}
+
+// Activations are quantized to 8 bits per 32 values (per 256 for K-quants)
+// with scale amax/127, so each differs from x by at most half a scale (plus
+// float rounding of x/scale); the product's error is then at most
+// sum |w_i| * scale_i / 2. Float accumulation adds at most about
+// n_adds * 2^-23 of sum |w_i x_i| (n_adds: float additions on the way).
+double activation_bound(const Matrix& m, const float* x, int64_t r) {
+  if (is_float(m.type)) return 0;
+  const int64_t block = is_k(m.type) ? 256 : 32;
+  double bound = 0;
+  for (int64_t b = 0; b < m.cols / block; ++b) {
+    double amax = 0, wsum = 0;
+    for (int64_t j = b * block; j < (b + 1) * block; ++j) {
+      amax = std::max(amax, std::fabs(static_cast<double>(x[j])));
+      wsum += std::fabs(m.values[r * m.cols + j]);
+    }
+    bound += wsum * (amax / 127) * 0.50003;
+  }
+  return bound;
+}
+
+double float_slack(const Matrix& m, const float* x, int64_t r) {
+  double abs_dot = 0;
+  for (int64_t j = 0; j < m.cols; ++j) abs_dot += std::fabs(static_cast<double>(m.values[r * m.cols + j]) * x[j]);
+  const double n_adds = is_float(m.type) ? static_cast<double>(m.cols) : static_cast<double>(m.cols) / 16 + 64;
+  return abs_dot * n_adds * 0x1p-23 + 1e-6;
+}
+
+struct IsaGuard {
+  explicit IsaGuard(Isa isa) { set_isa_override(isa); }
+  ~IsaGuard() { clear_isa_override(); }
+  IsaGuard(const IsaGuard&) = delete;
+  IsaGuard& operator=(const IsaGuard&) = delete;
+};
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (isa <= detect_isa()) out.push_back(isa);
+  return out;
+}
+
+std::vector<int64_t> cols_for(TensorType t) {
+  if (is_k(t)) return {1536, 4864, 8960, 256};
+  if (is_float(t)) return {896, 4864, 1536, 8960, 100, 7};
+  return {896, 4864, 1536, 8960, 96, 160, 32};  // 96 and 160: blocks after the last 4-block chunk
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches a double-precision dot of the dequantized weights within the activation-rounding bound",
+          "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (TensorType type : kAllTypes) {
+    for (int n_tokens : {1, 3, 7}) {
+      const int64_t cols = is_k(type) ? 1536 : 896, rows = 37;
+      INFO(troupe::tensor_type_name(type) << " tokens " << n_tokens << " on " << isa_name(active_isa()));
+      const Matrix m = make_matrix(type, rows, cols, 11);
+      const auto x = gaussian(static_cast<size_t>(cols * n_tokens), 12);
+      const auto y = run(m, x, n_tokens, pool, scratch);
+      for (int t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          double ref = 0;
+          for (int64_t j = 0; j < cols; ++j) ref += static_cast<double>(m.values[r * cols + j]) * x[t * cols + j];
+          const float* xt = &x[t * cols];
+          const double tol = activation_bound(m, xt, r) + float_slack(m, xt, r);
+          INFO("row " << r << " token " << t << " ref " << ref << " got " << y[t * rows + r] << " tol " << tol);
+          REQUIRE(std::fabs(y[t * rows + r] - ref) <= tol);
+        }
+    }
+  }
+}
+
+TEST_CASE("every instruction set computes what the scalar path computes, on odd shapes with 2 threads", "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  uint32_t seed = 100;
+  for (TensorType type : kAllTypes) {
+    for (int64_t cols : cols_for(type)) {
+      for (int64_t rows : {1, 6, 37}) {
+        const Matrix m = make_matrix(type, rows, cols, ++seed);
+        for (int n_tokens : {1, 2, 3, 4, 5, 7}) {
+          const auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
+          std::vector<float> want;
+          {
+            IsaGuard g(Isa::scalar);
+            want = run(m, x, n_tokens, pool, scratch);
+          }
+          for (Isa isa : available_isas()) {
+            IsaGuard g(isa);
+            const auto got = run(m, x, n_tokens, pool, scratch);
+            for (int t = 0; t < n_tokens; ++t)
+              for (int64_t r = 0; r < rows; ++r) {
+                const double tol = 2 * float_slack(m, &x[t * cols], r);
+                INFO(troupe::tensor_type_name(type) << " " << isa_name(isa) << " rows " << rows << " cols " << cols
+                                                    << " tokens " << n_tokens << " row " << r << " token " << t);
+                REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= tol);
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("prefill-sized batches cross token blocks and row groups and still agree with the scalar path",
+          "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::F16}) {
+    const int64_t rows = 70, cols = 1536;
+    const int n_tokens = 67;  // one full block of 64 tokens, then 3
+    const Matrix m = make_matrix(type, rows, cols, 7);
+    const auto x = gaussian(static_cast<size_t>(cols * n_tokens), 8);
+    std::vector<float> want;
+    {
+      IsaGuard g(Isa::scalar);
+      want = run(m, x, n_tokens, pool, scratch);
+    }
+    const auto got = run(m, x, n_tokens, pool, scratch);
+    for (int t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        INFO(troupe::tensor_type_name(type) << " row " << r << " token " << t);
+        REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= 2 * float_slack(m, &x[t * cols], r));
+      }
+  }
+}
+
+TEST_CASE("matmul_many gives each matrix exactly what matmul gives it alone", "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t cols = 1536;
+  const Matrix q = make_matrix(TensorType::Q8_0, 96, cols, 1);
+  const Matrix k = make_matrix(TensorType::Q4_K, 20, cols, 2);
+  const Matrix v = make_matrix(TensorType::F16, 33, cols, 3);
+  const Matrix u = make_matrix(TensorType::Q5_0, 0, cols, 4);  // an empty matrix is allowed
+  for (int n_tokens : {1, 5}) {
+    const auto x = gaussian(static_cast<size_t>(cols * n_tokens), 9);
+    std::vector<float> yq(96 * n_tokens), yk(20 * n_tokens), yv(33 * n_tokens);
+    const WeightMatrix ws[] = {q.view(), k.view(), v.view(), u.view()};
+    float* const ys[] = {yq.data(), yk.data(), yv.data(), nullptr};
+    matmul_many(ws, x.data(), n_tokens, ys, pool, scratch);
+    CHECK(yq == run(q, x, n_tokens, pool, scratch));
+    CHECK(yk == run(k, x, n_tokens, pool, scratch));
+    CHECK(yv == run(v, x, n_tokens, pool, scratch));
+  }
+}
+
+TEST_CASE("the scratch stops growing once it has seen the largest call", "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const Matrix m = make_matrix(TensorType::Q4_0, 64, 4864, 5);
+  const auto x = gaussian(4864 * 8, 6);
+  std::vector<float> y(64 * 8);
+  matmul(m.view(), x.data(), 8, y.data(), pool, scratch);
+  const int64_t reserved = scratch.reserved_bytes();
+  CHECK(reserved > 0);
+  for (int n : {8, 1, 3, 8}) {
+    matmul(m.view(), x.data(), n, y.data(), pool, scratch);
+    CHECK(scratch.reserved_bytes() == reserved);
+  }
+}
+
+TEST_CASE("one thread and many threads give identical results", "[matmul]") {
+  ThreadPool one(1), three(3);
+  MatmulScratch scratch;
+  const Matrix m = make_matrix(TensorType::Q6_K, 301, 1536, 15);
+  const auto x = gaussian(1536 * 4, 16);
+  for (int n : {1, 4}) CHECK(run(m, x, n, one, scratch) == run(m, x, n, three, scratch));
+}
+
+TEST_CASE("matmul refuses mismatched shapes and unsupported types", "[matmul]") {
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::vector<float> x(1000), y(1000);
+  std::vector<uint8_t> w(100000);
+  CHECK_THROWS_AS(matmul({TensorType::Q8_0, w.data(), 2, 100}, x.data(), 1, y.data(), pool, scratch),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(matmul({TensorType::Q8_K, w.data(), 2, 256}, x.data(), 1, y.data(), pool, scratch),
+                  std::invalid_argument);
+  const WeightMatrix ws[] = {{TensorType::Q8_0, w.data(), 2, 64}, {TensorType::Q8_0, w.data(), 2, 96}};
+  float* const ys[] = {y.data(), y.data()};
+  CHECK_THROWS_AS(matmul_many(ws, x.data(), 1, ys, pool, scratch), std::invalid_argument);
+  CHECK_THROWS_AS(matmul_many(ws, x.data(), 1, std::span<float* const>(ys, 1), pool, scratch), std::invalid_argument);
+  CHECK_NOTHROW(matmul({TensorType::Q8_0, w.data(), 2, 64}, x.data(), 0, y.data(), pool, scratch));
+}
+
+TEST_CASE("an instruction set the CPU lacks cannot be forced", "[matmul]") {
+  if (detect_isa() == Isa::avx512) {
+    SUCCEED("this CPU has every instruction set");
+    return;
+  }
+  CHECK_THROWS_AS(set_isa_override(Isa::avx512), std::invalid_argument);
+  CHECK(active_isa() == detect_isa());
+}

@@ -1,0 +1,141 @@
+// The forward pass's own invariants on synthetic models: batching, chunking
+// and paging change nothing but the speed. (Correctness against an
+// independent implementation is tests/reference/check_forward.py.)
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/synthetic_model.h"
+
+using namespace troupe;
+
+namespace {
+
+std::string model_file(TensorType type, const std::string& arch = "qwen2") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("troupe-model-test-" + arch + "-" + std::string(tensor_type_name(type)) + ".gguf");
+  SyntheticModelSpec spec;
+  spec.architecture = arch;
+  spec.weight_type = type;
+  spec.embedding_type = type;
+  spec.tied_output = false;
+  spec.seed = 42;
+  write_synthetic_model(spec, path.string());
+  return path.string();
+}
+
+std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+// Logits of every position of `tokens`, prefilled in chunks of `chunk`.
+std::vector<float> run_alone(Model& m, KvCache& cache, const std::vector<int32_t>& tokens, size_t chunk) {
+  KvSequence seq(cache);
+  REQUIRE(seq.reserve(static_cast<int32_t>(tokens.size())));
+  std::vector<float> all;
+  Logits out;
+  for (size_t pos = 0; pos < tokens.size(); pos += chunk) {
+    const size_t len = std::min(chunk, tokens.size() - pos);
+    Batch b;
+    b.sequences.push_back({std::span(tokens).subspan(pos, len), static_cast<int32_t>(pos), seq.block_table(), LogitsWanted::all});
+    m.forward(b, cache, out);
+    all.insert(all.end(), out.values.begin(), out.values.end());
+  }
+  return all;
+}
+
+float max_rel_diff(std::span<const float> a, std::span<const float> b) {
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
+  for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
+    INFO(tensor_type_name(type));
+    Model m(GgufFile::open(model_file(type)), 2);
+    KvCache cache(m.config(), 8, 16);
+    const auto tokens = random_tokens(37, m.config().n_vocab, 1);
+    const auto whole = run_alone(m, cache, tokens, tokens.size());
+    for (size_t chunk : {1u, 5u, 16u}) CHECK(max_rel_diff(run_alone(m, cache, tokens, chunk), whole) < 1e-4f);
+  }
+}
+
+TEST_CASE("a sequence's logits are the same alone and in a batch of 8 of different lengths") {
+  for (TensorType type : {TensorType::F32, TensorType::Q8_0}) {
+    INFO(tensor_type_name(type));
+    Model m(GgufFile::open(model_file(type)), 2);
+    KvCache cache(m.config(), 64, 16);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 8; ++i) prompts.push_back(random_tokens(3 + 7 * i, m.config().n_vocab, 100 + i));
+
+    // Interleave page allocation so the batch's block tables are not contiguous.
+    std::vector<KvSequence> seqs;
+    for (int i = 0; i < 8; ++i) seqs.emplace_back(cache);
+    for (int32_t n = 16; n < 64; n += 16)
+      for (int i = 0; i < 8; ++i) REQUIRE(seqs[i].reserve(std::min<int32_t>(n, prompts[i].size())));
+    for (int i = 0; i < 8; ++i) REQUIRE(seqs[i].reserve(static_cast<int32_t>(prompts[i].size())));
+    Batch batch;
+    for (int i = 0; i < 8; ++i) batch.sequences.push_back({prompts[i], 0, seqs[i].block_table(), LogitsWanted::last});
+    Logits batched;
+    m.forward(batch, cache, batched);
+    REQUIRE(batched.rows() == 8);
+    seqs.clear();
+
+    for (int i = 0; i < 8; ++i) {
+      const auto alone = run_alone(m, cache, prompts[i], prompts[i].size());
+      const std::span<const float> last(alone.data() + alone.size() - m.config().n_vocab, m.config().n_vocab);
+      CHECK(max_rel_diff(batched.row(i), last) < 1e-4f);
+    }
+  }
+}
+
+TEST_CASE("decode steps after a prefill give the logits a full prefill gives") {
+  Model m(GgufFile::open(model_file(TensorType::F16, "llama")), 2);
+  KvCache cache(m.config(), 8, 16);
+  const auto tokens = random_tokens(20, m.config().n_vocab, 9);
+  const auto full = run_alone(m, cache, tokens, tokens.size());
+  KvSequence seq(cache);
+  REQUIRE(seq.reserve(20));
+  Logits out;
+  Batch prefill;
+  prefill.sequences.push_back({std::span(tokens).first(12), 0, seq.block_table(), LogitsWanted::none});
+  m.forward(prefill, cache, out);
+  CHECK(out.rows() == 0);
+  for (int32_t pos = 12; pos < 20; ++pos) {
+    Batch step;
+    step.sequences.push_back({std::span(tokens).subspan(pos, 1), pos, seq.block_table(), LogitsWanted::last});
+    m.forward(step, cache, out);
+    const std::span<const float> expected(full.data() + pos * m.config().n_vocab, m.config().n_vocab);
+    CHECK(max_rel_diff(out.row(0), expected) < 1e-4f);
+  }
+}
+
+TEST_CASE("a batch that names a bad token or an uncovered position is refused") {
+  Model m(GgufFile::open(model_file(TensorType::F32)), 1);
+  KvCache cache(m.config(), 2, 16);
+  KvSequence seq(cache);
+  REQUIRE(seq.reserve(16));
+  Logits out;
+  std::vector<int32_t> bad{static_cast<int32_t>(m.config().n_vocab)};
+  Batch b1;
+  b1.sequences.push_back({bad, 0, seq.block_table(), LogitsWanted::last});
+  CHECK_THROWS_WITH(m.forward(b1, cache, out), Catch::Contains("token id"));
+  std::vector<int32_t> ok{1};
+  Batch b2;
+  b2.sequences.push_back({ok, 16, seq.block_table(), LogitsWanted::last});
+  CHECK_THROWS_WITH(m.forward(b2, cache, out), Catch::Contains("does not cover position 16"));
+}

@@ -1,0 +1,49 @@
+"""Checks troupe's forward pass against the NumPy reference on a synthetic model.
+
+usage: check_forward.py TROUPE_BINARY WORKDIR TYPE TOLERANCE [ARCH]
+
+Makes a synthetic model of the given weight format with `troupe make-model`,
+asks `troupe logits` for the logits of a token sequence (in one forward and in
+chunks of 5), and compares both with tests/reference/forward.py. The error
+measure is max |troupe - reference| / max |reference| over all positions.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from forward import ReferenceModel  # noqa: E402
+
+
+def main():
+    troupe, workdir, qtype, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    arch = sys.argv[5] if len(sys.argv) > 5 else "qwen2"
+    os.makedirs(workdir, exist_ok=True)
+    model = os.path.join(workdir, f"ref-{arch}-{qtype}.gguf")
+    subprocess.run([troupe, "make-model", "--out", model, "--type", qtype, "--arch", arch, "--layers", "2",
+                    "--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512", "--seed", "11",
+                    "--untied"], check=True)
+    ref = ReferenceModel(model)
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=23).tolist()
+    expected = ref.logits(tokens)
+    worst = 0.0
+    for chunk in (0, 5):
+        out = os.path.join(workdir, f"logits-{arch}-{qtype}-{chunk}.f32")
+        subprocess.run([troupe, "logits", "--model", model, "--tokens", " ".join(map(str, tokens)), "--out", out,
+                        "--chunk", str(chunk), "--threads", "2"], check=True)
+        got = np.fromfile(out, dtype=np.float32).reshape(expected.shape)
+        err = float(np.abs(got - expected).max() / np.abs(expected).max())
+        agree = float((got.argmax(-1) == expected.argmax(-1)).mean())
+        print(f"{arch} {qtype} chunk={chunk}: relative error {err:.2e} (tolerance {tol:.0e}), argmax agreement {agree:.2f}")
+        worst = max(worst, err)
+    if worst > tol:
+        print("FAILED: error above tolerance")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Greedy generation on the real default model, troupe against llama.cpp.
+
+usage: check_oracle.py TROUPE_BINARY MODEL_GGUF [N_TOKENS]
+
+llama.cpp (through llama-cpp-python, the same GGUF file) is the oracle: for
+each prompt both engines start from the same token ids (checked: troupe's
+tokenizer must produce llama.cpp's ids for the chat-formatted prompt) and
+decode greedily; the generated token ids must be identical.
+"""
+import subprocess
+import sys
+
+import numpy as np
+from llama_cpp import Llama
+
+PROMPTS = [
+    "Describe the city of Paris for a first-time visitor.",
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Explain what a hash table is in two sentences.",
+    "Write a C++ class for a thread-safe queue.",
+    "Translate 'good morning' into German and Spanish.",
+    "def quicksort(arr):",
+    "你好！请介绍一下你自己。",
+]
+
+
+def chatml(user):
+    return ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def llama_greedy(llm, ids, n, eog):
+    llm.reset()
+    llm.eval(ids)
+    out = []
+    for _ in range(n):
+        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        if t in eog:
+            break
+        out.append(t)
+        llm.eval([t])
+    return out
+
+
+def main():
+    troupe, model = sys.argv[1], sys.argv[2]
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 32
+    llm = Llama(model_path=model, n_ctx=1024, n_threads=2, n_batch=512, logits_all=True, verbose=False)
+    eog = {llm.token_eos()} | {t for t in range(llm.n_vocab())
+                                if llm.detokenize([t], special=True) in (b"<|im_end|>", b"<|endoftext|>")}
+    failures = full_length = 0
+    for p in PROMPTS:
+        text = chatml(p)
+        ids = llm.tokenize(text.encode(), add_bos=False, special=True)
+        ours = subprocess.run([troupe, "tokenize", "--model", model, "--special"], input=text.encode(),
+                              capture_output=True, check=True).stdout.decode().split()
+        if [int(x) for x in ours] != ids:
+            print(f"TOKENIZER MISMATCH for {p!r}:\n  llama.cpp {ids}\n  troupe    {ours}")
+            failures += 1
+            continue
+        expected = llama_greedy(llm, ids, n, eog)
+        got = subprocess.run([troupe, "generate", "--model", model, "--prompt", text, "--special", "--print-ids",
+                              "--temperature", "0", "--max-tokens", str(n), "--threads", "2", "--quiet"],
+                             capture_output=True, check=True).stdout.decode().split()
+        got = [int(x) for x in got]
+        same = got == expected
+        print(f"{'ok  ' if same else 'DIFF'} {p!r}: {len(expected)} tokens")
+        full_length += same and len(expected) == n
+        if not same:
+            first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+            print(f"  first difference at token {first}\n  llama.cpp {expected}\n  troupe    {got}")
+            failures += 1
+    print(f"{len(PROMPTS) - failures} passed, {failures} failed")
+    if full_length < 5:
+        print(f"only {full_length} prompts produced {n} identical tokens; at least 5 must")
+        return 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
