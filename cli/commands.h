@@ -19,5 +19,6 @@ Run add_make_model(CLI::App& app);
 Run add_logits(CLI::App& app);
 Run add_pull(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_quantize(CLI::App& app);
 
 }  // namespace troupe::cli

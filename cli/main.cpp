@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       {"detokenize", troupe::cli::add_detokenize(app)}, {"inspect", troupe::cli::add_inspect(app)},
       {"make-model", troupe::cli::add_make_model(app)}, {"logits", troupe::cli::add_logits(app)},
       {"pull", troupe::cli::add_pull(app)},         {"bench", troupe::cli::add_bench(app)},
+      {"quantize", troupe::cli::add_quantize(app)},
   };
   try {
     app.parse(argc, argv);

@@ -32,7 +32,9 @@ def main():
         best_prefill = min(best_prefill, time.perf_counter() - t0)
         t0 = time.perf_counter()
         for _ in range(n_gen):
-            token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            # Without logits_all, llama-cpp-python keeps no scores: read the last row from the context.
+            last = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+            token = int(np.argmax(last))
             llm.eval([token])
         best_decode = min(best_decode, time.perf_counter() - t0)
     print(json.dumps({"engine": "llama.cpp", "threads": threads, "prompt_tokens": n_prompt, "gen_tokens": n_gen,
