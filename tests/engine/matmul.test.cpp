@@ -114,7 +114,7 @@ TEST_CASE("matmul matches a double-precision dot of the dequantized weights with
   ThreadPool pool(2);
   MatmulScratch scratch;
   for (TensorType type : kAllTypes) {
-    for (int n_tokens : {1, 3, 7}) {
+    for (int n_tokens : {1, 3, 7, 20}) {
       const int64_t cols = is_k(type) ? 1536 : 896, rows = 37;
       INFO(troupe::tensor_type_name(type) << " tokens " << n_tokens << " on " << isa_name(active_isa()));
       const Matrix m = make_matrix(type, rows, cols, 11);
@@ -165,26 +165,67 @@ TEST_CASE("every instruction set computes what the scalar path computes, on odd 
   }
 }
 
-TEST_CASE("prefill-sized batches cross token blocks and row groups and still agree with the scalar path",
+// From 12 tokens the AVX-512 path switches to kernels with 16 tokens per
+// vector (8 rows unpacked at a time, 8 groups of 16 tokens per pass): these
+// shapes leave partial groups, passes and row blocks.
+TEST_CASE("prefill-sized batches cross token groups, passes and row blocks and agree with the scalar path",
           "[matmul]") {
   ThreadPool pool(2);
   MatmulScratch scratch;
-  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_0, TensorType::F16}) {
-    const int64_t rows = 70, cols = 1536;
-    const int n_tokens = 67;  // one full block of 64 tokens, then 3
-    const Matrix m = make_matrix(type, rows, cols, 7);
-    const auto x = gaussian(static_cast<size_t>(cols * n_tokens), 8);
-    std::vector<float> want;
-    {
-      IsaGuard g(Isa::scalar);
-      want = run(m, x, n_tokens, pool, scratch);
-    }
-    const auto got = run(m, x, n_tokens, pool, scratch);
-    for (int t = 0; t < n_tokens; ++t)
-      for (int64_t r = 0; r < rows; ++r) {
-        INFO(troupe::tensor_type_name(type) << " row " << r << " token " << t);
-        REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= 2 * float_slack(m, &x[t * cols], r));
+  uint32_t seed = 500;
+  for (TensorType type : kAllTypes) {
+    for (int64_t cols : is_k(type) ? std::vector<int64_t>{1536, 256} : std::vector<int64_t>{1536, 96}) {
+      const int64_t rows = 71;  // 8 blocks of 8, then 4, 2 and 1
+      const Matrix m = make_matrix(type, rows, cols, ++seed);
+      for (int n_tokens : {12, 16, 29, 67, 130}) {
+        const auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
+        std::vector<float> want;
+        {
+          IsaGuard g(Isa::scalar);
+          want = run(m, x, n_tokens, pool, scratch);
+        }
+        for (Isa isa : available_isas()) {
+          if (isa == Isa::scalar) continue;
+          IsaGuard g(isa);
+          const auto got = run(m, x, n_tokens, pool, scratch);
+          for (int t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              INFO(troupe::tensor_type_name(type) << " " << isa_name(isa) << " cols " << cols << " tokens " << n_tokens
+                                                  << " row " << r << " token " << t);
+              REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= 2 * float_slack(m, &x[t * cols], r));
+            }
+        }
       }
+    }
+  }
+}
+
+// Chunked prefill and batching must not change a sequence's logits, and with
+// 8-bit activations the smallest difference could flip a rounding later on.
+TEST_CASE("a token's outputs are bitwise the same alone and anywhere in batches of any size", "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  uint32_t seed = 900;
+  for (Isa isa : available_isas()) {
+    IsaGuard g(isa);
+    for (TensorType type : kAllTypes) {
+      const int64_t cols = is_k(type) ? 4864 : 896 + 64, rows = 45;  // 896 + 64: blocks after the last 4-block chunk
+      const Matrix m = make_matrix(type, rows, cols, ++seed);
+      const auto probe = gaussian(static_cast<size_t>(cols), ++seed);
+      const auto alone = run(m, probe, 1, pool, scratch);
+      for (int n_tokens : {2, 5, 11, 12, 16, 37, 130}) {
+        auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
+        for (int at : {0, n_tokens / 2, n_tokens - 1}) {
+          std::copy(probe.begin(), probe.end(), x.begin() + at * cols);
+          const auto y = run(m, x, n_tokens, pool, scratch);
+          for (int64_t r = 0; r < rows; ++r) {
+            INFO(troupe::tensor_type_name(type) << " " << isa_name(isa) << " tokens " << n_tokens << " at " << at
+                                                << " row " << r);
+            REQUIRE(y[at * rows + r] == alone[r]);
+          }
+        }
+      }
+    }
   }
 }
 
