@@ -12,8 +12,9 @@ class ByteSink {
   explicit ByteSink(std::vector<uint8_t>& out) : out_(out) {}
   template <typename T>
   void raw(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out_.insert(out_.end(), p, p + sizeof(T));
+    const size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &v, sizeof(T));
   }
   void string(const std::string& s) {
     raw<uint64_t>(s.size());
@@ -106,6 +107,9 @@ void GgufWriter::add_tensor(std::string name, std::vector<int64_t> dims, TensorT
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
   std::vector<uint8_t> out;
+  size_t data_bytes = 0;
+  for (const auto& t : tensors_) data_bytes += t.data.size() + alignment_;
+  out.reserve(data_bytes + (1u << 16));  // one allocation for the tensors (and no GCC 12 stringop false positive)
   ByteSink sink(out);
   uint32_t magic;
   std::memcpy(&magic, "GGUF", 4);
