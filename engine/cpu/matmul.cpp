@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,11 +17,31 @@ using detail::GemmFn;
 using detail::Kernel;
 using detail::KernelArgs;
 
-struct MatmulScratch::Impl {
+namespace {
+
+// A 64-byte aligned byte buffer that only grows.
+struct AlignedBuffer {
   std::unique_ptr<uint8_t[]> storage;
-  int64_t capacity = 0;  // usable bytes from the 64-aligned start
+  int64_t capacity = 0;
   uint8_t* base = nullptr;
 
+  uint8_t* reserve(int64_t bytes) {
+    if (bytes > capacity) {
+      const int64_t grown = std::max(bytes, capacity + capacity / 2);
+      storage = std::make_unique<uint8_t[]>(static_cast<size_t>(grown + 64));
+      const auto addr = reinterpret_cast<uintptr_t>(storage.get());
+      base = storage.get() + ((64 - addr % 64) % 64);
+      capacity = grown;
+    }
+    return base;
+  }
+};
+
+}  // namespace
+
+struct MatmulScratch::Impl {
+  AlignedBuffer activations;
+  AlignedBuffer work;  // per-thread areas of the packed kernels
   std::array<ActView, detail::kActLayouts> views{};
 
   struct Task {
@@ -34,149 +53,22 @@ struct MatmulScratch::Impl {
   std::vector<Task> tasks;
   int64_t total_chunks = 0;
   std::atomic<int64_t> next_chunk{0};
-
-  void reserve(int64_t bytes) {
-    if (bytes <= capacity) return;
-    const int64_t grown = std::max(bytes, capacity + capacity / 2);
-    storage = std::make_unique<uint8_t[]>(static_cast<size_t>(grown + 64));
-    const auto addr = reinterpret_cast<uintptr_t>(storage.get());
-    base = storage.get() + ((64 - addr % 64) % 64);
-    capacity = grown;
-  }
 };
 
 MatmulScratch::MatmulScratch() : impl_(std::make_unique<Impl>()) {}
 MatmulScratch::~MatmulScratch() = default;
-int64_t MatmulScratch::reserved_bytes() const { return impl_->capacity; }
+int64_t MatmulScratch::reserved_bytes() const { return impl_->activations.capacity + impl_->work.capacity; }
 
 namespace {
 
-constexpr int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-// Nearest integer, ties to even, identically in every build: adding 1.5 * 2^23
-// leaves the rounded value in the low mantissa bits (|v| <= 127 here).
-inline int round_even(float v) { return static_cast<int>((v + 12582912.0f) - 12582912.0f); }
-
-bool is_32_block(ActLayout l) {
-  return l == ActLayout::q8 || l == ActLayout::q8_biased || l == ActLayout::nib8 || l == ActLayout::nib16;
-}
-bool is_k(ActLayout l) { return l == ActLayout::k_sb32 || l == ActLayout::k_sb16; }
-
-// Per-token byte sizes of a layout's arrays, each a multiple of 64.
-struct ActSizes {
-  int64_t q = 0, d = 0, dl = 0, corr = 0, sums = 0;
-  int64_t total() const { return q + d + dl + corr + sums; }
-};
-
-ActSizes act_sizes(ActLayout l, int64_t cols) {
-  ActSizes s;
-  if (l == ActLayout::f32) return s;
-  s.q = round_up(cols, 64);
-  if (is_32_block(l)) {
-    const int64_t nb = cols / 32;
-    const int64_t lanes = (l == ActLayout::q8 || l == ActLayout::q8_biased) ? 8 : 4;
-    s.d = round_up(nb * 4, 64);
-    s.dl = round_up(nb * lanes * 4, 64);
-    if (l == ActLayout::nib8 || l == ActLayout::nib16) s.corr = round_up(nb * 16, 64);
-  } else {
-    const int64_t nsb = cols / 256;
-    s.d = round_up(nsb * 4, 64);
-    s.sums = round_up(nsb * (l == ActLayout::k_sb32 ? 8 : 16) * 2, 64);
-  }
-  return s;
-}
-
-// Points `v` at its arrays in `base` (all tokens of q, then of d, ...).
-void place_view(ActLayout l, int64_t cols, int n_tokens, uint8_t* base, ActView& v) {
-  const ActSizes s = act_sizes(l, cols);
-  v = ActView{};
-  v.cols = cols;
-  v.biased = l == ActLayout::q8_biased;
-  uint8_t* p = base;
-  auto take = [&](int64_t per_token) {
-    uint8_t* r = p;
-    p += per_token * n_tokens;
-    return r;
-  };
-  v.q = reinterpret_cast<int8_t*>(take(s.q));
-  v.q_stride = s.q;
-  v.d = reinterpret_cast<float*>(take(s.d));
-  v.d_stride = s.d / 4;
-  v.dl = reinterpret_cast<float*>(take(s.dl));
-  v.dl_stride = s.dl / 4;
-  v.corr = reinterpret_cast<int32_t*>(take(s.corr));
-  v.corr_stride = s.corr / 4;
-  v.sums = reinterpret_cast<int16_t*>(take(s.sums));
-  v.sums_stride = s.sums / 2;
-}
-
-float absmax(const float* x, int n) {
-  float m = 0;
-  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-  return m;
-}
-
-// One token's x into 32-blocks: scale amax/127, values round(x / scale).
-void quantize_32(const float* x, ActLayout l, const ActView& v, int t) {
-  const int64_t nb = v.cols / 32;
-  auto* q = const_cast<int8_t*>(v.q + t * v.q_stride);
-  auto* d = const_cast<float*>(v.d + t * v.d_stride);
-  auto* dl = const_cast<float*>(v.dl + t * v.dl_stride);
-  auto* corr = const_cast<int32_t*>(v.corr + t * v.corr_stride);
-  const bool nib = l == ActLayout::nib8 || l == ActLayout::nib16;
-  const int offset = l == ActLayout::nib16 ? 16 : 8;
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + 32 * b;
-    const float scale = absmax(xb, 32) / 127;
-    const float inv = scale != 0 ? 1 / scale : 0;
-    int8_t qb[32];
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += qb[j] = static_cast<int8_t>(round_even(xb[j] * inv));
-    d[b] = scale;
-    if (nib) {
-      const int64_t c = b / 4, k = b % 4, n = std::min<int64_t>(4, nb - 4 * c);
-      std::copy(qb, qb + 16, q + 128 * c + 16 * k);
-      std::copy(qb + 16, qb + 32, q + 128 * c + 16 * n + 16 * k);
-      std::fill(dl + 4 * b, dl + 4 * b + 4, scale);
-      corr[4 * b] = -offset * sum;
-      std::fill(corr + 4 * b + 1, corr + 4 * b + 4, 0);
-    } else {
-      for (int j = 0; j < 32; ++j)
-        q[32 * b + j] = l == ActLayout::q8_biased ? static_cast<int8_t>(static_cast<uint8_t>(qb[j] + 128)) : qb[j];
-      std::fill(dl + 8 * b, dl + 8 * b + 8, scale);
-    }
-  }
-}
-
-// One token's x into 256-blocks with sums per 32 (sub-blocks reordered
-// 0,2,1,3,...) or per 16.
-void quantize_256(const float* x, ActLayout l, const ActView& v, int t) {
-  static constexpr int kSlot[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-  const int64_t nsb = v.cols / 256;
-  auto* q = const_cast<int8_t*>(v.q + t * v.q_stride);
-  auto* d = const_cast<float*>(v.d + t * v.d_stride);
-  auto* sums = const_cast<int16_t*>(v.sums + t * v.sums_stride);
-  const bool sb32 = l == ActLayout::k_sb32;
-  for (int64_t s = 0; s < nsb; ++s) {
-    const float* xs = x + 256 * s;
-    const float scale = absmax(xs, 256) / 127;
-    const float inv = scale != 0 ? 1 / scale : 0;
-    d[s] = scale;
-    const int group = sb32 ? 32 : 16;
-    for (int g = 0; g < 256 / group; ++g) {
-      int8_t* dst = q + 256 * s + (sb32 ? 32 * kSlot[g] : 16 * g);
-      int sum = 0;
-      for (int j = 0; j < group; ++j) sum += dst[j] = static_cast<int8_t>(round_even(xs[group * g + j] * inv));
-      sums[(sb32 ? 8 : 16) * s + g] = static_cast<int16_t>(sum);
-    }
-  }
-}
-
-void quantize_token(const float* x, ActLayout l, const ActView& v, int t) {
-  if (is_32_block(l))
-    quantize_32(x + t * v.cols, l, v, t);
-  else if (is_k(l))
-    quantize_256(x + t * v.cols, l, v, t);
+detail::QuantizeFn quantizer_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::avx512) return detail::quantize_avx512;
+  if (isa == Isa::avx2) return detail::quantize_avx2;
+#else
+  (void)isa;
+#endif
+  return detail::quantize_scalar;
 }
 
 Kernel kernel_for(TensorType type) {
@@ -192,6 +84,21 @@ Kernel kernel_for(TensorType type) {
   Kernel k = detail::scalar_kernel(type);
   if (!k.fn) throw std::invalid_argument("matmul: unsupported weight type " + std::string(tensor_type_name(type)));
   return k;
+}
+
+// From this many tokens the 16-token-lane kernels win over the per-row tiles.
+constexpr int kPackedMinTokens = 12;
+
+struct Choice {
+  GemmFn fn;
+  ActLayout layout;
+  bool packed;
+};
+
+Choice choose(TensorType type, int n_tokens) {
+  const Kernel k = kernel_for(type);
+  if (n_tokens >= kPackedMinTokens && k.packed_fn) return {k.packed_fn, k.packed_layout, true};
+  return {k.fn, k.layout, false};
 }
 
 void validate(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys) {
@@ -216,15 +123,12 @@ void prepare_activations(MatmulScratch::Impl& s, const std::array<bool, detail::
                          const float* x, int64_t cols, int n_tokens, ThreadPool& pool) {
   int64_t bytes = 0;
   for (int l = 0; l < detail::kActLayouts; ++l)
-    if (needed[l]) bytes += act_sizes(static_cast<ActLayout>(l), cols).total() * n_tokens;
-  s.reserve(bytes);
-  uint8_t* p = s.base;
+    if (needed[l]) bytes += detail::place_activations(static_cast<ActLayout>(l), cols, n_tokens, nullptr, s.views[l]);
+  uint8_t* p = s.activations.reserve(bytes);
   for (int l = 0; l < detail::kActLayouts; ++l) {
     if (!needed[l]) continue;
-    const auto layout = static_cast<ActLayout>(l);
-    place_view(layout, cols, n_tokens, p, s.views[l]);
-    p += act_sizes(layout, cols).total() * n_tokens;
-    if (layout == ActLayout::f32) {
+    p += detail::place_activations(static_cast<ActLayout>(l), cols, n_tokens, p, s.views[l]);
+    if (static_cast<ActLayout>(l) == ActLayout::f32) {
       s.views[l].x = x;
       s.views[l].x_stride = cols;
     }
@@ -233,10 +137,14 @@ void prepare_activations(MatmulScratch::Impl& s, const std::array<bool, detail::
     MatmulScratch::Impl* s;
     const std::array<bool, detail::kActLayouts>* needed;
     const float* x;
-  } ctx{&s, &needed, x};
+    detail::QuantizeFn quantize;
+    int n_tokens;
+  } ctx{&s, &needed, x, quantizer_for(active_isa()), n_tokens};
   auto one = [&ctx](int64_t t) {
     for (int l = 0; l < detail::kActLayouts; ++l)
-      if ((*ctx.needed)[l]) quantize_token(ctx.x, static_cast<ActLayout>(l), ctx.s->views[l], static_cast<int>(t));
+      if ((*ctx.needed)[l])
+        detail::prepare_token(static_cast<ActLayout>(l), ctx.quantize, ctx.x, ctx.s->views[l], static_cast<int>(t),
+                              ctx.n_tokens);
   };
   if (n_tokens >= 2 && pool.size() > 1 && n_tokens * cols >= 16384) {
     pool.parallel_for(n_tokens, [&one](int64_t b, int64_t e) {
@@ -262,7 +170,7 @@ void plan_chunks(MatmulScratch::Impl& s, int threads) {
   }
 }
 
-void run_chunks(MatmulScratch::Impl& s) {
+void run_chunks(MatmulScratch::Impl& s, int thread) {
   size_t i = 0;
   for (;;) {
     const int64_t c = s.next_chunk.fetch_add(1, std::memory_order_relaxed);
@@ -271,7 +179,7 @@ void run_chunks(MatmulScratch::Impl& s) {
     while (s.tasks[i].first_chunk > c) --i;
     const auto& task = s.tasks[i];
     const int64_t r0 = (c - task.first_chunk) * task.chunk_rows;
-    task.fn(task.args, r0, std::min(task.args.y_stride, r0 + task.chunk_rows));
+    task.fn(task.args, r0, std::min(task.args.y_stride, r0 + task.chunk_rows), thread);
   }
 }
 
@@ -287,23 +195,37 @@ void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens,
   validate(ws, x, n_tokens, ys);
   if (ws.empty() || n_tokens == 0) return;
   MatmulScratch::Impl& s = scratch.impl();
-  std::array<Kernel, 16> kernels_small;
+  std::array<Choice, 16> choices;
   std::array<bool, detail::kActLayouts> needed{};
-  if (ws.size() > kernels_small.size()) throw std::invalid_argument("matmul_many: at most 16 matrices");
+  if (ws.size() > choices.size()) throw std::invalid_argument("matmul_many: at most 16 matrices");
+  bool any_packed = false;
   for (size_t i = 0; i < ws.size(); ++i) {
-    kernels_small[i] = kernel_for(ws[i].type);
-    needed[static_cast<int>(kernels_small[i].layout)] = true;
+    choices[i] = choose(ws[i].type, n_tokens);
+    needed[static_cast<int>(choices[i].layout)] = true;
+    any_packed |= choices[i].packed;
   }
   const int64_t cols = ws[0].cols;
   prepare_activations(s, needed, x, cols, n_tokens, pool);
+  // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min.
+  const int64_t work_stride = any_packed ? (detail::kPackedRows * (cols + 12 * (cols / 16)) + 63) / 64 * 64 : 0;
+  uint8_t* work = s.work.reserve(work_stride * pool.size());
 
   s.tasks.clear();
   int64_t total_bytes = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     if (ws[i].rows == 0) continue;
-    const KernelArgs args{ws[i].type, static_cast<const uint8_t*>(ws[i].data), row_bytes(ws[i].type, cols), cols,
-                          &s.views[static_cast<int>(kernels_small[i].layout)], n_tokens, ys[i], ws[i].rows};
-    s.tasks.push_back({args, kernels_small[i].fn, 0, 0});
+    KernelArgs args{};
+    args.type = ws[i].type;
+    args.w = static_cast<const uint8_t*>(ws[i].data);
+    args.row_bytes = row_bytes(ws[i].type, cols);
+    args.cols = cols;
+    args.act = &s.views[static_cast<int>(choices[i].layout)];
+    args.n_tokens = n_tokens;
+    args.y = ys[i];
+    args.y_stride = ws[i].rows;
+    args.work = work;
+    args.work_stride = work_stride;
+    s.tasks.push_back({args, choices[i].fn, 0, 0});
     total_bytes += args.row_bytes * ws[i].rows;
   }
   if (s.tasks.empty()) return;
@@ -312,11 +234,11 @@ void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens,
   plan_chunks(s, parallel ? pool.size() : 1);
   s.next_chunk.store(0, std::memory_order_relaxed);
   if (!parallel || s.total_chunks == 1) {
-    run_chunks(s);
+    run_chunks(s, 0);
     return;
   }
   MatmulScratch::Impl* sp = &s;
-  pool.run([sp](int) { run_chunks(*sp); });
+  pool.run([sp](int thread) { run_chunks(*sp, thread); });
 }
 
 }  // namespace troupe::cpu

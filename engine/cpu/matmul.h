@@ -33,7 +33,7 @@ class MatmulScratch {
   MatmulScratch(const MatmulScratch&) = delete;
   MatmulScratch& operator=(const MatmulScratch&) = delete;
 
-  // Bytes held for activations (for tests and memory accounting).
+  // Bytes held for activations and kernel work areas (tests, memory accounting).
   int64_t reserved_bytes() const;
 
   struct Impl;
@@ -46,9 +46,12 @@ class MatmulScratch {
 // y[t * w.rows + r] = dot(row r of w, x[t * w.cols ...]) for t < n_tokens.
 void matmul(const WeightMatrix& w, const float* x, int n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
 
-// Several matrices with the same cols reading the same x (q/k/v, gate/up): x
-// is quantized once per layout the formats need, and the rows of all
-// matrices share one parallel region. ys[i] receives ws[i]'s output.
+// Several matrices (at most 16) with the same cols reading the same x
+// (q/k/v, gate/up): x is quantized once per layout the formats need, and the
+// rows of all matrices share one parallel region. ys[i] receives ws[i]'s output.
+//
+// A token's outputs are bitwise the same whatever else is in the batch (how
+// many tokens, which): chunked prefill and batching do not change logits.
 void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys,
                  ThreadPool& pool, MatmulScratch& scratch);
 
@@ -66,8 +69,14 @@ enum class ActLayout : uint8_t {
   nib16,      // Q5_0: as nib8 with correction -16 * block sum
   k_sb32,     // Q4_K/Q5_K: 256-blocks, sub-block order 0,2,1,3,..., sums per 32
   k_sb16,     // Q6_K: 256-blocks in order, sums per 16
+  // Many tokens (AVX-512): the q8 / k_sb16 codes, plus a copy with 16 tokens
+  // interleaved per 4 values (+128) so one vpdpbusd serves 16 tokens.
+  packed32,
+  packed_k,
 };
-constexpr int kActLayouts = 7;
+constexpr int kActLayouts = 9;
+// Rows the packed kernels unpack at a time (sizes their per-thread work area).
+constexpr int kPackedRows = 4;
 
 // Strides count elements of the pointer's type, per token.
 struct ActView {
@@ -81,10 +90,19 @@ struct ActView {
   int64_t d_stride = 0;
   const float* dl = nullptr;         // 32-blocks: the scale repeated per SIMD lane (8 for q8, 4 for nib)
   int64_t dl_stride = 0;
-  const int32_t* corr = nullptr;     // nib: per block {-offset * sum, 0, 0, 0}
+  const int32_t* corr = nullptr;     // nib: per block {-offset * sum, 0, 0, 0}; k_sb16: per 16 {-32 * sum, 0, 0, 0}
   int64_t corr_stride = 0;
   const int16_t* sums = nullptr;     // K: sums per 32 (k_sb32) or 16 (k_sb16) values
   int64_t sums_stride = 0;
+  const float* du = nullptr;         // K: the scale of each 32 (k_sb32) or 16 (k_sb16) values, in order
+  const float* dsum = nullptr;       // k_sb32: du * sum of each 32 values
+  int64_t du_stride = 0;
+  // packed32 / packed_k, per group of 16 tokens (the last one padded with zeros):
+  const uint8_t* pk = nullptr;       // code + 128 of value k of lane l at (k / 4) * 64 + l * 4 + k % 4
+  int64_t pk_stride = 0;             // bytes per group
+  const float* pk_d = nullptr;       // scale of 32-block b of lane l at b * 16 + l
+  const float* pk_dsum = nullptr;    // packed_k: scale * sum of the 32-block's codes, same places
+  int64_t pk_d_stride = 0;           // floats per group
 };
 
 struct KernelArgs {
@@ -95,20 +113,42 @@ struct KernelArgs {
   const ActView* act;
   int n_tokens;
   float* y;
-  int64_t y_stride;  // the matrix's rows
+  int64_t y_stride;     // the matrix's rows
+  uint8_t* work;        // per-thread areas for kernels that unpack rows (packed ones)
+  int64_t work_stride;  // bytes per thread
 };
 
-// Computes rows [row_begin, row_end) for every token.
-using GemmFn = void (*)(const KernelArgs& args, int64_t row_begin, int64_t row_end);
+// Computes rows [row_begin, row_end) for every token; `thread` picks the work area.
+using GemmFn = void (*)(const KernelArgs& args, int64_t row_begin, int64_t row_end, int thread);
 
 struct Kernel {
   GemmFn fn = nullptr;
   ActLayout layout = ActLayout::f32;
+  GemmFn packed_fn = nullptr;  // for many tokens, where one exists
+  ActLayout packed_layout = ActLayout::f32;
 };
 
 Kernel scalar_kernel(TensorType type);
 Kernel avx2_kernel(TensorType type);    // fn == nullptr where none exists
 Kernel avx512_kernel(TensorType type);  // fn == nullptr where none exists
+GemmFn avx512_unit_kernel(TensorType type);    // quantized formats, few tokens; nullptr where none exists
+GemmFn avx512_packed_kernel(TensorType type);  // quantized formats, many tokens; nullptr where none exists
+
+// Quantizes one token's activations (x: its cols floats) into token slot t of
+// v. Every version gives the same bytes: scale = amax / 127, values
+// round-to-nearest-even of x * (1 / scale), so paths differ only in float
+// summation order.
+using QuantizeFn = void (*)(ActLayout layout, const float* x, const ActView& v, int t);
+void quantize_scalar(ActLayout layout, const float* x, const ActView& v, int t);
+void quantize_avx2(ActLayout layout, const float* x, const ActView& v, int t);
+void quantize_avx512(ActLayout layout, const float* x, const ActView& v, int t);
+
+// matmul_act.cpp. Bytes all n tokens of layout l take in the scratch; with
+// base != nullptr also points v at them.
+int64_t place_activations(ActLayout l, int64_t cols, int n_tokens, uint8_t* base, ActView& v);
+// Quantizes token t of x (its floats at x + t * cols) into v, and packs it
+// where l is a packed layout.
+void prepare_token(ActLayout l, QuantizeFn quantize, const float* x, const ActView& v, int t, int n_tokens);
 
 // Scalar dot of one row's blocks [first, end) with one token; SIMD kernels use
 // it for the blocks after their last whole chunk.

@@ -122,7 +122,7 @@ float dot_q6_k(const uint8_t* row, const ActView& a, int t, int64_t first, int64
 }
 
 template <TensorType kType>
-void gemm_scalar(const KernelArgs& a, int64_t r0, int64_t r1) {
+void gemm_scalar(const KernelArgs& a, int64_t r0, int64_t r1, int) {
   const int64_t blocks = a.cols / traits(kType).block_elems;
   for (int64_t r = r0; r < r1; ++r)
     for (int t = 0; t < a.n_tokens; ++t)

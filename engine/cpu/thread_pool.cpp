@@ -45,7 +45,15 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   }
   wake_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) TROUPE_PAUSE();
+  // A worker descheduled by another process can take a whole time slice to
+  // finish: after a short spin, yield the core so it can run.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 4000) {
+      TROUPE_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 

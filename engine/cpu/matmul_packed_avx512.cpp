@@ -1,0 +1,292 @@
+// AVX-512 kernels for many tokens (prefill, batched decode). 16 tokens ride in
+// the 16 lanes of a zmm: one vpdpbusd multiplies 4 weights of one row,
+// broadcast, with 4 activations of each of 16 tokens, so a 32-value unit of
+// one row costs 8 vpdpbusd and one scale multiply + FMA for all 16 tokens,
+// and each lane ends with one token's dot product: no horizontal sums.
+// The arithmetic follows the canonical order of matmul_units_avx512.cpp, so
+// results match the few-token kernels bit for bit.
+//
+// Weights are unpacked to signed codes (value / scale, offsets applied) for 4
+// rows at a time and reused for up to 128 tokens; activations arrive packed
+// (ActLayout::packed32 / packed_k, made in matmul_act.cpp) as code + 128, and
+// -128 * sum(codes) per unit, taken at unpack time, removes the +128.
+#if defined(__x86_64__)
+// GCC 12's AVX-512 headers trip -Wuninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstring>
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/quants.h"
+
+namespace troupe::cpu::detail {
+namespace {
+
+constexpr int kRows = kPackedRows;
+constexpr int64_t kGroupsPerPass = 8;  // 128 tokens: their packed activations stay in L2
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+inline uint32_t u32_at(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m512i broadcast4(const int8_t* p) { return _mm512_set1_epi32(static_cast<int>(u32_at(p))); }
+
+inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+
+// bias[u] = -128 * (sum of the codes of unit u), four 32-value units (or
+// eight 16-value units) per pass: pair sums by maddubs/madd, then a hadd tree.
+template <int kUnit>
+void compute_biases(const int8_t* codes, int64_t units, int32_t* bias) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  const __m128i m128 = _mm_set1_epi32(-128);
+  constexpr int64_t kPerPass = 128 / kUnit;
+  int64_t u = 0;
+  for (; u + kPerPass <= units; u += kPerPass) {
+    __m256i v[4];
+    for (int j = 0; j < 4; ++j)
+      v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(codes + kUnit * u + 32 * j)), ones16);
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1);
+    if constexpr (kUnit == 32) {  // lo + hi: the four units' sums
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + u), _mm_mullo_epi32(_mm_add_epi32(lo, hi), m128));
+    } else {  // lo: units 0,2,4,6, hi: units 1,3,5,7
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + u), _mm_mullo_epi32(_mm_unpacklo_epi32(lo, hi), m128));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + u + 4), _mm_mullo_epi32(_mm_unpackhi_epi32(lo, hi), m128));
+    }
+  }
+  for (; u < units; ++u) {
+    int32_t sum = 0;
+    for (int j = 0; j < kUnit; ++j) sum += codes[kUnit * u + j];
+    bias[u] = -128 * sum;
+  }
+}
+
+// Unpacked rows in the thread's work area: codes of row i at codes + i * cols;
+// per unit u (32 values, 16 for Q6_K) of row i at index i * units + u: the
+// float scale, -128 * sum of its codes, and (Q4_K/Q5_K) -dmin * min.
+struct Unpacked {
+  int8_t* codes;
+  float* scale;
+  int32_t* bias;
+  float* minc;
+  int64_t cols, units;
+};
+
+inline Unpacked carve(uint8_t* work, int64_t cols, int64_t units) {
+  Unpacked u{};
+  u.cols = cols, u.units = units;
+  u.codes = reinterpret_cast<int8_t*>(work);
+  auto* p = reinterpret_cast<float*>(work + kRows * cols);
+  u.scale = p;
+  u.bias = reinterpret_cast<int32_t*>(p + kRows * units);
+  u.minc = p + 2 * kRows * units;
+  return u;
+}
+
+// One 32-value unit of row i: codes and scale (biases come after, in bulk).
+inline void put(const Unpacked& u, int i, int64_t unit, __m256i codes, float scale) {
+  store256(u.codes + i * u.cols + 32 * unit, codes);
+  u.scale[i * u.units + unit] = scale;
+}
+
+struct UQ8_0 {
+  static constexpr int kUnit = 32;
+  static constexpr bool kMins = false;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    for (int64_t b = 0; b < u.units; ++b) put(u, i, b, load256(row + 34 * b + 2), f16_at(row + 34 * b));
+  }
+};
+
+struct UQ4_0 {
+  static constexpr int kUnit = 32;
+  static constexpr bool kMins = false;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    for (int64_t b = 0; b < u.units; ++b) {
+      const uint8_t* p = row + 18 * b;
+      const __m256i v = _mm256_broadcastsi128_si256(load128(p + 2));
+      const __m256i q = _mm256_blend_epi32(nibbles_lo(v), nibbles_hi(v), 0xF0);
+      put(u, i, b, _mm256_sub_epi8(q, _mm256_set1_epi8(8)), f16_at(p));
+    }
+  }
+};
+
+struct UQ5_0 {
+  static constexpr int kUnit = 32;
+  static constexpr bool kMins = false;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    for (int64_t b = 0; b < u.units; ++b) {
+      const uint8_t* p = row + 22 * b;
+      const __m256i v = _mm256_broadcastsi128_si256(load128(p + 6));
+      __m256i q = _mm256_blend_epi32(nibbles_lo(v), nibbles_hi(v), 0xF0);
+      q = _mm256_mask_add_epi8(q, _cvtu32_mask32(u32_at(p + 2)), q, _mm256_set1_epi8(16));  // bit k: value k's fifth bit
+      put(u, i, b, _mm256_sub_epi8(q, _mm256_set1_epi8(16)), f16_at(p));
+    }
+  }
+};
+
+// Q4_K (kBits5 false) and Q5_K: codes 0..31 as they are; the min goes to minc.
+template <bool kBits5>
+struct UQ45_K {
+  static constexpr int kUnit = 32;
+  static constexpr bool kMins = true;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    for (int64_t s = 0; s < u.units / 8; ++s) {
+      const uint8_t* p = row + (kBits5 ? 176 : 144) * s;
+      const float d = f16_at(p), dmin = f16_at(p + 2);
+      uint8_t sc[8], mn[8];
+      unpack_k_scales(p + 4, sc, mn);
+      const uint8_t* qs = p + (kBits5 ? 48 : 16);
+      for (int j = 0; j < 8; ++j) {
+        const __m256i z = load256(qs + 32 * (j / 2));
+        __m256i q = j % 2 ? nibbles_hi(z) : nibbles_lo(z);
+        if constexpr (kBits5) {  // bit j of qh[l]: fifth bit of value l of sub-block j
+          const __mmask32 high = _mm256_test_epi8_mask(load256(p + 16), _mm256_set1_epi8(static_cast<char>(1 << j)));
+          q = _mm256_mask_add_epi8(q, high, q, _mm256_set1_epi8(16));
+        }
+        put(u, i, 8 * s + j, q, d * static_cast<float>(sc[j]));
+        u.minc[i * u.units + 8 * s + j] = -dmin * static_cast<float>(mn[j]);
+      }
+    }
+  }
+};
+
+// Q6_K: 16-value units, codes q - 32.
+struct UQ6_K {
+  static constexpr int kUnit = 16;
+  static constexpr bool kMins = false;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    for (int64_t s = 0; s < u.units / 16; ++s) {
+      const uint8_t* p = row + 210 * s;
+      const float d = f16_at(p + 208);
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const __m256i c30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256(p + 64 * h), ql1 = load256(p + 64 * h + 32), qh = load256(p + 128 + 32 * h);
+        const __m256i q[4] = {
+            _mm256_or_si256(nibbles_lo(ql0), _mm256_and_si256(_mm256_slli_epi16(qh, 4), c30)),
+            _mm256_or_si256(nibbles_lo(ql1), _mm256_and_si256(_mm256_slli_epi16(qh, 2), c30)),
+            _mm256_or_si256(nibbles_hi(ql0), _mm256_and_si256(qh, c30)),
+            _mm256_or_si256(nibbles_hi(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), c30))};
+        for (int k = 0; k < 4; ++k) {
+          const int64_t unit = 16 * s + 8 * h + 2 * k;  // two 16-value units per 32 codes
+          store256(u.codes + i * u.cols + 16 * unit, _mm256_sub_epi8(q[k], c32));
+          u.scale[i * u.units + unit] = d * static_cast<float>(sc[unit % 16]);
+          u.scale[i * u.units + unit + 1] = d * static_cast<float>(sc[unit % 16 + 1]);
+        }
+      }
+    }
+  }
+};
+
+// R unpacked rows x the 16 tokens of group g in the canonical order
+// (matmul_units_avx512.cpp): chain c takes units c, c + 16, ... in turn (one
+// accumulator per row live at a time), then the chains meet in tree16's order.
+template <class U, int R>
+void micro(const ActView& a, int64_t g, const Unpacked& u, __m512 out[R]) {
+  constexpr int kVecs = U::kUnit / 4;
+  const uint8_t* ac = a.pk + g * a.pk_stride;
+  const float* ad = a.pk_d + g * a.pk_d_stride;
+  const float* as = U::kMins ? a.pk_dsum + g * a.pk_d_stride : nullptr;
+  __m512 chains[16][R];
+  for (int c = 0; c < 16; ++c) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t k = c; k < u.units; k += 16) {
+      __m512i av[kVecs];
+      for (int v = 0; v < kVecs; ++v) av[v] = _mm512_load_si512(ac + (k * U::kUnit + 4 * v) * 16);
+      const __m512 da = _mm512_load_ps(ad + (k * U::kUnit / 32) * 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int8_t* code = u.codes + r * u.cols + k * U::kUnit;
+        // Two chains of vpdpbusd halve the latency each row waits on.
+        __m512i s0 = _mm512_set1_epi32(u.bias[r * u.units + k]), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int v = 0; v < kVecs; v += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, av[v], broadcast4(code + 4 * v));
+          s1 = _mm512_dpbusd_epi32(s1, av[v + 1], broadcast4(code + 4 * v + 4));
+        }
+        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(u.scale[r * u.units + k]), da);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[r]);
+        if constexpr (U::kMins)
+          acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(u.minc[r * u.units + k]), _mm512_load_ps(as + k * 16), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) chains[c][r] = acc[r];
+  }
+  for (int r = 0; r < R; ++r) {
+    __m512 t[8];
+    for (int c = 0; c < 8; ++c) t[c] = _mm512_add_ps(chains[c][r], chains[c + 8][r]);
+    for (int c = 0; c < 4; ++c) t[c] = _mm512_add_ps(t[c], t[c + 4]);
+    for (int c = 0; c < 2; ++c) t[c] = _mm512_add_ps(t[c], t[c + 2]);
+    out[r] = _mm512_add_ps(t[0], t[1]);
+  }
+}
+
+template <class U, int R>
+void row_block(const KernelArgs& a, int64_t r0, int64_t g0, int64_t g1, const Unpacked& u) {
+  for (int i = 0; i < R; ++i) {
+    U::unpack(a.w + (r0 + i) * a.row_bytes, u, i);
+    compute_biases<U::kUnit>(u.codes + i * u.cols, u.units, u.bias + i * u.units);
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    __m512 acc[R];
+    micro<U, R>(*a.act, g, u, acc);
+    const int64_t lanes = a.n_tokens - 16 * g < 16 ? a.n_tokens - 16 * g : 16;
+    for (int i = 0; i < R; ++i) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[i]);
+      for (int64_t l = 0; l < lanes; ++l) a.y[(16 * g + l) * a.y_stride + r0 + i] = out[l];
+    }
+  }
+}
+
+template <class U>
+void gemm_packed(const KernelArgs& a, int64_t r0, int64_t r1, int thread) {
+  const Unpacked u = carve(a.work + thread * a.work_stride, a.cols, a.cols / U::kUnit);
+  const int64_t groups = (a.n_tokens + 15) / 16;
+  for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerPass) {
+    const int64_t g1 = groups - g0 < kGroupsPerPass ? groups : g0 + kGroupsPerPass;
+    int64_t r = r0;
+    for (; r + kRows <= r1; r += kRows) row_block<U, kRows>(a, r, g0, g1, u);
+    if (r + 2 <= r1) row_block<U, 2>(a, r, g0, g1, u), r += 2;
+    if (r < r1) row_block<U, 1>(a, r, g0, g1, u);
+  }
+}
+
+}  // namespace
+
+GemmFn avx512_packed_kernel(TensorType type) {
+  switch (type) {
+    case TensorType::Q8_0: return gemm_packed<UQ8_0>;
+    case TensorType::Q4_0: return gemm_packed<UQ4_0>;
+    case TensorType::Q5_0: return gemm_packed<UQ5_0>;
+    case TensorType::Q4_K: return gemm_packed<UQ45_K<false>>;
+    case TensorType::Q5_K: return gemm_packed<UQ45_K<true>>;
+    case TensorType::Q6_K: return gemm_packed<UQ6_K>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace troupe::cpu::detail
+
+#else  // not x86-64
+
+#include "engine/cpu/matmul.h"
+namespace troupe::cpu::detail {
+GemmFn avx512_packed_kernel(TensorType) { return nullptr; }
+}  // namespace troupe::cpu::detail
+#endif
