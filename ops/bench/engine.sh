@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Prefill (512-token prompt) and decode (128 tokens) speed of troupe against
 # llama.cpp (llama-cpp-python, the same GGUF file, the same threads, in the
-# same run), on every installed model. The last line is the ratio summary.
+# same run), for each model in each format: the shipped Q4_K_M mix, and Q8_0
+# made from it by `troupe quantize` (both engines read that same file).
+# The last line is the ratio summary.
 #   ops/bench/engine.sh [MODEL...]       default: qwen2.5-coder-0.5b qwen2.5-coder-1.5b
-# Env: THREADS (2), PROMPT_TOKENS (512), GEN_TOKENS (128), REPEAT (3)
+# Env: THREADS (2), PROMPT_TOKENS (512), GEN_TOKENS (128), REPEAT (3), FORMATS ("Q4_K_M Q8_0")
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 threads="${THREADS:-2}" prompt="${PROMPT_TOKENS:-512}" gen="${GEN_TOKENS:-128}" repeat="${REPEAT:-3}"
+formats=(${FORMATS:-Q4_K_M Q8_0})
 models=("$@")
 ((${#models[@]})) || models=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 
@@ -16,20 +19,27 @@ ops/models.sh "${models[@]}" >/dev/null
 [ -x build/troupe ] || ops/build.sh
 
 summary=()
-printf '%-22s %-10s %12s %12s\n' model engine "prefill t/s" "decode t/s"
+printf '%-30s %-10s %12s %12s\n' "model (format)" engine "prefill t/s" "decode t/s"
 for m in "${models[@]}"; do
-  path="$(ops/models.sh --path "$m")"
-  ours="$(build/troupe bench --model "$path" --threads "$threads" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat "$repeat")"
-  theirs="$("$python" ops/bench/llama_cpp_bench.py "$path" "$threads" "$prompt" "$gen" "$repeat")"
-  line="$("$python" - "$m" "$ours" "$theirs" <<'PY'
+  shipped="$(ops/models.sh --path "$m")"
+  for f in "${formats[@]}"; do
+    path="$shipped"
+    if [ "$f" != Q4_K_M ]; then
+      path="${shipped%.gguf}-${f,,}.gguf"
+      [ -f "$path" ] || build/troupe quantize "$shipped" "$path" --type "$f" >&2
+    fi
+    ours="$(build/troupe bench --model "$path" --threads "$threads" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat "$repeat")"
+    theirs="$("$python" ops/bench/llama_cpp_bench.py "$path" "$threads" "$prompt" "$gen" "$repeat")"
+    out="$("$python" - "$m ($f)" "$ours" "$theirs" <<'PY'
 import json, sys
 m, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 for r in (a, b):
-    print(f"{m:<22} {r['engine']:<10} {r['prefill_tok_s']:>12.1f} {r['decode_tok_s']:>12.1f}")
+    print(f"{m:<30} {r['engine']:<10} {r['prefill_tok_s']:>12.1f} {r['decode_tok_s']:>12.1f}")
 print(f"{m}: prefill {a['prefill_tok_s'] / b['prefill_tok_s']:.2f}x decode {a['decode_tok_s'] / b['decode_tok_s']:.2f}x")
 PY
 )"
-  echo "$line" | head -n -1
-  summary+=("$(echo "$line" | tail -n 1)")
+    echo "$out" | head -n -1
+    summary+=("$(echo "$out" | tail -n 1)")
+  done
 done
 echo "troupe/llama.cpp (threads=$threads, prompt=$prompt, gen=$gen): $(IFS=';'; echo "${summary[*]}")"
