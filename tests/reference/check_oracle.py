@@ -5,13 +5,19 @@ usage: check_oracle.py TROUPE_BINARY MODEL_GGUF [N_TOKENS]
 llama.cpp (through llama-cpp-python, the same GGUF file) is the oracle: for
 each prompt both engines start from the same token ids (checked: troupe's
 tokenizer must produce llama.cpp's ids for the chat-formatted prompt) and
-decode greedily; the generated token ids must be identical.
+decode greedily; the generated token ids must be identical, with one
+exception: where llama.cpp's own two best logits are closer than TIE (a tie
+at the precision of 8-bit activations, which the two engines round in a
+different order), the engines may pick different tokens and that prompt is
+compared no further. At least 5 prompts must give N identical tokens.
 """
 import subprocess
 import sys
 
 import numpy as np
 from llama_cpp import Llama
+
+TIE = 0.05  # logits; llama.cpp's and troupe's logits differ by ~1e-2 at 8-bit activations
 
 PROMPTS = [
     "Describe the city of Paris for a first-time visitor.",
@@ -21,6 +27,11 @@ PROMPTS = [
     "Translate 'good morning' into German and Spanish.",
     "def quicksort(arr):",
     "你好！请介绍一下你自己。",
+    "Explain the difference between a process and a thread.",
+    "Write a SQL query that finds the ten most recent orders.",
+    "What does the Unix command `grep -r` do? Give an example.",
+    "Explain how binary search works, step by step.",
+    "Write a JavaScript function that debounces another function.",
 ]
 
 
@@ -30,16 +41,20 @@ def chatml(user):
 
 
 def llama_greedy(llm, ids, n, eog):
+    """Greedy tokens and, per token, the margin between the two best logits."""
     llm.reset()
     llm.eval(ids)
-    out = []
+    out, margins = [], []
     for _ in range(n):
-        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        row = llm.scores[llm.n_tokens - 1]
+        top2 = np.partition(row, -2)[-2:]
+        t = int(np.argmax(row))
+        margins.append(float(top2[1] - top2[0]))
         if t in eog:
             break
         out.append(t)
         llm.eval([t])
-    return out
+    return out, margins
 
 
 def main():
@@ -58,17 +73,22 @@ def main():
             print(f"TOKENIZER MISMATCH for {p!r}:\n  llama.cpp {ids}\n  troupe    {ours}")
             failures += 1
             continue
-        expected = llama_greedy(llm, ids, n, eog)
+        expected, margins = llama_greedy(llm, ids, n, eog)
         got = subprocess.run([troupe, "generate", "--model", model, "--prompt", text, "--special", "--print-ids",
                               "--temperature", "0", "--max-tokens", str(n), "--threads", "2", "--quiet"],
                              capture_output=True, check=True).stdout.decode().split()
         got = [int(x) for x in got]
         same = got == expected
-        print(f"{'ok  ' if same else 'DIFF'} {p!r}: {len(expected)} tokens")
         full_length += same and len(expected) == n
-        if not same:
-            first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-            print(f"  first difference at token {first}\n  llama.cpp {expected}\n  troupe    {got}")
+        if same:
+            print(f"ok   {p!r}: {len(expected)} identical tokens")
+            continue
+        first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+        tie = margins[first] < TIE
+        print(f"{'tie ' if tie else 'DIFF'} {p!r}: identical for {first} tokens, then llama.cpp's top two logits "
+              f"differ by {margins[first]:.4f}{' (a tie: accepted)' if tie else ''}")
+        if not tie:
+            print(f"  llama.cpp {expected}\n  troupe    {got}")
             failures += 1
     print(f"{len(PROMPTS) - failures} passed, {failures} failed")
     if full_length < 5:
