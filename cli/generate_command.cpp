@@ -41,6 +41,7 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.chat.empty()) throw std::invalid_argument("give exactly one of --prompt and --chat");
+  a.sampling.params.validate();  // before the model loads, so a typo fails at once
   LoadedModel m = load_model(a.model, a.threads);
   const std::vector<int32_t> prompt = prompt_tokens(a, m);
   const int64_t ctx = std::min<int64_t>(a.context, m.model->config().n_ctx_train);

@@ -11,8 +11,14 @@
 namespace troupe::cli {
 namespace {
 
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 117)) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return s.size() > 117 ? out + "..." : out;
+}
+
 std::string show(const GgufValue& v) {
-  if (const auto* s = v.as_string()) return s->size() > 120 ? "\"" + s->substr(0, 117) + "...\"" : "\"" + *s + "\"";
+  if (const auto* s = v.as_string()) return "\"" + one_line(*s) + "\"";
   if (const auto* a = v.as_array()) {
     std::string out = "[" + std::string(gguf_value_type_name(a->element_type)) + " x " + std::to_string(a->items.size());
     if (!a->items.empty()) out += ": " + show(a->items[0]) + (a->items.size() > 1 ? ", ..." : "");
