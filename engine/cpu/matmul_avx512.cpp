@@ -7,13 +7,7 @@
 // copies compiled with these flags could be picked by the linker for callers
 // on CPUs without AVX-512.
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers start many intrinsics from _mm512_undefined_*(),
-// which it then reports as uninitialized (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/cpu/simd_avx512.h"
 
 #include <cstring>
 
@@ -22,9 +16,6 @@
 namespace troupe::cpu::detail {
 namespace {
 
-inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 
 

@@ -11,12 +11,7 @@
 // (ActLayout::packed32 / packed_k, made in matmul_act.cpp) as code + 128, and
 // -128 * sum(codes) per unit, taken at unpack time, removes the +128.
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers trip -Wuninitialized (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "engine/cpu/simd_avx512.h"
 
 #include <cstring>
 
@@ -29,19 +24,6 @@ namespace {
 constexpr int kRows = kPackedRows;
 constexpr int64_t kGroupsPerPass = 8;  // 128 tokens: their packed activations stay in L2
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-inline uint32_t u32_at(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 inline __m512i broadcast4(const int8_t* p) { return _mm512_set1_epi32(static_cast<int>(u32_at(p))); }
 
 inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
