@@ -14,9 +14,6 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void add(float* x, const float* y, int64_t n);
 // gate = silu(gate) * up
 void silu_mul(float* gate, const float* up, int64_t n);
-float dot(const float* a, const float* b, int64_t n);
-// y += a * x
-void axpy(float a, const float* x, float* y, int64_t n);
 // In place; returns nothing, the row sums to 1.
 void softmax(float* x, int64_t n);
 
