@@ -54,6 +54,9 @@ GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache
   result.prefill_seconds = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
+  Batch step;  // reused: a decode step allocates nothing
+  step.sequences.resize(1);
+  history.reserve(history.size() + static_cast<size_t>(options.max_tokens));
   for (int32_t i = 0; i < options.max_tokens; ++i) {
     const int32_t token = sampler.sample(logits.row(0), history);
     if (tokenizer.is_end_of_generation(token)) {
@@ -74,9 +77,8 @@ GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache
       result.finish = FinishReason::context_full;
       break;
     }
-    Batch batch;
-    batch.sequences.push_back({std::span<const int32_t>(&history[pos], 1), pos, seq.block_table(), LogitsWanted::last});
-    model.forward(batch, cache, logits);
+    step.sequences[0] = {std::span<const int32_t>(&history[pos], 1), pos, seq.block_table(), LogitsWanted::last};
+    model.forward(step, cache, logits);
   }
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
   result.decode_seconds = seconds_since(t1);
