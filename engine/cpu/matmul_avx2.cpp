@@ -9,7 +9,7 @@
 // copies compiled with these flags could be picked by the linker for callers
 // on CPUs without AVX2.
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "engine/cpu/simd_loads.h"
 
 #include <cstring>
 
@@ -18,27 +18,10 @@
 namespace troupe::cpu::detail {
 namespace {
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline __m256i two_lanes(const uint8_t* lo, const uint8_t* hi) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(load128(lo)), load128(hi), 1);
 }
 
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-inline uint64_t u16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
-inline uint32_t u32_at(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 inline __m128 f16x4(const uint8_t* p, int stride) {
   const uint64_t x = u16_at(p) | u16_at(p + stride) << 16 | u16_at(p + 2 * stride) << 32 | u16_at(p + 3 * stride) << 48;
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(x)));

@@ -7,22 +7,14 @@
 #include "engine/cpu/half.h"
 #include "engine/cpu/isa.h"
 #include "engine/cpu/kv_kernels.h"
+#include "tests/engine/random_data.h"
 
 using namespace troupe::cpu;
 
-namespace {
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-}  // namespace
 
 TEST_CASE("the half-precision KV kernels give the scalar path's results on every instruction set") {
   for (size_t n : {1u, 7u, 64u, 128u, 133u}) {
-    const auto x = random_floats(n, 1), y = random_floats(n, 2);
+    const auto x = troupe::test::gaussian(n, 1, 2.0f), y = troupe::test::gaussian(n, 2, 2.0f);
     std::vector<uint16_t> xs(n), ys(n);
     clear_isa_override();
     set_isa_override(Isa::scalar);

@@ -11,6 +11,7 @@
 #include "engine/cpu/isa.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/quants.h"
+#include "tests/engine/random_data.h"
 
 using troupe::TensorType;
 using namespace troupe::cpu;
@@ -23,13 +24,7 @@ const TensorType kAllTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::
 bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
 
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using troupe::test::gaussian;
 
 // A random matrix stored in `type`, and its decoded floats.
 struct Matrix {
