@@ -1,14 +1,17 @@
-// troupe bench: prefill and decode speed of the local engine on one model,
-// printed as one JSON line (ops/bench/engine.sh compares it with llama.cpp).
+// troupe bench: prefill and decode speed of a backend on one model, printed
+// as one JSON line (ops/bench/engine.sh compares the CPU with llama.cpp,
+// ops/bench/gpu.sh the CUDA backend with HF transformers).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "engine/kv_cache.h"
+#include "engine/model_config.h"
 
 namespace troupe::cli {
 namespace {
@@ -17,54 +20,81 @@ struct BenchArgs {
   std::string model;
   int prompt_tokens = 512;
   int gen_tokens = 128;
-  int threads = default_threads();
+  std::vector<int> batches{1};
   int repeat = 3;
+  BackendOptions backend;
+  std::string device = "cpu", weights = "auto";
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Prefill `prompt` in one forward, then decode gen_tokens greedily (end of
+// Prefills `batch` prompts (as many per forward as max_batch_tokens allows),
+// then decodes gen tokens for all of them together, greedily (end of
 // generation ignored, so every run does the same work). Returns seconds.
-std::pair<double, double> run_once(Model& m, KvCache& cache, const std::vector<int32_t>& prompt, int gen) {
-  KvSequence seq(cache);
-  seq.reserve(static_cast<int32_t>(prompt.size()) + gen);
-  Logits logits;
+std::pair<double, double> run_once(Backend& be, const std::vector<int32_t>& prompt, int batch, int gen) {
+  const auto n_prompt = static_cast<int32_t>(prompt.size());
+  std::deque<KvSequence> seqs;
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    seqs.emplace_back(be.pages(), be.page_size());
+    if (!seqs.back().reserve(n_prompt + gen)) throw std::runtime_error("KV pages exhausted");
+    prompts[b] = prompt;
+    std::rotate(prompts[b].begin(), prompts[b].begin() + b % n_prompt, prompts[b].end());  // distinct prompts
+  }
+  std::vector<TokenChoice> greedy(static_cast<size_t>(batch));
+  std::vector<int32_t> next;
+  std::vector<int32_t> tokens(static_cast<size_t>(batch));
+  const int per_forward = std::max<int>(1, static_cast<int>(32768 / n_prompt));
   double t0 = now();
-  Batch b;
-  b.sequences.push_back({prompt, 0, seq.block_table(), LogitsWanted::last});
-  m.forward(b, cache, logits);
+  for (int b0 = 0; b0 < batch; b0 += per_forward) {
+    Batch pre;
+    for (int b = b0; b < std::min(batch, b0 + per_forward); ++b)
+      pre.sequences.push_back({prompts[b], 0, seqs[b].block_table(), LogitsWanted::last});
+    be.forward_choose(pre, greedy, next);
+    std::copy(next.begin(), next.end(), tokens.begin() + b0);
+  }
   const double prefill = now() - t0;
-  int32_t token = 0;
   t0 = now();
+  Batch step;
+  step.sequences.resize(static_cast<size_t>(batch));
   for (int i = 0; i < gen; ++i) {
-    const auto row = logits.row(0);
-    token = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    Batch step;
-    step.sequences.push_back({std::span<const int32_t>(&token, 1), static_cast<int32_t>(prompt.size()) + i,
-                              seq.block_table(), LogitsWanted::last});
-    m.forward(step, cache, logits);
+    for (int b = 0; b < batch; ++b)
+      step.sequences[b] = {std::span<const int32_t>(&tokens[b], 1), n_prompt + i, seqs[b].block_table(), LogitsWanted::last};
+    be.forward_choose(step, greedy, next);
+    tokens = next;
   }
   return {prefill, now() - t0};
 }
 
 int run_bench(const BenchArgs& a) {
-  LoadedModel m = load_model(a.model, a.threads);
+  BackendOptions options = a.backend;
+  apply_backend_names(options, a.device, a.weights);
+  const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
+  options.kv_pages = max_batch * ((a.prompt_tokens + a.gen_tokens) / options.page_size + 2) + 2;
+  options.max_batch_tokens = std::clamp<int64_t>(static_cast<int64_t>(max_batch) * a.prompt_tokens, 256, 32768);
+  LoadedModel m = load_model(a.model, options);
   std::string text;
   while (static_cast<int>(m.tokenizer->encode(text, false, false).size()) < a.prompt_tokens)
     text += "The quick brown fox jumps over the lazy dog while the server streams tokens to its clients. ";
   std::vector<int32_t> prompt = m.tokenizer->encode(text, false, false);
   prompt.resize(a.prompt_tokens);
-  KvCache cache(m.model->config(), (a.prompt_tokens + a.gen_tokens) / 16 + 2);
-  run_once(*m.model, cache, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 4);  // warm up
-  double best_prefill = 1e9, best_decode = 1e9;
-  for (int r = 0; r < a.repeat; ++r) {
-    auto [p, d] = run_once(*m.model, cache, prompt, a.gen_tokens);
-    best_prefill = std::min(best_prefill, p);
-    best_decode = std::min(best_decode, d);
+  for (int batch : a.batches) {
+    run_once(*m.backend, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), batch, 4);  // warm up
+    double best_prefill = 1e9, best_decode = 1e9;
+    for (int r = 0; r < a.repeat; ++r) {
+      auto [p, d] = run_once(*m.backend, prompt, batch, a.gen_tokens);
+      best_prefill = std::min(best_prefill, p);
+      best_decode = std::min(best_decode, d);
+    }
+    const double total_prompt = static_cast<double>(batch) * a.prompt_tokens;
+    const double total_gen = static_cast<double>(batch) * a.gen_tokens;
+    std::printf("{\"engine\": \"troupe\", \"device\": \"%s\", \"weights\": \"%s\", \"threads\": %d, \"batch\": %d, "
+                "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
+                "\"backend\": \"%s\"}\n",
+                a.device.c_str(), a.weights.c_str(), options.threads, batch, a.prompt_tokens, a.gen_tokens,
+                total_prompt / best_prefill, total_gen / best_decode, m.backend->describe().c_str());
+    std::fflush(stdout);
   }
-  std::printf("{\"engine\": \"troupe\", \"threads\": %d, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
-              "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
-              a.threads, a.prompt_tokens, a.gen_tokens, a.prompt_tokens / best_prefill, a.gen_tokens / best_decode);
   return 0;
 }
 
@@ -76,8 +106,12 @@ Run add_bench(CLI::App& app) {
   cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "Prompt length")->check(CLI::Range(16, 1 << 16));
   cmd->add_option("--gen-tokens", a->gen_tokens, "Tokens to decode")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--batch", a->batches, "Sequences decoded together; several sizes run in turn (1,16,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--repeat", a->repeat, "Runs; the best is reported")->check(CLI::Range(1, 100));
+  a->backend.threads = default_threads();
+  add_backend_flags(*cmd, a->backend, a->device, a->weights);
   return [a] { return run_bench(*a); };
 }
 

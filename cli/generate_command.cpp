@@ -9,7 +9,7 @@
 #include "cli/sampling_options.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
-#include "engine/kv_cache.h"
+#include "engine/model_config.h"
 
 namespace troupe::cli {
 namespace {
@@ -20,7 +20,8 @@ struct GenerateArgs {
   std::string chat;
   std::string system;
   SamplingOptions sampling;
-  int threads = default_threads();
+  BackendOptions backend;
+  std::string device = "cpu", weights = "auto";
   int context = 4096;
   bool special = false;
   bool print_ids = false;
@@ -33,7 +34,7 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
     std::vector<ChatMessage> messages;
     if (!a.system.empty()) messages.push_back({"system", a.system});
     messages.push_back({"user", a.chat});
-    const ChatFormat format = detect_chat_format(tok.vocabulary(), m.model->config().architecture);
+    const ChatFormat format = detect_chat_format(tok.vocabulary(), m.backend->config().architecture);
     return tok.encode(apply_chat_template(format, messages, true), tok.add_bos_by_default(), true);
   }
   return tok.encode(a.prompt, tok.add_bos_by_default(), a.special);
@@ -42,13 +43,16 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.chat.empty()) throw std::invalid_argument("give exactly one of --prompt and --chat");
   a.sampling.params.validate();  // before the model loads, so a typo fails at once
-  LoadedModel m = load_model(a.model, a.threads);
+  BackendOptions options = a.backend;
+  apply_backend_names(options, a.device, a.weights);
+  options.context_tokens = a.context;
+  options.kv_pages = static_cast<int32_t>((a.context + options.page_size - 1) / options.page_size);
+  LoadedModel m = load_model(a.model, options);
   const std::vector<int32_t> prompt = prompt_tokens(a, m);
-  const int64_t ctx = std::min<int64_t>(a.context, m.model->config().n_ctx_train);
+  const int64_t ctx = std::min<int64_t>(a.context, m.backend->config().n_ctx_train);
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
                                 std::to_string(ctx));
-  KvCache cache(m.model->config(), static_cast<int32_t>((ctx + 15) / 16));
 
   GenerateOptions opts;
   opts.max_tokens = a.sampling.max_tokens;
@@ -60,7 +64,7 @@ int run_generate(const GenerateArgs& a) {
   } else {
     cb.on_text = [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout), std::fflush(stdout); };
   }
-  const GenerateResult r = generate(*m.model, *m.tokenizer, cache, prompt, opts, cb);
+  const GenerateResult r = generate(*m.backend, *m.tokenizer, prompt, opts, cb);
   std::printf("\n");
   std::fflush(stdout);
   if (!a.quiet) {
@@ -82,7 +86,8 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--chat,-c", a->chat, "A user message, formatted with the model's chat template");
   cmd->add_option("--system", a->system, "System message for --chat");
   add_sampling_flags(*cmd, a->sampling);
-  cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 256));
+  a->backend.threads = default_threads();
+  add_backend_flags(*cmd, a->backend, a->device, a->weights);
   cmd->add_option("--context", a->context, "KV cache size in tokens")->check(CLI::Range(16, 1 << 20));
   cmd->add_flag("--special", a->special, "Parse special tokens such as <|im_start|> in --prompt");
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");

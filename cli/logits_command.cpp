@@ -2,6 +2,7 @@
 // float32 rows. For checking the engine against independent references.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "engine/kv_cache.h"
+#include "engine/model_config.h"
 
 namespace troupe::cli {
 namespace {
@@ -16,17 +18,21 @@ namespace {
 struct LogitsArgs {
   std::string model, tokens, out;
   int chunk = 0;  // 0 = the whole sequence in one forward
-  int threads = default_threads();
+  BackendOptions backend;
+  std::string device = "cpu", weights = "auto";
 };
 
 int run_logits(const LogitsArgs& a) {
-  LoadedModel m = load_model(a.model, a.threads);
   std::vector<int32_t> ids;
   std::istringstream in(a.tokens);
   for (int32_t t; in >> t;) ids.push_back(t);
   if (ids.empty()) throw std::invalid_argument("--tokens is empty");
-  KvCache cache(m.model->config(), static_cast<int32_t>(ids.size() / 16 + 1));
-  KvSequence seq(cache);
+  BackendOptions options = a.backend;
+  apply_backend_names(options, a.device, a.weights);
+  options.kv_pages = static_cast<int32_t>(ids.size() / options.page_size + 1);
+  options.max_batch_tokens = std::max<int64_t>(options.max_batch_tokens, static_cast<int64_t>(ids.size()));
+  LoadedModel m = load_model(a.model, options);
+  KvSequence seq(m.backend->pages(), m.backend->page_size());
   if (!seq.reserve(static_cast<int32_t>(ids.size()))) throw std::runtime_error("KV cache too small");
   const int32_t n = static_cast<int32_t>(ids.size()), chunk = a.chunk > 0 ? a.chunk : n;
   std::FILE* f = std::fopen(a.out.c_str(), "wb");
@@ -36,7 +42,7 @@ int run_logits(const LogitsArgs& a) {
     const int32_t len = std::min(chunk, n - pos);
     Batch batch;
     batch.sequences.push_back({std::span<const int32_t>(ids).subspan(pos, len), pos, seq.block_table(), LogitsWanted::all});
-    m.model->forward(batch, cache, logits);
+    m.backend->forward(batch, logits);
     std::fwrite(logits.values.data(), sizeof(float), logits.values.size(), f);
   }
   if (std::fclose(f) != 0) throw std::runtime_error("cannot write " + a.out);
@@ -52,7 +58,8 @@ Run add_logits(CLI::App& app) {
   cmd->add_option("--tokens", a->tokens, "Space-separated token ids")->required();
   cmd->add_option("--out,-o", a->out, "Output file: n_tokens x n_vocab float32")->required();
   cmd->add_option("--chunk", a->chunk, "Prefill in chunks of this many tokens");
-  cmd->add_option("--threads", a->threads, "CPU threads");
+  a->backend.threads = default_threads();
+  add_backend_flags(*cmd, a->backend, a->device, a->weights);
   return [a] { return run_logits(*a); };
 }
 

@@ -3,8 +3,9 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "engine/backend.h"
 #include "engine/kv_cache.h"
-#include "engine/model.h"
+#include "engine/model_config.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
 
@@ -25,13 +26,13 @@ const char* finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
-GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache, std::span<const int32_t> prompt,
+GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const GenerateCallbacks& callbacks) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
   if (options.prefill_chunk <= 0) throw std::invalid_argument("prefill chunk must be positive");
   GenerateResult result;
   result.prompt_tokens = static_cast<int32_t>(prompt.size());
-  KvSequence seq(cache);
+  KvSequence seq(backend.pages(), backend.page_size());
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   Sampler sampler(options.sampling);
   StreamDecoder decoder(tokenizer);
@@ -49,7 +50,7 @@ GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache
     Batch batch;
     batch.sequences.push_back({prompt.subspan(pos, len), pos, seq.block_table(),
                                pos + len == n_prompt ? LogitsWanted::last : LogitsWanted::none});
-    model.forward(batch, cache, logits);
+    backend.forward(batch, logits);
   }
   result.prefill_seconds = seconds_since(t0);
 
@@ -73,12 +74,12 @@ GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache
     }
     if (i + 1 == options.max_tokens) break;
     const int32_t pos = static_cast<int32_t>(history.size()) - 1;
-    if (pos + 1 > model.config().n_ctx_train || !seq.reserve(pos + 1)) {
+    if (pos + 1 > backend.config().n_ctx_train || !seq.reserve(pos + 1)) {
       result.finish = FinishReason::context_full;
       break;
     }
     step.sequences[0] = {std::span<const int32_t>(&history[pos], 1), pos, seq.block_table(), LogitsWanted::last};
-    model.forward(step, cache, logits);
+    backend.forward(step, logits);
   }
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
   result.decode_seconds = seconds_since(t1);

@@ -2,7 +2,7 @@
 // The generation loop of one sequence: chunked prefill of the prompt, then
 // decode with sampling until end of generation, a stop string, or the token
 // limit. Used by `troupe generate`; the server's scheduler batches many
-// sequences through Model::forward instead.
+// sequences through Backend::forward instead.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -14,8 +14,7 @@
 
 namespace troupe {
 
-class KvCache;
-class Model;
+class Backend;
 class Tokenizer;
 
 struct GenerateOptions {
@@ -43,7 +42,7 @@ struct GenerateCallbacks {
   std::function<void(int32_t token)> on_token;
 };
 
-GenerateResult generate(Model& model, const Tokenizer& tokenizer, KvCache& cache, std::span<const int32_t> prompt,
+GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const GenerateCallbacks& callbacks);
 
 }  // namespace troupe

@@ -20,14 +20,16 @@ int64_t KvCache::bytes() const { return static_cast<int64_t>((keys_.size() + val
 
 KvSequence::~KvSequence() { clear(); }
 
-KvSequence::KvSequence(KvSequence&& other) noexcept : cache_(other.cache_), pages_(std::move(other.pages_)) {
+KvSequence::KvSequence(KvSequence&& other) noexcept
+    : pool_(other.pool_), page_size_(other.page_size_), pages_(std::move(other.pages_)) {
   other.pages_.clear();
 }
 
 KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   if (this != &other) {
     clear();
-    cache_ = other.cache_;
+    pool_ = other.pool_;
+    page_size_ = other.page_size_;
     pages_ = std::move(other.pages_);
     other.pages_.clear();
   }
@@ -35,19 +37,19 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
 }
 
 bool KvSequence::reserve(int32_t n_tokens) {
-  const int32_t ps = cache_->page_size();
+  const int32_t ps = page_size_;
   const size_t needed = static_cast<size_t>((n_tokens + ps - 1) / ps);
   if (needed <= pages_.size()) return true;
-  if (static_cast<size_t>(cache_->pool().free_count()) < needed - pages_.size()) return false;
-  while (pages_.size() < needed) pages_.push_back(*cache_->pool().allocate());
+  if (static_cast<size_t>(pool_->free_count()) < needed - pages_.size()) return false;
+  while (pages_.size() < needed) pages_.push_back(*pool_->allocate());
   return true;
 }
 
 void KvSequence::truncate(int32_t n_tokens) {
-  const int32_t ps = cache_->page_size();
+  const int32_t ps = page_size_;
   const size_t keep = static_cast<size_t>((std::max(n_tokens, 0) + ps - 1) / ps);
   while (pages_.size() > keep) {
-    cache_->pool().release(pages_.back());
+    pool_->release(pages_.back());
     pages_.pop_back();
   }
 }

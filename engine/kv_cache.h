@@ -52,7 +52,9 @@ class KvCache {
 // tokens, a cut conversation) releases whole pages past the new end.
 class KvSequence {
  public:
-  explicit KvSequence(KvCache& cache) : cache_(&cache) {}
+  explicit KvSequence(KvCache& cache) : pool_(&cache.pool()), page_size_(cache.page_size()) {}
+  // Pages of any backend's pool (engine/backend.h: Backend::pages()).
+  KvSequence(PagePool& pool, int32_t page_size) : pool_(&pool), page_size_(page_size) {}
   ~KvSequence();
   KvSequence(KvSequence&& other) noexcept;
   KvSequence& operator=(KvSequence&& other) noexcept;
@@ -65,10 +67,11 @@ class KvSequence {
   void clear() { truncate(0); }
 
   std::span<const int32_t> block_table() const { return pages_; }
-  int32_t capacity_tokens() const { return static_cast<int32_t>(pages_.size()) * cache_->page_size(); }
+  int32_t capacity_tokens() const { return static_cast<int32_t>(pages_.size()) * page_size_; }
 
  private:
-  KvCache* cache_;
+  PagePool* pool_;
+  int32_t page_size_;
   std::vector<int32_t> pages_;
 };
 

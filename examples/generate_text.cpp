@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <exception>
 
+#include "engine/backend.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
+#include "engine/model_config.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
 
@@ -18,13 +18,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto model = troupe::Model::load(argv[1], 2);
-    troupe::Tokenizer tokenizer(troupe::load_vocabulary(model->file()));
-    const auto format = troupe::detect_chat_format(tokenizer.vocabulary(), model->config().architecture);
+    troupe::BackendOptions backend_options;  // the CPU; set .device = troupe::Device::cuda for a GPU
+    backend_options.threads = 2;
+    backend_options.kv_pages = 128;  // 128 pages x 16 tokens
+    auto backend = troupe::open_backend(argv[1], backend_options);
+    troupe::Tokenizer tokenizer(troupe::load_vocabulary(backend->file()));
+    const auto format = troupe::detect_chat_format(tokenizer.vocabulary(), backend->config().architecture);
     const std::vector<troupe::ChatMessage> chat{{"user", argv[2]}};
     const auto prompt = tokenizer.encode(troupe::apply_chat_template(format, chat, true), false, true);
 
-    troupe::KvCache cache(model->config(), /*n_pages=*/128);  // 128 pages x 16 tokens
     troupe::GenerateOptions options;
     options.max_tokens = 128;
     options.sampling.temperature = 0.0f;  // greedy
@@ -33,7 +35,7 @@ int main(int argc, char** argv) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
-    troupe::generate(*model, tokenizer, cache, prompt, options, callbacks);
+    troupe::generate(*backend, tokenizer, prompt, options, callbacks);
     std::printf("\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,0 +1,83 @@
+#pragma once
+// What runs forward passes: the CPU engine with its KV cache in host memory,
+// or the CUDA backend with weights and KV pages in device memory. Callers (the
+// generator, the bench, later the verifier and draft actors) see one
+// interface: reserve pages from pages(), fill a Batch, call forward().
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/batch.h"
+
+namespace troupe {
+
+class GgufFile;
+class PagePool;
+struct ModelConfig;
+
+enum class Device { cpu, cuda };
+Device device_from_name(const std::string& name);  // "cpu" | "cuda"; throws std::invalid_argument
+
+// How weights are held in device memory (CUDA). `automatic` keeps the file's
+// format where the device has it (Q8_0 -> int8, Q4_0/Q4_K -> int4) and uses
+// bf16 for everything else; the others convert every matrix at load.
+enum class DeviceWeights { automatic, bf16, int8, int4 };
+DeviceWeights device_weights_from_name(const std::string& name);  // auto | bf16 | int8 | int4
+
+struct BackendOptions {
+  Device device = Device::cpu;
+  int threads = 1;              // CPU worker threads (also used for weight conversion)
+  int32_t kv_pages = 0;         // 0: CPU sizes from context_tokens, CUDA from free memory
+  int64_t context_tokens = 4096;
+  int32_t page_size = 16;
+  DeviceWeights weights = DeviceWeights::automatic;
+  double memory_fraction = 0.9;  // CUDA: share of free device memory after weights given to KV pages
+  int64_t max_batch_tokens = 8192;  // CUDA: largest Batch::token_count() one forward accepts
+};
+
+// Per-row choice of the next token on the device (CUDA) or host: greedy when
+// temperature == 0, else softmax(logits / temperature) cut to the top_k
+// tokens (0 = all) and the smallest top-p nucleus, drawn with a generator
+// seeded by (seed, step).
+struct TokenChoice {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const GgufFile& file() const = 0;
+  virtual PagePool& pages() = 0;
+  virtual int32_t page_size() const = 0;
+  virtual std::string describe() const = 0;  // device, weight format, KV size, for logs
+
+  // Runs every sequence of the batch one step (see Model::forward); logits of
+  // the wanted rows come back to host memory.
+  virtual void forward(const Batch& batch, Logits& out) = 0;
+
+  // forward, then one token per wanted row chosen as `choices[row]` says;
+  // on CUDA only the ids cross to the host.
+  virtual void forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens);
+};
+
+// Throws GgufError for an unreadable model, std::runtime_error when the
+// device is missing or the build has no CUDA backend.
+std::unique_ptr<Backend> open_backend(const std::string& model_path, const BackendOptions& options);
+
+// Whether this build has the CUDA backend and a usable device; `why` says
+// what is missing when not.
+bool cuda_available(std::string* why);
+
+// Host implementation of TokenChoice over one logits row (the CPU backend's
+// forward_choose and the CUDA tests' reference).
+int32_t choose_token(std::span<const float> logits, const TokenChoice& choice);
+
+}  // namespace troupe

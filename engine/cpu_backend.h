@@ -1,0 +1,30 @@
+#pragma once
+// The CPU engine behind the Backend interface: a Model and its host KvCache.
+#include <memory>
+
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+
+namespace troupe {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size);
+
+  const ModelConfig& config() const override { return model_->config(); }
+  const GgufFile& file() const override { return model_->file(); }
+  PagePool& pages() override { return cache_.pool(); }
+  int32_t page_size() const override { return cache_.page_size(); }
+  std::string describe() const override;
+  void forward(const Batch& batch, Logits& out) override { model_->forward(batch, cache_, out); }
+
+  Model& model() { return *model_; }
+  KvCache& cache() { return cache_; }
+
+ private:
+  std::unique_ptr<Model> model_;
+  KvCache cache_;
+};
+
+}  // namespace troupe

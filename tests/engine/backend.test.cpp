@@ -1,0 +1,72 @@
+// The Backend interface on the CPU: what open_backend gives, the host token
+// choice, and a clear refusal of CUDA where there is none.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/page_pool.h"
+#include "engine/synthetic_model.h"
+
+using namespace troupe;
+
+namespace {
+std::string tiny_model() {
+  const auto path = std::filesystem::temp_directory_path() / "troupe-backend-test.gguf";
+  write_synthetic_model(SyntheticModelSpec{}, path.string());
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("open_backend gives a CPU backend whose pages serve KvSequence") {
+  BackendOptions o;
+  o.kv_pages = 5;
+  auto b = open_backend(tiny_model(), o);
+  CHECK(b->pages().capacity() == 5);
+  CHECK(b->describe().find("cpu") == 0);
+  KvSequence seq(b->pages(), b->page_size());
+  REQUIRE(seq.reserve(20));
+  std::vector<int32_t> tokens{1, 2, 3};
+  Batch batch;
+  batch.sequences.push_back({tokens, 0, seq.block_table(), LogitsWanted::last});
+  std::vector<int32_t> picked;
+  const TokenChoice greedy{};
+  b->forward_choose(batch, std::span(&greedy, 1), picked);
+  REQUIRE(picked.size() == 1);
+  CHECK(picked[0] >= 0);
+  CHECK(picked[0] < b->config().n_vocab);
+}
+
+TEST_CASE("device and weight names are parsed or refused by name") {
+  CHECK(device_from_name("cuda") == Device::cuda);
+  CHECK_THROWS_WITH(device_from_name("tpu"), Catch::Contains("unknown device 'tpu'"));
+  CHECK(device_weights_from_name("int4") == DeviceWeights::int4);
+  CHECK_THROWS_WITH(device_weights_from_name("fp8"), Catch::Contains("'fp8'"));
+}
+
+TEST_CASE("without a usable GPU, asking for CUDA is a clear error") {
+  std::string why;
+  if (cuda_available(&why)) return;  // a GPU machine: tests/cuda covers it
+  CHECK_FALSE(why.empty());
+  BackendOptions o;
+  o.device = Device::cuda;
+  CHECK_THROWS_WITH(open_backend(tiny_model(), o), Catch::Contains("CUDA"));
+}
+
+TEST_CASE("host token choice: greedy argmax, top-k and top-p cuts, reproducible draws") {
+  const std::vector<float> logits{std::log(0.1f), std::log(0.4f), std::log(0.3f), std::log(0.2f)};
+  CHECK(choose_token(logits, TokenChoice{}) == 1);
+  std::map<int32_t, int> counts;
+  for (uint64_t s = 0; s < 4000; ++s) ++counts[choose_token(logits, TokenChoice{1.0f, 2, 1.0f, s, 0})];
+  CHECK(counts.size() == 2);  // only ids 1 and 2 survive top-k 2
+  CHECK(counts[1] > counts[2]);
+  counts.clear();
+  for (uint64_t s = 0; s < 4000; ++s) ++counts[choose_token(logits, TokenChoice{1.0f, 0, 0.65f, s, 0})];
+  CHECK(counts.size() == 2);  // 0.4 + 0.3 reach 0.65
+  const TokenChoice c{0.7f, 0, 1.0f, 42, 9};
+  CHECK(choose_token(logits, c) == choose_token(logits, c));
+}
