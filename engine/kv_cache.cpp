@@ -36,6 +36,11 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   return *this;
 }
 
+void KvSequence::adopt(std::span<const int32_t> retained_pages) {
+  if (!pages_.empty()) throw std::logic_error("KvSequence::adopt on a sequence that has pages");
+  pages_.assign(retained_pages.begin(), retained_pages.end());
+}
+
 bool KvSequence::reserve(int32_t n_tokens) {
   const int32_t ps = page_size_;
   const size_t needed = static_cast<size_t>((n_tokens + ps - 1) / ps);

@@ -61,6 +61,9 @@ class KvSequence {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
+  // Takes over pages already retained for this sequence (a cached prefix);
+  // the sequence must be empty. They are released like its own.
+  void adopt(std::span<const int32_t> retained_pages);
   // Ensures pages cover positions [0, n_tokens); false (and no change) if the pool is exhausted.
   bool reserve(int32_t n_tokens);
   void truncate(int32_t n_tokens);

@@ -1,0 +1,246 @@
+#include "engine/schedule/batch_planner.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace troupe {
+
+const char* request_state_name(RequestState s) {
+  switch (s) {
+    case RequestState::waiting: return "waiting";
+    case RequestState::running: return "running";
+    case RequestState::finished: return "finished";
+  }
+  return "?";
+}
+
+BatchPlanner::BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limits)
+    : pool_(pool), page_size_(page_size), limits_(limits), cache_(pool, page_size) {
+  if (limits.token_budget <= 0 || limits.max_running <= 0) throw std::invalid_argument("planner limits must be positive");
+}
+
+BatchPlanner::~BatchPlanner() { seqs_.clear(); }  // sequences release their pages before the cache goes
+
+BatchPlanner::AddResult BatchPlanner::add(uint64_t id, Priority priority, std::vector<int32_t> prompt,
+                                          int32_t max_new_tokens) {
+  if (seqs_.count(id)) return AddResult::duplicate;
+  if (prompt.empty() || static_cast<int64_t>(prompt.size()) >= limits_.max_context) return AddResult::too_long;
+  int32_t waiting = 0;
+  for (const auto& [k, s] : seqs_) waiting += s->state == RequestState::waiting;
+  if (waiting >= limits_.max_waiting) return AddResult::queue_full;
+  auto s = std::make_unique<PlannedSequence>(pool_, page_size_);
+  s->id = id;
+  s->priority = priority;
+  s->arrival = arrivals_++;
+  s->prompt_tokens = static_cast<int32_t>(prompt.size());
+  s->tokens = std::move(prompt);
+  s->max_new_tokens = max_new_tokens;
+  seqs_.emplace(id, std::move(s));
+  return AddResult::accepted;
+}
+
+PlannedSequence* BatchPlanner::get(uint64_t id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+const PlannedSequence* BatchPlanner::find(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+void BatchPlanner::release(PlannedSequence& s) {
+  // Its computed full pages stay in the prefix cache: a recompute after
+  // preemption, or the next turn of a conversation, can start from them.
+  if (limits_.prefix_caching && s.computed >= page_size_)
+    cache_.insert(std::span(s.tokens).first(static_cast<size_t>(s.computed)), s.kv.block_table());
+  s.kv.clear();
+  s.computed = 0;
+  s.registered_pages = 0;
+}
+
+bool BatchPlanner::cancel(uint64_t id) {
+  PlannedSequence* s = get(id);
+  if (!s) return false;
+  finish(id);
+  return true;
+}
+
+void BatchPlanner::finish(uint64_t id) {
+  PlannedSequence* s = get(id);
+  if (!s) return;
+  slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == id; }),
+                slices_.end());
+  release(*s);
+  s->state = RequestState::finished;
+  seqs_.erase(id);
+}
+
+std::vector<PlannedSequence*> BatchPlanner::by_priority(RequestState state) {
+  std::vector<PlannedSequence*> v;
+  for (auto& [id, s] : seqs_)
+    if (s->state == state) v.push_back(s.get());
+  std::sort(v.begin(), v.end(), [](const PlannedSequence* a, const PlannedSequence* b) {
+    return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+  });
+  return v;
+}
+
+bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
+  if (s.kv.reserve(n_tokens)) return true;
+  const int32_t need = (n_tokens + page_size_ - 1) / page_size_ - static_cast<int32_t>(s.kv.block_table().size());
+  return cache_.make_free(need) && s.kv.reserve(n_tokens);
+}
+
+bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
+  PlannedSequence* victim = nullptr;
+  for (auto& [id, p] : seqs_) {
+    PlannedSequence* s = p.get();
+    if (s == &keep || s->state != RequestState::running || s->priority < keep.priority) continue;
+    if (!victim || s->priority > victim->priority || (s->priority == victim->priority && s->arrival > victim->arrival))
+      victim = s;
+  }
+  if (!victim) return false;
+  slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == victim->id; }),
+                slices_.end());
+  release(*victim);
+  victim->state = RequestState::waiting;
+  ++victim->preemptions;
+  ++preemptions_;
+  return true;
+}
+
+void BatchPlanner::admit(PlannedSequence& s) {
+  s.cached_prompt_tokens = 0;
+  if (!limits_.prefix_caching) return;
+  // Whole cached pages, leaving at least one token to compute (its logits give the next token).
+  const size_t max_pages = (s.tokens.size() - 1) / page_size_;
+  const std::vector<int32_t> pages = cache_.match(s.tokens, max_pages);
+  s.kv.adopt(pages);
+  s.computed = static_cast<int32_t>(pages.size()) * page_size_;
+  s.registered_pages = static_cast<int32_t>(pages.size());
+  s.cached_prompt_tokens = std::min(s.computed, s.prompt_tokens);
+}
+
+const std::vector<PlannedSlice>& BatchPlanner::plan() {
+  slices_.clear();
+  int32_t budget = limits_.token_budget;
+  auto scheduled = [&](uint64_t id) {
+    return std::any_of(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == id; });
+  };
+  // 1. One decode token for every running sequence, most important first.
+  for (PlannedSequence* s : by_priority(RequestState::running)) {
+    if (budget == 0) break;
+    if (s->state != RequestState::running) continue;  // preempted by an earlier one this step
+    const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
+    if (pending != 1) continue;
+    bool ok = reserve(*s, s->computed + 1);
+    while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1);
+    if (!ok) {  // nothing less important to take pages from: it waits itself
+      release(*s);
+      s->state = RequestState::waiting;
+      ++s->preemptions;
+      ++preemptions_;
+      continue;
+    }
+    slices_.push_back({s->id, s->computed, 1, true});
+    --budget;
+  }
+  // 2. Continue prefills under way.
+  for (PlannedSequence* s : by_priority(RequestState::running)) {
+    if (budget == 0) break;
+    if (scheduled(s->id)) continue;
+    const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
+    const int32_t chunk = std::min(pending, budget);
+    if (chunk <= 0 || !reserve(*s, s->computed + chunk)) continue;
+    slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
+    budget -= chunk;
+  }
+  // 3. Admit waiting requests in order while budget, slots and pages last.
+  int32_t running = static_cast<int32_t>(by_priority(RequestState::running).size());
+  for (PlannedSequence* s : by_priority(RequestState::waiting)) {
+    if (budget == 0 || running >= limits_.max_running) break;
+    admit(*s);
+    const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
+    const int32_t chunk = std::min(pending, budget);
+    if (!reserve(*s, s->computed + chunk)) {
+      release(*s);  // no pages now: it keeps its place at the head of the queue
+      break;
+    }
+    s->state = RequestState::running;
+    slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
+    budget -= chunk;
+    ++running;
+  }
+  return slices_;
+}
+
+Batch BatchPlanner::batch() const {
+  Batch b;
+  b.sequences.reserve(slices_.size());
+  for (const PlannedSlice& p : slices_) {
+    const PlannedSequence& s = *seqs_.at(p.id);
+    b.sequences.push_back({std::span(s.tokens).subspan(static_cast<size_t>(p.start), static_cast<size_t>(p.count)),
+                           p.start, s.kv.block_table(), p.wants_token ? LogitsWanted::last : LogitsWanted::none});
+  }
+  return b;
+}
+
+void BatchPlanner::commit(std::span<const int32_t> sampled) {
+  size_t k = 0;
+  for (const PlannedSlice& p : slices_) {
+    PlannedSequence* s = get(p.id);
+    if (!s) {
+      k += p.wants_token;
+      continue;
+    }
+    s->computed = p.start + p.count;
+    if (p.wants_token) {
+      if (k >= sampled.size()) throw std::invalid_argument("commit: fewer sampled tokens than slices wanting one");
+      s->tokens.push_back(sampled[k++]);
+    }
+    if (limits_.prefix_caching && s->computed / page_size_ > s->registered_pages) {
+      cache_.insert(std::span(s->tokens).first(static_cast<size_t>(s->computed)), s->kv.block_table());
+      s->registered_pages = s->computed / page_size_;
+    }
+  }
+  slices_.clear();
+}
+
+int32_t BatchPlanner::queue_position(uint64_t id) const {
+  const PlannedSequence* me = find(id);
+  if (!me || me->state != RequestState::waiting) return -1;
+  int32_t ahead = 0;
+  for (const auto& [k, s] : seqs_)
+    if (s->state == RequestState::waiting &&
+        (s->priority < me->priority || (s->priority == me->priority && s->arrival < me->arrival)))
+      ++ahead;
+  return ahead;
+}
+
+PlannerStats BatchPlanner::stats() const {
+  PlannerStats st;
+  std::unordered_map<int32_t, int32_t> live;  // page -> tokens it holds for some sequence
+  for (const auto& [id, s] : seqs_) {
+    if (s->state == RequestState::running) ++st.running;
+    if (s->state == RequestState::waiting) ++st.waiting;
+    const auto table = s->kv.block_table();
+    for (size_t i = 0; i < table.size(); ++i) {
+      const int32_t held = std::clamp(s->computed - static_cast<int32_t>(i) * page_size_, 0, page_size_);
+      int32_t& v = live[table[i]];
+      v = std::max(v, held);
+    }
+  }
+  st.pages_total = pool_.capacity();
+  st.pages_free = pool_.free_count();
+  st.pages_cached = cache_.cached_pages();
+  st.pages_used = pool_.used_count() - st.pages_cached;
+  int64_t tokens = 0;
+  for (const auto& [page, n] : live) tokens += n;
+  st.live_token_fraction = live.empty() ? 1.0f : static_cast<float>(tokens) / static_cast<float>(live.size() * page_size_);
+  st.preemptions = preemptions_;
+  return st;
+}
+
+}  // namespace troupe

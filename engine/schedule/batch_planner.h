@@ -1,0 +1,117 @@
+#pragma once
+// Iteration-level continuous batching, as a plain class the scheduler actor
+// drives: every step mixes one decode token for each running sequence with
+// prefill chunks of new or partly prefilled ones, under a token budget
+// (chunked prefill). Order is priority (interactive > chat > batch), then
+// arrival. A sequence is admitted only when pages for its next chunk are
+// free (after evicting unreferenced cached prefix pages); when a running
+// sequence cannot get the page for its next token, the lowest-priority,
+// newest running sequence is preempted: its pages are released and it goes
+// back to the queue to be recomputed later. Nothing blocks, nothing is lost.
+//
+// Use: add() requests; per step plan() → batch() → Backend::forward_choose
+// → commit(sampled tokens); finish() or cancel() ends a sequence. Not
+// thread-safe, and batch()'s spans point into the planner: the scheduler
+// calls cancel()/finish() only between commit() and the next plan().
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/batch.h"
+#include "engine/kv_cache.h"
+#include "engine/page_pool.h"
+#include "engine/schedule/prefix_cache.h"
+
+namespace troupe {
+
+enum class Priority : uint8_t { interactive = 0, chat = 1, batch = 2 };
+
+// A request's life: waiting (queued, or preempted back to the queue),
+// running (admitted: holds pages, in every step), finished (removed).
+enum class RequestState : uint8_t { waiting, running, finished };
+const char* request_state_name(RequestState s);
+
+struct PlannerLimits {
+  int32_t token_budget = 256;  // tokens per step, decode and prefill together
+  int32_t max_running = 64;    // sequences per step
+  int32_t max_waiting = 1024;  // queued requests before add() says queue_full
+  int32_t max_context = 4096;  // prompt + generated tokens of one sequence
+  bool prefix_caching = true;
+};
+
+struct PlannedSequence {
+  uint64_t id = 0;
+  Priority priority = Priority::interactive;
+  uint64_t arrival = 0;
+  std::vector<int32_t> tokens;  // prompt, then every sampled token
+  int32_t prompt_tokens = 0;
+  int32_t max_new_tokens = 0;
+  int32_t computed = 0;         // positions whose K/V are in the cache
+  int32_t cached_prompt_tokens = 0;  // served from the prefix cache at (last) admission
+  int32_t preemptions = 0;
+  int32_t registered_pages = 0;  // full pages already offered to the prefix cache
+  RequestState state = RequestState::waiting;
+  KvSequence kv;
+  PlannedSequence(PagePool& pool, int32_t page_size) : kv(pool, page_size) {}
+  int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_tokens; }
+};
+
+struct PlannedSlice {
+  uint64_t id;
+  int32_t start;  // first position computed this step
+  int32_t count;
+  bool wants_token;  // the slice reaches the sequence's end: its next token is sampled
+};
+
+struct PlannerStats {
+  int32_t running = 0, waiting = 0;
+  int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
+  float live_token_fraction = 0;  // of the KV slots in pages sequences hold
+  uint64_t preemptions = 0;
+};
+
+class BatchPlanner {
+ public:
+  BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limits);
+  ~BatchPlanner();
+
+  enum class AddResult { accepted, queue_full, too_long, duplicate };
+  AddResult add(uint64_t id, Priority priority, std::vector<int32_t> prompt, int32_t max_new_tokens);
+  bool cancel(uint64_t id);  // false for an unknown id
+  void finish(uint64_t id);  // the caller decided it is done (end token, stop string, length)
+
+  // The next step (empty when nothing can run). Valid until commit().
+  const std::vector<PlannedSlice>& plan();
+  // The step as the engine's Batch: spans into the sequences' tokens and tables.
+  Batch batch() const;
+  // One sampled token per slice that wants one, in slice order.
+  void commit(std::span<const int32_t> sampled);
+
+  const PlannedSequence* find(uint64_t id) const;
+  PlannerStats stats() const;
+  int32_t queue_position(uint64_t id) const;  // requests ahead in the queue, or -1
+  bool idle() const { return seqs_.empty(); }
+
+ private:
+  PlannedSequence* get(uint64_t id);
+  bool reserve(PlannedSequence& s, int32_t n_tokens);
+  void admit(PlannedSequence& s);
+  bool preempt_one(const PlannedSequence& keep);
+  void release(PlannedSequence& s);
+  std::vector<PlannedSequence*> by_priority(RequestState state);
+
+  PagePool& pool_;
+  int32_t page_size_;
+  PlannerLimits limits_;
+  PrefixCache cache_;
+  std::map<uint64_t, std::unique_ptr<PlannedSequence>> seqs_;
+  uint64_t arrivals_ = 0;
+  uint64_t preemptions_ = 0;
+  std::vector<PlannedSlice> slices_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,84 @@
+#include "engine/schedule/prefix_cache.h"
+
+#include <stdexcept>
+
+namespace troupe {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);
+}
+
+}  // namespace
+
+PrefixCache::PrefixCache(PagePool& pool, int32_t page_size) : pool_(pool), page_size_(page_size) {
+  if (page_size <= 0) throw std::invalid_argument("page size must be positive");
+}
+
+PrefixCache::~PrefixCache() {
+  for (auto& [key, e] : entries_) pool_.release(e.page);
+}
+
+uint64_t PrefixCache::chain(uint64_t prev, std::span<const int32_t> page_tokens) const {
+  uint64_t h = mix(prev, 0x7472'6f75'7065ull);  // "troupe"
+  for (int32_t t : page_tokens) h = mix(h, static_cast<uint32_t>(t));
+  return h;
+}
+
+std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, size_t max_pages) {
+  std::vector<int32_t> pages;
+  uint64_t key = 0;
+  for (size_t i = 0; pages.size() < max_pages && (i + 1) * page_size_ <= tokens.size(); ++i) {
+    const auto page_tokens = tokens.subspan(i * page_size_, page_size_);
+    key = chain(key, page_tokens);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || !std::equal(page_tokens.begin(), page_tokens.end(), it->second.tokens.begin())) break;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    pool_.retain(it->second.page);
+    pages.push_back(it->second.page);
+  }
+  return pages;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> block_table) {
+  uint64_t key = 0;
+  for (size_t i = 0; i < block_table.size() && (i + 1) * page_size_ <= tokens.size(); ++i) {
+    const auto page_tokens = tokens.subspan(i * page_size_, page_size_);
+    key = chain(key, page_tokens);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      continue;
+    }
+    const int32_t page = block_table[i];
+    if (key_of_page_.count(page)) continue;  // this page already caches another prefix
+    pool_.retain(page);
+    lru_.push_front(key);
+    entries_.emplace(key, Entry{page, std::vector<int32_t>(page_tokens.begin(), page_tokens.end()), lru_.begin()});
+    key_of_page_.emplace(page, key);
+  }
+}
+
+bool PrefixCache::make_free(int32_t free_pages) {
+  for (auto it = lru_.end(); pool_.free_count() < free_pages && it != lru_.begin();) {
+    --it;
+    auto e = entries_.find(*it);
+    if (pool_.ref_count(e->second.page) != 1) continue;  // still in use by a sequence
+    pool_.release(e->second.page);
+    key_of_page_.erase(e->second.page);
+    entries_.erase(e);
+    it = lru_.erase(it);
+  }
+  return pool_.free_count() >= free_pages;
+}
+
+int32_t PrefixCache::cached_pages() const {
+  int32_t n = 0;
+  for (const auto& [key, e] : entries_) n += pool_.ref_count(e.page) == 1;
+  return n;
+}
+
+}  // namespace troupe

@@ -1,0 +1,56 @@
+#pragma once
+// Automatic prefix caching over full KV pages. A page's key is a hash chain:
+// key(i) = mix(key(i-1), the page's tokens), so a key names the whole prefix
+// up to and including the page, not only its own tokens. The cache holds one
+// reference on every page it knows; a page whose only holder is the cache is
+// "cached": reusable by a later request with the same prefix, and evicted
+// least-recently-used first when free pages run out. A hit also compares the
+// stored tokens, so a hash collision can never hand out a wrong page.
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/page_pool.h"
+
+namespace troupe {
+
+class PrefixCache {
+ public:
+  PrefixCache(PagePool& pool, int32_t page_size);
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // Pages holding the longest cached prefix of `tokens` (whole pages only),
+  // each retained once for the caller; at most max_pages.
+  std::vector<int32_t> match(std::span<const int32_t> tokens, size_t max_pages);
+
+  // Records the full pages of a sequence: block_table[i] holds tokens
+  // [i*page_size, (i+1)*page_size). Pages already known are skipped.
+  void insert(std::span<const int32_t> tokens, std::span<const int32_t> block_table);
+
+  // Releases least-recently-used cached pages until `free_pages` are free or
+  // none is left to evict; true when enough are free.
+  bool make_free(int32_t free_pages);
+
+  int32_t cached_pages() const;  // held by the cache alone
+  int32_t known_pages() const { return static_cast<int32_t>(entries_.size()); }
+
+ private:
+  struct Entry {
+    int32_t page;
+    std::vector<int32_t> tokens;  // the page's own tokens, checked on a hit
+    std::list<uint64_t>::iterator lru;
+  };
+  uint64_t chain(uint64_t prev, std::span<const int32_t> page_tokens) const;
+
+  PagePool& pool_;
+  int32_t page_size_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::unordered_map<int32_t, uint64_t> key_of_page_;
+  std::list<uint64_t> lru_;  // front: most recently used
+};
+
+}  // namespace troupe

@@ -1,0 +1,126 @@
+#include "messages/client_frames.h"
+
+namespace troupe::messages {
+namespace {
+
+Bytes finish(flatbuffers::FlatBufferBuilder& fbb) {
+  return Bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& s) {
+  std::vector<flatbuffers::Offset<flatbuffers::String>> stops;
+  for (const auto& str : s.stop) stops.push_back(fbb.CreateString(str));
+  return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
+                              s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
+                              stops.empty() ? 0 : fbb.CreateVector(stops));
+}
+
+Bytes request(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
+  fbb.Finish(wire::CreateRequest(fbb, id, type, body));
+  return finish(fbb);
+}
+
+Bytes response(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
+  fbb.Finish(wire::CreateResponse(fbb, id, type, body));
+  return finish(fbb);
+}
+
+}  // namespace
+
+SamplingFields read_sampling(const wire::Sampling* s) {
+  SamplingFields f;
+  if (!s) return f;
+  f.temperature = s->temperature();
+  f.top_k = s->top_k();
+  f.top_p = s->top_p();
+  f.min_p = s->min_p();
+  f.repeat_penalty = s->repeat_penalty();
+  f.presence_penalty = s->presence_penalty();
+  f.frequency_penalty = s->frequency_penalty();
+  f.penalty_last_n = s->penalty_last_n();
+  f.seed = s->seed();
+  f.max_tokens = s->max_tokens();
+  if (const auto* stop = s->stop())
+    for (const auto* str : *stop) f.stop.emplace_back(str->str());
+  return f;
+}
+
+Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
+                       bool special, bool logprobs) {
+  flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
+  const auto text = fbb.CreateString(prompt.data(), prompt.size());
+  const auto sampling = build_sampling(fbb, s);
+  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs);
+  return request(id, wire::RequestBody::Generate, body.Union(), fbb);
+}
+
+Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
+                   const SamplingFields& s, wire::Priority priority, bool logprobs) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
+  for (const auto& [role, content] : messages)
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
+  const auto sid = fbb.CreateString(session_id.data(), session_id.size());
+  const auto list = fbb.CreateVector(msgs);
+  const auto sampling = build_sampling(fbb, s);
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs);
+  return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
+}
+
+Bytes cancel_request(uint64_t id, uint64_t target) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return request(id, wire::RequestBody::Cancel, wire::CreateCancel(fbb, target).Union(), fbb);
+}
+
+Bytes stats_request(uint64_t id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return request(id, wire::RequestBody::Stats, wire::CreateStats(fbb).Union(), fbb);
+}
+
+Bytes ping_request(uint64_t id, uint64_t nonce) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return request(id, wire::RequestBody::Ping, wire::CreatePing(fbb, nonce).Union(), fbb);
+}
+
+Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return response(id, wire::ResponseBody::Accepted, wire::CreateAccepted(fbb, prompt_tokens, queue_position).Union(), fbb);
+}
+
+Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
+                      std::span<const float> logprobs) {
+  flatbuffers::FlatBufferBuilder fbb(128 + text.size() + 8 * token_ids.size());
+  const auto t = fbb.CreateString(text.data(), text.size());
+  const auto ids = fbb.CreateVector(token_ids.data(), token_ids.size());
+  const auto lp = logprobs.empty() ? flatbuffers::Offset<flatbuffers::Vector<float>>()
+                                   : fbb.CreateVector(logprobs.data(), logprobs.size());
+  return response(id, wire::ResponseBody::Tokens, wire::CreateTokens(fbb, t, ids, lp).Union(), fbb);
+}
+
+Bytes done_response(uint64_t id, const DoneFields& d) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto usage = wire::CreateUsage(fbb, d.prompt_tokens, d.cached_prompt_tokens, d.completion_tokens);
+  const auto timings = wire::CreateTimings(fbb, d.queue_ms, d.ttft_ms, d.per_token_ms, d.total_ms);
+  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings).Union(), fbb);
+}
+
+Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {
+  flatbuffers::FlatBufferBuilder fbb(128 + message.size());
+  const auto m = fbb.CreateString(message.data(), message.size());
+  return response(id, wire::ResponseBody::Error, wire::CreateError(fbb, code, m).Union(), fbb);
+}
+
+Bytes pong_response(uint64_t id, uint64_t nonce) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return response(id, wire::ResponseBody::Pong, wire::CreatePong(fbb, nonce).Union(), fbb);
+}
+
+Bytes stats_response(uint64_t id, const StatsFields& s) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  const auto model = fbb.CreateString(s.model);
+  const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
+                                           s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model);
+  return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
+}
+
+}  // namespace troupe::messages

@@ -1,0 +1,66 @@
+#pragma once
+// Building the client protocol's buffers (messages/client.fbs): requests as
+// a client sends them, responses as the server streams them. Each function
+// returns one finished buffer, ready for a socket frame or a CAF message.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "messages/client_generated.h"
+
+namespace troupe::messages {
+
+using Bytes = std::vector<uint8_t>;
+
+// Sampling fields as they travel (defaults equal the schema's).
+struct SamplingFields {
+  float temperature = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t penalty_last_n = 64;
+  uint64_t seed = 0;
+  int32_t max_tokens = 256;
+  std::vector<std::string> stop;
+};
+
+SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults
+
+Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
+                       wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false);
+Bytes chat_request(uint64_t id, std::string_view session_id,
+                   std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
+                   const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false);
+Bytes cancel_request(uint64_t id, uint64_t target);
+Bytes stats_request(uint64_t id);
+Bytes ping_request(uint64_t id, uint64_t nonce);
+
+struct DoneFields {
+  wire::FinishReason reason = wire::FinishReason::length;
+  int32_t prompt_tokens = 0, cached_prompt_tokens = 0, completion_tokens = 0;
+  double queue_ms = 0, ttft_ms = 0, per_token_ms = 0, total_ms = 0;
+};
+
+struct StatsFields {
+  int32_t running = 0, waiting = 0;
+  int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
+  float live_token_fraction = 0;
+  uint64_t steps = 0, tokens_generated = 0;
+  std::string model;
+};
+
+Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);
+Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
+                      std::span<const float> logprobs = {});
+Bytes done_response(uint64_t id, const DoneFields& d);
+Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message);
+Bytes pong_response(uint64_t id, uint64_t nonce);
+Bytes stats_response(uint64_t id, const StatsFields& s);
+
+}  // namespace troupe::messages

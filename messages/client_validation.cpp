@@ -1,0 +1,146 @@
+#include "messages/client_validation.h"
+
+#include <cctype>
+#include <cmath>
+#include <string>
+
+namespace troupe::messages {
+namespace {
+
+struct Check {
+  Rejection& why;
+  bool fail(const std::string& field, const std::string& problem) {
+    why.code = wire::ErrorCode::invalid_field;
+    why.message = field + ": " + problem;
+    return false;
+  }
+};
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+bool in_range(Check& c, const std::string& field, double v, double lo, double hi, const char* range_text) {
+  if (!std::isfinite(v) || v < lo || v > hi) return c.fail(field, num(v) + " is outside " + range_text);
+  return true;
+}
+
+bool check_priority(Check& c, const std::string& field, wire::Priority p) {
+  if (p < wire::Priority::MIN || p > wire::Priority::MAX)
+    return c.fail(field, "unknown priority " + std::to_string(static_cast<int>(p)));
+  return true;
+}
+
+bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s, const ClientLimits& l) {
+  if (!s) return true;  // defaults apply
+  const std::string f = where + ".sampling.";
+  if (!in_range(c, f + "temperature", s->temperature(), 0, 100, "[0, 100]")) return false;
+  if (s->top_k() < 0) return c.fail(f + "top_k", std::to_string(s->top_k()) + " is negative");
+  if (!in_range(c, f + "top_p", s->top_p(), 0, 1, "[0, 1]")) return false;
+  if (s->top_p() == 0.0f) return c.fail(f + "top_p", "0 keeps no token (use temperature 0 for greedy)");
+  if (!in_range(c, f + "min_p", s->min_p(), 0, 1, "[0, 1]")) return false;
+  if (!in_range(c, f + "repeat_penalty", s->repeat_penalty(), 0.01, 100, "[0.01, 100]")) return false;
+  if (!in_range(c, f + "presence_penalty", s->presence_penalty(), -100, 100, "[-100, 100]")) return false;
+  if (!in_range(c, f + "frequency_penalty", s->frequency_penalty(), -100, 100, "[-100, 100]")) return false;
+  if (s->penalty_last_n() < 0) return c.fail(f + "penalty_last_n", "is negative");
+  if (s->max_tokens() < 1 || s->max_tokens() > l.max_tokens)
+    return c.fail(f + "max_tokens", std::to_string(s->max_tokens()) + " is outside [1, " + std::to_string(l.max_tokens) + "]");
+  if (const auto* stop = s->stop()) {
+    if (stop->size() > l.max_stop_strings)
+      return c.fail(f + "stop", std::to_string(stop->size()) + " strings, at most " + std::to_string(l.max_stop_strings));
+    for (uint32_t i = 0; i < stop->size(); ++i) {
+      const auto* str = stop->Get(i);
+      if (!str || str->size() == 0) return c.fail(f + "stop[" + std::to_string(i) + "]", "is empty");
+      if (str->size() > l.max_stop_bytes)
+        return c.fail(f + "stop[" + std::to_string(i) + "]", "longer than " + std::to_string(l.max_stop_bytes) + " bytes");
+    }
+  }
+  return true;
+}
+
+bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
+  if (!g->prompt() || g->prompt()->size() == 0) return c.fail("Generate.prompt", "is empty");
+  if (g->prompt()->size() > l.max_prompt_bytes)
+    return c.fail("Generate.prompt", std::to_string(g->prompt()->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
+  return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
+}
+
+bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
+  if (const auto* id = t->session_id()) {
+    if (id->size() > l.max_session_id_bytes)
+      return c.fail("ChatTurn.session_id", "longer than " + std::to_string(l.max_session_id_bytes) + " bytes");
+    for (char ch : id->string_view())
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+        return c.fail("ChatTurn.session_id", "may hold only letters, digits, '-', '_' and '.'");
+  }
+  const auto* msgs = t->messages();
+  if (!msgs || msgs->size() == 0) return c.fail("ChatTurn.messages", "is empty");
+  if (msgs->size() > l.max_chat_messages)
+    return c.fail("ChatTurn.messages", std::to_string(msgs->size()) + " messages, at most " + std::to_string(l.max_chat_messages));
+  size_t total = 0;
+  for (uint32_t i = 0; i < msgs->size(); ++i) {
+    const auto* m = msgs->Get(i);
+    const std::string f = "ChatTurn.messages[" + std::to_string(i) + "]";
+    if (!m || !m->role() || !m->content()) return c.fail(f, "needs a role and content");
+    const auto role = m->role()->string_view();
+    if (role != "system" && role != "user" && role != "assistant")
+    {
+      std::string problem = "'";  // built by append: GCC 12 warns falsely (-Wrestrict) on "'" + std::string
+      problem.append(role.substr(0, 32)).append("' is not system, user or assistant");
+      return c.fail(f + ".role", problem);
+    }
+    total += m->content()->size();
+  }
+  if (total > l.max_prompt_bytes)
+    return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
+  return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
+}
+
+}  // namespace
+
+const wire::Request* check_request(std::span<const uint8_t> bytes, const ClientLimits& limits, Rejection& why) {
+  why = Rejection{};
+  if (bytes.size() > limits.max_message_bytes) {
+    why = {wire::ErrorCode::malformed, "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
+                                           std::to_string(limits.max_message_bytes)};
+    return nullptr;
+  }
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = limits.max_depth;
+  opts.max_tables = limits.max_tables;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), opts);
+  if (bytes.size() < sizeof(flatbuffers::uoffset_t) || !verifier.VerifyBuffer<wire::Request>(nullptr)) {
+    why = {wire::ErrorCode::malformed, "not a valid Request buffer (" + std::to_string(bytes.size()) + " bytes failed verification)"};
+    return nullptr;
+  }
+  const auto* req = flatbuffers::GetRoot<wire::Request>(bytes.data());
+  why.client_request_id = req->client_request_id();
+  Check c{why};
+  bool ok = true;
+  switch (req->body_type()) {
+    case wire::RequestBody::Generate: ok = check_generate(c, req->body_as_Generate(), limits); break;
+    case wire::RequestBody::ChatTurn: ok = check_chat(c, req->body_as_ChatTurn(), limits); break;
+    case wire::RequestBody::Cancel:
+    case wire::RequestBody::Stats:
+    case wire::RequestBody::Ping: break;
+    case wire::RequestBody::NONE:
+    default:
+      ok = c.fail("Request.body", "missing or unknown body type " + std::to_string(static_cast<int>(req->body_type())));
+  }
+  return ok ? req : nullptr;
+}
+
+const wire::Response* check_response(std::span<const uint8_t> bytes, size_t max_bytes) {
+  if (bytes.size() > max_bytes) return nullptr;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), flatbuffers::Verifier::Options{});
+  if (bytes.size() < sizeof(flatbuffers::uoffset_t) || !verifier.VerifyBuffer<wire::Response>(nullptr)) return nullptr;
+  const auto* r = flatbuffers::GetRoot<wire::Response>(bytes.data());
+  return r->body_type() == wire::ResponseBody::NONE ? nullptr : r;
+}
+
+const char* error_code_name(wire::ErrorCode code) { return wire::EnumNameErrorCode(code); }
+
+}  // namespace troupe::messages

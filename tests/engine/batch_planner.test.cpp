@@ -1,0 +1,148 @@
+// The continuous-batching planner on its own: budgets, priorities, chunked
+// prefill, admission by free pages, preemption and recompute, prefix reuse,
+// and pages returning to the pool.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "engine/schedule/batch_planner.h"
+
+using namespace troupe;
+
+namespace {
+
+std::vector<int32_t> prompt(int32_t n, int32_t first = 1) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// Runs one step with a fake engine that samples token 7 everywhere.
+std::vector<PlannedSlice> step(BatchPlanner& p) {
+  const auto slices = p.plan();
+  const Batch b = p.batch();
+  REQUIRE(b.sequences.size() == slices.size());
+  std::vector<int32_t> sampled;
+  for (const auto& s : slices)
+    if (s.wants_token) sampled.push_back(7);
+  p.commit(sampled);
+  return slices;
+}
+
+}  // namespace
+
+TEST_CASE("prefill is chunked under the token budget and decode gets one token a step") {
+  PagePool pool(64);
+  PlannerLimits l;
+  l.token_budget = 16;
+  BatchPlanner p(pool, 4, l);
+  REQUIRE(p.add(1, Priority::interactive, prompt(40), 8) == BatchPlanner::AddResult::accepted);
+  auto s = step(p);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].count == 16);
+  CHECK_FALSE(s[0].wants_token);
+  step(p);
+  s = step(p);  // 40 = 16 + 16 + 8
+  CHECK(s[0].count == 8);
+  CHECK(s[0].wants_token);
+  s = step(p);
+  CHECK(s[0].count == 1);
+  CHECK(s[0].start == 40);
+  CHECK(p.find(1)->tokens.size() == 42);
+}
+
+TEST_CASE("decode of running sequences comes before new prefill, and priority orders admission") {
+  PagePool pool(64);
+  PlannerLimits l;
+  l.token_budget = 8;
+  BatchPlanner p(pool, 4, l);
+  p.add(1, Priority::batch, prompt(4), 8);
+  step(p);  // 1 is running, decoding
+  p.add(2, Priority::batch, prompt(20), 8);
+  p.add(3, Priority::interactive, prompt(20), 8);
+  CHECK(p.queue_position(2) == 1);  // behind the interactive request
+  auto s = step(p);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].id == 1);  // the decode token first
+  CHECK(s[1].id == 3);  // then the interactive prefill
+  CHECK(s[1].count == 7);
+}
+
+TEST_CASE("admission waits for free pages; finishing frees them") {
+  PagePool pool(4);
+  PlannerLimits l;
+  l.prefix_caching = false;
+  BatchPlanner p(pool, 4, l);
+  p.add(1, Priority::interactive, prompt(12), 4);  // 3 pages + 1 for its first decode
+  p.add(2, Priority::interactive, prompt(12), 4);
+  auto s = step(p);
+  REQUIRE(s.size() == 1);
+  CHECK(p.find(2)->state == RequestState::waiting);
+  p.finish(1);
+  CHECK(pool.free_count() == 4);
+  s = step(p);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].id == 2);
+}
+
+TEST_CASE("when pages run out a less important sequence is preempted and later recomputed") {
+  PagePool pool(6);
+  PlannerLimits l;
+  l.prefix_caching = false;
+  BatchPlanner p(pool, 4, l);
+  p.add(1, Priority::interactive, prompt(12), 100);
+  p.add(2, Priority::batch, prompt(12), 100);
+  step(p);  // both prefilled: 3 full pages each, all 6 used
+  CHECK(pool.free_count() == 0);
+  auto s = step(p);  // each needs a 4th page for position 12: the batch one gives way
+  CHECK(p.find(2)->state == RequestState::waiting);
+  CHECK(p.find(2)->preemptions == 1);
+  CHECK(p.find(2)->tokens.size() == 13);  // its sampled token is kept for the recompute
+  CHECK(p.stats().preemptions == 1);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].id == 1);
+  p.finish(1);
+  s = step(p);  // recompute all 13 tokens of 2 and continue
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].id == 2);
+  CHECK(s[0].start == 0);
+  CHECK(s[0].count == 13);
+  CHECK(s[0].wants_token);
+}
+
+TEST_CASE("a second request sharing a prefix reuses its pages and skips that prefill") {
+  PagePool pool(32);
+  BatchPlanner p(pool, 4, PlannerLimits{});
+  p.add(1, Priority::interactive, prompt(18), 2);
+  step(p);
+  p.finish(1);
+  const auto before = p.stats();
+  CHECK(before.pages_cached == 4);  // 16 tokens in full pages stay cached
+  auto longer = prompt(18);
+  longer.push_back(500);
+  p.add(2, Priority::interactive, longer, 2);
+  auto s = step(p);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].start == 16);
+  CHECK(s[0].count == 3);
+  CHECK(p.find(2)->cached_prompt_tokens == 16);
+}
+
+TEST_CASE("queue limits, duplicates and over-long prompts are refused, cancels free pages") {
+  PagePool pool(16);
+  PlannerLimits l;
+  l.max_waiting = 2;
+  l.max_context = 32;
+  BatchPlanner p(pool, 4, l);
+  CHECK(p.add(1, Priority::batch, prompt(4), 4) == BatchPlanner::AddResult::accepted);
+  CHECK(p.add(1, Priority::batch, prompt(4), 4) == BatchPlanner::AddResult::duplicate);
+  CHECK(p.add(2, Priority::batch, prompt(40), 4) == BatchPlanner::AddResult::too_long);
+  CHECK(p.add(3, Priority::batch, prompt(4), 4) == BatchPlanner::AddResult::accepted);
+  CHECK(p.add(4, Priority::batch, prompt(4), 4) == BatchPlanner::AddResult::queue_full);
+  step(p);
+  CHECK(p.cancel(1));
+  CHECK_FALSE(p.cancel(1));
+  CHECK(p.cancel(3));
+  CHECK(p.idle());
+  CHECK(pool.used_count() == p.stats().pages_cached);  // only cached prefix pages remain
+}

@@ -1,0 +1,130 @@
+// The client protocol's gate: what passes, and for each kind of bad buffer
+// the Error code and the field it names. Builders and readers round-trip.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "messages/client_frames.h"
+#include "messages/client_validation.h"
+
+using namespace troupe::messages;
+using troupe::wire::ErrorCode;
+
+namespace {
+
+Rejection reject(const Bytes& b, const ClientLimits& limits = {}) {
+  Rejection why;
+  CHECK(check_request(b, limits, why) == nullptr);
+  return why;
+}
+
+}  // namespace
+
+TEST_CASE("a well-formed Generate passes and reads back") {
+  SamplingFields s;
+  s.temperature = 0.3f;
+  s.max_tokens = 12;
+  s.stop = {"\n\n", "END"};
+  const Bytes b = generate_request(7, "Hello", s, troupe::wire::Priority::batch, true);
+  Rejection why;
+  const auto* req = check_request(b, {}, why);
+  REQUIRE(req != nullptr);
+  CHECK_FALSE(why);
+  CHECK(req->client_request_id() == 7);
+  const auto* g = req->body_as_Generate();
+  REQUIRE(g);
+  CHECK(g->prompt()->str() == "Hello");
+  CHECK(g->priority() == troupe::wire::Priority::batch);
+  const SamplingFields back = read_sampling(g->sampling());
+  CHECK(back.temperature == 0.3f);
+  CHECK(back.max_tokens == 12);
+  CHECK(back.stop == s.stop);
+}
+
+TEST_CASE("random bytes and truncated buffers are malformed, not crashes") {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    Bytes junk(rng() % 200);
+    for (auto& c : junk) c = static_cast<uint8_t>(rng());
+    Rejection why;
+    if (check_request(junk, {}, why) == nullptr) CHECK((why.code == ErrorCode::malformed || why.code == ErrorCode::invalid_field));
+  }
+  const Bytes good = generate_request(1, "Hello there", SamplingFields{});
+  for (size_t n = 0; n < good.size(); n += 3) {
+    const Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+    Rejection why;
+    CHECK(check_request(cut, {}, why) == nullptr);
+  }
+  CHECK(reject(Bytes{}).code == ErrorCode::malformed);
+}
+
+TEST_CASE("a response buffer is not a request") {
+  // (Pong and Ping share a layout, so only body types a Request lacks can tell.)
+  const Bytes b = stats_response(3, StatsFields{});
+  const Rejection why = reject(b);
+  CHECK((why.code == ErrorCode::malformed || why.code == ErrorCode::invalid_field));
+}
+
+TEST_CASE("out-of-range fields are refused by name") {
+  SamplingFields s;
+  s.top_p = 1.5f;
+  auto why = reject(generate_request(4, "hi", s));
+  CHECK(why.code == ErrorCode::invalid_field);
+  CHECK_THAT(why.message, Catch::StartsWith("Generate.sampling.top_p: 1.5 is outside [0, 1]"));
+  CHECK(why.client_request_id == 4);
+
+  s = {};
+  s.max_tokens = 0;
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::StartsWith("Generate.sampling.max_tokens: 0"));
+  s.max_tokens = 1 << 30;
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("max_tokens"));
+  s = {};
+  s.temperature = -1;
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("temperature"));
+  s = {};
+  s.stop = {""};
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("stop[0]: is empty"));
+  CHECK_THAT(reject(generate_request(1, "", SamplingFields{})).message, Catch::Contains("Generate.prompt: is empty"));
+
+  ClientLimits small;
+  small.max_prompt_bytes = 4;
+  CHECK_THAT(reject(generate_request(1, "too long", SamplingFields{}), small).message, Catch::Contains("at most 4"));
+}
+
+TEST_CASE("chat turns are checked message by message") {
+  std::vector<std::pair<std::string, std::string>> msgs{{"system", "be brief"}, {"user", "hi"}};
+  Rejection why;
+  REQUIRE(check_request(chat_request(2, "s-1", msgs, SamplingFields{}), {}, why) != nullptr);
+  msgs.push_back({"robot", "x"});
+  CHECK_THAT(reject(chat_request(2, "s-1", msgs, SamplingFields{})).message,
+             Catch::StartsWith("ChatTurn.messages[2].role: 'robot'"));
+  CHECK_THAT(reject(chat_request(2, "bad id!", {}, SamplingFields{})).message, Catch::Contains("session_id"));
+  CHECK_THAT(reject(chat_request(2, "", {}, SamplingFields{})).message, Catch::Contains("ChatTurn.messages: is empty"));
+}
+
+TEST_CASE("an oversized message is refused before verification") {
+  ClientLimits l;
+  l.max_message_bytes = 64;
+  const auto why = reject(generate_request(1, std::string(100, 'x'), SamplingFields{}), l);
+  CHECK(why.code == ErrorCode::malformed);
+  CHECK_THAT(why.message, Catch::Contains("exceeds the limit of 64"));
+}
+
+TEST_CASE("responses round-trip through the response check") {
+  DoneFields d;
+  d.reason = troupe::wire::FinishReason::stop;
+  d.completion_tokens = 5;
+  d.ttft_ms = 12.5;
+  const Bytes b = done_response(9, d);
+  const auto* r = check_response(b);
+  REQUIRE(r);
+  CHECK(r->client_request_id() == 9);
+  REQUIRE(r->body_as_Done());
+  CHECK(r->body_as_Done()->usage()->completion_tokens() == 5);
+  CHECK(r->body_as_Done()->timings()->ttft_ms() == 12.5);
+  const std::vector<int32_t> ids{1, 2};
+  const auto* t = check_response(tokens_response(3, "ab", ids));
+  REQUIRE(t);
+  CHECK(t->body_as_Tokens()->text()->str() == "ab");
+  CHECK(check_response(Bytes{1, 2, 3}) == nullptr);
+}
