@@ -20,5 +20,9 @@ Run add_logits(CLI::App& app);
 Run add_pull(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_quantize(CLI::App& app);
+Run add_serve(CLI::App& app);
+Run add_complete(CLI::App& app);
+Run add_chat(CLI::App& app);
+Run add_stats(CLI::App& app);
 
 }  // namespace troupe::cli

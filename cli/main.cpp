@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
       {"detokenize", troupe::cli::add_detokenize(app)}, {"inspect", troupe::cli::add_inspect(app)},
       {"make-model", troupe::cli::add_make_model(app)}, {"logits", troupe::cli::add_logits(app)},
       {"pull", troupe::cli::add_pull(app)},         {"bench", troupe::cli::add_bench(app)},
-      {"quantize", troupe::cli::add_quantize(app)},
+      {"quantize", troupe::cli::add_quantize(app)},     {"serve", troupe::cli::add_serve(app)},
+      {"complete", troupe::cli::add_complete(app)},     {"chat", troupe::cli::add_chat(app)},
+      {"stats", troupe::cli::add_stats(app)},
   };
   try {
     app.parse(argc, argv);

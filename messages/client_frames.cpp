@@ -4,7 +4,7 @@ namespace troupe::messages {
 namespace {
 
 Bytes finish(flatbuffers::FlatBufferBuilder& fbb) {
-  return Bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
 flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& s) {

@@ -13,7 +13,9 @@
 
 namespace troupe::messages {
 
-using Bytes = std::vector<uint8_t>;
+// A finished buffer. std::string, because CAF carries it between actors as a
+// built-in type and ZeroMQ frames take it as is.
+using Bytes = std::string;
 
 // Sampling fields as they travel (defaults equal the schema's).
 struct SamplingFields {

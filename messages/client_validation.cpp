@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <span>
 #include <string>
 
 namespace troupe::messages {
@@ -101,7 +102,8 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
 
 }  // namespace
 
-const wire::Request* check_request(std::span<const uint8_t> bytes, const ClientLimits& limits, Rejection& why) {
+const wire::Request* check_request(std::string_view text, const ClientLimits& limits, Rejection& why) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   why = Rejection{};
   if (bytes.size() > limits.max_message_bytes) {
     why = {wire::ErrorCode::malformed, "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
@@ -133,7 +135,8 @@ const wire::Request* check_request(std::span<const uint8_t> bytes, const ClientL
   return ok ? req : nullptr;
 }
 
-const wire::Response* check_response(std::span<const uint8_t> bytes, size_t max_bytes) {
+const wire::Response* check_response(std::string_view text, size_t max_bytes) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   if (bytes.size() > max_bytes) return nullptr;
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), flatbuffers::Verifier::Options{});
   if (bytes.size() < sizeof(flatbuffers::uoffset_t) || !verifier.VerifyBuffer<wire::Response>(nullptr)) return nullptr;

@@ -4,8 +4,8 @@
 // semantic checks (ranges, lengths, known enum values). A failure names the
 // field, so the client's Error says exactly what to fix.
 #include <cstdint>
-#include <span>
 #include <string>
+#include <string_view>
 
 #include "messages/client_generated.h"
 
@@ -31,12 +31,11 @@ struct Rejection {
 };
 
 // The Request in `bytes` if it passes; otherwise nullptr and `why` says why.
-// `bytes` must be 8-byte aligned (copy socket frames into a vector first):
-// the verifier rejects misaligned scalars.
-const wire::Request* check_request(std::span<const uint8_t> bytes, const ClientLimits& limits, Rejection& why);
+// The returned table points into `bytes`.
+const wire::Request* check_request(std::string_view bytes, const ClientLimits& limits, Rejection& why);
 
 // The Response in `bytes` if it verifies (clients use this on what servers send).
-const wire::Response* check_response(std::span<const uint8_t> bytes, size_t max_bytes = 64 << 20);
+const wire::Response* check_response(std::string_view bytes, size_t max_bytes = 64 << 20);
 
 const char* error_code_name(wire::ErrorCode code);
 

@@ -44,8 +44,8 @@ TEST_CASE("a well-formed Generate passes and reads back") {
 TEST_CASE("random bytes and truncated buffers are malformed, not crashes") {
   std::mt19937 rng(5);
   for (int i = 0; i < 2000; ++i) {
-    Bytes junk(rng() % 200);
-    for (auto& c : junk) c = static_cast<uint8_t>(rng());
+    Bytes junk(rng() % 200, '\0');
+    for (auto& c : junk) c = static_cast<char>(rng());
     Rejection why;
     if (check_request(junk, {}, why) == nullptr) CHECK((why.code == ErrorCode::malformed || why.code == ErrorCode::invalid_field));
   }
@@ -126,5 +126,5 @@ TEST_CASE("responses round-trip through the response check") {
   const auto* t = check_response(tokens_response(3, "ab", ids));
   REQUIRE(t);
   CHECK(t->body_as_Tokens()->text()->str() == "ab");
-  CHECK(check_response(Bytes{1, 2, 3}) == nullptr);
+  CHECK(check_response(Bytes("\x01\x02\x03")) == nullptr);
 }

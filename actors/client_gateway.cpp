@@ -1,0 +1,77 @@
+#include "actors/client_gateway.h"
+
+#include <caf/send.hpp>
+
+#include "actors/local_messages.h"
+
+namespace troupe::actors {
+
+ClientGateway::ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits)
+    : ctx_(1),
+      router_(messages::bind_router(ctx_, endpoint, limits)),
+      inbox_(ctx_, zmq::socket_type::pull),
+      outbox_(ctx_, zmq::socket_type::push) {
+  inbox_endpoint_ = "inproc://troupe-gateway-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  inbox_.set(zmq::sockopt::linger, 0);
+  outbox_.set(zmq::sockopt::linger, 0);
+  inbox_.set(zmq::sockopt::rcvhwm, 0);  // unbounded: responses are never dropped between threads
+  outbox_.set(zmq::sockopt::sndhwm, 0);
+  inbox_.bind(inbox_endpoint_);
+  outbox_.connect(inbox_endpoint_);
+}
+
+ClientGateway::~ClientGateway() { stop(); }
+
+void ClientGateway::start(caf::actor ingestion) {
+  ingestion_ = std::move(ingestion);
+  thread_ = std::thread([this] { loop(); });
+}
+
+void ClientGateway::stop() {
+  if (stopping_.exchange(true)) return;
+  send("", "");  // wakes the socket thread
+  if (thread_.joinable()) thread_.join();
+}
+
+void ClientGateway::send(const std::string& peer, const messages::Bytes& payload) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  outbox_.send(zmq::buffer(peer), zmq::send_flags::sndmore);
+  outbox_.send(zmq::buffer(payload), zmq::send_flags::none);
+}
+
+void ClientGateway::loop() {
+  zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {inbox_.handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stopping_) {
+    zmq::poll(items, 2, std::chrono::milliseconds(-1));
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t id, body;
+      if (router_.recv(id, zmq::recv_flags::dontwait)) {
+        // A client frame: [routing id][payload]; further parts are not ours to read.
+        bool more = router_.get(zmq::sockopt::rcvmore);
+        if (more && router_.recv(body, zmq::recv_flags::none)) {
+          for (zmq::message_t extra; router_.get(zmq::sockopt::rcvmore);) (void)router_.recv(extra, zmq::recv_flags::none);
+          caf::anon_send(ingestion_, request_atom::value, id.to_string(), body.to_string());
+        }
+      }
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t peer, body;
+      while (inbox_.recv(peer, zmq::recv_flags::dontwait)) {
+        (void)inbox_.recv(body, zmq::recv_flags::none);
+        if (peer.size() == 0) continue;  // the stop wake-up
+        // ROUTER_MANDATORY: EHOSTUNREACH (thrown) for a peer that is gone,
+        // EAGAIN (no send, with dontwait) when its queue is full; a client
+        // not reading is treated like a gone one: its requests end.
+        bool sent = false;
+        try {
+          sent = router_.send(peer, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
+                 router_.send(body, zmq::send_flags::dontwait).has_value();
+        } catch (const zmq::error_t&) {
+        }
+        if (!sent) caf::anon_send(ingestion_, gone_atom::value, peer.to_string());
+      }
+    }
+  }
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,32 @@
+#pragma once
+// Ingestion: the first actor a client's bytes meet. It verifies and
+// validates each Request (messages/client_validation.h), answers Ping and
+// malformed input itself, tokenizes prompts (applying the model's chat
+// template to ChatTurns), refuses prompts longer than the context, and hands
+// the rest to the scheduler. One bad client never affects another: every
+// failure is an Error frame to that client alone.
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include <memory>
+
+#include "engine/chat_template.h"
+#include "engine/tokenizer.h"
+#include "messages/client_validation.h"
+
+namespace troupe::actors {
+
+class ClientGateway;
+
+struct IngestionConfig {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  ChatFormat chat_format = ChatFormat::chatml;
+  messages::ClientLimits limits;
+  int64_t max_context = 4096;
+  std::shared_ptr<ClientGateway> gateway;
+  caf::actor scheduler;
+};
+
+caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig config);
+
+}  // namespace troupe::actors

@@ -1,0 +1,273 @@
+#include "actors/scheduler_actor.h"
+
+#include <chrono>
+#include <map>
+#include <unordered_map>
+
+#include "actors/client_gateway.h"
+#include "actors/local_messages.h"
+#include "engine/stop_strings.h"
+#include "messages/step_frames.h"
+
+namespace troupe::actors {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+struct RequestInfo {
+  std::string peer;
+  uint64_t client_id = 0;
+  messages::SamplingFields sampling;
+  bool logprobs = false;
+  std::unique_ptr<StreamDecoder> decoder;
+  std::unique_ptr<StopStrings> stops;
+  int64_t accepted_ns = 0, scheduled_ns = 0, first_token_ns = 0, last_token_ns = 0;
+  int32_t completion = 0;
+};
+
+}  // namespace
+
+struct SchedulerState {
+  SchedulerConfig cfg;
+  PagePool pool;
+  BatchPlanner planner;
+  std::unordered_map<uint64_t, RequestInfo> requests;       // by sequence id
+  std::map<std::pair<std::string, uint64_t>, uint64_t> ids;  // (peer, client id) -> sequence id
+  uint64_t next_seq = 1;
+  uint64_t step = 0;
+  bool in_flight = false;
+  std::vector<uint64_t> in_step;   // sequences of the step in flight
+  std::vector<uint64_t> forget;    // ended sequences the verifier may drop
+  std::vector<std::pair<uint64_t, bool>> deferred;  // (sequence, tell the client) ended during a step
+  uint64_t tokens_generated = 0;
+
+  explicit SchedulerState(SchedulerConfig c)
+      : cfg(std::move(c)), pool(cfg.kv_pages), planner(pool, cfg.page_size, cfg.planner) {}
+
+  void send(const RequestInfo& r, const messages::Bytes& b) { cfg.gateway->send(r.peer, b); }
+
+  // Ends a sequence between steps: Done (unless the client is gone), pages freed.
+  void end(uint64_t seq, wire::FinishReason reason, bool tell) {
+    auto it = requests.find(seq);
+    if (it == requests.end()) return;
+    RequestInfo& r = it->second;
+    if (tell) {
+      if (reason != wire::FinishReason::stop_string && reason != wire::FinishReason::cancelled) {
+        const std::string rest = r.stops->push(r.decoder->finish()) + r.stops->finish();
+        if (!rest.empty()) send(r, messages::tokens_response(r.client_id, rest, {}));
+      }
+      messages::DoneFields d;
+      d.reason = reason;
+      if (const PlannedSequence* s = planner.find(seq)) {
+        d.prompt_tokens = s->prompt_tokens;
+        d.cached_prompt_tokens = s->cached_prompt_tokens;
+      }
+      d.completion_tokens = r.completion;
+      const int64_t now = now_ns();
+      d.queue_ms = r.scheduled_ns ? ms(r.scheduled_ns - r.accepted_ns) : ms(now - r.accepted_ns);
+      d.ttft_ms = r.first_token_ns ? ms(r.first_token_ns - r.accepted_ns) : 0;
+      d.per_token_ms = r.completion > 1 ? ms(r.last_token_ns - r.first_token_ns) / (r.completion - 1) : 0;
+      d.total_ms = ms(now - r.accepted_ns);
+      send(r, messages::done_response(r.client_id, d));
+    }
+    planner.finish(seq);
+    forget.push_back(seq);
+    ids.erase({r.peer, r.client_id});
+    requests.erase(it);
+  }
+
+  void end_or_defer(uint64_t seq, bool tell) {
+    if (in_flight) deferred.emplace_back(seq, tell);
+    else end(seq, wire::FinishReason::cancelled, tell);
+  }
+
+  void fail(uint64_t seq, wire::ErrorCode code, const std::string& message) {
+    auto it = requests.find(seq);
+    if (it == requests.end()) return;
+    send(it->second, messages::error_response(it->second.client_id, code, message));
+    planner.finish(seq);
+    forget.push_back(seq);
+    ids.erase({it->second.peer, it->second.client_id});
+    requests.erase(it);
+  }
+
+  // One sampled token reaches its request.
+  void deliver(uint64_t seq, int32_t token, float logprob) {
+    auto it = requests.find(seq);
+    if (it == requests.end()) return;
+    RequestInfo& r = it->second;
+    const int64_t now = now_ns();
+    if (!r.first_token_ns) r.first_token_ns = now;
+    r.last_token_ns = now;
+    if (cfg.tokenizer->is_end_of_generation(token)) return end(seq, wire::FinishReason::stop, true);
+    ++r.completion;
+    ++tokens_generated;
+    const std::string text = r.stops->push(r.decoder->push(token));
+    const float lp[] = {logprob};
+    send(r, messages::tokens_response(r.client_id, text, std::span<const int32_t>(&token, 1),
+                                      r.logprobs ? std::span<const float>(lp) : std::span<const float>()));
+    const PlannedSequence* s = planner.find(seq);
+    if (r.stops->stopped()) end(seq, wire::FinishReason::stop_string, true);
+    else if (r.completion >= r.sampling.max_tokens) end(seq, wire::FinishReason::length, true);
+    else if (s && static_cast<int64_t>(s->tokens.size()) >= cfg.planner.max_context)
+      end(seq, wire::FinishReason::context_full, true);
+  }
+};
+
+namespace {
+
+void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self);
+
+void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const std::string& bytes,
+               const std::string& failure) {
+  SchedulerState& st = *self->state;
+  st.in_flight = false;
+  const auto* res = failure.empty() ? messages::check_step_result(bytes) : nullptr;
+  std::string error = failure;
+  if (failure.empty() && !res) error = "the verifier sent an unreadable step result";
+  if (res && res->error()) error = res->error()->str();
+  if (!error.empty()) {
+    // The step's KV is unknown: its requests end with the reason; others go on.
+    for (uint64_t seq : st.in_step) st.fail(seq, wire::ErrorCode::internal, "engine step failed: " + error);
+  } else {
+    std::vector<int32_t> sampled;
+    std::vector<std::pair<uint64_t, float>> who;
+    if (res->sampled())
+      for (const auto* s : *res->sampled()) {
+        sampled.push_back(s->token());
+        who.emplace_back(s->sequence_id(), s->logprob());
+      }
+    st.planner.commit(sampled);
+    for (size_t i = 0; i < sampled.size(); ++i) st.deliver(who[i].first, sampled[i], who[i].second);
+  }
+  st.in_step.clear();
+  for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);
+  st.deferred.clear();
+  run_step(self);
+}
+
+void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
+  SchedulerState& st = *self->state;
+  while (!st.in_flight && !st.planner.idle()) {
+    const auto& slices = st.planner.plan();
+    if (slices.empty()) {
+      // Nothing running and the head of the queue cannot get its pages: it never will.
+      const PlannerStats ps = st.planner.stats();
+      if (ps.running > 0 || ps.waiting == 0) return;
+      uint64_t head = 0;
+      int32_t best = INT32_MAX;
+      for (const auto& [seq, r] : st.requests) {
+        const int32_t pos = st.planner.queue_position(seq);
+        if (pos >= 0 && pos < best) best = pos, head = seq;
+      }
+      st.fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
+      continue;
+    }
+    const Batch batch = st.planner.batch();
+    std::vector<messages::SliceSpec> specs;
+    specs.reserve(slices.size());
+    st.in_step.clear();
+    const int64_t now = now_ns();
+    for (size_t i = 0; i < slices.size(); ++i) {
+      RequestInfo& r = st.requests.at(slices[i].id);
+      if (!r.scheduled_ns) r.scheduled_ns = now;
+      const BatchSequence& b = batch.sequences[i];
+      specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
+                       slices[i].start == 0 ? &r.sampling : nullptr, r.logprobs});
+      st.in_step.push_back(slices[i].id);
+    }
+    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget);
+    st.forget.clear();
+    st.in_flight = true;
+    self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
+        .then([self](const std::string& result) { on_result(self, result, ""); },
+              [self](caf::error& err) { on_result(self, "", "verifier unreachable: " + self->system().render(err)); });
+  }
+}
+
+}  // namespace
+
+caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, SchedulerConfig config) {
+  self->state = std::make_shared<SchedulerState>(std::move(config));
+  return {
+      [self](admit_atom, AdmitRequest& a) {
+        SchedulerState& st = *self->state;
+        const auto key = std::make_pair(a.peer, a.client_id);
+        if (st.ids.count(key)) {
+          st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::duplicate_id,
+                                                                "request id " + std::to_string(a.client_id) +
+                                                                    " is already running on this connection"));
+          return;
+        }
+        const uint64_t seq = st.next_seq++;
+        const int32_t prompt_tokens = static_cast<int32_t>(a.prompt.size());
+        switch (st.planner.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
+          case BatchPlanner::AddResult::queue_full:
+            st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::queue_full,
+                                                                  "the queue is full (" +
+                                                                      std::to_string(st.cfg.planner.max_waiting) +
+                                                                      " waiting); try again later"));
+            return;
+          case BatchPlanner::AddResult::too_long:
+          case BatchPlanner::AddResult::duplicate:
+            st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::too_long,
+                                                                  "the prompt does not fit the context"));
+            return;
+          case BatchPlanner::AddResult::accepted: break;
+        }
+        RequestInfo r;
+        r.peer = a.peer;
+        r.client_id = a.client_id;
+        r.sampling = std::move(a.sampling);
+        r.logprobs = a.logprobs;
+        r.decoder = std::make_unique<StreamDecoder>(*st.cfg.tokenizer);
+        r.stops = std::make_unique<StopStrings>(r.sampling.stop);
+        r.accepted_ns = a.accepted_ns;
+        st.cfg.gateway->send(a.peer, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
+        st.ids.emplace(key, seq);
+        st.requests.emplace(seq, std::move(r));
+        run_step(self);
+      },
+      [self](cancel_atom, const std::string& peer, uint64_t id, uint64_t target) {
+        SchedulerState& st = *self->state;
+        auto it = st.ids.find({peer, target});
+        if (it == st.ids.end()) {
+          st.cfg.gateway->send(peer, messages::error_response(id, wire::ErrorCode::unknown_request,
+                                                              "no running request " + std::to_string(target) +
+                                                                  " on this connection"));
+          return;
+        }
+        st.end_or_defer(it->second, true);
+        run_step(self);
+      },
+      [self](gone_atom, const std::string& peer) {
+        SchedulerState& st = *self->state;
+        std::vector<uint64_t> mine;
+        for (const auto& [key, seq] : st.ids)
+          if (key.first == peer) mine.push_back(seq);
+        for (uint64_t seq : mine) st.end_or_defer(seq, false);
+        run_step(self);
+      },
+      [self](stats_atom, const std::string& peer, uint64_t id) {
+        SchedulerState& st = *self->state;
+        const PlannerStats ps = st.planner.stats();
+        messages::StatsFields f;
+        f.running = ps.running;
+        f.waiting = ps.waiting;
+        f.pages_total = ps.pages_total;
+        f.pages_used = ps.pages_used;
+        f.pages_cached = ps.pages_cached;
+        f.pages_free = ps.pages_free;
+        f.live_token_fraction = ps.live_token_fraction;
+        f.steps = st.step;
+        f.tokens_generated = st.tokens_generated;
+        f.model = st.cfg.model_name;
+        st.cfg.gateway->send(peer, messages::stats_response(id, f));
+      },
+  };
+}
+
+}  // namespace troupe::actors

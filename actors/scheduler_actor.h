@@ -1,0 +1,36 @@
+#pragma once
+// The scheduler: owns the requests' lifecycle and the KV pages' allocation
+// (BatchPlanner, with its prefix cache), sends one StepPlan per engine step
+// to the target verifier and, when the StepResult returns, streams each
+// request's new text to its client, ends requests (end of generation, stop
+// string, length, context, cancel, gone client) and plans the next step.
+// Cancels that arrive during a step are applied when it returns, so a step's
+// pages never change under the engine.
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <memory>
+#include <string>
+
+#include "engine/schedule/batch_planner.h"
+#include "engine/tokenizer.h"
+
+namespace troupe::actors {
+
+class ClientGateway;
+
+struct SchedulerConfig {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  int32_t kv_pages = 0;  // the verifier's KV capacity; this actor allocates its pages
+  int32_t page_size = 16;
+  PlannerLimits planner;
+  std::string model_name;
+  std::shared_ptr<ClientGateway> gateway;
+  caf::actor verifier;
+};
+
+struct SchedulerState;
+caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, SchedulerConfig config);
+
+}  // namespace troupe::actors

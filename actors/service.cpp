@@ -1,0 +1,83 @@
+#include "actors/service.h"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include <algorithm>
+
+#include "actors/client_gateway.h"
+#include "actors/ingestion_actor.h"
+#include "actors/scheduler_actor.h"
+#include "actors/verifier_actor.h"
+#include "engine/chat_template.h"
+#include "engine/model_config.h"
+#include "engine/page_pool.h"
+#include "engine/vocabulary.h"
+
+namespace troupe::actors {
+
+struct Service::Impl {
+  ServiceOptions options;
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<ClientGateway> gateway;
+  caf::actor verifier, scheduler, ingestion;
+};
+
+Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = std::move(options);
+  BackendOptions bo = s.options.backend;
+  bo.kv_pages = static_cast<int32_t>((s.options.kv_tokens + bo.page_size - 1) / bo.page_size);
+  bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, s.options.planner.token_budget);
+  s.backend = open_backend(s.options.model_path, bo);
+  auto tok = std::make_shared<Tokenizer>(load_vocabulary(s.backend->file()));
+  s.tokenizer = tok;
+  PlannerLimits limits = s.options.planner;
+  if (limits.max_context <= 0) limits.max_context = static_cast<int32_t>(std::min<int64_t>(s.backend->config().n_ctx_train, 8192));
+  s.options.planner = limits;
+
+  // The socket first: a port in use fails here, before any actor starts.
+  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket);
+  s.system = std::make_unique<caf::actor_system>(s.config);
+  s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
+  SchedulerConfig sc;
+  sc.tokenizer = s.tokenizer;
+  sc.kv_pages = s.backend->pages().capacity();
+  sc.page_size = s.backend->page_size();
+  sc.planner = limits;
+  sc.model_name = s.options.model_name.empty() ? s.backend->config().name : s.options.model_name;
+  sc.gateway = s.gateway;
+  sc.verifier = s.verifier;
+  s.scheduler = s.system->spawn(scheduler_actor, sc);
+  IngestionConfig ic;
+  ic.tokenizer = s.tokenizer;
+  ic.chat_format = detect_chat_format(tok->vocabulary(), s.backend->config().architecture);
+  ic.limits = s.options.client;
+  ic.max_context = limits.max_context;
+  ic.gateway = s.gateway;
+  ic.scheduler = s.scheduler;
+  s.ingestion = s.system->spawn(ingestion_actor, ic);
+  s.gateway->start(s.ingestion);
+}
+
+Service::~Service() {
+  Impl& s = *impl_;
+  if (s.gateway) s.gateway->stop();
+  if (s.system) {
+    for (const auto& a : {s.ingestion, s.scheduler, s.verifier})
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    s.system.reset();  // waits for the actors
+  }
+}
+
+std::string Service::describe() const {
+  const Impl& s = *impl_;
+  return s.backend->describe() + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
+         std::to_string(s.options.planner.token_budget) + " tokens a step";
+}
+
+}  // namespace troupe::actors

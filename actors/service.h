@@ -1,0 +1,41 @@
+#pragma once
+// The service in one process: the model on its backend, the client socket,
+// and the troupe of actors wired together (gateway → ingestion → scheduler
+// ⇄ verifier). `troupe serve` runs one; the end-to-end tests start it as a
+// separate process and talk to it as clients do.
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/schedule/batch_planner.h"
+#include "messages/client_validation.h"
+#include "messages/zmq_sockets.h"
+
+namespace troupe::actors {
+
+struct ServiceOptions {
+  std::string listen = "tcp://127.0.0.1:7700";
+  std::string model_path;
+  std::string model_name;   // reported in Stats
+  BackendOptions backend;   // kv_pages is derived from kv_tokens
+  int64_t kv_tokens = 32768;  // KV capacity shared by all sequences
+  PlannerLimits planner;      // max_context 0: the model's training context, at most 8192
+  messages::ClientLimits client;
+  messages::SocketLimits socket;
+};
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options);  // loads, binds and starts; throws on failure
+  ~Service();                                // stops the socket, then the actors
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::actors

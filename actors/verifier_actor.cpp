@@ -1,0 +1,114 @@
+#include "actors/verifier_actor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/local_messages.h"
+#include "engine/sampler.h"
+#include "messages/step_frames.h"
+
+namespace troupe::actors {
+
+struct StepRunner::Impl {
+  struct SequenceSampler {
+    Sampler sampler;
+    std::vector<int32_t> history;
+    bool logprobs = false;
+  };
+  std::shared_ptr<Backend> backend;
+  std::unordered_map<uint64_t, SequenceSampler> samplers;
+  Logits logits;
+  std::vector<float> original;
+
+  static SamplingParams params(const wire::step::SequenceSampling* s) {
+    SamplingParams p;
+    if (!s) return p;
+    p.temperature = s->temperature();
+    p.top_k = s->top_k();
+    p.top_p = s->top_p();
+    p.min_p = s->min_p();
+    p.repetition_penalty = s->repeat_penalty();
+    p.presence_penalty = s->presence_penalty();
+    p.frequency_penalty = s->frequency_penalty();
+    p.penalty_last_n = s->penalty_last_n();
+    p.seed = s->seed();
+    return p;
+  }
+
+  std::string run(const std::string& bytes) {
+    const auto* plan = messages::check_step_plan(bytes);
+    if (!plan) return messages::step_result(0, {}, "malformed step plan", 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (plan->forget())
+        for (uint64_t id : *plan->forget()) samplers.erase(id);
+      Batch batch;
+      std::vector<uint64_t> wanting;
+      if (plan->slices()) {
+        for (const auto* s : *plan->slices()) {
+          if (!s->tokens() || !s->block_table() || s->tokens()->size() == 0)
+            throw std::invalid_argument("slice of sequence " + std::to_string(s->sequence_id()) + " has no tokens");
+          const std::span<const int32_t> tokens(s->tokens()->data(), s->tokens()->size());
+          const std::span<const int32_t> table(s->block_table()->data(), s->block_table()->size());
+          if (s->start() == 0) {
+            const SamplingParams p = params(s->sampling());
+            p.validate();
+            samplers.insert_or_assign(s->sequence_id(), SequenceSampler{Sampler(p), {}, s->sampling() && s->sampling()->logprobs()});
+          }
+          auto it = samplers.find(s->sequence_id());
+          if (it == samplers.end())
+            throw std::invalid_argument("sequence " + std::to_string(s->sequence_id()) + " continues but never started");
+          it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end());
+          batch.sequences.push_back({tokens, s->start(), table, s->wants_token() ? LogitsWanted::last : LogitsWanted::none});
+          if (s->wants_token()) wanting.push_back(s->sequence_id());
+        }
+      }
+      backend->forward(batch, logits);
+      std::vector<messages::SampledToken> sampled;
+      sampled.reserve(wanting.size());
+      for (size_t r = 0; r < wanting.size(); ++r) {
+        SequenceSampler& ss = samplers.at(wanting[r]);
+        std::span<float> row = logits.row(static_cast<int64_t>(r));
+        float logprob = 0;
+        double lse = 0;
+        if (ss.logprobs) {
+          original.assign(row.begin(), row.end());
+          const float mx = *std::max_element(row.begin(), row.end());
+          for (float v : row) lse += std::exp(static_cast<double>(v - mx));
+          lse = std::log(lse) + mx;
+        }
+        const int32_t token = ss.sampler.sample(row, ss.history);
+        if (ss.logprobs) logprob = static_cast<float>(original[token] - lse);
+        sampled.push_back({wanting[r], token, logprob});
+      }
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return messages::step_result(plan->step(), sampled, "", ms);
+    } catch (const std::exception& e) {
+      return messages::step_result(plan->step(), {}, e.what(), 0);
+    }
+  }
+};
+
+StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
+  impl_->backend = std::move(backend);
+}
+StepRunner::~StepRunner() = default;
+std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }
+
+struct VerifierState {
+  std::unique_ptr<StepRunner> runner;
+};
+
+caf::behavior verifier_actor(caf::stateful_actor<std::shared_ptr<VerifierState>>* self, std::shared_ptr<Backend> backend) {
+  self->state = std::make_shared<VerifierState>();
+  self->state->runner = std::make_unique<StepRunner>(std::move(backend));
+  return {
+      [self](step_atom, const std::string& plan) -> std::string { return self->state->runner->run(plan); },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,165 @@
+// troupe complete | chat | stats: clients of a running `troupe serve`.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "cli/sampling_options.h"
+#include "messages/client_connection.h"
+#include "messages/client_validation.h"
+
+namespace troupe::cli {
+namespace {
+
+struct ClientArgs {
+  std::string connect = "tcp://127.0.0.1:7700";
+  std::string prompt, system;
+  std::string priority = "interactive";
+  SamplingOptions sampling;
+  bool special = false;
+  bool quiet = false;
+  int timeout_s = 600;
+};
+
+messages::SamplingFields fields(const SamplingOptions& o) {
+  messages::SamplingFields f;
+  f.temperature = o.params.temperature;
+  f.top_k = o.params.top_k;
+  f.top_p = o.params.top_p;
+  f.min_p = o.params.min_p;
+  f.repeat_penalty = o.params.repetition_penalty;
+  f.presence_penalty = o.params.presence_penalty;
+  f.frequency_penalty = o.params.frequency_penalty;
+  f.penalty_last_n = o.params.penalty_last_n;
+  f.seed = o.params.seed;
+  f.max_tokens = o.max_tokens;
+  f.stop = o.stop;
+  return f;
+}
+
+wire::Priority priority(const std::string& p) {
+  if (p == "interactive") return wire::Priority::interactive;
+  if (p == "chat") return wire::Priority::chat;
+  if (p == "batch") return wire::Priority::batch;
+  throw std::invalid_argument("unknown priority '" + p + "' (interactive, chat or batch)");
+}
+
+const char* reason_name(wire::FinishReason r) { return wire::EnumNameFinishReason(r); }
+
+void report(const messages::StreamOutcome& out, bool quiet) {
+  if (!out.done) {
+    if (out.error == wire::ErrorCode::none) throw std::runtime_error("no answer from the server: " + out.message);
+    throw std::runtime_error(std::string("server: ") + messages::error_code_name(out.error) + ": " + out.message);
+  }
+  if (quiet) return;
+  const auto& u = out.usage;
+  std::fprintf(stderr, "[%d prompt tokens (%d cached), %d generated; queue %.1f ms, first token %.1f ms, %.1f ms/token; finish: %s]\n",
+               u.prompt_tokens, u.cached_prompt_tokens, u.completion_tokens, u.queue_ms, u.ttft_ms, u.per_token_ms,
+               reason_name(u.reason));
+}
+
+void add_common(CLI::App* cmd, ClientArgs& a) {
+  cmd->add_option("--connect", a.connect, "Server endpoint")->capture_default_str();
+  cmd->add_option("--priority", a.priority, "interactive, chat or batch")->capture_default_str();
+  cmd->add_option("--timeout", a.timeout_s, "Seconds to wait for the whole answer")->capture_default_str();
+  cmd->add_flag("--quiet,-q", a.quiet, "No statistics on stderr");
+  add_sampling_flags(*cmd, a.sampling);
+}
+
+auto print_text = [](std::string_view t) {
+  std::fwrite(t.data(), 1, t.size(), stdout);
+  std::fflush(stdout);
+};
+
+int run_complete(const ClientArgs& a) {
+  a.sampling.params.validate();
+  messages::ClientConnection conn(a.connect);
+  const uint64_t id = conn.next_id();
+  messages::StreamOutcome out;
+  if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
+  out = conn.stream(messages::generate_request(id, a.prompt, fields(a.sampling), priority(a.priority), a.special), id,
+                    print_text, std::chrono::seconds(a.timeout_s));
+  std::printf("\n");
+  report(out, a.quiet);
+  return 0;
+}
+
+int run_chat(const ClientArgs& a) {
+  a.sampling.params.validate();
+  messages::ClientConnection conn(a.connect);
+  std::vector<std::pair<std::string, std::string>> history;
+  if (!a.system.empty()) history.emplace_back("system", a.system);
+  const bool tty = isatty(STDIN_FILENO);
+  auto turn = [&](const std::string& user) {
+    history.emplace_back("user", user);
+    const uint64_t id = conn.next_id();
+    const auto out = conn.stream(messages::chat_request(id, "", history, fields(a.sampling), priority(a.priority)), id,
+                                 print_text, std::chrono::seconds(a.timeout_s));
+    std::printf("\n");
+    report(out, a.quiet);
+    history.emplace_back("assistant", out.text);
+  };
+  if (!a.prompt.empty()) {
+    turn(a.prompt);
+    return 0;
+  }
+  for (std::string line;;) {
+    if (tty) std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty()) turn(line);
+  }
+  return 0;
+}
+
+int run_stats(const ClientArgs& a) {
+  messages::ClientConnection conn(a.connect);
+  const uint64_t id = conn.next_id();
+  conn.send(messages::stats_request(id));
+  auto frame = conn.receive(std::chrono::seconds(a.timeout_s));
+  if (!frame) throw std::runtime_error("no answer from " + a.connect);
+  const auto* r = messages::check_response(*frame);
+  const auto* s = r->body_as_StatsReply();
+  if (!s) throw std::runtime_error("unexpected answer to Stats");
+  std::printf("{\"model\": \"%s\", \"running\": %d, \"waiting\": %d, \"pages_total\": %d, \"pages_used\": %d, "
+              "\"pages_cached\": %d, \"pages_free\": %d, \"live_token_fraction\": %.3f, \"steps\": %llu, "
+              "\"tokens_generated\": %llu}\n",
+              s->model() ? s->model()->c_str() : "", s->running(), s->waiting(), s->pages_total(), s->pages_used(),
+              s->pages_cached(), s->pages_free(), s->live_token_fraction(), static_cast<unsigned long long>(s->steps()),
+              static_cast<unsigned long long>(s->tokens_generated()));
+  return 0;
+}
+
+}  // namespace
+
+Run add_complete(CLI::App& app) {
+  auto a = std::make_shared<ClientArgs>();
+  CLI::App* cmd = app.add_subcommand("complete", "Continue a prompt on a running server, streaming");
+  cmd->add_option("--prompt,-p", a->prompt, "Prompt text")->required();
+  cmd->add_flag("--special", a->special, "Parse special tokens in the prompt");
+  add_common(cmd, *a);
+  return [a] { return run_complete(*a); };
+}
+
+Run add_chat(CLI::App& app) {
+  auto a = std::make_shared<ClientArgs>();
+  CLI::App* cmd = app.add_subcommand("chat", "Chat with a running server (lines from stdin, or one --prompt)");
+  cmd->add_option("--prompt,-p", a->prompt, "One user message, then exit");
+  cmd->add_option("--system", a->system, "System message");
+  add_common(cmd, *a);
+  a->priority = "chat";
+  return [a] { return run_chat(*a); };
+}
+
+Run add_stats(CLI::App& app) {
+  auto a = std::make_shared<ClientArgs>();
+  CLI::App* cmd = app.add_subcommand("stats", "A running server's queue and KV-page statistics (JSON)");
+  cmd->add_option("--connect", a->connect, "Server endpoint")->capture_default_str();
+  cmd->add_option("--timeout", a->timeout_s, "Seconds to wait")->capture_default_str();
+  return [a] { return run_stats(*a); };
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,72 @@
+// troupe serve: the inference service on a ZeroMQ socket, until SIGINT or SIGTERM.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+#include "actors/service.h"
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "cli/model_path.h"
+
+namespace troupe::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  actors::ServiceOptions service;
+  std::string device = "cpu", weights = "auto";
+  bool no_prefix_cache = false;
+};
+
+int run_serve(ServeArgs& a) {
+  // Block the stop signals before any thread starts, then wait for one here.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  actors::ServiceOptions o = a.service;
+  apply_backend_names(o.backend, a.device, a.weights);
+  o.model_path = resolve_model(a.model);
+  o.model_name = a.model;
+  o.planner.prefix_caching = !a.no_prefix_cache;
+  actors::Service service(o);
+  std::fprintf(stderr, "troupe serve: listening on %s; %s\n", o.listen.c_str(), service.describe().c_str());
+  std::fflush(stderr);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::fprintf(stderr, "troupe serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  return 0;
+}
+
+}  // namespace
+
+Run add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model to streaming clients over ZeroMQ");
+  cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
+  cmd->add_option("--listen", a->service.listen, "ZeroMQ endpoint to bind")->capture_default_str();
+  a->service.backend.threads = default_threads();
+  add_backend_flags(*cmd, a->service.backend, a->device, a->weights);
+  cmd->add_option("--kv-tokens", a->service.kv_tokens, "KV cache capacity in tokens, all sequences together")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 26))
+      ->capture_default_str();
+  cmd->add_option("--context", a->service.planner.max_context, "Most tokens of one sequence (default: model's, <= 8192)")
+      ->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--token-budget", a->service.planner.token_budget, "Tokens per engine step (decode + prefill chunks)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-running", a->service.planner.max_running, "Sequences per step")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-waiting", a->service.planner.max_waiting, "Queued requests before queue-full errors")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
+  a->service.planner.max_context = 0;
+  return [a] { return run_serve(*a); };
+}
+
+}  // namespace troupe::cli

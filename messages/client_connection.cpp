@@ -1,0 +1,79 @@
+#include "messages/client_connection.h"
+
+#include <stdexcept>
+
+#include "messages/client_validation.h"
+
+namespace troupe::messages {
+
+ClientConnection::ClientConnection(const std::string& endpoint, const SocketLimits& limits)
+    : ctx_(1), socket_(connect_dealer(ctx_, endpoint, limits)) {}
+
+void ClientConnection::send(const Bytes& request) {
+  socket_.send(zmq::buffer(request.data(), request.size()), zmq::send_flags::none);
+}
+
+std::optional<Bytes> ClientConnection::receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  zmq::message_t msg;
+  if (!socket_.recv(msg, zmq::recv_flags::none)) return std::nullopt;
+  Bytes b(static_cast<const char*>(msg.data()), msg.size());
+  if (!check_response(b)) throw std::runtime_error("the server sent a frame that is not a valid Response");
+  return b;
+}
+
+StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
+                                       const std::function<void(std::string_view)>& on_text,
+                                       std::chrono::milliseconds timeout) {
+  send(request);
+  StreamOutcome out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      out.message = "timed out";
+      return out;
+    }
+    auto frame = receive(left);
+    if (!frame) continue;
+    const auto* r = check_response(*frame);
+    if (r->client_request_id() != id) continue;
+    switch (r->body_type()) {
+      case wire::ResponseBody::Accepted: out.prompt_tokens = r->body_as_Accepted()->prompt_tokens(); break;
+      case wire::ResponseBody::Tokens: {
+        const auto* t = r->body_as_Tokens();
+        if (t->text()) {
+          out.text += t->text()->str();
+          if (on_text) on_text(t->text()->string_view());
+        }
+        if (t->token_ids()) out.tokens.insert(out.tokens.end(), t->token_ids()->begin(), t->token_ids()->end());
+        break;
+      }
+      case wire::ResponseBody::Done: {
+        const auto* d = r->body_as_Done();
+        out.done = true;
+        out.usage.reason = d->finish_reason();
+        if (d->usage()) {
+          out.usage.prompt_tokens = d->usage()->prompt_tokens();
+          out.usage.cached_prompt_tokens = d->usage()->cached_prompt_tokens();
+          out.usage.completion_tokens = d->usage()->completion_tokens();
+        }
+        if (d->timings()) {
+          out.usage.queue_ms = d->timings()->queue_ms();
+          out.usage.ttft_ms = d->timings()->ttft_ms();
+          out.usage.per_token_ms = d->timings()->per_token_ms();
+          out.usage.total_ms = d->timings()->total_ms();
+        }
+        return out;
+      }
+      case wire::ResponseBody::Error:
+        out.error = r->body_as_Error()->code();
+        out.message = r->body_as_Error()->message() ? r->body_as_Error()->message()->str() : "";
+        return out;
+      default: break;
+    }
+  }
+}
+
+}  // namespace troupe::messages

@@ -1,0 +1,48 @@
+#pragma once
+// The C++ client: one DEALER connection to `troupe serve`, request ids, and
+// streaming a request's responses to callbacks until its Done or Error.
+// Used by `troupe complete|chat|stats` and the end-to-end tests.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "messages/client_frames.h"
+#include "messages/zmq_sockets.h"
+
+namespace troupe::messages {
+
+struct StreamOutcome {
+  bool done = false;  // a Done arrived (else an Error, or the timeout)
+  DoneFields usage;
+  wire::ErrorCode error = wire::ErrorCode::none;
+  std::string message;           // the Error's message, or "timed out"
+  std::string text;              // every Tokens delta, concatenated
+  std::vector<int32_t> tokens;   // every token id
+  int32_t prompt_tokens = 0;     // from Accepted
+};
+
+class ClientConnection {
+ public:
+  explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = {});
+
+  uint64_t next_id() { return ++last_id_; }
+  void send(const Bytes& request);
+  // The next response frame, verified; nullopt on timeout. Malformed frames throw.
+  std::optional<Bytes> receive(std::chrono::milliseconds timeout);
+
+  // Sends `request` (whose id is `id`) and collects its stream. on_text sees
+  // each text delta as it arrives. Responses for other ids are dropped.
+  StreamOutcome stream(const Bytes& request, uint64_t id, const std::function<void(std::string_view)>& on_text = {},
+                       std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+  uint64_t last_id_ = 0;
+};
+
+}  // namespace troupe::messages

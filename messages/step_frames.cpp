@@ -1,0 +1,53 @@
+#include "messages/step_frames.h"
+
+#include <vector>
+
+namespace troupe::messages {
+
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<wire::step::Slice>> out;
+  out.reserve(slices.size());
+  for (const SliceSpec& s : slices) {
+    const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
+    const auto table = fbb.CreateVector(s.block_table.data(), s.block_table.size());
+    flatbuffers::Offset<wire::step::SequenceSampling> sampling;
+    if (s.sampling) {
+      const SamplingFields& f = *s.sampling;
+      sampling = wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
+                                                    f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed,
+                                                    s.logprobs);
+    }
+    out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling));
+  }
+  const auto list = fbb.CreateVector(out);
+  const auto gone = fbb.CreateVector(forget.data(), forget.size());
+  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone));
+  return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size());
+  std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
+  out.reserve(sampled.size());
+  for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
+  const auto list = fbb.CreateVector(out);
+  const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
+  fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms));
+  return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+namespace {
+template <typename T>
+const T* check(std::string_view text) {
+  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
+  flatbuffers::Verifier v(p, text.size(), flatbuffers::Verifier::Options{});
+  if (text.size() < sizeof(flatbuffers::uoffset_t) || !v.VerifyBuffer<T>(nullptr)) return nullptr;
+  return flatbuffers::GetRoot<T>(p);
+}
+}  // namespace
+
+const wire::step::StepPlan* check_step_plan(std::string_view bytes) { return check<wire::step::StepPlan>(bytes); }
+const wire::step::StepResult* check_step_result(std::string_view bytes) { return check<wire::step::StepResult>(bytes); }
+
+}  // namespace troupe::messages

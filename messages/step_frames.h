@@ -1,0 +1,36 @@
+#pragma once
+// Building and checking the scheduler ↔ verifier messages (messages/step.fbs).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "messages/client_frames.h"
+#include "messages/step_generated.h"
+
+namespace troupe::messages {
+
+struct SliceSpec {
+  uint64_t sequence_id = 0;
+  int32_t start = 0;
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> block_table;
+  bool wants_token = false;
+  const SamplingFields* sampling = nullptr;  // with the first slice of a sequence
+  bool logprobs = false;
+};
+
+struct SampledToken {
+  uint64_t sequence_id = 0;
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget);
+Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms);
+
+// Verified views (nullptr when the bytes are not such a message).
+const wire::step::StepPlan* check_step_plan(std::string_view bytes);
+const wire::step::StepResult* check_step_result(std::string_view bytes);
+
+}  // namespace troupe::messages
