@@ -31,6 +31,7 @@ void ClientGateway::stop() {
   if (stopping_.exchange(true)) return;
   send("", "");  // wakes the socket thread
   if (thread_.joinable()) thread_.join();
+  ingestion_ = caf::actor();
 }
 
 void ClientGateway::send(const std::string& peer, const messages::Bytes& payload) {

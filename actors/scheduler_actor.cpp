@@ -26,6 +26,7 @@ struct RequestInfo {
   std::unique_ptr<StopStrings> stops;
   int64_t accepted_ns = 0, scheduled_ns = 0, first_token_ns = 0, last_token_ns = 0;
   int32_t completion = 0;
+  int32_t verifier_generation = -1;  // planner preemption count when the verifier last got its sampling
 };
 
 }  // namespace
@@ -175,8 +176,15 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
       RequestInfo& r = st.requests.at(slices[i].id);
       if (!r.scheduled_ns) r.scheduled_ns = now;
       const BatchSequence& b = batch.sequences[i];
+      // The verifier learns a sequence's sampling (and any cached prefix) with
+      // its first slice, and again after a preemption restarts it.
+      const PlannedSequence& ps = *st.planner.find(slices[i].id);
+      const bool introduce = r.verifier_generation != ps.preemptions;
+      r.verifier_generation = ps.preemptions;
       specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
-                       slices[i].start == 0 ? &r.sampling : nullptr, r.logprobs});
+                       introduce ? &r.sampling : nullptr,
+                       introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
+                       r.logprobs});
       st.in_step.push_back(slices[i].id);
     }
     const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget);

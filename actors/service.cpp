@@ -70,7 +70,10 @@ Service::~Service() {
   if (s.system) {
     for (const auto& a : {s.ingestion, s.scheduler, s.verifier})
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    s.system.reset();  // waits for the actors
+    // Drop our handles: the detached verifier's thread waits until its actor
+    // is destroyed, and the system's destructor waits for that thread.
+    s.ingestion = s.scheduler = s.verifier = caf::actor();
+    s.system.reset();
   }
 }
 

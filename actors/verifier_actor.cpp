@@ -54,10 +54,16 @@ struct StepRunner::Impl {
             throw std::invalid_argument("slice of sequence " + std::to_string(s->sequence_id()) + " has no tokens");
           const std::span<const int32_t> tokens(s->tokens()->data(), s->tokens()->size());
           const std::span<const int32_t> table(s->block_table()->data(), s->block_table()->size());
-          if (s->start() == 0) {
+          if (s->sampling()) {  // the first slice of this sequence we see (or a restart)
             const SamplingParams p = params(s->sampling());
             p.validate();
-            samplers.insert_or_assign(s->sequence_id(), SequenceSampler{Sampler(p), {}, s->sampling() && s->sampling()->logprobs()});
+            SequenceSampler fresh{Sampler(p), {}, s->sampling()->logprobs()};
+            if (s->history()) fresh.history.assign(s->history()->begin(), s->history()->end());
+            if (static_cast<int32_t>(fresh.history.size()) != s->start())
+              throw std::invalid_argument("sequence " + std::to_string(s->sequence_id()) + " starts at " +
+                                          std::to_string(s->start()) + " with a history of " +
+                                          std::to_string(fresh.history.size()) + " tokens");
+            samplers.insert_or_assign(s->sequence_id(), std::move(fresh));
           }
           auto it = samplers.find(s->sequence_id());
           if (it == samplers.end())

@@ -12,13 +12,15 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
     const auto table = fbb.CreateVector(s.block_table.data(), s.block_table.size());
     flatbuffers::Offset<wire::step::SequenceSampling> sampling;
+    flatbuffers::Offset<flatbuffers::Vector<int32_t>> history;
     if (s.sampling) {
+      history = fbb.CreateVector(s.history.data(), s.history.size());
       const SamplingFields& f = *s.sampling;
       sampling = wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
                                                     f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed,
                                                     s.logprobs);
     }
-    out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling));
+    out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history));
   }
   const auto list = fbb.CreateVector(out);
   const auto gone = fbb.CreateVector(forget.data(), forget.size());

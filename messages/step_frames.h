@@ -16,7 +16,8 @@ struct SliceSpec {
   std::span<const int32_t> tokens;
   std::span<const int32_t> block_table;
   bool wants_token = false;
-  const SamplingFields* sampling = nullptr;  // with the first slice of a sequence
+  const SamplingFields* sampling = nullptr;  // with the first slice the worker sees of a sequence,
+  std::span<const int32_t> history;          // and the tokens before `start`
   bool logprobs = false;
 };
 

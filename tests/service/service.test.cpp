@@ -1,0 +1,328 @@
+// The service end to end: a real `troupe serve` process, its socket, and
+// clients talking to it as users do. Outputs are checked against the engine
+// run alone in this process (what `troupe generate` does).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "engine/backend.h"
+#include "engine/generator.h"
+#include "engine/synthetic_model.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
+#include "messages/client_connection.h"
+#include "messages/client_validation.h"
+#include "tests/service/server_process.h"
+
+using namespace troupe;
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string model_path() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / ("troupe-service-test-" + std::to_string(getpid()) + ".gguf");
+    SyntheticModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.seed = 3;
+    write_synthetic_model(spec, p.string());
+    return p.string();
+  }();
+  return path;
+}
+
+struct Server {
+  std::string endpoint;
+  ChildProcess process;
+  Server(const std::string& tag, std::vector<std::string> extra = {})
+      : endpoint(ipc_endpoint(tag)), process(args(endpoint, extra), log(tag), "listening on") {}
+  static std::vector<std::string> args(const std::string& ep, const std::vector<std::string>& extra) {
+    std::vector<std::string> a{troupe_binary(), "serve", "-m", model_path(), "--listen", ep, "--threads", "1",
+                               "--kv-tokens", "16384"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  static std::string log(const std::string& tag) {
+    return (std::filesystem::temp_directory_path() / ("troupe-serve-" + tag + "-" + std::to_string(getpid()) + ".log")).string();
+  }
+};
+
+// The engine alone: greedy tokens for a prompt, as `troupe generate` gives them.
+struct Reference {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Tokenizer> tokenizer;
+  Reference() {
+    BackendOptions o;
+    o.kv_pages = 512;
+    backend = open_backend(model_path(), o);
+    tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
+  }
+  std::vector<int32_t> greedy(const std::string& prompt, int max_tokens) {
+    GenerateOptions g;
+    g.max_tokens = max_tokens;
+    g.sampling.temperature = 0;
+    const auto ids = tokenizer->encode(prompt, tokenizer->add_bos_by_default(), false);
+    return generate(*backend, *tokenizer, ids, g, {}).tokens;
+  }
+};
+
+messages::SamplingFields greedy(int max_tokens) {
+  messages::SamplingFields s;
+  s.temperature = 0;
+  s.max_tokens = max_tokens;
+  return s;
+}
+
+std::string prompt_for(int i) { return "Request number " + std::to_string(i) + " asks about the fox and the dog"; }
+
+const wire::StatsReply* stats(messages::ClientConnection& c, messages::Bytes& keep) {
+  const uint64_t id = c.next_id();
+  c.send(messages::stats_request(id));
+  while (auto f = c.receive(5s)) {
+    keep = *f;
+    const auto* r = messages::check_response(keep);
+    if (r->client_request_id() == id && r->body_as_StatsReply()) return r->body_as_StatsReply();
+  }
+  return nullptr;
+}
+
+// Polls until no request runs and no page is held by a sequence.
+bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  messages::Bytes keep;
+  do {
+    const auto* s = stats(c, keep);
+    if (s && s->running() == 0 && s->waiting() == 0 && s->pages_used() == 0) return true;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("32 concurrent greedy streams are token-identical to each prompt run alone", "[service]") {
+  Server server("streams");
+  Reference ref;
+  constexpr int kStreams = 32, kTokens = 24;
+  std::vector<messages::StreamOutcome> got(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(server.endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(kTokens)), id, {}, 120s);
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << got[i].message);
+    REQUIRE(got[i].done);
+    CHECK(got[i].tokens == ref.greedy(prompt_for(i), kTokens));
+    CHECK(got[i].usage.completion_tokens == static_cast<int32_t>(got[i].tokens.size()));
+  }
+}
+
+TEST_CASE("100 streams with 10 cancelled mid-stream: the rest are exact and pages return", "[service]") {
+  Server server("cancel");
+  Reference ref;
+  constexpr int kConnections = 10, kPerConnection = 10, kTokens = 16;
+  std::atomic<int> cancelled{0};
+  std::vector<std::string> failures;
+  std::mutex m;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kConnections; ++c)
+    clients.emplace_back([&, c] {
+      messages::ClientConnection conn(server.endpoint);
+      std::map<uint64_t, int> which;  // request id -> prompt index
+      for (int k = 0; k < kPerConnection; ++k) {
+        const uint64_t id = conn.next_id();
+        which[id] = c * kPerConnection + k;
+        conn.send(messages::generate_request(id, prompt_for(c * kPerConnection + k), greedy(kTokens)));
+      }
+      const uint64_t victim = 1;  // each connection cancels its first request after its first token
+      bool cancel_sent = false;
+      std::map<uint64_t, std::vector<int32_t>> tokens;
+      std::map<uint64_t, wire::FinishReason> done;
+      while (done.size() < which.size()) {
+        auto f = conn.receive(60s);
+        if (!f) break;
+        const auto* r = messages::check_response(*f);
+        const uint64_t id = r->client_request_id();
+        if (const auto* t = r->body_as_Tokens()) {
+          if (t->token_ids()) tokens[id].insert(tokens[id].end(), t->token_ids()->begin(), t->token_ids()->end());
+          if (id == victim && !cancel_sent) {
+            conn.send(messages::cancel_request(conn.next_id(), victim));
+            cancel_sent = true;
+          }
+        } else if (const auto* d = r->body_as_Done()) {
+          done[id] = d->finish_reason();
+        }
+      }
+      std::lock_guard<std::mutex> lock(m);
+      if (done.size() < which.size()) failures.push_back("connection " + std::to_string(c) + " timed out");
+      for (auto& [id, reason] : done) {
+        if (id == victim && reason == wire::FinishReason::cancelled) {
+          ++cancelled;
+          continue;
+        }
+        if (tokens[id] != ref.greedy(prompt_for(which[id]), kTokens))
+          failures.push_back("request " + std::to_string(which[id]) + " differs");
+      }
+    });
+  for (auto& t : clients) t.join();
+  CHECK(failures.empty());
+  for (const auto& f : failures) WARN(f);
+  CHECK(cancelled >= 1);  // a victim may finish before its cancel lands; most do not
+  messages::ClientConnection probe(server.endpoint);
+  CHECK(pages_return(probe, 1s));
+}
+
+TEST_CASE("a client killed mid-stream has its requests ended and pages freed", "[service]") {
+  Server server("killed");
+  ChildProcess client({troupe_binary(), "complete", "--connect", server.endpoint, "-p", "a long answer please", "-n",
+                       "30000", "-t", "0.8", "-q"},
+                      Server::log("killed-client"));
+  messages::ClientConnection probe(server.endpoint);
+  messages::Bytes keep;
+  bool streaming = false;
+  for (int i = 0; i < 250 && !streaming; ++i) {
+    const auto* s = stats(probe, keep);
+    streaming = s && s->running() == 1 && s->tokens_generated() > 0;
+    if (!streaming) std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(streaming);
+  client.stop(SIGKILL);
+  CHECK(pages_return(probe, 5s));
+}
+
+TEST_CASE("bad input gets its Error while a well-behaved client is served", "[service]") {
+  Server server("bad", {"--max-waiting", "64", "--context", "256"});
+  Reference ref;
+  std::vector<int32_t> good_tokens;
+  std::thread good([&] {
+    messages::ClientConnection c(server.endpoint);
+    const uint64_t id = c.next_id();
+    good_tokens = c.stream(messages::generate_request(id, prompt_for(7), greedy(32)), id, {}, 120s).tokens;
+  });
+  messages::ClientConnection bad(server.endpoint);
+  auto expect_error = [&](const messages::Bytes& frame, wire::ErrorCode code, const std::string& text) {
+    bad.send(frame);
+    auto f = bad.receive(10s);
+    REQUIRE(f);
+    const auto* r = messages::check_response(*f);
+    REQUIRE(r->body_as_Error());
+    CHECK(r->body_as_Error()->code() == code);
+    CHECK_THAT(r->body_as_Error()->message()->str(), Catch::Contains(text));
+  };
+  std::mt19937 rng(1);
+  std::string junk(300, '\0');
+  for (auto& ch : junk) ch = static_cast<char>(rng());
+  expect_error(junk, wire::ErrorCode::malformed, "not a valid Request");
+  const auto whole = messages::generate_request(5, "hello", greedy(4));
+  expect_error(whole.substr(0, whole.size() / 2), wire::ErrorCode::malformed, "not a valid Request");
+  expect_error(messages::stats_response(6, {}), wire::ErrorCode::invalid_field, "Request.body");
+  std::string long_prompt;
+  for (int i = 0; i < 400; ++i) long_prompt += "fox dog ";
+  expect_error(messages::generate_request(8, long_prompt, greedy(4)), wire::ErrorCode::too_long, "the context holds 256");
+  expect_error(messages::generate_request(9, "hi", greedy(0)), wire::ErrorCode::invalid_field, "max_tokens");
+  expect_error(messages::cancel_request(10, 12345), wire::ErrorCode::unknown_request, "12345");
+
+  // A flood: every request is answered, Accepted or queue_full, none lost.
+  constexpr int kFlood = 10000;
+  for (int i = 0; i < kFlood; ++i) bad.send(messages::generate_request(1000 + i, "x", greedy(1)));
+  std::map<uint64_t, int> ended;  // id -> 1 done, 2 queue_full
+  int queue_full = 0;
+  while (static_cast<int>(ended.size()) < kFlood) {
+    auto f = bad.receive(60s);
+    if (!f) break;
+    const auto* r = messages::check_response(*f);
+    if (r->body_as_Done()) ended[r->client_request_id()] = 1;
+    if (const auto* e = r->body_as_Error()) {
+      CHECK(e->code() == wire::ErrorCode::queue_full);
+      ended[r->client_request_id()] = 2;
+      ++queue_full;
+    }
+  }
+  CHECK(static_cast<int>(ended.size()) == kFlood);
+  CHECK(queue_full > 0);
+  good.join();
+  CHECK(good_tokens == ref.greedy(prompt_for(7), 32));
+  CHECK(pages_return(bad, 2s));
+}
+
+TEST_CASE("a second request sharing a long prefix reuses its cached pages and starts sooner", "[service]") {
+  Server server("prefix");
+  std::string shared;
+  Reference ref;
+  while (ref.tokenizer->encode(shared, false, false).size() < 1000) shared += "the quick brown fox jumps over the lazy dog ";
+  messages::ClientConnection c(server.endpoint);
+  const uint64_t a = c.next_id();
+  const auto first = c.stream(messages::generate_request(a, shared + "first", greedy(4)), a, {}, 60s);
+  const uint64_t b = c.next_id();
+  const auto second = c.stream(messages::generate_request(b, shared + "second", greedy(4)), b, {}, 60s);
+  INFO(first.message << " / " << second.message);
+  REQUIRE(first.done);
+  REQUIRE(second.done);
+  CHECK(first.usage.cached_prompt_tokens == 0);
+  CHECK(second.usage.cached_prompt_tokens >= 960);
+  CHECK(second.usage.ttft_ms < first.usage.ttft_ms);
+  std::printf("prefix cache: first TTFT %.1f ms, second %.1f ms with %d of %d prompt tokens cached\n",
+              first.usage.ttft_ms, second.usage.ttft_ms, second.usage.cached_prompt_tokens, second.usage.prompt_tokens);
+}
+
+TEST_CASE("ping and stats answer at once", "[service]") {
+  Server server("ping");
+  messages::ClientConnection c(server.endpoint);
+  c.send(messages::ping_request(1, 42));
+  auto f = c.receive(5s);
+  REQUIRE(f);
+  const auto* r = messages::check_response(*f);
+  REQUIRE(r->body_as_Pong());
+  CHECK(r->body_as_Pong()->nonce() == 42);
+  messages::Bytes keep;
+  const auto* s = stats(c, keep);
+  REQUIRE(s);
+  CHECK(s->pages_total() == 1024);
+  CHECK(s->pages_free() == 1024);
+}
+
+TEST_CASE("the real default model: 32 concurrent greedy streams equal each prompt alone", "[.real]") {
+  const char* path = std::getenv("TROUPE_REAL_MODEL");
+  REQUIRE(path != nullptr);
+  const std::string endpoint = ipc_endpoint("real");
+  ChildProcess server({troupe_binary(), "serve", "-m", path, "--listen", endpoint, "--threads", "2", "--kv-tokens", "8192"},
+                      Server::log("real"), "listening on", 120s);
+  BackendOptions o;
+  o.kv_pages = 64;
+  o.threads = 2;
+  auto backend = open_backend(path, o);
+  Tokenizer tok(load_vocabulary(backend->file()));
+  constexpr int kStreams = 32, kTokens = 16;
+  std::vector<messages::StreamOutcome> got(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, "def task_" + std::to_string(i) + "(items):", greedy(kTokens)), id,
+                        {}, 300s);
+    });
+  for (auto& t : clients) t.join();
+  server.stop(SIGTERM);
+  for (int i = 0; i < kStreams; ++i) {
+    GenerateOptions g;
+    g.max_tokens = kTokens;
+    g.sampling.temperature = 0;
+    const auto ids = tok.encode("def task_" + std::to_string(i) + "(items):", tok.add_bos_by_default(), false);
+    INFO("stream " << i << ": " << got[i].message);
+    REQUIRE(got[i].done);
+    CHECK(got[i].tokens == generate(*backend, tok, ids, g, {}).tokens);
+  }
+}
