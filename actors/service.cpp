@@ -8,9 +8,11 @@
 
 #include "actors/client_gateway.h"
 #include "actors/ingestion_actor.h"
+#include "actors/remote_verifier_actor.h"
 #include "actors/scheduler_actor.h"
 #include "actors/verifier_actor.h"
 #include "engine/chat_template.h"
+#include "engine/gguf_file.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
 #include "engine/vocabulary.h"
@@ -19,7 +21,10 @@ namespace troupe::actors {
 
 struct Service::Impl {
   ServiceOptions options;
-  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Backend> backend;  // in-process verifier only
+  std::unique_ptr<GgufFile> file;    // split topology: tokenizer and config only
+  messages::WorkerInfo worker;
+  std::string backend_text;
   std::shared_ptr<const Tokenizer> tokenizer;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
@@ -30,32 +35,58 @@ struct Service::Impl {
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
-  BackendOptions bo = s.options.backend;
-  bo.kv_pages = static_cast<int32_t>((s.options.kv_tokens + bo.page_size - 1) / bo.page_size);
-  bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, s.options.planner.token_budget);
-  s.backend = open_backend(s.options.model_path, bo);
-  auto tok = std::make_shared<Tokenizer>(load_vocabulary(s.backend->file()));
+  const GgufFile* file = nullptr;
+  ModelConfig config;
+  int32_t kv_pages = 0, page_size = 0;
+  if (s.options.worker.empty()) {
+    BackendOptions bo = s.options.backend;
+    bo.kv_pages = static_cast<int32_t>((s.options.kv_tokens + bo.page_size - 1) / bo.page_size);
+    bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, s.options.planner.token_budget);
+    s.backend = open_backend(s.options.model_path, bo);
+    file = &s.backend->file();
+    config = s.backend->config();
+    kv_pages = s.backend->pages().capacity();
+    page_size = s.backend->page_size();
+    s.backend_text = s.backend->describe();
+  } else {
+    s.file = std::make_unique<GgufFile>(GgufFile::open(s.options.model_path));
+    file = s.file.get();
+    config = read_model_config(*file);
+    s.worker = query_worker(s.options.worker, s.options.worker_timeout);
+    if (s.worker.n_vocab != config.n_vocab)
+      throw std::runtime_error("the worker at " + s.options.worker + " serves a model with " +
+                               std::to_string(s.worker.n_vocab) + " tokens; " + s.options.model_path + " has " +
+                               std::to_string(config.n_vocab));
+    kv_pages = s.worker.kv_pages;
+    page_size = s.worker.page_size;
+    s.backend_text = "verifier in worker " + s.options.worker + " (" + s.worker.model + ", KV " +
+                     std::to_string(kv_pages) + " pages x " + std::to_string(page_size) + " tokens)";
+  }
+  auto tok = std::make_shared<Tokenizer>(load_vocabulary(*file));
   s.tokenizer = tok;
   PlannerLimits limits = s.options.planner;
-  if (limits.max_context <= 0) limits.max_context = static_cast<int32_t>(std::min<int64_t>(s.backend->config().n_ctx_train, 8192));
+  if (limits.max_context <= 0) limits.max_context = static_cast<int32_t>(std::min<int64_t>(config.n_ctx_train, 8192));
   s.options.planner = limits;
 
   // The socket first: a port in use fails here, before any actor starts.
   s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket);
   s.system = std::make_unique<caf::actor_system>(s.config);
-  s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
+  if (s.backend)
+    s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
+  else
+    s.verifier = s.system->spawn<caf::detached>(remote_verifier_actor, s.options.worker, s.options.worker_timeout);
   SchedulerConfig sc;
   sc.tokenizer = s.tokenizer;
-  sc.kv_pages = s.backend->pages().capacity();
-  sc.page_size = s.backend->page_size();
+  sc.kv_pages = kv_pages;
+  sc.page_size = page_size;
   sc.planner = limits;
-  sc.model_name = s.options.model_name.empty() ? s.backend->config().name : s.options.model_name;
+  sc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
   sc.gateway = s.gateway;
   sc.verifier = s.verifier;
   s.scheduler = s.system->spawn(scheduler_actor, sc);
   IngestionConfig ic;
   ic.tokenizer = s.tokenizer;
-  ic.chat_format = detect_chat_format(tok->vocabulary(), s.backend->config().architecture);
+  ic.chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
   ic.limits = s.options.client;
   ic.max_context = limits.max_context;
   ic.gateway = s.gateway;
@@ -79,7 +110,7 @@ Service::~Service() {
 
 std::string Service::describe() const {
   const Impl& s = *impl_;
-  return s.backend->describe() + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
+  return s.backend_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step";
 }
 

@@ -3,6 +3,7 @@
 // and the troupe of actors wired together (gateway → ingestion → scheduler
 // ⇄ verifier). `troupe serve` runs one; the end-to-end tests start it as a
 // separate process and talk to it as clients do.
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,11 @@ struct ServiceOptions {
   PlannerLimits planner;      // max_context 0: the model's training context, at most 8192
   messages::ClientLimits client;
   messages::SocketLimits socket;
+  // Split topology: the target verifier runs in `troupe worker` at this
+  // endpoint instead of in this process (which then loads only the
+  // tokenizer and config from model_path).
+  std::string worker;
+  std::chrono::milliseconds worker_timeout{120000};
 };
 
 class Service {

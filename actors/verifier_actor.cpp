@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "actors/local_messages.h"
+#include "engine/model_config.h"
+#include "engine/page_pool.h"
 #include "engine/sampler.h"
 #include "messages/step_frames.h"
 
@@ -20,6 +22,7 @@ struct StepRunner::Impl {
     bool logprobs = false;
   };
   std::shared_ptr<Backend> backend;
+  messages::WorkerInfo info;
   std::unordered_map<uint64_t, SequenceSampler> samplers;
   Logits logits;
   std::vector<float> original;
@@ -41,7 +44,7 @@ struct StepRunner::Impl {
 
   std::string run(const std::string& bytes) {
     const auto* plan = messages::check_step_plan(bytes);
-    if (!plan) return messages::step_result(0, {}, "malformed step plan", 0);
+    if (!plan) return messages::step_result(0, {}, "malformed step plan", 0, info);
     const auto t0 = std::chrono::steady_clock::now();
     try {
       if (plan->forget())
@@ -92,15 +95,17 @@ struct StepRunner::Impl {
         sampled.push_back({wanting[r], token, logprob});
       }
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      return messages::step_result(plan->step(), sampled, "", ms);
+      return messages::step_result(plan->step(), sampled, "", ms, info);
     } catch (const std::exception& e) {
-      return messages::step_result(plan->step(), {}, e.what(), 0);
+      return messages::step_result(plan->step(), {}, e.what(), 0, info);
     }
   }
 };
 
 StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
+  Backend& b = *impl_->backend;
+  impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name};
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

@@ -24,5 +24,6 @@ Run add_serve(CLI::App& app);
 Run add_complete(CLI::App& app);
 Run add_chat(CLI::App& app);
 Run add_stats(CLI::App& app);
+Run add_worker(CLI::App& app);
 
 }  // namespace troupe::cli

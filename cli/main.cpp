@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
       {"pull", troupe::cli::add_pull(app)},         {"bench", troupe::cli::add_bench(app)},
       {"quantize", troupe::cli::add_quantize(app)},     {"serve", troupe::cli::add_serve(app)},
       {"complete", troupe::cli::add_complete(app)},     {"chat", troupe::cli::add_chat(app)},
-      {"stats", troupe::cli::add_stats(app)},
+      {"stats", troupe::cli::add_stats(app)},           {"worker", troupe::cli::add_worker(app)},
   };
   try {
     app.parse(argc, argv);

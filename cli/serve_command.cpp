@@ -65,6 +65,8 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
+  cmd->add_option("--worker", a->service.worker,
+                  "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only)");
   a->service.planner.max_context = 0;
   return [a] { return run_serve(*a); };
 }

@@ -28,14 +28,17 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
-Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms) {
+Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
+                  const WorkerInfo& worker) {
   flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size());
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
   for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
   const auto list = fbb.CreateVector(out);
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
-  fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms));
+  const auto model = fbb.CreateString(worker.model);
+  fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
+                                          worker.n_vocab, model));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

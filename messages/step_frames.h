@@ -28,7 +28,15 @@ struct SampledToken {
 };
 
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget);
-Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms);
+struct WorkerInfo {
+  int32_t kv_pages = 0;
+  int32_t page_size = 0;
+  int32_t n_vocab = 0;
+  std::string model;
+};
+
+Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
+                  const WorkerInfo& worker = {});
 
 // Verified views (nullptr when the bytes are not such a message).
 const wire::step::StepPlan* check_step_plan(std::string_view bytes);

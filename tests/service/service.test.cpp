@@ -277,6 +277,31 @@ TEST_CASE("a second request sharing a long prefix reuses its cached pages and st
               first.usage.ttft_ms, second.usage.ttft_ms, second.usage.cached_prompt_tokens, second.usage.prompt_tokens);
 }
 
+TEST_CASE("the split topology: the verifier in a worker process serves the same streams", "[service]") {
+  const std::string worker_endpoint = ipc_endpoint("worker");
+  ChildProcess worker({troupe_binary(), "worker", "-m", model_path(), "--listen", worker_endpoint, "--threads", "1",
+                       "--kv-tokens", "16384"},
+                      Server::log("worker"), "listening on");
+  Server server("split", {"--worker", worker_endpoint});
+  Reference ref;
+  constexpr int kStreams = 16, kTokens = 16;
+  std::vector<messages::StreamOutcome> got(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(server.endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(kTokens)), id, {}, 120s);
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << got[i].message);
+    REQUIRE(got[i].done);
+    CHECK(got[i].tokens == ref.greedy(prompt_for(i), kTokens));
+  }
+  CHECK_THAT(server.process.output(), Catch::Contains("verifier in worker"));
+}
+
 TEST_CASE("ping and stats answer at once", "[service]") {
   Server server("ping");
   messages::ClientConnection c(server.endpoint);

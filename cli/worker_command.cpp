@@ -1,0 +1,85 @@
+// troupe worker: the target verifier as its own process. It loads the model
+// on its backend and answers StepPlans (messages/step.fbs) from one
+// `troupe serve --worker ENDPOINT` front end until SIGINT or SIGTERM.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <zmq.hpp>
+
+#include "actors/verifier_actor.h"
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "cli/model_path.h"
+#include "messages/zmq_sockets.h"
+
+namespace troupe::cli {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+void on_stop_signal(int) { stop_requested = true; }
+
+struct WorkerArgs {
+  std::string model;
+  std::string listen = "tcp://127.0.0.1:7701";
+  BackendOptions backend;
+  std::string device = "cpu", weights = "auto";
+  int64_t kv_tokens = 32768;
+};
+
+int run_worker(WorkerArgs& a) {
+  BackendOptions o = a.backend;
+  apply_backend_names(o, a.device, a.weights);
+  o.kv_pages = static_cast<int32_t>((a.kv_tokens + o.page_size - 1) / o.page_size);
+  std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
+  actors::StepRunner runner(backend);
+  zmq::context_t ctx(1);
+  messages::SocketLimits limits;
+  limits.max_message_bytes = 256 << 20;  // a step plan carries the whole batch
+  zmq::socket_t socket = messages::bind_router(ctx, a.listen, limits);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::fprintf(stderr, "troupe worker: listening on %s; %s\n", a.listen.c_str(), backend->describe().c_str());
+  std::fflush(stderr);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  while (!stop_requested) {
+    try {
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0) continue;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      throw;
+    }
+    zmq::message_t id, plan;
+    if (!socket.recv(id, zmq::recv_flags::dontwait) || !socket.get(zmq::sockopt::rcvmore)) continue;
+    if (!socket.recv(plan, zmq::recv_flags::none)) continue;
+    const std::string result = runner.run(plan.to_string());
+    try {
+      socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      socket.send(zmq::buffer(result), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // The front end went away mid-step; it will start over with a new connection.
+    }
+  }
+  std::fprintf(stderr, "troupe worker: stopping\n");
+  return 0;
+}
+
+}  // namespace
+
+Run add_worker(CLI::App& app) {
+  auto a = std::make_shared<WorkerArgs>();
+  CLI::App* cmd = app.add_subcommand("worker", "Run the target verifier for a `troupe serve --worker` front end");
+  cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
+  cmd->add_option("--listen", a->listen, "ZeroMQ endpoint to bind")->capture_default_str();
+  a->backend.threads = default_threads();
+  add_backend_flags(*cmd, a->backend, a->device, a->weights);
+  cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 26))
+      ->capture_default_str();
+  cmd->add_option("--max-batch-tokens", a->backend.max_batch_tokens, "Largest step in tokens (CUDA buffers)")
+      ->capture_default_str();
+  return [a] { return run_worker(*a); };
+}
+
+}  // namespace troupe::cli
