@@ -84,6 +84,7 @@ int run_complete(const ClientArgs& a) {
   out = conn.stream(messages::generate_request(id, a.prompt, fields(a.sampling), priority(a.priority), a.special), id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
+  std::fflush(stdout);
   report(out, a.quiet);
   return 0;
 }
@@ -100,6 +101,7 @@ int run_chat(const ClientArgs& a) {
     const auto out = conn.stream(messages::chat_request(id, "", history, fields(a.sampling), priority(a.priority)), id,
                                  print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
+    std::fflush(stdout);
     report(out, a.quiet);
     history.emplace_back("assistant", out.text);
   };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create/refresh troupe's Python reference environment (GGUF reader, tokenizer and llama.cpp oracle).
 #
-#   ops/python-env.sh              venv with numpy, gguf, tokenizers, llama-cpp-python (pinned below)
+#   ops/python-env.sh              venv with numpy, gguf, tokenizers, pyzmq, flatbuffers, llama-cpp-python (pinned below)
 #   ops/python-env.sh --no-llama   same without llama-cpp-python (it compiles llama.cpp: ~5 min on 2 cores)
 #
 # Venv: ${TROUPE_HOME:-$HOME/.cache/troupe}/venv. Prints the venv's python path on stdout; progress on stderr.
@@ -13,7 +13,7 @@
 # llama.cpp's default GGML_NATIVE=ON (-march=native), so the wheel (also kept in pip's cache) is for this CPU.
 set -euo pipefail
 
-PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3)
+PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25.12.19)
 LLAMA_PIN=llama-cpp-python==0.3.36
 
 with_llama=1

@@ -1,0 +1,235 @@
+"""The client proper: request building, response parsing, streams."""
+import itertools
+import time
+
+import flatbuffers
+import zmq
+
+from troupe.wire import (Accepted, Cancel, ChatMessage, ChatTurn, Done, Error, ErrorCode, FinishReason, Generate,
+                         Ping, Pong, Priority, Request, RequestBody, Response, ResponseBody, Sampling, Stats,
+                         StatsReply, Tokens)
+
+_PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
+               "batch": Priority.Priority.batch}
+_ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
+_FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
+
+
+class TroupeError(Exception):
+    """An Error response: `code` is the ErrorCode name, `message` names the field at fault."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop):
+    stops = [b.CreateString(s) for s in stop]
+    stop_vec = None
+    if stops:
+        Sampling.StartStopVector(b, len(stops))
+        for s in reversed(stops):
+            b.PrependUOffsetTRelative(s)
+        stop_vec = b.EndVector()
+    Sampling.Start(b)
+    Sampling.AddTemperature(b, temperature)
+    Sampling.AddTopK(b, top_k)
+    Sampling.AddTopP(b, top_p)
+    Sampling.AddMinP(b, min_p)
+    Sampling.AddRepeatPenalty(b, repeat_penalty)
+    Sampling.AddSeed(b, seed)
+    Sampling.AddMaxTokens(b, max_tokens)
+    if stop_vec is not None:
+        Sampling.AddStop(b, stop_vec)
+    return Sampling.End(b)
+
+
+def _request(b, request_id, body_type, body):
+    Request.Start(b)
+    Request.AddClientRequestId(b, request_id)
+    Request.AddBodyType(b, body_type)
+    Request.AddBody(b, body)
+    b.Finish(Request.End(b))
+    return bytes(b.Output())
+
+
+class Stream:
+    """Iterates over text deltas of one request as they arrive. After the
+    iteration: `tokens` (ids), `text`, `finish_reason`, `usage`, `timings`."""
+
+    def __init__(self, client, request_id):
+        self._client = client
+        self.request_id = request_id
+        self.tokens = []
+        self.text = ""
+        self.prompt_tokens = None
+        self.finish_reason = None
+        self.usage = None
+        self.timings = None
+        self.logprobs = []
+
+    def __iter__(self):
+        while self.finish_reason is None:
+            r = self._client._next_for(self.request_id)
+            kind = r.BodyType()
+            if kind == ResponseBody.ResponseBody.Accepted:
+                a = Accepted.Accepted()
+                a.Init(r.Body().Bytes, r.Body().Pos)
+                self.prompt_tokens = a.PromptTokens()
+            elif kind == ResponseBody.ResponseBody.Tokens:
+                t = Tokens.Tokens()
+                t.Init(r.Body().Bytes, r.Body().Pos)
+                text = (t.Text() or b"").decode("utf-8")
+                self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
+                self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
+                self.text += text
+                if text:
+                    yield text
+            elif kind == ResponseBody.ResponseBody.Done:
+                d = Done.Done()
+                d.Init(r.Body().Bytes, r.Body().Pos)
+                self.finish_reason = _FINISH_NAMES.get(d.FinishReason(), str(d.FinishReason()))
+                u, t = d.Usage(), d.Timings()
+                self.usage = {"prompt_tokens": u.PromptTokens(), "cached_prompt_tokens": u.CachedPromptTokens(),
+                              "completion_tokens": u.CompletionTokens()} if u else {}
+                self.timings = {"queue_ms": t.QueueMs(), "ttft_ms": t.TtftMs(), "per_token_ms": t.PerTokenMs(),
+                                "total_ms": t.TotalMs()} if t else {}
+            elif kind == ResponseBody.ResponseBody.Error:
+                e = Error.Error()
+                e.Init(r.Body().Bytes, r.Body().Pos)
+                self.finish_reason = "error"
+                raise TroupeError(_ERROR_NAMES.get(e.Code(), str(e.Code())), (e.Message() or b"").decode())
+
+    def read(self):
+        """The whole answer (consumes the stream)."""
+        for _ in self:
+            pass
+        return self.text
+
+    def cancel(self):
+        self._client.cancel(self.request_id)
+
+
+class Client:
+    """One connection to `troupe serve`. Not thread-safe: one Client per thread."""
+
+    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout=600.0):
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
+        self._sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 5000)
+        self._sock.connect(endpoint)
+        self._ids = itertools.count(1)
+        self._timeout = timeout
+        self._pending = {}  # request id -> responses that arrived while reading another stream
+
+    def close(self):
+        self._sock.close(0)
+        self._ctx.term()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, frame):
+        """Sends bytes as they are (tests use this for bad input)."""
+        self._sock.send(frame)
+
+    def receive_raw(self, timeout=None):
+        """The next response frame's Response table, or None on timeout."""
+        if not self._sock.poll(int(1000 * (timeout if timeout is not None else self._timeout))):
+            return None
+        buf = self._sock.recv()
+        return Response.Response.GetRootAs(buf, 0)
+
+    def _next_for(self, request_id):
+        queue = self._pending.get(request_id)
+        if queue:
+            return queue.pop(0)
+        deadline = time.monotonic() + self._timeout
+        while True:
+            left = deadline - time.monotonic()
+            r = self.receive_raw(max(left, 0)) if left > 0 else None
+            if r is None:
+                raise TimeoutError(f"no answer for request {request_id} within {self._timeout} s")
+            if r.ClientRequestId() == request_id:
+                return r
+            self._pending.setdefault(r.ClientRequestId(), []).append(r)
+
+    def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+                 repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False):
+        b = flatbuffers.Builder(256 + len(prompt))
+        text = b.CreateString(prompt)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        Generate.Start(b)
+        Generate.AddPrompt(b, text)
+        Generate.AddSampling(b, sampling)
+        Generate.AddPriority(b, _PRIORITIES[priority])
+        Generate.AddSpecial(b, special)
+        Generate.AddLogprobs(b, logprobs)
+        body = Generate.End(b)
+        rid = next(self._ids)
+        self._sock.send(_request(b, rid, RequestBody.RequestBody.Generate, body))
+        return Stream(self, rid)
+
+    def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+             repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id=""):
+        """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]."""
+        b = flatbuffers.Builder(1024)
+        offsets = []
+        for m in messages:
+            role, content = (m["role"], m["content"]) if isinstance(m, dict) else m
+            r, c = b.CreateString(role), b.CreateString(content)
+            ChatMessage.Start(b)
+            ChatMessage.AddRole(b, r)
+            ChatMessage.AddContent(b, c)
+            offsets.append(ChatMessage.End(b))
+        ChatTurn.StartMessagesVector(b, len(offsets))
+        for o in reversed(offsets):
+            b.PrependUOffsetTRelative(o)
+        msgs = b.EndVector()
+        sid = b.CreateString(session_id)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        ChatTurn.Start(b)
+        ChatTurn.AddSessionId(b, sid)
+        ChatTurn.AddMessages(b, msgs)
+        ChatTurn.AddSampling(b, sampling)
+        ChatTurn.AddPriority(b, _PRIORITIES[priority])
+        body = ChatTurn.End(b)
+        rid = next(self._ids)
+        self._sock.send(_request(b, rid, RequestBody.RequestBody.ChatTurn, body))
+        return Stream(self, rid)
+
+    def cancel(self, request_id):
+        b = flatbuffers.Builder(64)
+        Cancel.Start(b)
+        Cancel.AddTargetRequestId(b, request_id)
+        self._sock.send(_request(b, next(self._ids), RequestBody.RequestBody.Cancel, Cancel.End(b)))
+
+    def ping(self, nonce=1):
+        b = flatbuffers.Builder(64)
+        Ping.Start(b)
+        Ping.AddNonce(b, nonce)
+        rid = next(self._ids)
+        self._sock.send(_request(b, rid, RequestBody.RequestBody.Ping, Ping.End(b)))
+        r = self._next_for(rid)
+        p = Pong.Pong()
+        p.Init(r.Body().Bytes, r.Body().Pos)
+        return p.Nonce() == nonce
+
+    def stats(self):
+        b = flatbuffers.Builder(64)
+        Stats.Start(b)
+        rid = next(self._ids)
+        self._sock.send(_request(b, rid, RequestBody.RequestBody.Stats, Stats.End(b)))
+        r = self._next_for(rid)
+        s = StatsReply.StatsReply()
+        s.Init(r.Body().Bytes, r.Body().Pos)
+        return {"running": s.Running(), "waiting": s.Waiting(), "pages_total": s.PagesTotal(),
+                "pages_used": s.PagesUsed(), "pages_cached": s.PagesCached(), "pages_free": s.PagesFree(),
+                "live_token_fraction": s.LiveTokenFraction(), "steps": s.Steps(),
+                "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode()}

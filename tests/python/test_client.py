@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The Python client against a real `troupe serve` process: greedy streams
+equal `troupe generate`, chat, cancel, bad input, stats and ping.
+
+    test_client.py TROUPE_BINARY WORK_DIR
+(PYTHONPATH must hold the generated classes, build/python, and clients/python.)
+"""
+import os
+import subprocess
+import sys
+import time
+
+from troupe_client import Client, TroupeError
+
+
+def main():
+    troupe, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "python-client.gguf")
+    subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
+                   capture_output=True)
+    endpoint = f"ipc://{work}/python-client-{os.getpid()}.sock"
+    log = open(os.path.join(work, "python-client-serve.log"), "w")
+    server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1",
+                               "--kv-tokens", "8192"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(300):
+            if "listening on" in open(log.name).read():
+                break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("server did not start: " + open(log.name).read())
+        with Client(endpoint, timeout=60) as c:
+            check(c.ping(42), "ping")
+            # Greedy streams equal the engine run alone.
+            for prompt in ["Hello there", "The fox and the dog", "one two three four"]:
+                stream = c.generate(prompt, max_tokens=12, temperature=0)
+                pieces = list(stream)
+                want = subprocess.run([troupe, "generate", "-m", model, "-p", prompt, "-n", "12", "-t", "0",
+                                       "--print-ids", "-q", "--threads", "1"], check=True, capture_output=True,
+                                      text=True).stdout.split()
+                check(stream.tokens == [int(t) for t in want], f"tokens of {prompt!r}: {stream.tokens} vs {want}")
+                check("".join(pieces) == stream.text, "text deltas add up")
+                check(stream.finish_reason in ("length", "stop"), stream.finish_reason)
+                check(stream.usage["completion_tokens"] == len(stream.tokens), "usage counts the tokens")
+            # Chat, and two streams interleaved on one connection.
+            a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
+            b = c.generate("interleaved", max_tokens=8, temperature=0)
+            b.read()
+            a.read()
+            check(a.finish_reason is not None and b.finish_reason is not None, "both streams ended")
+            # Cancel after the first text.
+            s = c.generate("a long story", max_tokens=2000, temperature=0.9, seed=3)
+            for _ in s:
+                s.cancel()
+                break
+            s.read()
+            check(s.finish_reason in ("cancelled", "stop"), f"cancelled, not {s.finish_reason}")
+            # Bad input answered with its error; the connection goes on.
+            try:
+                c.generate("x", max_tokens=0).read()
+                check(False, "max_tokens 0 accepted")
+            except TroupeError as e:
+                check(e.code == "invalid_field" and "max_tokens" in e.message, str(e))
+            c.send_raw(b"\x00garbage")
+            r = c.receive_raw(10)
+            check(r is not None and r.ClientRequestId() == 0, "malformed input answered")
+            stats = c.stats()
+            check(stats["running"] == 0 and stats["pages_used"] == 0, f"pages returned: {stats}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print("python client: all checks passed")
+
+
+def check(ok, what):
+    if not ok:
+        raise SystemExit("FAILED: " + what)
+
+
+if __name__ == "__main__":
+    main()
