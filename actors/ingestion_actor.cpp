@@ -56,6 +56,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.sampling = messages::read_sampling(g->sampling());
               admit.priority = priority_of(g->priority());
               admit.logprobs = g->logprobs();
+              admit.ignore_eos = g->ignore_eos();
               break;
             }
             case wire::RequestBody::ChatTurn: {

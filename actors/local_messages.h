@@ -33,6 +33,7 @@ struct AdmitRequest {
   messages::SamplingFields sampling;
   Priority priority = Priority::interactive;
   bool logprobs = false;
+  bool ignore_eos = false;
   int64_t accepted_ns = 0;  // steady clock, for queue time and TTFT
 };
 

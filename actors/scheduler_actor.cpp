@@ -22,6 +22,7 @@ struct RequestInfo {
   uint64_t client_id = 0;
   messages::SamplingFields sampling;
   bool logprobs = false;
+  bool ignore_eos = false;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStrings> stops;
   int64_t accepted_ns = 0, scheduled_ns = 0, first_token_ns = 0, last_token_ns = 0;
@@ -44,6 +45,17 @@ struct SchedulerState {
   std::vector<uint64_t> forget;    // ended sequences the verifier may drop
   std::vector<std::pair<uint64_t, bool>> deferred;  // (sequence, tell the client) ended during a step
   uint64_t tokens_generated = 0;
+  double engine_ms = 0;        // sum of the verifier's step times
+  double busy_ms = 0;          // wall time with requests in the system
+  int64_t busy_since_ns = 0;   // 0 while idle
+
+  // Busy-time accounting: call after anything that may start or end work.
+  void account() {
+    const bool busy = !planner.idle();
+    const int64_t now = now_ns();
+    if (busy_since_ns) busy_ms += ms(now - busy_since_ns);
+    busy_since_ns = busy ? now : 0;
+  }
 
   explicit SchedulerState(SchedulerConfig c)
       : cfg(std::move(c)), pool(cfg.kv_pages), planner(pool, cfg.page_size, cfg.planner) {}
@@ -103,7 +115,7 @@ struct SchedulerState {
     const int64_t now = now_ns();
     if (!r.first_token_ns) r.first_token_ns = now;
     r.last_token_ns = now;
-    if (cfg.tokenizer->is_end_of_generation(token)) return end(seq, wire::FinishReason::stop, true);
+    if (!r.ignore_eos && cfg.tokenizer->is_end_of_generation(token)) return end(seq, wire::FinishReason::stop, true);
     ++r.completion;
     ++tokens_generated;
     const std::string text = r.stops->push(r.decoder->push(token));
@@ -134,6 +146,7 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
     // The step's KV is unknown: its requests end with the reason; others go on.
     for (uint64_t seq : st.in_step) st.fail(seq, wire::ErrorCode::internal, "engine step failed: " + error);
   } else {
+    st.engine_ms += res->forward_ms();
     std::vector<int32_t> sampled;
     std::vector<std::pair<uint64_t, float>> who;
     if (res->sampled())
@@ -148,6 +161,7 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
   for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);
   st.deferred.clear();
   run_step(self);
+  st.account();
 }
 
 void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
@@ -231,12 +245,14 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.client_id = a.client_id;
         r.sampling = std::move(a.sampling);
         r.logprobs = a.logprobs;
+        r.ignore_eos = a.ignore_eos;
         r.decoder = std::make_unique<StreamDecoder>(*st.cfg.tokenizer);
         r.stops = std::make_unique<StopStrings>(r.sampling.stop);
         r.accepted_ns = a.accepted_ns;
         st.cfg.gateway->send(a.peer, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
         st.ids.emplace(key, seq);
         st.requests.emplace(seq, std::move(r));
+        st.account();
         run_step(self);
       },
       [self](cancel_atom, const std::string& peer, uint64_t id, uint64_t target) {
@@ -250,6 +266,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         }
         st.end_or_defer(it->second, true);
         run_step(self);
+        st.account();
       },
       [self](gone_atom, const std::string& peer) {
         SchedulerState& st = *self->state;
@@ -258,6 +275,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
           if (key.first == peer) mine.push_back(seq);
         for (uint64_t seq : mine) st.end_or_defer(seq, false);
         run_step(self);
+        st.account();
       },
       [self](stats_atom, const std::string& peer, uint64_t id) {
         SchedulerState& st = *self->state;
@@ -273,6 +291,9 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         f.steps = st.step;
         f.tokens_generated = st.tokens_generated;
         f.model = st.cfg.model_name;
+        st.account();
+        f.engine_ms = st.engine_ms;
+        f.busy_ms = st.busy_ms;
         st.cfg.gateway->send(peer, messages::stats_response(id, f));
       },
   };

@@ -128,10 +128,10 @@ int run_stats(const ClientArgs& a) {
   if (!s) throw std::runtime_error("unexpected answer to Stats");
   std::printf("{\"model\": \"%s\", \"running\": %d, \"waiting\": %d, \"pages_total\": %d, \"pages_used\": %d, "
               "\"pages_cached\": %d, \"pages_free\": %d, \"live_token_fraction\": %.3f, \"steps\": %llu, "
-              "\"tokens_generated\": %llu}\n",
+              "\"tokens_generated\": %llu, \"engine_ms\": %.1f, \"busy_ms\": %.1f}\n",
               s->model() ? s->model()->c_str() : "", s->running(), s->waiting(), s->pages_total(), s->pages_used(),
               s->pages_cached(), s->pages_free(), s->live_token_fraction(), static_cast<unsigned long long>(s->steps()),
-              static_cast<unsigned long long>(s->tokens_generated()));
+              static_cast<unsigned long long>(s->tokens_generated()), s->engine_ms(), s->busy_ms());
   return 0;
 }
 

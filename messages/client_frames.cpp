@@ -46,11 +46,11 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 }
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
-                       bool special, bool logprobs) {
+                       bool special, bool logprobs, bool ignore_eos) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs);
+  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
@@ -119,7 +119,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
   flatbuffers::FlatBufferBuilder fbb(256);
   const auto model = fbb.CreateString(s.model);
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
-                                           s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model);
+                                           s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
+                                           s.engine_ms, s.busy_ms);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

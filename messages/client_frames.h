@@ -35,7 +35,8 @@ struct SamplingFields {
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
-                       wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false);
+                       wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,
+                       bool ignore_eos = false);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false);
@@ -55,6 +56,7 @@ struct StatsFields {
   float live_token_fraction = 0;
   uint64_t steps = 0, tokens_generated = 0;
   std::string model;
+  double engine_ms = 0, busy_ms = 0;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

@@ -225,9 +225,13 @@ PlannerStats BatchPlanner::stats() const {
   for (const auto& [id, s] : seqs_) {
     if (s->state == RequestState::running) ++st.running;
     if (s->state == RequestState::waiting) ++st.waiting;
+    // Slots the planned (maybe running) step is filling count as live.
+    int32_t filled = s->computed;
+    for (const PlannedSlice& p : slices_)
+      if (p.id == id) filled = std::max(filled, p.start + p.count);
     const auto table = s->kv.block_table();
     for (size_t i = 0; i < table.size(); ++i) {
-      const int32_t held = std::clamp(s->computed - static_cast<int32_t>(i) * page_size_, 0, page_size_);
+      const int32_t held = std::clamp(filled - static_cast<int32_t>(i) * page_size_, 0, page_size_);
       int32_t& v = live[table[i]];
       v = std::max(v, held);
     }

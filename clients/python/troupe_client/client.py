@@ -161,7 +161,8 @@ class Client:
             self._pending.setdefault(r.ClientRequestId(), []).append(r)
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-                 repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False):
+                 repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
+                 ignore_eos=False):
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
@@ -171,6 +172,7 @@ class Client:
         Generate.AddPriority(b, _PRIORITIES[priority])
         Generate.AddSpecial(b, special)
         Generate.AddLogprobs(b, logprobs)
+        Generate.AddIgnoreEos(b, ignore_eos)
         body = Generate.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Generate, body))
@@ -232,4 +234,5 @@ class Client:
         return {"running": s.Running(), "waiting": s.Waiting(), "pages_total": s.PagesTotal(),
                 "pages_used": s.PagesUsed(), "pages_cached": s.PagesCached(), "pages_free": s.PagesFree(),
                 "live_token_fraction": s.LiveTokenFraction(), "steps": s.Steps(),
-                "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode()}
+                "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode(),
+                "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs()}

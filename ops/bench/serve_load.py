@@ -1,0 +1,121 @@
+"""Load on a running `troupe serve` through the Python client.
+
+  serve_load.py ENDPOINT concurrent N PROMPT_TOKENS GEN_TOKENS
+      N streams at once, fixed lengths (ignore_eos): aggregate decode tok/s
+      (sum over streams of 1000 / per-token ms), the figure to set beside
+      llama.cpp decoding N sequences in one batch, and the service's own
+      cost: 1 - engine time / busy time, from the server's Stats.
+  serve_load.py ENDPOINT poisson RATE REQUESTS SEED
+      Poisson arrivals at RATE requests/s, prompts 128-1,024 tokens, outputs
+      64-256 (ignore_eos): throughput, TTFT and per-token p50/p99, goodput
+      (TTFT <= 5 s and <= 200 ms/token), and the live-token fraction of
+      allocated KV pages sampled every 0.25 s while requests run.
+One JSON line each.
+"""
+import json
+import random
+import sys
+import threading
+import time
+
+from troupe_client import Client
+
+WORDS = ("the quick brown fox jumps over the lazy dog while the server streams tokens to its many clients "
+         "who ask about code data and stories").split()
+
+
+def text_of(n_tokens, rng):
+    # About one token per word for this vocabulary; the server reports the true count.
+    return " ".join(rng.choice(WORDS) for _ in range(n_tokens))
+
+
+def run_one(endpoint, prompt, gen, out, i):
+    with Client(endpoint, timeout=3600) as c:
+        t0 = time.perf_counter()
+        s = c.generate(prompt, max_tokens=gen, temperature=0, ignore_eos=True)
+        s.read()
+        out[i] = {"usage": s.usage, "timings": s.timings, "wall": time.perf_counter() - t0}
+
+
+def percentile(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else 0.0
+
+
+def service_cost(before, after):
+    busy = after["busy_ms"] - before["busy_ms"]
+    return round(1 - (after["engine_ms"] - before["engine_ms"]) / busy, 4) if busy > 0 else None
+
+
+def concurrent(endpoint, n, n_prompt, n_gen):
+    """One connection carries all N streams, so the load generator itself stays light."""
+    rng = random.Random(1)
+    prompts = [text_of(n_prompt, rng) for _ in range(n)]
+    with Client(endpoint, timeout=3600) as c:
+        before = c.stats()
+        t0 = time.perf_counter()
+        streams = [c.generate(p, max_tokens=n_gen, temperature=0, ignore_eos=True) for p in prompts]
+        for s in streams:
+            s.read()
+        wall = time.perf_counter() - t0
+        after = c.stats()
+    agg = sum(1000.0 / s.timings["per_token_ms"] for s in streams if s.timings["per_token_ms"] > 0)
+    print(json.dumps({"engine": "troupe serve", "mode": "concurrent", "streams": n, "prompt_tokens": n_prompt,
+                      "gen_tokens": n_gen, "aggregate_decode_tok_s": round(agg, 2),
+                      "output_tok_s_wall": round(sum(s.usage["completion_tokens"] for s in streams) / wall, 2),
+                      "ttft_ms_p50": round(percentile([s.timings["ttft_ms"] for s in streams], 50), 1),
+                      "service_cost": service_cost(before, after)}))
+
+
+def poisson(endpoint, rate, n, seed):
+    rng = random.Random(seed)
+    out = [None] * n
+    live, running = [], threading.Event()
+    stop = threading.Event()
+
+    def sample_stats():
+        with Client(endpoint, timeout=30) as c:
+            while not stop.is_set():
+                s = c.stats()
+                if s["running"] > 0:
+                    live.append(s["live_token_fraction"])
+                time.sleep(0.25)
+
+    with Client(endpoint, timeout=30) as c:
+        before = c.stats()
+    sampler = threading.Thread(target=sample_stats)
+    sampler.start()
+    threads = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        prompt = text_of(rng.randint(128, 1024), rng)
+        t = threading.Thread(target=run_one, args=(endpoint, prompt, rng.randint(64, 256), out, i))
+        t.start()
+        threads.append(t)
+        time.sleep(rng.expovariate(rate))
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
+    with Client(endpoint, timeout=30) as c:
+        after = c.stats()
+    ttft = [r["timings"]["ttft_ms"] for r in out]
+    tpot = [r["timings"]["per_token_ms"] for r in out]
+    good = sum(1 for r in out if r["timings"]["ttft_ms"] <= 5000 and r["timings"]["per_token_ms"] <= 200)
+    print(json.dumps({"engine": "troupe serve", "mode": "poisson", "rate_req_s": rate, "requests": n,
+                      "output_tok_s": round(sum(r["usage"]["completion_tokens"] for r in out) / wall, 2),
+                      "ttft_ms_p50": round(percentile(ttft, 50), 1), "ttft_ms_p99": round(percentile(ttft, 99), 1),
+                      "per_token_ms_p50": round(percentile(tpot, 50), 1),
+                      "per_token_ms_p99": round(percentile(tpot, 99), 1),
+                      "goodput_req_s": round(good / wall, 3), "good_fraction": round(good / n, 3),
+                      "live_token_fraction_mean": round(sum(live) / len(live), 4) if live else None,
+                      "service_cost": service_cost(before, after)}))
+
+
+if __name__ == "__main__":
+    endpoint, mode = sys.argv[1], sys.argv[2]
+    if mode == "concurrent":
+        concurrent(endpoint, *map(int, sys.argv[3:6]))
+    else:
+        poisson(endpoint, float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
