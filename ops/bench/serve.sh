@@ -43,9 +43,13 @@ print(f"{served['streams']} streams: troupe serve {s:.1f} tok/s aggregate decode
       f"service cost {100 * served['service_cost']:.2f} % of busy time")
 PY
 
-"$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
-server=$!
-until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
+# Each rate on a fresh server with its own prompts: no prefix cached by an earlier rate.
+seed=7
 for rate in $rates; do
-  "$python" ops/bench/serve_load.py "$endpoint" poisson "$rate" "$requests" 7
+  "$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
+  server=$!
+  until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
+  "$python" ops/bench/serve_load.py "$endpoint" poisson "$rate" "$requests" "$seed"
+  kill -TERM $server; wait $server || true
+  seed=$((seed + 1))
 done
