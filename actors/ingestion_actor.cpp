@@ -57,6 +57,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.priority = priority_of(g->priority());
               admit.logprobs = g->logprobs();
               admit.ignore_eos = g->ignore_eos();
+              admit.samples = g->n();
               break;
             }
             case wire::RequestBody::ChatTurn: {
@@ -68,6 +69,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.sampling = messages::read_sampling(t->sampling());
               admit.priority = priority_of(t->priority());
               admit.logprobs = t->logprobs();
+              admit.samples = t->n();
               break;
             }
             default: return;  // check_request admits no other body

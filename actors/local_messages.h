@@ -34,6 +34,7 @@ struct AdmitRequest {
   Priority priority = Priority::interactive;
   bool logprobs = false;
   bool ignore_eos = false;
+  int32_t samples = 1;  // n parallel samples
   int64_t accepted_ns = 0;  // steady clock, for queue time and TTFT
 };
 

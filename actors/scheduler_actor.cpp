@@ -28,6 +28,8 @@ struct RequestInfo {
   int64_t accepted_ns = 0, scheduled_ns = 0, first_token_ns = 0, last_token_ns = 0;
   int32_t completion = 0;
   int32_t verifier_generation = -1;  // planner preemption count when the verifier last got its sampling
+  int32_t sample = 0;                // index among the request's n samples
+  int32_t forks_pending = 0;         // samples still to fork once the prompt is computed
 };
 
 }  // namespace
@@ -37,7 +39,8 @@ struct SchedulerState {
   PagePool pool;
   BatchPlanner planner;
   std::unordered_map<uint64_t, RequestInfo> requests;       // by sequence id
-  std::map<std::pair<std::string, uint64_t>, uint64_t> ids;  // (peer, client id) -> sequence id
+  // (peer, client id) -> the request's sequences: one, or one per sample (n > 1)
+  std::map<std::pair<std::string, uint64_t>, std::vector<uint64_t>> ids;
   uint64_t next_seq = 1;
   uint64_t step = 0;
   bool in_flight = false;
@@ -70,10 +73,11 @@ struct SchedulerState {
     if (tell) {
       if (reason != wire::FinishReason::stop_string && reason != wire::FinishReason::cancelled) {
         const std::string rest = r.stops->push(r.decoder->finish()) + r.stops->finish();
-        if (!rest.empty()) send(r, messages::tokens_response(r.client_id, rest, {}));
+        if (!rest.empty()) send(r, messages::tokens_response(r.client_id, rest, {}, {}, r.sample));
       }
       messages::DoneFields d;
       d.reason = reason;
+      d.sample = r.sample;
       if (const PlannedSequence* s = planner.find(seq)) {
         d.prompt_tokens = s->prompt_tokens;
         d.cached_prompt_tokens = s->cached_prompt_tokens;
@@ -88,8 +92,15 @@ struct SchedulerState {
     }
     planner.finish(seq);
     forget.push_back(seq);
-    ids.erase({r.peer, r.client_id});
+    leave_group(r, seq);
     requests.erase(it);
+  }
+
+  void leave_group(const RequestInfo& r, uint64_t seq) {
+    auto g = ids.find({r.peer, r.client_id});
+    if (g == ids.end()) return;
+    std::erase(g->second, seq);
+    if (g->second.empty()) ids.erase(g);
   }
 
   void end_or_defer(uint64_t seq, bool tell) {
@@ -97,14 +108,58 @@ struct SchedulerState {
     else end(seq, wire::FinishReason::cancelled, tell);
   }
 
+  // Ends the whole request of `seq` (every sample) with one Error.
   void fail(uint64_t seq, wire::ErrorCode code, const std::string& message) {
     auto it = requests.find(seq);
     if (it == requests.end()) return;
     send(it->second, messages::error_response(it->second.client_id, code, message));
-    planner.finish(seq);
-    forget.push_back(seq);
-    ids.erase({it->second.peer, it->second.client_id});
-    requests.erase(it);
+    auto g = ids.find({it->second.peer, it->second.client_id});
+    const std::vector<uint64_t> members = g != ids.end() ? g->second : std::vector<uint64_t>{seq};
+    for (uint64_t m : members) {
+      auto mi = requests.find(m);
+      if (mi == requests.end()) continue;
+      planner.finish(m);
+      forget.push_back(m);
+      leave_group(mi->second, m);
+      requests.erase(mi);
+    }
+  }
+
+  // The prompt of a request with n samples is computed: fork the other n - 1
+  // from it, sharing its pages (each recomputes the last prompt position
+  // into its own copy of that page and samples from there).
+  void fork_samples(uint64_t seq) {
+    // A copy, not a reference: adding children may rehash `requests`.
+    const RequestInfo& p = requests.at(seq);
+    struct {
+      std::string peer;
+      uint64_t client_id;
+      messages::SamplingFields sampling;
+      bool logprobs, ignore_eos;
+      int64_t accepted_ns, scheduled_ns;
+      int32_t forks;
+    } parent{p.peer, p.client_id, p.sampling, p.logprobs, p.ignore_eos, p.accepted_ns, p.scheduled_ns, p.forks_pending};
+    const PlannedSequence& ps = *planner.find(seq);
+    std::vector<uint64_t>& group = ids.at({parent.peer, parent.client_id});
+    for (int32_t i = 1; i <= parent.forks; ++i) {
+      const uint64_t child = next_seq++;
+      if (!planner.fork(seq, child, ps.prompt_tokens - 1)) break;
+      RequestInfo r;
+      r.peer = parent.peer;
+      r.client_id = parent.client_id;
+      r.sampling = parent.sampling;
+      r.sampling.seed = parent.sampling.seed + static_cast<uint64_t>(i);  // distinct draws
+      r.logprobs = parent.logprobs;
+      r.ignore_eos = parent.ignore_eos;
+      r.decoder = std::make_unique<StreamDecoder>(*cfg.tokenizer);
+      r.stops = std::make_unique<StopStrings>(r.sampling.stop);
+      r.accepted_ns = parent.accepted_ns;
+      r.scheduled_ns = parent.scheduled_ns;
+      r.sample = i;
+      group.push_back(child);
+      requests.emplace(child, std::move(r));
+    }
+    requests.at(seq).forks_pending = 0;
   }
 
   // One sampled token reaches its request.
@@ -121,7 +176,7 @@ struct SchedulerState {
     const std::string text = r.stops->push(r.decoder->push(token));
     const float lp[] = {logprob};
     send(r, messages::tokens_response(r.client_id, text, std::span<const int32_t>(&token, 1),
-                                      r.logprobs ? std::span<const float>(lp) : std::span<const float>()));
+                                      r.logprobs ? std::span<const float>(lp) : std::span<const float>(), r.sample));
     const PlannedSequence* s = planner.find(seq);
     if (r.stops->stopped()) end(seq, wire::FinishReason::stop_string, true);
     else if (r.completion >= r.sampling.max_tokens) end(seq, wire::FinishReason::length, true);
@@ -155,6 +210,10 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
         who.emplace_back(s->sequence_id(), s->logprob());
       }
     st.planner.commit(sampled);
+    for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
+      auto r = st.requests.find(seq);
+      if (r != st.requests.end() && r->second.forks_pending > 0) st.fork_samples(seq);
+    }
     for (size_t i = 0; i < sampled.size(); ++i) st.deliver(who[i].first, sampled[i], who[i].second);
   }
   st.in_step.clear();
@@ -201,7 +260,9 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
                        r.logprobs});
       st.in_step.push_back(slices[i].id);
     }
-    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget);
+    std::vector<std::pair<int32_t, int32_t>> copies;
+    for (const PageCopy& c : st.planner.copies()) copies.emplace_back(c.src, c.dst);
+    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies);
     st.forget.clear();
     st.in_flight = true;
     self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
@@ -246,11 +307,12 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.sampling = std::move(a.sampling);
         r.logprobs = a.logprobs;
         r.ignore_eos = a.ignore_eos;
+        r.forks_pending = a.samples - 1;
         r.decoder = std::make_unique<StreamDecoder>(*st.cfg.tokenizer);
         r.stops = std::make_unique<StopStrings>(r.sampling.stop);
         r.accepted_ns = a.accepted_ns;
         st.cfg.gateway->send(a.peer, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
-        st.ids.emplace(key, seq);
+        st.ids.emplace(key, std::vector<uint64_t>{seq});
         st.requests.emplace(seq, std::move(r));
         st.account();
         run_step(self);
@@ -264,15 +326,15 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
                                                                   " on this connection"));
           return;
         }
-        st.end_or_defer(it->second, true);
+        for (uint64_t seq : std::vector<uint64_t>(it->second)) st.end_or_defer(seq, true);
         run_step(self);
         st.account();
       },
       [self](gone_atom, const std::string& peer) {
         SchedulerState& st = *self->state;
         std::vector<uint64_t> mine;
-        for (const auto& [key, seq] : st.ids)
-          if (key.first == peer) mine.push_back(seq);
+        for (const auto& [key, seqs] : st.ids)
+          if (key.first == peer) mine.insert(mine.end(), seqs.begin(), seqs.end());
         for (uint64_t seq : mine) st.end_or_defer(seq, false);
         run_step(self);
         st.account();

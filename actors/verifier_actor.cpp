@@ -76,6 +76,11 @@ struct StepRunner::Impl {
           if (s->wants_token()) wanting.push_back(s->sequence_id());
         }
       }
+      if (plan->copies() && plan->copies()->size() > 0) {
+        std::vector<PageCopy> copies;
+        for (const auto* c : *plan->copies()) copies.push_back({c->src(), c->dst()});
+        backend->copy_pages(copies);
+      }
       backend->forward(batch, logits);
       std::vector<messages::SampledToken> sampled;
       sampled.reserve(wanting.size());

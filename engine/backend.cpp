@@ -29,6 +29,10 @@ DeviceWeights device_weights_from_name(const std::string& name) {
   throw std::invalid_argument("unknown device weight format '" + name + "' (auto, bf16, int8 or int4)");
 }
 
+void Backend::copy_pages(std::span<const PageCopy> copies) {
+  if (!copies.empty()) throw std::runtime_error(describe() + ": copying KV pages (parallel samples) is not supported");
+}
+
 void Backend::forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens) {
   Logits logits;
   forward(batch, logits);

@@ -49,6 +49,11 @@ struct TokenChoice {
   uint64_t step = 0;
 };
 
+struct PageCopy {
+  int32_t src;
+  int32_t dst;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -62,6 +67,10 @@ class Backend {
   // Runs every sequence of the batch one step (see Model::forward); logits of
   // the wanted rows come back to host memory.
   virtual void forward(const Batch& batch, Logits& out) = 0;
+
+  // Copies K/V pages (every layer) before a step writes into a page that a
+  // forked sequence shares (copy-on-write). Backends without it throw.
+  virtual void copy_pages(std::span<const PageCopy> copies);
 
   // forward, then one token per wanted row chosen as `choices[row]` says;
   // on CUDA only the ids cross to the host.

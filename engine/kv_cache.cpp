@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "engine/model_config.h"
@@ -9,11 +10,21 @@
 namespace troupe {
 
 KvCache::KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size)
-    : page_size_(page_size), slot_values_(config.kv_dim()), pool_(n_pages) {
+    : page_size_(page_size), n_layer_(config.n_layer), slot_values_(config.kv_dim()), pool_(n_pages) {
   if (page_size <= 0) throw std::invalid_argument("KV page size must be positive");
   const size_t n = static_cast<size_t>(config.n_layer) * n_pages * page_size * slot_values_;
   keys_.assign(n, 0);
   values_.assign(n, 0);
+}
+
+void KvCache::copy_page(int32_t src, int32_t dst) {
+  if (src < 0 || dst < 0 || src >= pool_.capacity() || dst >= pool_.capacity())
+    throw std::out_of_range("KV page copy " + std::to_string(src) + " -> " + std::to_string(dst) + " out of range");
+  const size_t n = static_cast<size_t>(page_size_ * slot_values_);
+  for (int64_t layer = 0; layer < n_layer_; ++layer) {
+    std::copy_n(key(layer, src, 0), n, key(layer, dst, 0));
+    std::copy_n(value(layer, src, 0), n, value(layer, dst, 0));
+  }
 }
 
 int64_t KvCache::bytes() const { return static_cast<int64_t>((keys_.size() + values_.size()) * sizeof(uint16_t)); }

@@ -32,6 +32,9 @@ class KvCache {
   PagePool& pool() { return pool_; }
   const PagePool& pool() const { return pool_; }
 
+  // Copies every layer's K and V of page src into page dst (copy-on-write).
+  void copy_page(int32_t src, int32_t dst);
+
   uint16_t* key(int64_t layer, int32_t page, int32_t slot) { return at(keys_, layer, page, slot); }
   uint16_t* value(int64_t layer, int32_t page, int32_t slot) { return at(values_, layer, page, slot); }
   const uint16_t* key(int64_t layer, int32_t page, int32_t slot) const { return at(keys_, layer, page, slot); }
@@ -42,6 +45,7 @@ class KvCache {
     return const_cast<uint16_t*>(v.data()) + ((layer * pool_.capacity() + page) * page_size_ + slot) * slot_values_;
   }
   int32_t page_size_;
+  int64_t n_layer_;
   int64_t slot_values_;
   PagePool pool_;
   std::vector<uint16_t> keys_;
@@ -61,6 +65,9 @@ class KvSequence {
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
 
+  // Puts `page` (already retained for this sequence) at block-table index
+  // `index`; the caller releases the page it replaces (copy-on-write).
+  void replace_page(size_t index, int32_t page) { pages_.at(index) = page; }
   // Takes over pages already retained for this sequence (a cached prefix);
   // the sequence must be empty. They are released like its own.
   void adopt(std::span<const int32_t> retained_pages);

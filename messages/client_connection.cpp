@@ -25,9 +25,12 @@ std::optional<Bytes> ClientConnection::receive(std::chrono::milliseconds timeout
 
 StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
                                        const std::function<void(std::string_view)>& on_text,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout, int32_t samples) {
   send(request);
   StreamOutcome out;
+  out.sample_tokens.resize(static_cast<size_t>(samples));
+  out.sample_done.resize(static_cast<size_t>(samples));
+  int32_t done = 0;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -43,6 +46,12 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
       case wire::ResponseBody::Accepted: out.prompt_tokens = r->body_as_Accepted()->prompt_tokens(); break;
       case wire::ResponseBody::Tokens: {
         const auto* t = r->body_as_Tokens();
+        if (t->sample() < 0 || t->sample() >= samples) break;
+        if (t->token_ids()) {
+          auto& st = out.sample_tokens[static_cast<size_t>(t->sample())];
+          st.insert(st.end(), t->token_ids()->begin(), t->token_ids()->end());
+        }
+        if (t->sample() != 0) break;
         if (t->text()) {
           out.text += t->text()->str();
           if (on_text) on_text(t->text()->string_view());
@@ -52,20 +61,31 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
       }
       case wire::ResponseBody::Done: {
         const auto* d = r->body_as_Done();
-        out.done = true;
-        out.usage.reason = d->finish_reason();
-        if (d->usage()) {
-          out.usage.prompt_tokens = d->usage()->prompt_tokens();
-          out.usage.cached_prompt_tokens = d->usage()->cached_prompt_tokens();
-          out.usage.completion_tokens = d->usage()->completion_tokens();
+        if (d->sample() >= 0 && d->sample() < samples) {
+          auto& sd = out.sample_done[static_cast<size_t>(d->sample())];
+          sd.reason = d->finish_reason();
+          sd.sample = d->sample();
+          if (d->usage()) sd.completion_tokens = d->usage()->completion_tokens();
         }
-        if (d->timings()) {
-          out.usage.queue_ms = d->timings()->queue_ms();
-          out.usage.ttft_ms = d->timings()->ttft_ms();
-          out.usage.per_token_ms = d->timings()->per_token_ms();
-          out.usage.total_ms = d->timings()->total_ms();
+        if (d->sample() == 0) {
+          out.usage.reason = d->finish_reason();
+          if (d->usage()) {
+            out.usage.prompt_tokens = d->usage()->prompt_tokens();
+            out.usage.cached_prompt_tokens = d->usage()->cached_prompt_tokens();
+            out.usage.completion_tokens = d->usage()->completion_tokens();
+          }
+          if (d->timings()) {
+            out.usage.queue_ms = d->timings()->queue_ms();
+            out.usage.ttft_ms = d->timings()->ttft_ms();
+            out.usage.per_token_ms = d->timings()->per_token_ms();
+            out.usage.total_ms = d->timings()->total_ms();
+          }
         }
-        return out;
+        if (++done == samples) {
+          out.done = true;
+          return out;
+        }
+        break;
       }
       case wire::ResponseBody::Error:
         out.error = r->body_as_Error()->code();

@@ -21,8 +21,10 @@ struct StreamOutcome {
   wire::ErrorCode error = wire::ErrorCode::none;
   std::string message;           // the Error's message, or "timed out"
   std::string text;              // every Tokens delta, concatenated
-  std::vector<int32_t> tokens;   // every token id
+  std::vector<int32_t> tokens;   // every token id (of sample 0)
   int32_t prompt_tokens = 0;     // from Accepted
+  std::vector<std::vector<int32_t>> sample_tokens;  // per sample, for requests with n > 1
+  std::vector<DoneFields> sample_done;               // per sample
 };
 
 class ClientConnection {
@@ -36,8 +38,9 @@ class ClientConnection {
 
   // Sends `request` (whose id is `id`) and collects its stream. on_text sees
   // each text delta as it arrives. Responses for other ids are dropped.
+  // A request with n samples ends after n Done; on_text sees sample 0.
   StreamOutcome stream(const Bytes& request, uint64_t id, const std::function<void(std::string_view)>& on_text = {},
-                       std::chrono::milliseconds timeout = std::chrono::minutes(5));
+                       std::chrono::milliseconds timeout = std::chrono::minutes(5), int32_t samples = 1);
 
  private:
   zmq::context_t ctx_;

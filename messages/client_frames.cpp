@@ -46,11 +46,11 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 }
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
-                       bool special, bool logprobs, bool ignore_eos) {
+                       bool special, bool logprobs, bool ignore_eos, int32_t n) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos);
+  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
@@ -88,20 +88,20 @@ Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_positi
 }
 
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
-                      std::span<const float> logprobs) {
+                      std::span<const float> logprobs, int32_t sample) {
   flatbuffers::FlatBufferBuilder fbb(128 + text.size() + 8 * token_ids.size());
   const auto t = fbb.CreateString(text.data(), text.size());
   const auto ids = fbb.CreateVector(token_ids.data(), token_ids.size());
   const auto lp = logprobs.empty() ? flatbuffers::Offset<flatbuffers::Vector<float>>()
                                    : fbb.CreateVector(logprobs.data(), logprobs.size());
-  return response(id, wire::ResponseBody::Tokens, wire::CreateTokens(fbb, t, ids, lp).Union(), fbb);
+  return response(id, wire::ResponseBody::Tokens, wire::CreateTokens(fbb, t, ids, lp, sample).Union(), fbb);
 }
 
 Bytes done_response(uint64_t id, const DoneFields& d) {
   flatbuffers::FlatBufferBuilder fbb(128);
   const auto usage = wire::CreateUsage(fbb, d.prompt_tokens, d.cached_prompt_tokens, d.completion_tokens);
   const auto timings = wire::CreateTimings(fbb, d.queue_ms, d.ttft_ms, d.per_token_ms, d.total_ms);
-  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings).Union(), fbb);
+  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings, d.sample).Union(), fbb);
 }
 
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {

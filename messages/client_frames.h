@@ -36,7 +36,7 @@ SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaul
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
                        wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,
-                       bool ignore_eos = false);
+                       bool ignore_eos = false, int32_t n = 1);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false);
@@ -46,6 +46,7 @@ Bytes ping_request(uint64_t id, uint64_t nonce);
 
 struct DoneFields {
   wire::FinishReason reason = wire::FinishReason::length;
+  int32_t sample = 0;
   int32_t prompt_tokens = 0, cached_prompt_tokens = 0, completion_tokens = 0;
   double queue_ms = 0, ttft_ms = 0, per_token_ms = 0, total_ms = 0;
 };
@@ -61,7 +62,7 @@ struct StatsFields {
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
-                      std::span<const float> logprobs = {});
+                      std::span<const float> logprobs = {}, int32_t sample = 0);
 Bytes done_response(uint64_t id, const DoneFields& d);
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message);
 Bytes pong_response(uint64_t id, uint64_t nonce);

@@ -66,6 +66,7 @@ bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   if (!g->prompt() || g->prompt()->size() == 0) return c.fail("Generate.prompt", "is empty");
   if (g->prompt()->size() > l.max_prompt_bytes)
     return c.fail("Generate.prompt", std::to_string(g->prompt()->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
+  if (g->n() < 1 || g->n() > 16) return c.fail("Generate.n", std::to_string(g->n()) + " is outside [1, 16]");
   return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
 }
 
@@ -97,6 +98,7 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   }
   if (total > l.max_prompt_bytes)
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
+  if (t->n() < 1 || t->n() > 16) return c.fail("ChatTurn.n", std::to_string(t->n()) + " is outside [1, 16]");
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
 }
 

@@ -4,7 +4,8 @@
 
 namespace troupe::messages {
 
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget) {
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
+                std::span<const std::pair<int32_t, int32_t>> copies) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
@@ -24,7 +25,11 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   }
   const auto list = fbb.CreateVector(out);
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
-  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone));
+  std::vector<wire::step::PageCopy> pc;
+  pc.reserve(copies.size());
+  for (const auto& [src, dst] : copies) pc.emplace_back(src, dst);
+  const auto copy_list = fbb.CreateVectorOfStructs(pc);
+  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "messages/client_frames.h"
 #include "messages/step_generated.h"
@@ -27,7 +28,9 @@ struct SampledToken {
   float logprob = 0;
 };
 
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget);
+// copies: (src, dst) page pairs, copied before the forward.
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
+                std::span<const std::pair<int32_t, int32_t>> copies = {});
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;

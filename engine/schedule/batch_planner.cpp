@@ -51,6 +51,11 @@ const PlannedSequence* BatchPlanner::find(uint64_t id) const {
 }
 
 void BatchPlanner::release(PlannedSequence& s) {
+  // A copy planned into one of its pages is moot once the page is gone.
+  const auto table = s.kv.block_table();
+  copies_.erase(std::remove_if(copies_.begin(), copies_.end(),
+                               [&](const PageCopy& c) { return std::find(table.begin(), table.end(), c.dst) != table.end(); }),
+                copies_.end());
   // Its computed full pages stay in the prefix cache: a recompute after
   // preemption, or the next turn of a conversation, can start from them.
   if (limits_.prefix_caching && s.computed >= page_size_)
@@ -58,6 +63,47 @@ void BatchPlanner::release(PlannedSequence& s) {
   s.kv.clear();
   s.computed = 0;
   s.registered_pages = 0;
+}
+
+bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
+  PlannedSequence* p = get(parent_id);
+  if (!p || p->state != RequestState::running || seqs_.count(child_id) || at < 0 ||
+      at >= static_cast<int32_t>(p->tokens.size()) || p->computed < at)
+    return false;
+  const size_t pages = static_cast<size_t>(at / page_size_ + 1);  // cover [0, at]
+  const auto table = p->kv.block_table();
+  if (table.size() < pages) return false;
+  auto c = std::make_unique<PlannedSequence>(pool_, page_size_);
+  c->id = child_id;
+  c->priority = p->priority;
+  c->arrival = arrivals_++;
+  c->prompt_tokens = p->prompt_tokens;
+  c->tokens.assign(p->tokens.begin(), p->tokens.begin() + at + 1);
+  c->max_new_tokens = p->max_new_tokens;
+  c->computed = at;
+  c->cached_prompt_tokens = p->cached_prompt_tokens;
+  c->registered_pages = at / page_size_;
+  std::vector<int32_t> shared(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(pages));
+  for (int32_t page : shared) pool_.retain(page);
+  c->kv.adopt(shared);
+  c->state = RequestState::running;
+  seqs_.emplace(child_id, std::move(c));
+  return true;
+}
+
+bool BatchPlanner::unshare_for_write(PlannedSequence& s, int32_t start) {
+  // Only the page holding `start` can be shared and still written: pages
+  // past it were reserved by this sequence, and full cached pages are never
+  // written again.
+  const auto table = s.kv.block_table();
+  const size_t index = static_cast<size_t>(start / page_size_);
+  if (index >= table.size() || pool_.ref_count(table[index]) <= 1) return true;
+  if (pool_.free_count() == 0 && !cache_.make_free(1)) return false;
+  const int32_t src = table[index], dst = *pool_.allocate();
+  copies_.push_back({src, dst});
+  s.kv.replace_page(index, dst);
+  pool_.release(src);
+  return true;
 }
 
 bool BatchPlanner::cancel(uint64_t id) {
@@ -125,6 +171,7 @@ void BatchPlanner::admit(PlannedSequence& s) {
 
 const std::vector<PlannedSlice>& BatchPlanner::plan() {
   slices_.clear();
+  copies_.clear();
   int32_t budget = limits_.token_budget;
   auto scheduled = [&](uint64_t id) {
     return std::any_of(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == id; });
@@ -135,8 +182,8 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
     if (s->state != RequestState::running) continue;  // preempted by an earlier one this step
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     if (pending != 1) continue;
-    bool ok = reserve(*s, s->computed + 1);
-    while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1);
+    bool ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
+    while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     if (!ok) {  // nothing less important to take pages from: it waits itself
       release(*s);
       s->state = RequestState::waiting;
@@ -153,7 +200,7 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
     if (scheduled(s->id)) continue;
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     const int32_t chunk = std::min(pending, budget);
-    if (chunk <= 0 || !reserve(*s, s->computed + chunk)) continue;
+    if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) continue;
     slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
     budget -= chunk;
   }
@@ -206,6 +253,7 @@ void BatchPlanner::commit(std::span<const int32_t> sampled) {
     }
   }
   slices_.clear();
+  copies_.clear();
 }
 
 int32_t BatchPlanner::queue_position(uint64_t id) const {

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/kv_cache.h"
 #include "engine/page_pool.h"
@@ -82,12 +83,21 @@ class BatchPlanner {
   enum class AddResult { accepted, queue_full, too_long, duplicate };
   AddResult add(uint64_t id, Priority priority, std::vector<int32_t> prompt, int32_t max_new_tokens);
   bool cancel(uint64_t id);  // false for an unknown id
+  // A new running sequence `child` sharing `parent`'s first at + 1 tokens
+  // and the pages holding them (reference counts, no copy). Its next slice
+  // recomputes position `at` (so it samples its own next token); the page
+  // it writes there is copied first if still shared (copy-on-write). For
+  // parallel samples: at = prompt length - 1. False if the parent is not
+  // running with positions [0, at) computed.
+  bool fork(uint64_t parent, uint64_t child, int32_t at);
   void finish(uint64_t id);  // the caller decided it is done (end token, stop string, length)
 
   // The next step (empty when nothing can run). Valid until commit().
   const std::vector<PlannedSlice>& plan();
   // The step as the engine's Batch: spans into the sequences' tokens and tables.
   Batch batch() const;
+  // Page copies the step needs before its forward (copy-on-write of shared pages).
+  std::span<const PageCopy> copies() const { return copies_; }
   // One sampled token per slice that wants one, in slice order.
   void commit(std::span<const int32_t> sampled);
 
@@ -99,6 +109,7 @@ class BatchPlanner {
  private:
   PlannedSequence* get(uint64_t id);
   bool reserve(PlannedSequence& s, int32_t n_tokens);
+  bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
   bool preempt_one(const PlannedSequence& keep);
   void release(PlannedSequence& s);
@@ -112,6 +123,7 @@ class BatchPlanner {
   uint64_t arrivals_ = 0;
   uint64_t preemptions_ = 0;
   std::vector<PlannedSlice> slices_;
+  std::vector<PageCopy> copies_;
 };
 
 }  // namespace troupe

@@ -146,3 +146,37 @@ TEST_CASE("queue limits, duplicates and over-long prompts are refused, cancels f
   CHECK(p.idle());
   CHECK(pool.used_count() == p.stats().pages_cached);  // only cached prefix pages remain
 }
+
+TEST_CASE("a forked sample shares the prompt's pages and copies the one it writes") {
+  PagePool pool(32);
+  PlannerLimits l;
+  l.prefix_caching = false;
+  BatchPlanner p(pool, 4, l);
+  p.add(1, Priority::interactive, prompt(10), 8);  // pages 0..2, the last holds positions 8, 9
+  step(p);                                          // prefill; token sampled
+  const auto parent_table = std::vector<int32_t>(p.find(1)->kv.block_table().begin(), p.find(1)->kv.block_table().end());
+  REQUIRE(p.fork(1, 2, 9));  // recompute position 9 for the child
+  const PlannedSequence* child = p.find(2);
+  REQUIRE(child);
+  CHECK(child->computed == 9);
+  CHECK(child->tokens.size() == 10);
+  CHECK(pool.ref_count(parent_table[0]) == 2);
+  CHECK(pool.ref_count(parent_table[2]) == 2);
+
+  const auto& slices = p.plan();
+  REQUIRE(slices.size() == 2);
+  // The parent writes position 10 into page 2, the child position 9: both
+  // would write the shared page, so one of them gets a copy first.
+  REQUIRE(p.copies().size() == 1);
+  const PageCopy c = p.copies()[0];
+  CHECK(c.src == parent_table[2]);
+  const auto t1 = p.find(1)->kv.block_table(), t2 = p.find(2)->kv.block_table();
+  CHECK(t1[2] != t2[2]);
+  CHECK(t1[0] == t2[0]);  // full pages stay shared
+  CHECK(pool.ref_count(t1[2]) == 1);
+  CHECK(pool.ref_count(t2[2]) == 1);
+  p.commit(std::vector<int32_t>{7, 7});
+  p.finish(1);
+  p.finish(2);
+  CHECK(pool.used_count() == 0);
+}

@@ -43,6 +43,13 @@ def main():
                 check("".join(pieces) == stream.text, "text deltas add up")
                 check(stream.finish_reason in ("length", "stop"), stream.finish_reason)
                 check(stream.usage["completion_tokens"] == len(stream.tokens), "usage counts the tokens")
+            # Three greedy samples of one prompt: each the greedy continuation.
+            multi = c.generate("Hello there", max_tokens=12, temperature=0, n=3)
+            multi.read()
+            first = subprocess.run([troupe, "generate", "-m", model, "-p", "Hello there", "-n", "12", "-t", "0",
+                                    "--print-ids", "-q", "--threads", "1"], check=True, capture_output=True,
+                                   text=True).stdout.split()
+            check(all(s == [int(t) for t in first] for s in multi.samples), f"samples {multi.samples}")
             # Chat, and two streams interleaved on one connection.
             a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
             b = c.generate("interleaved", max_tokens=8, temperature=0)

@@ -302,6 +302,46 @@ TEST_CASE("the split topology: the verifier in a worker process serves the same 
   CHECK_THAT(server.process.output(), Catch::Contains("verifier in worker"));
 }
 
+TEST_CASE("n parallel samples share the prompt's pages and each is a correct continuation", "[service]") {
+  Server server("samples");
+  Reference ref;
+  messages::ClientConnection c(server.endpoint);
+  // Greedy: every sample is the prompt's greedy continuation (the forks'
+  // copied pages hold the right K/V).
+  uint64_t id = c.next_id();
+  auto out = c.stream(messages::generate_request(id, prompt_for(3), greedy(12), wire::Priority::interactive, false, false,
+                                                 false, 4),
+                      id, {}, 60s, 4);
+  REQUIRE(out.done);
+  const auto want = ref.greedy(prompt_for(3), 12);
+  for (int i = 0; i < 4; ++i) {
+    INFO("sample " << i);
+    CHECK(out.sample_tokens[i] == want);
+  }
+  // Sampled: distinct seeds per sample, so the samples differ; the same
+  // request again gives the same samples.
+  messages::SamplingFields hot = greedy(16);
+  hot.temperature = 50.0f;  // the synthetic model is sharply peaked: flatten it
+  hot.top_k = 0;
+  hot.top_p = 1.0f;
+  hot.min_p = 0.0f;
+  hot.seed = 11;
+  id = c.next_id();
+  const auto a = c.stream(messages::generate_request(id, prompt_for(4), hot, wire::Priority::interactive, false, false,
+                                                     true, 3),
+                          id, {}, 60s, 3);
+  id = c.next_id();
+  const auto b = c.stream(messages::generate_request(id, prompt_for(4), hot, wire::Priority::interactive, false, false,
+                                                     true, 3),
+                          id, {}, 60s, 3);
+  REQUIRE(a.done);
+  REQUIRE(b.done);
+  CHECK(a.sample_tokens == b.sample_tokens);
+  CHECK(a.sample_tokens[0] != a.sample_tokens[1]);
+  CHECK(a.sample_tokens[1] != a.sample_tokens[2]);
+  CHECK(pages_return(c, 1s));
+}
+
 TEST_CASE("ping and stats answer at once", "[service]") {
   Server server("ping");
   messages::ClientConnection c(server.endpoint);

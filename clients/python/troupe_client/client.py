@@ -58,9 +58,12 @@ class Stream:
     """Iterates over text deltas of one request as they arrive. After the
     iteration: `tokens` (ids), `text`, `finish_reason`, `usage`, `timings`."""
 
-    def __init__(self, client, request_id):
+    def __init__(self, client, request_id, n=1):
         self._client = client
         self.request_id = request_id
+        self.n = n
+        self.samples = [[] for _ in range(n)]  # token ids per sample (n > 1)
+        self._done = 0
         self.tokens = []
         self.text = ""
         self.prompt_tokens = None
@@ -70,7 +73,8 @@ class Stream:
         self.logprobs = []
 
     def __iter__(self):
-        while self.finish_reason is None:
+        """Text of sample 0; with n > 1 the others' ids land in `samples`."""
+        while self._done < self.n and self.finish_reason != "error":
             r = self._client._next_for(self.request_id)
             kind = r.BodyType()
             if kind == ResponseBody.ResponseBody.Accepted:
@@ -80,6 +84,11 @@ class Stream:
             elif kind == ResponseBody.ResponseBody.Tokens:
                 t = Tokens.Tokens()
                 t.Init(r.Body().Bytes, r.Body().Pos)
+                ids = [t.TokenIds(i) for i in range(t.TokenIdsLength())]
+                if 0 <= t.Sample() < self.n:
+                    self.samples[t.Sample()].extend(ids)
+                if t.Sample() != 0:
+                    continue
                 text = (t.Text() or b"").decode("utf-8")
                 self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
                 self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
@@ -89,6 +98,9 @@ class Stream:
             elif kind == ResponseBody.ResponseBody.Done:
                 d = Done.Done()
                 d.Init(r.Body().Bytes, r.Body().Pos)
+                self._done += 1
+                if d.Sample() != 0:
+                    continue
                 self.finish_reason = _FINISH_NAMES.get(d.FinishReason(), str(d.FinishReason()))
                 u, t = d.Usage(), d.Timings()
                 self.usage = {"prompt_tokens": u.PromptTokens(), "cached_prompt_tokens": u.CachedPromptTokens(),
@@ -162,7 +174,7 @@ class Client:
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
-                 ignore_eos=False):
+                 ignore_eos=False, n=1):
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
@@ -173,10 +185,11 @@ class Client:
         Generate.AddSpecial(b, special)
         Generate.AddLogprobs(b, logprobs)
         Generate.AddIgnoreEos(b, ignore_eos)
+        Generate.AddN(b, n)
         body = Generate.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Generate, body))
-        return Stream(self, rid)
+        return Stream(self, rid, n)
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id=""):
