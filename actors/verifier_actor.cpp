@@ -81,7 +81,7 @@ struct StepRunner::Impl {
         for (const auto* c : *plan->copies()) copies.push_back({c->src(), c->dst()});
         backend->copy_pages(copies);
       }
-      backend->forward(batch, logits);
+      if (!batch.sequences.empty()) backend->forward(batch, logits);
       std::vector<messages::SampledToken> sampled;
       sampled.reserve(wanting.size());
       for (size_t r = 0; r < wanting.size(); ++r) {

@@ -72,6 +72,11 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
 void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
   prepare(batch, cache);
   const int64_t n = static_cast<int64_t>(rows_.size());
+  if (n == 0) {  // nothing to run (a worker's hello, an empty step)
+    out.n_vocab = config_.n_vocab;
+    out.values.clear();
+    return;
+  }
   const int64_t e = config_.n_embd;
   for (int64_t r = 0; r < n; ++r) {
     const auto& emb = weights_.token_embd;

@@ -12,7 +12,7 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
   for (const auto& str : s.stop) stops.push_back(fbb.CreateString(str));
   return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
-                              stops.empty() ? 0 : fbb.CreateVector(stops));
+                              stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()));
 }
 
 Bytes request(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -61,7 +61,7 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   for (const auto& [role, content] : messages)
     msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
   const auto sid = fbb.CreateString(session_id.data(), session_id.size());
-  const auto list = fbb.CreateVector(msgs);
+  const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
   const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);

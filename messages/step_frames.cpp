@@ -23,12 +23,12 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     }
     out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history));
   }
-  const auto list = fbb.CreateVector(out);
+  const auto list = fbb.CreateVector(out.data(), out.size());
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
   std::vector<wire::step::PageCopy> pc;
   pc.reserve(copies.size());
   for (const auto& [src, dst] : copies) pc.emplace_back(src, dst);
-  const auto copy_list = fbb.CreateVectorOfStructs(pc);
+  const auto copy_list = fbb.CreateVectorOfStructs(pc.data(), pc.size());
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
@@ -39,7 +39,7 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
   for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
-  const auto list = fbb.CreateVector(out);
+  const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(worker.model);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,

@@ -139,3 +139,12 @@ TEST_CASE("a batch that names a bad token or an uncovered position is refused") 
   b2.sequences.push_back({ok, 16, seq.block_table(), LogitsWanted::last});
   CHECK_THROWS_WITH(m.forward(b2, cache, out), Catch::Contains("does not cover position 16"));
 }
+
+TEST_CASE("an empty batch runs nothing and returns no logits") {
+  Model m(GgufFile::open(model_file(TensorType::Q8_0)), 1);
+  KvCache cache(m.config(), 2, 16);
+  Logits out;
+  out.values.assign(5, 1.0f);
+  m.forward(Batch{}, cache, out);
+  CHECK(out.rows() == 0);
+}

@@ -123,7 +123,8 @@ TEST_CASE("responses round-trip through the response check") {
   CHECK(r->body_as_Done()->usage()->completion_tokens() == 5);
   CHECK(r->body_as_Done()->timings()->ttft_ms() == 12.5);
   const std::vector<int32_t> ids{1, 2};
-  const auto* t = check_response(tokens_response(3, "ab", ids));
+  const Bytes tokens = tokens_response(3, "ab", ids);  // the view points into these bytes
+  const auto* t = check_response(tokens);
   REQUIRE(t);
   CHECK(t->body_as_Tokens()->text()->str() == "ab");
   CHECK(check_response(Bytes("\x01\x02\x03")) == nullptr);
