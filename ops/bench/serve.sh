@@ -24,7 +24,7 @@ log="$(mktemp -t troupe-bench-serve.XXXXXX.log)"
 
 "$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
 
 served="$("$python" ops/bench/serve_load.py "$endpoint" concurrent "$streams" "$prompt" "$gen")"
