@@ -19,7 +19,7 @@ question="${1:-Write a Python function that checks whether a string is a palindr
 echo "[demo] troupe serve --model qwen2.5-coder-0.5b --listen $endpoint (log: $log)" >&2
 "$troupe" serve --model qwen2.5-coder-0.5b --listen "$endpoint" >"$log" 2>&1 &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do
   grep -q "listening on" "$log" && break
   kill -0 $server 2>/dev/null || { cat "$log" >&2; exit 1; }
