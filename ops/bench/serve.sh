@@ -8,8 +8,12 @@
 #      of busy time not spent in engine steps (server Stats);
 #   2. Poisson arrivals at several rates: throughput, TTFT and per-token
 #      p50/p99, goodput, live-token fraction of the KV pages.
+#      The same workload (seeded) then runs on llama-cpp-python's server
+#      (one request at a time: it has no parallel slots; queued, not
+#      interrupted by newer requests), same file, threads.
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), STREAMS (16), PROMPT_TOKENS
 # (64), GEN_TOKENS (128), RATES ("0.1 0.2 0.3"), REQUESTS (10 per rate).
+# Installs llama-cpp-python's server extras (pinned) into the venv if missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -44,12 +48,26 @@ print(f"{served['streams']} streams: troupe serve {s:.1f} tok/s aggregate decode
 PY
 
 # Each rate on a fresh server with its own prompts: no prefix cached by an earlier rate.
+"$python" -c "import llama_cpp.server.app" 2>/dev/null || "$python" -m pip install -q \
+  "llama-cpp-python[server]==0.3.36" fastapi==0.165.0 uvicorn==0.54.0 sse-starlette==3.7.0 \
+  starlette-context==0.3.6 pydantic-settings==2.16.3 >&2
+eos="$(build/troupe inspect "$path" --no-tensors | sed -n 's/.*tokenizer.ggml.eos_token_id[^0-9]*\([0-9]*\).*/\1/p' | head -1),151643,151645"
 seed=7
+port=$((20000 + $$ % 20000))
 for rate in $rates; do
   "$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
   server=$!
   until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
   "$python" ops/bench/serve_load.py "$endpoint" poisson "$rate" "$requests" "$seed"
+  kill -TERM $server; wait $server || true
+
+  "$python" -m llama_cpp.server --model "$path" --n_threads "$threads" --n_threads_batch "$threads" \
+    --n_ctx 4096 --n_batch 512 --interrupt_requests False --host 127.0.0.1 --port "$port" >"$log" 2>&1 &
+  server=$!
+  until "$python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=1)" 2>/dev/null; do
+    kill -0 $server || { cat "$log"; exit 1; }; sleep 0.5
+  done
+  "$python" ops/bench/llama_server_load.py "http://127.0.0.1:$port" "$rate" "$requests" "$seed" "$eos"
   kill -TERM $server; wait $server || true
   seed=$((seed + 1))
 done

@@ -20,13 +20,7 @@ import time
 
 from troupe_client import Client
 
-WORDS = ("the quick brown fox jumps over the lazy dog while the server streams tokens to its many clients "
-         "who ask about code data and stories").split()
-
-
-def text_of(n_tokens, rng):
-    # About one token per word for this vocabulary; the server reports the true count.
-    return " ".join(rng.choice(WORDS) for _ in range(n_tokens))
+from workload import percentile, poisson_requests, text_of
 
 
 def run_one(endpoint, prompt, gen, out, i):
@@ -35,11 +29,6 @@ def run_one(endpoint, prompt, gen, out, i):
         s = c.generate(prompt, max_tokens=gen, temperature=0, ignore_eos=True)
         s.read()
         out[i] = {"usage": s.usage, "timings": s.timings, "wall": time.perf_counter() - t0}
-
-
-def percentile(values, p):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else 0.0
 
 
 def service_cost(before, after):
@@ -68,9 +57,8 @@ def concurrent(endpoint, n, n_prompt, n_gen):
 
 
 def poisson(endpoint, rate, n, seed):
-    rng = random.Random(seed)
     out = [None] * n
-    live, running = [], threading.Event()
+    live = []
     stop = threading.Event()
 
     def sample_stats():
@@ -87,12 +75,11 @@ def poisson(endpoint, rate, n, seed):
     sampler.start()
     threads = []
     t0 = time.perf_counter()
-    for i in range(n):
-        prompt = text_of(rng.randint(128, 1024), rng)
-        t = threading.Thread(target=run_one, args=(endpoint, prompt, rng.randint(64, 256), out, i))
+    for i, (gap, prompt, gen) in enumerate(poisson_requests(rate, n, seed)):
+        t = threading.Thread(target=run_one, args=(endpoint, prompt, gen, out, i))
         t.start()
         threads.append(t)
-        time.sleep(rng.expovariate(rate))
+        time.sleep(gap)
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
