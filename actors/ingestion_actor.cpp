@@ -78,6 +78,12 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
           gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what()));
           return;
         }
+        if (admit.samples > cfg->max_samples) {
+          gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field,
+                                                 "n: " + std::to_string(admit.samples) + " samples; this server's backend "
+                                                 "serves at most " + std::to_string(cfg->max_samples)));
+          return;
+        }
         if (admit.prompt.empty()) {
           gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, "prompt: no tokens"));
           return;

@@ -23,6 +23,7 @@ struct IngestionConfig {
   ChatFormat chat_format = ChatFormat::chatml;
   messages::ClientLimits limits;
   int64_t max_context = 4096;
+  int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
 };

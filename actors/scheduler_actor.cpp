@@ -1,6 +1,8 @@
 #include "actors/scheduler_actor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <map>
 #include <unordered_map>
 
@@ -74,6 +76,13 @@ struct SchedulerState {
       if (reason != wire::FinishReason::stop_string && reason != wire::FinishReason::cancelled) {
         const std::string rest = r.stops->push(r.decoder->finish()) + r.stops->finish();
         if (!rest.empty()) send(r, messages::tokens_response(r.client_id, rest, {}, {}, r.sample));
+      }
+      // Samples of an n > 1 request that were never forked end with it.
+      for (int32_t i = 1; i <= r.forks_pending; ++i) {
+        messages::DoneFields unforked;
+        unforked.reason = reason == wire::FinishReason::cancelled ? reason : wire::FinishReason::stop;
+        unforked.sample = i;
+        send(r, messages::done_response(r.client_id, unforked));
       }
       messages::DoneFields d;
       d.reason = reason;
@@ -201,20 +210,38 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
     // The step's KV is unknown: its requests end with the reason; others go on.
     for (uint64_t seq : st.in_step) st.fail(seq, wire::ErrorCode::internal, "engine step failed: " + error);
   } else {
-    st.engine_ms += res->forward_ms();
-    std::vector<int32_t> sampled;
-    std::vector<std::pair<uint64_t, float>> who;
-    if (res->sampled())
-      for (const auto* s : *res->sampled()) {
-        sampled.push_back(s->token());
-        who.emplace_back(s->sequence_id(), s->logprob());
+    try {
+      st.engine_ms += res->forward_ms();
+      std::vector<int32_t> sampled;
+      std::vector<std::pair<uint64_t, float>> who;
+      if (res->sampled())
+        for (const auto* s : *res->sampled()) {
+          sampled.push_back(s->token());
+          who.emplace_back(s->sequence_id(), s->logprob());
+        }
+      // The result must answer this step, slice for slice.
+      std::vector<uint64_t> wanted;
+      for (const PlannedSlice& p : st.planner.planned())
+        if (p.wants_token) wanted.push_back(p.id);
+      bool matches = res->step() == st.step && wanted.size() == who.size();
+      for (size_t i = 0; matches && i < who.size(); ++i) matches = who[i].first == wanted[i];
+      for (size_t i = 0; matches && i < sampled.size(); ++i)
+        matches = sampled[i] >= 0 && static_cast<size_t>(sampled[i]) < st.cfg.tokenizer->size();
+      if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(st.step));
+      st.planner.commit(sampled);
+      auto deferred = [&](uint64_t seq) {
+        return std::any_of(st.deferred.begin(), st.deferred.end(), [&](const auto& d) { return d.first == seq; });
+      };
+      for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
+        auto r = st.requests.find(seq);
+        if (r != st.requests.end() && r->second.forks_pending > 0 && !deferred(seq)) st.fork_samples(seq);
       }
-    st.planner.commit(sampled);
-    for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
-      auto r = st.requests.find(seq);
-      if (r != st.requests.end() && r->second.forks_pending > 0) st.fork_samples(seq);
+      for (size_t i = 0; i < sampled.size(); ++i) st.deliver(who[i].first, sampled[i], who[i].second);
+    } catch (const std::exception& e) {
+      // A bad result (or a token the tokenizer rejects) must not stop the
+      // scheduler: the step's requests end with the reason, others go on.
+      for (uint64_t seq : st.in_step) st.fail(seq, wire::ErrorCode::internal, std::string("engine step failed: ") + e.what());
     }
-    for (size_t i = 0; i < sampled.size(); ++i) st.deliver(who[i].first, sampled[i], who[i].second);
   }
   st.in_step.clear();
   for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);

@@ -38,6 +38,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   const GgufFile* file = nullptr;
   ModelConfig config;
   int32_t kv_pages = 0, page_size = 0;
+  bool can_copy = false;
   if (s.options.worker.empty()) {
     BackendOptions bo = s.options.backend;
     bo.kv_pages = static_cast<int32_t>((s.options.kv_tokens + bo.page_size - 1) / bo.page_size);
@@ -47,6 +48,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     config = s.backend->config();
     kv_pages = s.backend->pages().capacity();
     page_size = s.backend->page_size();
+    can_copy = s.backend->can_copy_pages();
     s.backend_text = s.backend->describe();
   } else {
     s.file = std::make_unique<GgufFile>(GgufFile::open(s.options.model_path));
@@ -59,6 +61,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                std::to_string(config.n_vocab));
     kv_pages = s.worker.kv_pages;
     page_size = s.worker.page_size;
+    can_copy = s.worker.can_copy_pages;
     s.backend_text = "verifier in worker " + s.options.worker + " (" + s.worker.model + ", KV " +
                      std::to_string(kv_pages) + " pages x " + std::to_string(page_size) + " tokens)";
   }
@@ -66,6 +69,9 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.tokenizer = tok;
   PlannerLimits limits = s.options.planner;
   if (limits.max_context <= 0) limits.max_context = static_cast<int32_t>(std::min<int64_t>(config.n_ctx_train, 8192));
+  // A sequence can never hold more KV than the whole cache: admitting one
+  // that could would stall it mid-prefill.
+  limits.max_context = static_cast<int32_t>(std::min<int64_t>(limits.max_context, static_cast<int64_t>(kv_pages) * page_size));
   s.options.planner = limits;
 
   // The socket first: a port in use fails here, before any actor starts.
@@ -89,6 +95,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   ic.chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
   ic.limits = s.options.client;
   ic.max_context = limits.max_context;
+  ic.max_samples = can_copy ? 16 : 1;
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
   s.ingestion = s.system->spawn(ingestion_actor, ic);

@@ -57,6 +57,10 @@ struct StepRunner::Impl {
             throw std::invalid_argument("slice of sequence " + std::to_string(s->sequence_id()) + " has no tokens");
           const std::span<const int32_t> tokens(s->tokens()->data(), s->tokens()->size());
           const std::span<const int32_t> table(s->block_table()->data(), s->block_table()->size());
+          for (int32_t page : table)  // a front end sized for another worker must not write out of bounds
+            if (page < 0 || page >= info.kv_pages)
+              throw std::out_of_range("KV page " + std::to_string(page) + " outside this worker's " +
+                                      std::to_string(info.kv_pages) + " pages");
           if (s->sampling()) {  // the first slice of this sequence we see (or a restart)
             const SamplingParams p = params(s->sampling());
             p.validate();
@@ -110,7 +114,8 @@ struct StepRunner::Impl {
 StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
   Backend& b = *impl_->backend;
-  impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name};
+  impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
+                 b.can_copy_pages()};
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

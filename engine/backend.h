@@ -71,6 +71,7 @@ class Backend {
   // Copies K/V pages (every layer) before a step writes into a page that a
   // forked sequence shares (copy-on-write). Backends without it throw.
   virtual void copy_pages(std::span<const PageCopy> copies);
+  virtual bool can_copy_pages() const { return false; }
 
   // forward, then one token per wanted row chosen as `choices[row]` says;
   // on CUDA only the ids cross to the host.

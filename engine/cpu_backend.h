@@ -18,6 +18,7 @@ class CpuBackend final : public Backend {
   int32_t page_size() const override { return cache_.page_size(); }
   std::string describe() const override;
   void forward(const Batch& batch, Logits& out) override { model_->forward(batch, cache_, out); }
+  bool can_copy_pages() const override { return true; }
   void copy_pages(std::span<const PageCopy> copies) override {
     for (const PageCopy& c : copies) cache_.copy_page(c.src, c.dst);
   }

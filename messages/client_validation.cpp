@@ -43,9 +43,10 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (!in_range(c, f + "top_p", s->top_p(), 0, 1, "[0, 1]")) return false;
   if (s->top_p() == 0.0f) return c.fail(f + "top_p", "0 keeps no token (use temperature 0 for greedy)");
   if (!in_range(c, f + "min_p", s->min_p(), 0, 1, "[0, 1]")) return false;
-  if (!in_range(c, f + "repeat_penalty", s->repeat_penalty(), 0.01, 100, "[0.01, 100]")) return false;
-  if (!in_range(c, f + "presence_penalty", s->presence_penalty(), -100, 100, "[-100, 100]")) return false;
-  if (!in_range(c, f + "frequency_penalty", s->frequency_penalty(), -100, 100, "[-100, 100]")) return false;
+  // The engine's own bounds (SamplingParams::validate): what passes here never fails a step.
+  if (!in_range(c, f + "repeat_penalty", s->repeat_penalty(), 0.01, 10, "[0.01, 10]")) return false;
+  if (!in_range(c, f + "presence_penalty", s->presence_penalty(), -10, 10, "[-10, 10]")) return false;
+  if (!in_range(c, f + "frequency_penalty", s->frequency_penalty(), -10, 10, "[-10, 10]")) return false;
   if (s->penalty_last_n() < 0) return c.fail(f + "penalty_last_n", "is negative");
   if (s->max_tokens() < 1 || s->max_tokens() > l.max_tokens)
     return c.fail(f + "max_tokens", std::to_string(s->max_tokens()) + " is outside [1, " + std::to_string(l.max_tokens) + "]");
@@ -124,6 +125,12 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
   why.client_request_id = req->client_request_id();
   Check c{why};
   bool ok = true;
+  // The verifier accepts a union type with no table behind it: reject it
+  // here, before anything reads the body.
+  if (req->body_type() != wire::RequestBody::NONE && req->body() == nullptr) {
+    c.fail("Request.body", "body type " + std::to_string(static_cast<int>(req->body_type())) + " without a body");
+    return nullptr;
+  }
   switch (req->body_type()) {
     case wire::RequestBody::Generate: ok = check_generate(c, req->body_as_Generate(), limits); break;
     case wire::RequestBody::ChatTurn: ok = check_chat(c, req->body_as_ChatTurn(), limits); break;
@@ -143,7 +150,7 @@ const wire::Response* check_response(std::string_view text, size_t max_bytes) {
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), flatbuffers::Verifier::Options{});
   if (bytes.size() < sizeof(flatbuffers::uoffset_t) || !verifier.VerifyBuffer<wire::Response>(nullptr)) return nullptr;
   const auto* r = flatbuffers::GetRoot<wire::Response>(bytes.data());
-  return r->body_type() == wire::ResponseBody::NONE ? nullptr : r;
+  return r->body_type() == wire::ResponseBody::NONE || r->body() == nullptr ? nullptr : r;
 }
 
 const char* error_code_name(wire::ErrorCode code) { return wire::EnumNameErrorCode(code); }

@@ -43,7 +43,7 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(worker.model);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
-                                          worker.n_vocab, model));
+                                          worker.n_vocab, model, worker.can_copy_pages));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -36,6 +36,7 @@ struct WorkerInfo {
   int32_t page_size = 0;
   int32_t n_vocab = 0;
   std::string model;
+  bool can_copy_pages = false;
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,

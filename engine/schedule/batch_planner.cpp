@@ -143,11 +143,17 @@ bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
   PlannedSequence* victim = nullptr;
   for (auto& [id, p] : seqs_) {
     PlannedSequence* s = p.get();
-    if (s == &keep || s->state != RequestState::running || s->priority < keep.priority) continue;
+    // Only a less important sequence, or an equally important newer one,
+    // gives way; otherwise `keep` (the newest) waits itself.
+    if (s == &keep || s->state != RequestState::running || s->priority < keep.priority ||
+        (s->priority == keep.priority && s->arrival < keep.arrival))
+      continue;
     if (!victim || s->priority > victim->priority || (s->priority == victim->priority && s->arrival > victim->arrival))
       victim = s;
   }
   if (!victim) return false;
+  for (const PlannedSlice& p : slices_)
+    if (p.id == victim->id) refund_ += p.count;  // its slice's budget goes back to this step
   slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == victim->id; }),
                 slices_.end());
   release(*victim);
@@ -170,8 +176,33 @@ void BatchPlanner::admit(PlannedSequence& s) {
 }
 
 const std::vector<PlannedSlice>& BatchPlanner::plan() {
+  // Running prefills that all need pages the others hold would wait for each
+  // other forever: when nothing can run, the least important newest one
+  // gives its pages back and the step is planned again.
+  while (true) {
+    plan_once();
+    if (!slices_.empty()) break;
+    PlannedSequence* victim = nullptr;
+    int32_t running = 0;
+    for (auto& [id, p] : seqs_) {
+      if (p->state != RequestState::running) continue;
+      ++running;
+      if (!victim || p->priority > victim->priority || (p->priority == victim->priority && p->arrival > victim->arrival))
+        victim = p.get();
+    }
+    if (running <= 1) break;
+    release(*victim);
+    victim->state = RequestState::waiting;
+    ++victim->preemptions;
+    ++preemptions_;
+  }
+  return slices_;
+}
+
+void BatchPlanner::plan_once() {
   slices_.clear();
   copies_.clear();
+  refund_ = 0;
   int32_t budget = limits_.token_budget;
   auto scheduled = [&](uint64_t id) {
     return std::any_of(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == id; });
@@ -184,6 +215,8 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
     if (pending != 1) continue;
     bool ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
+    budget += refund_;
+    refund_ = 0;
     if (!ok) {  // nothing less important to take pages from: it waits itself
       release(*s);
       s->state = RequestState::waiting;
@@ -220,7 +253,6 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
     budget -= chunk;
     ++running;
   }
-  return slices_;
 }
 
 Batch BatchPlanner::batch() const {

@@ -96,6 +96,8 @@ class BatchPlanner {
   const std::vector<PlannedSlice>& plan();
   // The step as the engine's Batch: spans into the sequences' tokens and tables.
   Batch batch() const;
+  // The slices of the step planned last (until commit()).
+  const std::vector<PlannedSlice>& planned() const { return slices_; }
   // Page copies the step needs before its forward (copy-on-write of shared pages).
   std::span<const PageCopy> copies() const { return copies_; }
   // One sampled token per slice that wants one, in slice order.
@@ -108,6 +110,7 @@ class BatchPlanner {
 
  private:
   PlannedSequence* get(uint64_t id);
+  void plan_once();
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
@@ -124,6 +127,7 @@ class BatchPlanner {
   uint64_t preemptions_ = 0;
   std::vector<PlannedSlice> slices_;
   std::vector<PageCopy> copies_;
+  int32_t refund_ = 0;  // budget of slices removed by preemption while planning
 };
 
 }  // namespace troupe

@@ -28,29 +28,38 @@ uint64_t PrefixCache::chain(uint64_t prev, std::span<const int32_t> page_tokens)
   return h;
 }
 
+// Most recently used first, and a prefix's root before its descendants: a
+// descendant is useless without its root, so the root must be evicted last.
+void PrefixCache::touch(const std::vector<std::list<uint64_t>::iterator>& chain_in_order) {
+  for (auto it = chain_in_order.rbegin(); it != chain_in_order.rend(); ++it) lru_.splice(lru_.begin(), lru_, *it);
+}
+
 std::vector<int32_t> PrefixCache::match(std::span<const int32_t> tokens, size_t max_pages) {
   std::vector<int32_t> pages;
+  std::vector<std::list<uint64_t>::iterator> touched;
   uint64_t key = 0;
   for (size_t i = 0; pages.size() < max_pages && (i + 1) * page_size_ <= tokens.size(); ++i) {
     const auto page_tokens = tokens.subspan(i * page_size_, page_size_);
     key = chain(key, page_tokens);
     auto it = entries_.find(key);
     if (it == entries_.end() || !std::equal(page_tokens.begin(), page_tokens.end(), it->second.tokens.begin())) break;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    touched.push_back(it->second.lru);
     pool_.retain(it->second.page);
     pages.push_back(it->second.page);
   }
+  touch(touched);
   return pages;
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> block_table) {
   uint64_t key = 0;
+  std::vector<std::list<uint64_t>::iterator> touched;
   for (size_t i = 0; i < block_table.size() && (i + 1) * page_size_ <= tokens.size(); ++i) {
     const auto page_tokens = tokens.subspan(i * page_size_, page_size_);
     key = chain(key, page_tokens);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      touched.push_back(it->second.lru);
       continue;
     }
     const int32_t page = block_table[i];
@@ -59,7 +68,9 @@ void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const int32_
     lru_.push_front(key);
     entries_.emplace(key, Entry{page, std::vector<int32_t>(page_tokens.begin(), page_tokens.end()), lru_.begin()});
     key_of_page_.emplace(page, key);
+    touched.push_back(lru_.begin());
   }
+  touch(touched);
 }
 
 bool PrefixCache::make_free(int32_t free_pages) {

@@ -45,6 +45,7 @@ class PrefixCache {
     std::list<uint64_t>::iterator lru;
   };
   uint64_t chain(uint64_t prev, std::span<const int32_t> page_tokens) const;
+  void touch(const std::vector<std::list<uint64_t>::iterator>& chain_in_order);
 
   PagePool& pool_;
   int32_t page_size_;

@@ -180,3 +180,25 @@ TEST_CASE("a forked sample shares the prompt's pages and copies the one it write
   p.finish(2);
   CHECK(pool.used_count() == 0);
 }
+
+TEST_CASE("requests that together need more pages than the pool all finish, and no step is empty") {
+  PagePool pool(6);
+  PlannerLimits l;
+  l.prefix_caching = false;
+  l.token_budget = 8;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 3; ++id) p.add(id, id == 3 ? Priority::batch : Priority::interactive, prompt(18), 5);
+  int steps = 0;
+  while (!p.idle() && steps < 500) {
+    REQUIRE_FALSE(p.plan().empty());  // there is always something to run
+    std::vector<int32_t> sampled;
+    for (const auto& sl : p.planned())
+      if (sl.wants_token) sampled.push_back(7);
+    p.commit(sampled);
+    for (uint64_t id = 1; id <= 3; ++id)
+      if (p.find(id) && p.find(id)->generated() >= 5) p.finish(id);
+    ++steps;
+  }
+  CHECK(p.idle());
+  CHECK(pool.used_count() == 0);
+}

@@ -65,6 +65,27 @@ TEST_CASE("a response buffer is not a request") {
   CHECK((why.code == ErrorCode::malformed || why.code == ErrorCode::invalid_field));
 }
 
+TEST_CASE("a body type without its body is refused before anything reads it") {
+  flatbuffers::FlatBufferBuilder fbb;
+  troupe::wire::RequestBuilder rb(fbb);  // Ping named, no Ping table: the verifier alone lets it pass
+  rb.add_client_request_id(7);
+  rb.add_body_type(troupe::wire::RequestBody::Ping);
+  fbb.Finish(rb.Finish());
+  const Bytes b(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+  const Rejection why = reject(b);
+  CHECK(why.code == ErrorCode::invalid_field);
+  CHECK_THAT(why.message, Catch::StartsWith("Request.body: body type 5 without a body"));
+}
+
+TEST_CASE("sampling ranges are the engine's own, so a passed request never fails a step") {
+  SamplingFields s;
+  s.repeat_penalty = 20;
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("repeat_penalty: 20 is outside [0.01, 10]"));
+  s = {};
+  s.presence_penalty = -11;
+  CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("presence_penalty"));
+}
+
 TEST_CASE("out-of-range fields are refused by name") {
   SamplingFields s;
   s.top_p = 1.5f;

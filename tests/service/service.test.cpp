@@ -233,6 +233,18 @@ TEST_CASE("bad input gets its Error while a well-behaved client is served", "[se
   expect_error(messages::generate_request(8, long_prompt, greedy(4)), wire::ErrorCode::too_long, "the context holds 256");
   expect_error(messages::generate_request(9, "hi", greedy(0)), wire::ErrorCode::invalid_field, "max_tokens");
   expect_error(messages::cancel_request(10, 12345), wire::ErrorCode::unknown_request, "12345");
+  {
+    flatbuffers::FlatBufferBuilder fbb;  // a Ping with no Ping table behind it
+    wire::RequestBuilder rb(fbb);
+    rb.add_client_request_id(11);
+    rb.add_body_type(wire::RequestBody::Ping);
+    fbb.Finish(rb.Finish());
+    expect_error(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()),
+                 wire::ErrorCode::invalid_field, "without a body");
+  }
+  messages::SamplingFields harsh = greedy(4);
+  harsh.repeat_penalty = 20;
+  expect_error(messages::generate_request(12, "hi", harsh), wire::ErrorCode::invalid_field, "repeat_penalty");
 
   // A flood: every request is answered, Accepted or queue_full, none lost.
   constexpr int kFlood = 10000;
