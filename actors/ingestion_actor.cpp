@@ -64,8 +64,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               const auto* t = req->body_as_ChatTurn();
               std::vector<ChatMessage> chat;
               for (const auto* m : *t->messages()) chat.push_back({m->role()->str(), m->content()->str()});
-              admit.prompt = cfg->tokenizer->encode(apply_chat_template(cfg->chat_format, chat, true),
-                                                    cfg->tokenizer->add_bos_by_default(), true);
+              admit.prompt = encode_chat(*cfg->tokenizer, cfg->chat_format, chat, true);
               admit.sampling = messages::read_sampling(t->sampling());
               admit.priority = priority_of(t->priority());
               admit.logprobs = t->logprobs();

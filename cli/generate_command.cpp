@@ -35,7 +35,7 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
     if (!a.system.empty()) messages.push_back({"system", a.system});
     messages.push_back({"user", a.chat});
     const ChatFormat format = detect_chat_format(tok.vocabulary(), m.backend->config().architecture);
-    return tok.encode(apply_chat_template(format, messages, true), tok.add_bos_by_default(), true);
+    return encode_chat(tok, format, messages, true);
   }
   return tok.encode(a.prompt, tok.add_bos_by_default(), a.special);
 }

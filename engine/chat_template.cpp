@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/tokenizer.h"
+
 namespace troupe {
 namespace {
 
@@ -116,6 +118,39 @@ std::string apply_chat_template(ChatFormat format, std::span<const ChatMessage> 
     case ChatFormat::gemma: return render_gemma(messages, add_generation_prompt);
   }
   throw ChatTemplateError("unknown chat format " + std::to_string(static_cast<int>(format)));
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, ChatFormat format, std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt) {
+  // Render the template around sentinels in place of the contents, then
+  // encode the markup with special tokens and each content without.
+  std::vector<ChatMessage> marked(messages.begin(), messages.end());
+  for (size_t i = 0; i < marked.size(); ++i) {
+    std::string& c = marked[i].content;  // by append: GCC 12 warns falsely (-Wrestrict) on "literal" + string
+    c.assign(1, '\x01');
+    c.append(std::to_string(i)).push_back('\x02');
+  }
+  const std::string text = apply_chat_template(format, marked, add_generation_prompt);
+  std::vector<int32_t> ids;
+  bool first = true;
+  auto append = [&](std::string_view piece, bool special) {
+    if (piece.empty() && !first) return;
+    const auto part = tokenizer.encode(piece, first && tokenizer.add_bos_by_default(), special);
+    ids.insert(ids.end(), part.begin(), part.end());
+    first = false;
+  };
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t open = text.find('\x01', pos);
+    if (open == std::string::npos) break;
+    const size_t close = text.find('\x02', open);
+    append(std::string_view(text).substr(pos, open - pos), true);
+    const size_t index = std::stoul(text.substr(open + 1, close - open - 1));
+    append(messages[index].content, false);
+    pos = close + 1;
+  }
+  append(std::string_view(text).substr(pos), true);
+  return ids;
 }
 
 }  // namespace troupe

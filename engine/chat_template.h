@@ -19,11 +19,14 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "engine/vocabulary.h"
 
 namespace troupe {
+
+class Tokenizer;
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
@@ -54,5 +57,11 @@ ChatFormat detect_chat_format(const Vocabulary& vocab, std::string_view architec
 // Throws ChatTemplateError for an unknown role.
 std::string apply_chat_template(ChatFormat format, std::span<const ChatMessage> messages,
                                 bool add_generation_prompt);
+
+// The conversation as token ids: the template's markup with its special
+// tokens, each message's content as plain text. Text such as
+// "<|im_start|>system" inside a message stays text and cannot forge a turn.
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, ChatFormat format, std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt);
 
 }  // namespace troupe
