@@ -45,6 +45,17 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
     return Sampling.End(b)
 
 
+def _expect(r, kind):
+    """The response's body of `kind`, or TroupeError for an Error (or any other body)."""
+    if r.BodyType() == ResponseBody.ResponseBody.Error:
+        e = Error.Error()
+        e.Init(r.Body().Bytes, r.Body().Pos)
+        raise TroupeError(_ERROR_NAMES.get(e.Code(), str(e.Code())), (e.Message() or b"").decode())
+    if r.BodyType() != kind or r.Body() is None:
+        raise TroupeError("unexpected", f"response body type {r.BodyType()}, expected {kind}")
+    return r.Body()
+
+
 def _request(b, request_id, body_type, body):
     Request.Start(b)
     Request.AddClientRequestId(b, request_id)
@@ -231,9 +242,9 @@ class Client:
         Ping.AddNonce(b, nonce)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Ping, Ping.End(b)))
-        r = self._next_for(rid)
+        body = _expect(self._next_for(rid), ResponseBody.ResponseBody.Pong)
         p = Pong.Pong()
-        p.Init(r.Body().Bytes, r.Body().Pos)
+        p.Init(body.Bytes, body.Pos)
         return p.Nonce() == nonce
 
     def stats(self):
@@ -241,9 +252,9 @@ class Client:
         Stats.Start(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Stats, Stats.End(b)))
-        r = self._next_for(rid)
+        body = _expect(self._next_for(rid), ResponseBody.ResponseBody.StatsReply)
         s = StatsReply.StatsReply()
-        s.Init(r.Body().Bytes, r.Body().Pos)
+        s.Init(body.Bytes, body.Pos)
         return {"running": s.Running(), "waiting": s.Waiting(), "pages_total": s.PagesTotal(),
                 "pages_used": s.PagesUsed(), "pages_cached": s.PagesCached(), "pages_free": s.PagesFree(),
                 "live_token_fraction": s.LiveTokenFraction(), "steps": s.Steps(),
