@@ -106,27 +106,31 @@ bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds withi
   return false;
 }
 
+// n concurrent greedy streams, a connection each, checked against each prompt run alone.
+void check_concurrent_streams(const std::string& endpoint, Reference& ref, int n, int tokens) {
+  std::vector<messages::StreamOutcome> got(static_cast<size_t>(n));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(tokens)), id, {}, 120s);
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < n; ++i) {
+    INFO("stream " << i << ": " << got[i].message);
+    REQUIRE(got[i].done);
+    CHECK(got[i].tokens == ref.greedy(prompt_for(i), tokens));
+    CHECK(got[i].usage.completion_tokens == static_cast<int32_t>(got[i].tokens.size()));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("32 concurrent greedy streams are token-identical to each prompt run alone", "[service]") {
   Server server("streams");
   Reference ref;
-  constexpr int kStreams = 32, kTokens = 24;
-  std::vector<messages::StreamOutcome> got(kStreams);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kStreams; ++i)
-    clients.emplace_back([&, i] {
-      messages::ClientConnection c(server.endpoint);
-      const uint64_t id = c.next_id();
-      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(kTokens)), id, {}, 120s);
-    });
-  for (auto& t : clients) t.join();
-  for (int i = 0; i < kStreams; ++i) {
-    INFO("stream " << i << ": " << got[i].message);
-    REQUIRE(got[i].done);
-    CHECK(got[i].tokens == ref.greedy(prompt_for(i), kTokens));
-    CHECK(got[i].usage.completion_tokens == static_cast<int32_t>(got[i].tokens.size()));
-  }
+  check_concurrent_streams(server.endpoint, ref, 32, 24);
 }
 
 TEST_CASE("100 streams with 10 cancelled mid-stream: the rest are exact and pages return", "[service]") {
@@ -296,21 +300,7 @@ TEST_CASE("the split topology: the verifier in a worker process serves the same 
                       Server::log("worker"), "listening on");
   Server server("split", {"--worker", worker_endpoint});
   Reference ref;
-  constexpr int kStreams = 16, kTokens = 16;
-  std::vector<messages::StreamOutcome> got(kStreams);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kStreams; ++i)
-    clients.emplace_back([&, i] {
-      messages::ClientConnection c(server.endpoint);
-      const uint64_t id = c.next_id();
-      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(kTokens)), id, {}, 120s);
-    });
-  for (auto& t : clients) t.join();
-  for (int i = 0; i < kStreams; ++i) {
-    INFO("stream " << i << ": " << got[i].message);
-    REQUIRE(got[i].done);
-    CHECK(got[i].tokens == ref.greedy(prompt_for(i), kTokens));
-  }
+  check_concurrent_streams(server.endpoint, ref, 16, 16);
   CHECK_THAT(server.process.output(), Catch::Contains("verifier in worker"));
 }
 
