@@ -20,15 +20,7 @@ import time
 
 from troupe_client import Client
 
-from workload import percentile, poisson_requests, text_of
-
-
-def run_one(endpoint, prompt, gen, out, i):
-    with Client(endpoint, timeout=3600) as c:
-        t0 = time.perf_counter()
-        s = c.generate(prompt, max_tokens=gen, temperature=0, ignore_eos=True)
-        s.read()
-        out[i] = {"usage": s.usage, "timings": s.timings, "wall": time.perf_counter() - t0}
+from workload import percentile, run_poisson, summary, text_of
 
 
 def service_cost(before, after):
@@ -57,7 +49,6 @@ def concurrent(endpoint, n, n_prompt, n_gen):
 
 
 def poisson(endpoint, rate, n, seed):
-    out = [None] * n
     live = []
     stop = threading.Event()
 
@@ -69,35 +60,26 @@ def poisson(endpoint, rate, n, seed):
                     live.append(s["live_token_fraction"])
                 time.sleep(0.25)
 
+    def send(prompt, gen):
+        with Client(endpoint, timeout=3600) as c:
+            s = c.generate(prompt, max_tokens=gen, temperature=0, ignore_eos=True)
+            s.read()
+            return {"tokens": s.usage["completion_tokens"], "ttft_ms": s.timings["ttft_ms"],
+                    "per_token_ms": s.timings["per_token_ms"]}
+
     with Client(endpoint, timeout=30) as c:
         before = c.stats()
     sampler = threading.Thread(target=sample_stats)
     sampler.start()
-    threads = []
-    t0 = time.perf_counter()
-    for i, (gap, prompt, gen) in enumerate(poisson_requests(rate, n, seed)):
-        t = threading.Thread(target=run_one, args=(endpoint, prompt, gen, out, i))
-        t.start()
-        threads.append(t)
-        time.sleep(gap)
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    results, wall = run_poisson(rate, n, seed, send)
     stop.set()
     sampler.join()
     with Client(endpoint, timeout=30) as c:
         after = c.stats()
-    ttft = [r["timings"]["ttft_ms"] for r in out]
-    tpot = [r["timings"]["per_token_ms"] for r in out]
-    good = sum(1 for r in out if r["timings"]["ttft_ms"] <= 5000 and r["timings"]["per_token_ms"] <= 200)
-    print(json.dumps({"engine": "troupe serve", "mode": "poisson", "rate_req_s": rate, "requests": n,
-                      "output_tok_s": round(sum(r["usage"]["completion_tokens"] for r in out) / wall, 2),
-                      "ttft_ms_p50": round(percentile(ttft, 50), 1), "ttft_ms_p99": round(percentile(ttft, 99), 1),
-                      "per_token_ms_p50": round(percentile(tpot, 50), 1),
-                      "per_token_ms_p99": round(percentile(tpot, 99), 1),
-                      "goodput_req_s": round(good / wall, 3), "good_fraction": round(good / n, 3),
-                      "live_token_fraction_mean": round(sum(live) / len(live), 4) if live else None,
-                      "service_cost": service_cost(before, after)}))
+    line = summary("troupe serve", rate, results, wall)
+    line["live_token_fraction_mean"] = round(sum(live) / len(live), 4) if live else None
+    line["service_cost"] = service_cost(before, after)
+    print(json.dumps(line))
 
 
 if __name__ == "__main__":
