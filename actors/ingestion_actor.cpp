@@ -22,6 +22,32 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The checks every tokenized request passes, then the scheduler. A session
+// turn refused here frees its session.
+void admit_checked(caf::event_based_actor* self, const IngestionConfig& cfg, AdmitRequest admit) {
+  ClientGateway& gw = *cfg.gateway;
+  const uint64_t id = admit.client_id;
+  std::string problem;
+  wire::ErrorCode code = wire::ErrorCode::invalid_field;
+  if (admit.samples > cfg.max_samples) {
+    problem = "n: " + std::to_string(admit.samples) + " samples; this server's backend serves at most " +
+              std::to_string(cfg.max_samples);
+  } else if (admit.prompt.empty()) {
+    problem = "prompt: no tokens";
+  } else if (static_cast<int64_t>(admit.prompt.size()) >= cfg.max_context) {
+    code = wire::ErrorCode::too_long;
+    problem = "the prompt has " + std::to_string(admit.prompt.size()) + " tokens; the context holds " +
+              std::to_string(cfg.max_context);
+    if (!admit.session_id.empty()) problem += " (session '" + admit.session_id + "' has outgrown it)";
+  }
+  if (!problem.empty()) {
+    gw.send(admit.peer, messages::error_response(id, code, problem));
+    if (!admit.session_id.empty()) self->send(cfg.persistence, session_release_atom::value, admit.session_id);
+    return;
+  }
+  self->send(cfg.scheduler, admit_atom::value, std::move(admit));
+}
+
 }  // namespace
 
 caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig config) {
@@ -64,36 +90,81 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               const auto* t = req->body_as_ChatTurn();
               std::vector<ChatMessage> chat;
               for (const auto* m : *t->messages()) chat.push_back({m->role()->str(), m->content()->str()});
-              admit.prompt = encode_chat(*cfg->tokenizer, cfg->chat_format, chat, true);
               admit.sampling = messages::read_sampling(t->sampling());
               admit.priority = priority_of(t->priority());
               admit.logprobs = t->logprobs();
               admit.samples = t->n();
+              if (t->session_id() && t->session_id()->size() > 0) {
+                admit.session_id = t->session_id()->str();
+                admit.turn_messages = std::move(chat);
+                const std::string sid = admit.session_id;
+                self->request(cfg->persistence, caf::infinite, session_begin_atom::value, sid)
+                    .then(
+                        [self, cfg, admit](SessionStart& start) mutable {
+                          if (start.error != wire::ErrorCode::none) {
+                            cfg->gateway->send(admit.peer, messages::error_response(admit.client_id, start.error, start.message));
+                            return;
+                          }
+                          try {
+                            std::vector<ChatMessage> all = std::move(start.history);
+                            all.insert(all.end(), admit.turn_messages.begin(), admit.turn_messages.end());
+                            admit.prompt = encode_chat(*cfg->tokenizer, cfg->chat_format, all, true);
+                          } catch (const std::exception& e) {
+                            cfg->gateway->send(admit.peer, messages::error_response(admit.client_id, wire::ErrorCode::invalid_field,
+                                                                                    std::string("prompt: ") + e.what()));
+                            self->send(cfg->persistence, session_release_atom::value, admit.session_id);
+                            return;
+                          }
+                          admit_checked(self, *cfg, std::move(admit));
+                        },
+                        [cfg, peer = admit.peer, id](caf::error&) {
+                          cfg->gateway->send(peer, messages::error_response(id, wire::ErrorCode::internal,
+                                                                            "the session store is unreachable"));
+                        });
+                return;
+              }
+              admit.prompt = encode_chat(*cfg->tokenizer, cfg->chat_format, chat, true);
               break;
             }
+            case wire::RequestBody::ListSessions: self->send(cfg->persistence, list_sessions_atom::value, peer, id); return;
+            case wire::RequestBody::ShowSession:
+              self->send(cfg->persistence, show_session_atom::value, peer, id, req->body_as_ShowSession()->session_id()->str());
+              return;
+            case wire::RequestBody::DeleteSession:
+              self->send(cfg->persistence, delete_session_atom::value, peer, id,
+                         req->body_as_DeleteSession()->session_id()->str());
+              return;
+            case wire::RequestBody::SubmitJob: {
+              const auto* j = req->body_as_SubmitJob();
+              JobSubmission sub;
+              sub.peer = peer;
+              sub.client_id = id;
+              for (const auto* item : *j->items()) sub.items.push_back(item->str());
+              if (j->template_()) sub.item_template = j->template_()->str();
+              sub.sampling = messages::read_sampling(j->sampling());
+              sub.priority = j->priority();
+              self->send(cfg->jobs, submit_job_atom::value, std::move(sub));
+              return;
+            }
+            case wire::RequestBody::JobStatus:
+              self->send(cfg->jobs, job_query_atom::value, peer, id, JobQuery::status, req->body_as_JobStatus()->job_id()->str());
+              return;
+            case wire::RequestBody::JobResults:
+              self->send(cfg->jobs, job_query_atom::value, peer, id, JobQuery::results, req->body_as_JobResults()->job_id()->str());
+              return;
+            case wire::RequestBody::CancelJob:
+              self->send(cfg->jobs, job_query_atom::value, peer, id, JobQuery::cancel, req->body_as_CancelJob()->job_id()->str());
+              return;
+            case wire::RequestBody::ListJobs:
+              self->send(cfg->jobs, job_query_atom::value, peer, id, JobQuery::list, std::string());
+              return;
             default: return;  // check_request admits no other body
           }
         } catch (const std::exception& e) {
           gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what()));
           return;
         }
-        if (admit.samples > cfg->max_samples) {
-          gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field,
-                                                 "n: " + std::to_string(admit.samples) + " samples; this server's backend "
-                                                 "serves at most " + std::to_string(cfg->max_samples)));
-          return;
-        }
-        if (admit.prompt.empty()) {
-          gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, "prompt: no tokens"));
-          return;
-        }
-        if (static_cast<int64_t>(admit.prompt.size()) >= cfg->max_context) {
-          gw.send(peer, messages::error_response(id, wire::ErrorCode::too_long,
-                                                 "the prompt has " + std::to_string(admit.prompt.size()) +
-                                                     " tokens; the context holds " + std::to_string(cfg->max_context)));
-          return;
-        }
-        self->send(cfg->scheduler, admit_atom::value, std::move(admit));
+        admit_checked(self, *cfg, std::move(admit));
       },
       [=](gone_atom, const std::string& peer) { self->send(cfg->scheduler, gone_atom::value, peer); },
   };

@@ -3,7 +3,9 @@
 // validates each Request (messages/client_validation.h), answers Ping and
 // malformed input itself, tokenizes prompts (applying the model's chat
 // template to ChatTurns), refuses prompts longer than the context, and hands
-// the rest to the scheduler. One bad client never affects another: every
+// the rest to the scheduler. A session turn first fetches the session's
+// history from the persistence actor; session and job queries go to the
+// persistence and job actors. One bad client never affects another: every
 // failure is an Error frame to that client alone.
 #include <caf/actor.hpp>
 #include <caf/event_based_actor.hpp>
@@ -26,6 +28,8 @@ struct IngestionConfig {
   int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
+  caf::actor persistence;  // sessions
+  caf::actor jobs;         // batch jobs
 };
 
 caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig config);

@@ -1,5 +1,7 @@
 #include "actors/scheduler_actor.h"
 
+#include <caf/send.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -32,6 +34,10 @@ struct RequestInfo {
   int32_t verifier_generation = -1;  // planner preemption count when the verifier last got its sampling
   int32_t sample = 0;                // index among the request's n samples
   int32_t forks_pending = 0;         // samples still to fork once the prompt is computed
+  std::string session_id;            // a session turn: committed before its Done
+  std::vector<ChatMessage> turn_messages;
+  std::string answer;                // a session turn's streamed text
+  caf::actor sink;                   // the server's own requests (job items) answer here
 };
 
 }  // namespace
@@ -65,7 +71,15 @@ struct SchedulerState {
   explicit SchedulerState(SchedulerConfig c)
       : cfg(std::move(c)), pool(cfg.kv_pages), planner(pool, cfg.page_size, cfg.planner) {}
 
-  void send(const RequestInfo& r, const messages::Bytes& b) { cfg.gateway->send(r.peer, b); }
+  void send(const RequestInfo& r, const messages::Bytes& b) { reply(r.peer, r.sink, r.client_id, b); }
+  void reply(const std::string& peer, const caf::actor& sink, uint64_t client_id, const messages::Bytes& b) {
+    if (sink) caf::anon_send(sink, job_item_atom::value, client_id, b);
+    else cfg.gateway->send(peer, b);
+  }
+  // A session turn that ends without being stored frees its session.
+  void release_session(const std::string& session_id) {
+    if (!session_id.empty() && cfg.persistence) caf::anon_send(cfg.persistence, session_release_atom::value, session_id);
+  }
 
   // Ends a sequence between steps: Done (unless the client is gone), pages freed.
   void end(uint64_t seq, wire::FinishReason reason, bool tell) {
@@ -76,6 +90,7 @@ struct SchedulerState {
       if (reason != wire::FinishReason::stop_string && reason != wire::FinishReason::cancelled) {
         const std::string rest = r.stops->push(r.decoder->finish()) + r.stops->finish();
         if (!rest.empty()) send(r, messages::tokens_response(r.client_id, rest, {}, {}, r.sample));
+        if (!r.session_id.empty()) r.answer += rest;
       }
       // Samples of an n > 1 request that were never forked end with it.
       for (int32_t i = 1; i <= r.forks_pending; ++i) {
@@ -97,8 +112,24 @@ struct SchedulerState {
       d.ttft_ms = r.first_token_ns ? ms(r.first_token_ns - r.accepted_ns) : 0;
       d.per_token_ms = r.completion > 1 ? ms(r.last_token_ns - r.first_token_ns) / (r.completion - 1) : 0;
       d.total_ms = ms(now - r.accepted_ns);
-      send(r, messages::done_response(r.client_id, d));
+      if (!r.session_id.empty() && reason != wire::FinishReason::cancelled && cfg.persistence) {
+        // The persistence actor sends the Done once the turn is durable.
+        SessionCommit c;
+        c.peer = r.peer;
+        c.client_id = r.client_id;
+        c.session_id = r.session_id;
+        c.messages = std::move(r.turn_messages);
+        c.messages.push_back({"assistant", std::move(r.answer)});
+        if (const PlannedSequence* s = planner.find(seq)) c.tokens = s->tokens;
+        c.sampling = r.sampling;
+        c.done = d;
+        caf::anon_send(cfg.persistence, session_commit_atom::value, std::move(c));
+        r.session_id.clear();
+      } else {
+        send(r, messages::done_response(r.client_id, d));
+      }
     }
+    release_session(r.session_id);
     planner.finish(seq);
     forget.push_back(seq);
     leave_group(r, seq);
@@ -122,6 +153,7 @@ struct SchedulerState {
     auto it = requests.find(seq);
     if (it == requests.end()) return;
     send(it->second, messages::error_response(it->second.client_id, code, message));
+    release_session(it->second.session_id);
     auto g = ids.find({it->second.peer, it->second.client_id});
     const std::vector<uint64_t> members = g != ids.end() ? g->second : std::vector<uint64_t>{seq};
     for (uint64_t m : members) {
@@ -183,6 +215,7 @@ struct SchedulerState {
     ++r.completion;
     ++tokens_generated;
     const std::string text = r.stops->push(r.decoder->push(token));
+    if (!r.session_id.empty()) r.answer += text;
     const float lp[] = {logprob};
     send(r, messages::tokens_response(r.client_id, text, std::span<const int32_t>(&token, 1),
                                       r.logprobs ? std::span<const float>(lp) : std::span<const float>(), r.sample));
@@ -306,26 +339,22 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
       [self](admit_atom, AdmitRequest& a) {
         SchedulerState& st = *self->state;
         const auto key = std::make_pair(a.peer, a.client_id);
-        if (st.ids.count(key)) {
-          st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::duplicate_id,
-                                                                "request id " + std::to_string(a.client_id) +
-                                                                    " is already running on this connection"));
-          return;
-        }
+        auto refuse = [&](wire::ErrorCode code, const std::string& message) {
+          st.reply(a.peer, a.sink, a.client_id, messages::error_response(a.client_id, code, message));
+          st.release_session(a.session_id);
+        };
+        if (st.ids.count(key))
+          return refuse(wire::ErrorCode::duplicate_id,
+                        "request id " + std::to_string(a.client_id) + " is already running on this connection");
         const uint64_t seq = st.next_seq++;
         const int32_t prompt_tokens = static_cast<int32_t>(a.prompt.size());
         switch (st.planner.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
           case BatchPlanner::AddResult::queue_full:
-            st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::queue_full,
-                                                                  "the queue is full (" +
-                                                                      std::to_string(st.cfg.planner.max_waiting) +
-                                                                      " waiting); try again later"));
-            return;
+            return refuse(wire::ErrorCode::queue_full, "the queue is full (" + std::to_string(st.cfg.planner.max_waiting) +
+                                                           " waiting); try again later");
           case BatchPlanner::AddResult::too_long:
           case BatchPlanner::AddResult::duplicate:
-            st.cfg.gateway->send(a.peer, messages::error_response(a.client_id, wire::ErrorCode::too_long,
-                                                                  "the prompt does not fit the context"));
-            return;
+            return refuse(wire::ErrorCode::too_long, "the prompt does not fit the context");
           case BatchPlanner::AddResult::accepted: break;
         }
         RequestInfo r;
@@ -338,7 +367,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.decoder = std::make_unique<StreamDecoder>(*st.cfg.tokenizer);
         r.stops = std::make_unique<StopStrings>(r.sampling.stop);
         r.accepted_ns = a.accepted_ns;
-        st.cfg.gateway->send(a.peer, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
+        r.session_id = std::move(a.session_id);
+        r.turn_messages = std::move(a.turn_messages);
+        r.sink = std::move(a.sink);
+        st.send(r, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
         st.ids.emplace(key, std::vector<uint64_t>{seq});
         st.requests.emplace(seq, std::move(r));
         st.account();
@@ -348,6 +380,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         SchedulerState& st = *self->state;
         auto it = st.ids.find({peer, target});
         if (it == st.ids.end()) {
+          if (is_internal_peer(peer)) return;  // a job item that already ended
           st.cfg.gateway->send(peer, messages::error_response(id, wire::ErrorCode::unknown_request,
                                                               "no running request " + std::to_string(target) +
                                                                   " on this connection"));

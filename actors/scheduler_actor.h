@@ -28,6 +28,7 @@ struct SchedulerConfig {
   std::string model_name;
   std::shared_ptr<ClientGateway> gateway;
   caf::actor verifier;
+  caf::actor persistence;  // session turns are committed there before their Done
 };
 
 struct SchedulerState;

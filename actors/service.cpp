@@ -5,9 +5,12 @@
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "actors/client_gateway.h"
 #include "actors/ingestion_actor.h"
+#include "actors/job_actor.h"
+#include "actors/persistence_actor.h"
 #include "actors/remote_verifier_actor.h"
 #include "actors/scheduler_actor.h"
 #include "actors/verifier_actor.h"
@@ -29,8 +32,17 @@ struct Service::Impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   std::shared_ptr<ClientGateway> gateway;
-  caf::actor verifier, scheduler, ingestion;
+  std::shared_ptr<persistence::Store> store;
+  std::shared_ptr<EventSocket> events;
+  caf::actor verifier, scheduler, ingestion, persistence, jobs;
 };
+
+std::filesystem::path default_data_dir() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "troupe";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".local/share/troupe";
+  return std::filesystem::current_path() / "troupe-data";
+}
+
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
@@ -74,13 +86,24 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   limits.max_context = static_cast<int32_t>(std::min<int64_t>(limits.max_context, static_cast<int64_t>(kv_pages) * page_size));
   s.options.planner = limits;
 
-  // The socket first: a port in use fails here, before any actor starts.
+  // The store and sockets first: a locked store or a port in use fails
+  // here, before any actor starts.
+  if (s.options.data_dir.empty()) s.options.data_dir = default_data_dir();
+  s.store = std::make_shared<persistence::Store>(s.options.data_dir);
+  if (s.options.events.empty()) s.options.events = messages::default_events_endpoint(s.options.listen);
   s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket);
+  s.events = std::make_shared<EventSocket>();
+  s.events->pub = messages::bind_publisher(s.events->ctx, s.options.events, s.options.socket);
   s.system = std::make_unique<caf::actor_system>(s.config);
   if (s.backend)
     s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
   else
     s.verifier = s.system->spawn<caf::detached>(remote_verifier_actor, s.options.worker, s.options.worker_timeout);
+  PersistenceConfig pc;
+  pc.store = s.store;
+  pc.gateway = s.gateway;
+  pc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
+  s.persistence = s.system->spawn<caf::detached>(persistence_actor, pc);
   SchedulerConfig sc;
   sc.tokenizer = s.tokenizer;
   sc.kv_pages = kv_pages;
@@ -89,15 +112,29 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   sc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
   sc.gateway = s.gateway;
   sc.verifier = s.verifier;
+  sc.persistence = s.persistence;
   s.scheduler = s.system->spawn(scheduler_actor, sc);
+  const ChatFormat chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
+  JobConfig jc;
+  jc.tokenizer = s.tokenizer;
+  jc.chat_format = chat_format;
+  jc.max_context = limits.max_context;
+  jc.max_in_flight = std::max(1, s.options.job_items_in_flight);
+  jc.events = s.events;
+  jc.gateway = s.gateway;
+  jc.scheduler = s.scheduler;
+  jc.persistence = s.persistence;
+  s.jobs = s.system->spawn(job_actor, jc);
   IngestionConfig ic;
   ic.tokenizer = s.tokenizer;
-  ic.chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
+  ic.chat_format = chat_format;
   ic.limits = s.options.client;
   ic.max_context = limits.max_context;
   ic.max_samples = can_copy ? 16 : 1;
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
+  ic.persistence = s.persistence;
+  ic.jobs = s.jobs;
   s.ingestion = s.system->spawn(ingestion_actor, ic);
   s.gateway->start(s.ingestion);
 }
@@ -106,19 +143,24 @@ Service::~Service() {
   Impl& s = *impl_;
   if (s.gateway) s.gateway->stop();
   if (s.system) {
-    for (const auto& a : {s.ingestion, s.scheduler, s.verifier})
+    for (const auto& a : {s.ingestion, s.jobs, s.scheduler, s.persistence, s.verifier})
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    // Drop our handles: the detached verifier's thread waits until its actor
-    // is destroyed, and the system's destructor waits for that thread.
-    s.ingestion = s.scheduler = s.verifier = caf::actor();
+    // Drop our handles: a detached actor's thread waits until its actor is
+    // destroyed, and the system's destructor waits for that thread.
+    s.ingestion = s.jobs = s.scheduler = s.persistence = s.verifier = caf::actor();
     s.system.reset();
   }
+  s.events.reset();
+  s.store.reset();
 }
 
 std::string Service::describe() const {
   const Impl& s = *impl_;
   return s.backend_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
-         std::to_string(s.options.planner.token_budget) + " tokens a step";
+         std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
+         "; job events on " + s.options.events;
 }
+
+const std::string& Service::events_endpoint() const { return impl_->options.events; }
 
 }  // namespace troupe::actors

@@ -4,6 +4,7 @@
 // ⇄ verifier). `troupe serve` runs one; the end-to-end tests start it as a
 // separate process and talk to it as clients do.
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -28,7 +29,17 @@ struct ServiceOptions {
   // tokenizer and config from model_path).
   std::string worker;
   std::chrono::milliseconds worker_timeout{120000};
+  // Where the RocksDB store (sessions, jobs) lives; created if missing.
+  std::filesystem::path data_dir;
+  // The job event socket (PUB); empty: derived from `listen` (tcp port + 1,
+  // or the ipc path + ".events").
+  std::string events;
+  int32_t job_items_in_flight = 4;  // job items in the scheduler at once
 };
+
+// $XDG_DATA_HOME/troupe, else ~/.local/share/troupe.
+std::filesystem::path default_data_dir();
+
 
 class Service {
  public:
@@ -38,6 +49,7 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   std::string describe() const;
+  const std::string& events_endpoint() const;
 
  private:
   struct Impl;

@@ -11,13 +11,14 @@
 #include "cli/sampling_options.h"
 #include "messages/client_connection.h"
 #include "messages/client_validation.h"
+#include "messages/session_frames.h"
 
 namespace troupe::cli {
 namespace {
 
 struct ClientArgs {
   std::string connect = "tcp://127.0.0.1:7700";
-  std::string prompt, system;
+  std::string prompt, system, session;
   std::string priority = "interactive";
   SamplingOptions sampling;
   bool special = false;
@@ -25,21 +26,6 @@ struct ClientArgs {
   int timeout_s = 600;
 };
 
-messages::SamplingFields fields(const SamplingOptions& o) {
-  messages::SamplingFields f;
-  f.temperature = o.params.temperature;
-  f.top_k = o.params.top_k;
-  f.top_p = o.params.top_p;
-  f.min_p = o.params.min_p;
-  f.repeat_penalty = o.params.repetition_penalty;
-  f.presence_penalty = o.params.presence_penalty;
-  f.frequency_penalty = o.params.frequency_penalty;
-  f.penalty_last_n = o.params.penalty_last_n;
-  f.seed = o.params.seed;
-  f.max_tokens = o.max_tokens;
-  f.stop = o.stop;
-  return f;
-}
 
 wire::Priority priority(const std::string& p) {
   if (p == "interactive") return wire::Priority::interactive;
@@ -81,7 +67,7 @@ int run_complete(const ClientArgs& a) {
   const uint64_t id = conn.next_id();
   messages::StreamOutcome out;
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
-  out = conn.stream(messages::generate_request(id, a.prompt, fields(a.sampling), priority(a.priority), a.special), id,
+  out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special), id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
   std::fflush(stdout);
@@ -89,21 +75,45 @@ int run_complete(const ClientArgs& a) {
   return 0;
 }
 
+// Whether the server holds session `id` (and how many turns it has).
+int32_t stored_turns(messages::ClientConnection& conn, const std::string& session, std::chrono::seconds timeout) {
+  const uint64_t id = conn.next_id();
+  conn.send(messages::show_session_request(id, session));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto frame = conn.receive(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    if (!frame) break;
+    const auto* r = messages::check_response(*frame);
+    if (!r || r->client_request_id() != id) continue;
+    if (const auto* s = r->body_as_Session()) return s->summary() ? s->summary()->turns() : 0;
+    if (const auto* e = r->body_as_Error(); e && e->code() == wire::ErrorCode::unknown_session) return 0;
+    if (const auto* e = r->body_as_Error())
+      throw std::runtime_error(std::string("server: ") + messages::error_code_name(e->code()) + ": " +
+                               (e->message() ? e->message()->str() : ""));
+  }
+  throw std::runtime_error("no answer from the server");
+}
+
 int run_chat(const ClientArgs& a) {
   a.sampling.params.validate();
   messages::ClientConnection conn(a.connect);
+  // Without a session the client keeps the conversation; with one, the
+  // server does, and each turn sends only its new messages.
   std::vector<std::pair<std::string, std::string>> history;
-  if (!a.system.empty()) history.emplace_back("system", a.system);
+  const bool resumed = !a.session.empty() && stored_turns(conn, a.session, std::chrono::seconds(a.timeout_s)) > 0;
+  if (!a.system.empty() && !resumed) history.emplace_back("system", a.system);
+  if (resumed && !a.quiet) std::fprintf(stderr, "[resuming session '%s']\n", a.session.c_str());
   const bool tty = isatty(STDIN_FILENO);
   auto turn = [&](const std::string& user) {
     history.emplace_back("user", user);
     const uint64_t id = conn.next_id();
-    const auto out = conn.stream(messages::chat_request(id, "", history, fields(a.sampling), priority(a.priority)), id,
-                                 print_text, std::chrono::seconds(a.timeout_s));
+    const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority)),
+                                 id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);
     report(out, a.quiet);
-    history.emplace_back("assistant", out.text);
+    if (a.session.empty()) history.emplace_back("assistant", out.text);
+    else history.clear();
   };
   if (!a.prompt.empty()) {
     turn(a.prompt);
@@ -150,7 +160,9 @@ Run add_chat(CLI::App& app) {
   auto a = std::make_shared<ClientArgs>();
   CLI::App* cmd = app.add_subcommand("chat", "Chat with a running server (lines from stdin, or one --prompt)");
   cmd->add_option("--prompt,-p", a->prompt, "One user message, then exit");
-  cmd->add_option("--system", a->system, "System message");
+  cmd->add_option("--system", a->system, "System message (with --session: only when the session starts)");
+  cmd->add_option("--session", a->session,
+                  "Keep the conversation on the server under this name: it resumes across runs and restarts");
   add_common(cmd, *a);
   a->priority = "chat";
   return [a] { return run_chat(*a); };

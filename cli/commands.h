@@ -25,5 +25,7 @@ Run add_complete(CLI::App& app);
 Run add_chat(CLI::App& app);
 Run add_stats(CLI::App& app);
 Run add_worker(CLI::App& app);
+Run add_sessions(CLI::App& app);
+Run add_batch(CLI::App& app);
 
 }  // namespace troupe::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       {"quantize", troupe::cli::add_quantize(app)},     {"serve", troupe::cli::add_serve(app)},
       {"complete", troupe::cli::add_complete(app)},     {"chat", troupe::cli::add_chat(app)},
       {"stats", troupe::cli::add_stats(app)},           {"worker", troupe::cli::add_worker(app)},
+      {"sessions", troupe::cli::add_sessions(app)},     {"batch", troupe::cli::add_batch(app)},
   };
   try {
     app.parse(argc, argv);

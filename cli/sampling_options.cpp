@@ -18,4 +18,20 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
   cmd.add_option("--stop", o.stop, "Stop when this text appears (repeatable)");
 }
 
+messages::SamplingFields wire_sampling(const SamplingOptions& o) {
+  messages::SamplingFields f;
+  f.temperature = o.params.temperature;
+  f.top_k = o.params.top_k;
+  f.top_p = o.params.top_p;
+  f.min_p = o.params.min_p;
+  f.repeat_penalty = o.params.repetition_penalty;
+  f.presence_penalty = o.params.presence_penalty;
+  f.frequency_penalty = o.params.frequency_penalty;
+  f.penalty_last_n = o.params.penalty_last_n;
+  f.seed = o.params.seed;
+  f.max_tokens = o.max_tokens;
+  f.stop = o.stop;
+  return f;
+}
+
 }  // namespace troupe::cli

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "messages/client_frames.h"
 
 namespace CLI {
 class App;
@@ -18,5 +19,7 @@ struct SamplingOptions {
 };
 
 void add_sampling_flags(CLI::App& cmd, SamplingOptions& o);
+// As the client protocol carries them.
+messages::SamplingFields wire_sampling(const SamplingOptions& o);
 
 }  // namespace troupe::cli

@@ -67,6 +67,13 @@ Run add_serve(CLI::App& app) {
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
   cmd->add_option("--worker", a->service.worker,
                   "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only)");
+  cmd->add_option("--data-dir", a->service.data_dir,
+                  "Where sessions and jobs are stored (default: $XDG_DATA_HOME/troupe or ~/.local/share/troupe)");
+  cmd->add_option("--events", a->service.events,
+                  "ZeroMQ endpoint for job events, PUB (default: the --listen port + 1, or its ipc path + .events)");
+  cmd->add_option("--job-concurrency", a->service.job_items_in_flight, "Batch-job items running at once")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   a->service.planner.max_context = 0;
   return [a] { return run_serve(*a); };
 }

@@ -1,9 +1,8 @@
 #include "messages/client_frames.h"
 
 namespace troupe::messages {
-namespace {
 
-Bytes finish(flatbuffers::FlatBufferBuilder& fbb) {
+Bytes finish_bytes(flatbuffers::FlatBufferBuilder& fbb) {
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
@@ -15,16 +14,20 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()));
 }
 
-Bytes request(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
+Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
   fbb.Finish(wire::CreateRequest(fbb, id, type, body));
-  return finish(fbb);
+  return finish_bytes(fbb);
 }
 
-Bytes response(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
+Bytes response_bytes(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<void> body,
+                     flatbuffers::FlatBufferBuilder& fbb) {
   fbb.Finish(wire::CreateResponse(fbb, id, type, body));
-  return finish(fbb);
+  return finish_bytes(fbb);
 }
 
+namespace {
+constexpr auto request = request_bytes;
+constexpr auto response = response_bytes;
 }  // namespace
 
 SamplingFields read_sampling(const wire::Sampling* s) {

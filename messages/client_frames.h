@@ -33,6 +33,12 @@ struct SamplingFields {
 };
 
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults
+flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& s);
+// A finished builder's buffer as Bytes.
+Bytes finish_bytes(flatbuffers::FlatBufferBuilder& fbb);
+Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb);
+Bytes response_bytes(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<void> body,
+                     flatbuffers::FlatBufferBuilder& fbb);
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
                        wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,

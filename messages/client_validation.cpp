@@ -71,14 +71,37 @@ bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
 }
 
-bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
-  if (const auto* id = t->session_id()) {
-    if (id->size() > l.max_session_id_bytes)
-      return c.fail("ChatTurn.session_id", "longer than " + std::to_string(l.max_session_id_bytes) + " bytes");
-    for (char ch : id->string_view())
-      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
-        return c.fail("ChatTurn.session_id", "may hold only letters, digits, '-', '_' and '.'");
+// Session and job ids become store keys: a bounded, printable alphabet
+// (no separator byte of the key layouts can occur).
+bool check_id(Check& c, const std::string& field, const flatbuffers::String* id, const ClientLimits& l, bool required) {
+  if (!id || id->size() == 0) return required ? c.fail(field, "is empty") : true;
+  if (id->size() > l.max_session_id_bytes)
+    return c.fail(field, "longer than " + std::to_string(l.max_session_id_bytes) + " bytes");
+  for (char ch : id->string_view())
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+      return c.fail(field, "may hold only letters, digits, '-', '_' and '.'");
+  return true;
+}
+
+bool check_job(Check& c, const wire::SubmitJob* j, const ClientLimits& l) {
+  const auto* items = j->items();
+  if (!items || items->size() == 0) return c.fail("SubmitJob.items", "is empty");
+  if (items->size() > l.max_job_items)
+    return c.fail("SubmitJob.items", std::to_string(items->size()) + " items, at most " + std::to_string(l.max_job_items));
+  for (uint32_t i = 0; i < items->size(); ++i) {
+    const auto* item = items->Get(i);
+    const std::string f = "SubmitJob.items[" + std::to_string(i) + "]";
+    if (!item || item->size() == 0) return c.fail(f, "is empty");
+    if (item->size() > l.max_prompt_bytes)
+      return c.fail(f, std::to_string(item->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
   }
+  if (j->template_() && j->template_()->size() > l.max_prompt_bytes)
+    return c.fail("SubmitJob.template", "longer than " + std::to_string(l.max_prompt_bytes) + " bytes");
+  return check_priority(c, "SubmitJob.priority", j->priority()) && check_sampling(c, "SubmitJob", j->sampling(), l);
+}
+
+bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
+  if (!check_id(c, "ChatTurn.session_id", t->session_id(), l, false)) return false;
   const auto* msgs = t->messages();
   if (!msgs || msgs->size() == 0) return c.fail("ChatTurn.messages", "is empty");
   if (msgs->size() > l.max_chat_messages)
@@ -100,6 +123,8 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (total > l.max_prompt_bytes)
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
   if (t->n() < 1 || t->n() > 16) return c.fail("ChatTurn.n", std::to_string(t->n()) + " is outside [1, 16]");
+  if (t->n() > 1 && t->session_id() && t->session_id()->size() > 0)
+    return c.fail("ChatTurn.n", "a session turn has one answer (n = 1)");
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
 }
 
@@ -134,9 +159,27 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
   switch (req->body_type()) {
     case wire::RequestBody::Generate: ok = check_generate(c, req->body_as_Generate(), limits); break;
     case wire::RequestBody::ChatTurn: ok = check_chat(c, req->body_as_ChatTurn(), limits); break;
+    case wire::RequestBody::ShowSession:
+      ok = check_id(c, "ShowSession.session_id", req->body_as_ShowSession()->session_id(), limits, true);
+      break;
+    case wire::RequestBody::DeleteSession:
+      ok = check_id(c, "DeleteSession.session_id", req->body_as_DeleteSession()->session_id(), limits, true);
+      break;
+    case wire::RequestBody::SubmitJob: ok = check_job(c, req->body_as_SubmitJob(), limits); break;
+    case wire::RequestBody::JobStatus:
+      ok = check_id(c, "JobStatus.job_id", req->body_as_JobStatus()->job_id(), limits, true);
+      break;
+    case wire::RequestBody::JobResults:
+      ok = check_id(c, "JobResults.job_id", req->body_as_JobResults()->job_id(), limits, true);
+      break;
+    case wire::RequestBody::CancelJob:
+      ok = check_id(c, "CancelJob.job_id", req->body_as_CancelJob()->job_id(), limits, true);
+      break;
     case wire::RequestBody::Cancel:
     case wire::RequestBody::Stats:
-    case wire::RequestBody::Ping: break;
+    case wire::RequestBody::Ping:
+    case wire::RequestBody::ListSessions:
+    case wire::RequestBody::ListJobs: break;
     case wire::RequestBody::NONE:
     default:
       ok = c.fail("Request.body", "missing or unknown body type " + std::to_string(static_cast<int>(req->body_type())));

@@ -20,7 +20,8 @@ struct ClientLimits {
   int32_t max_tokens = 32768;
   uint32_t max_stop_strings = 16;
   size_t max_stop_bytes = 256;
-  size_t max_session_id_bytes = 128;
+  size_t max_session_id_bytes = 128;  // session and job ids
+  uint32_t max_job_items = 10000;
 };
 
 struct Rejection {

@@ -1,5 +1,7 @@
 #include "messages/zmq_sockets.h"
 
+#include <stdexcept>
+
 namespace troupe::messages {
 namespace {
 
@@ -20,6 +22,36 @@ zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, cons
   s.set(zmq::sockopt::router_mandatory, 1);
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits.max_message_bytes));
   s.bind(endpoint);
+  return s;
+}
+
+std::string default_events_endpoint(const std::string& listen) {
+  if (listen.rfind("ipc://", 0) == 0) return listen + ".events";
+  const size_t colon = listen.rfind(':');
+  if (listen.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon > 5) {
+    try {
+      const int port = std::stoi(listen.substr(colon + 1));
+      if (port > 0 && port < 65535) return listen.substr(0, colon + 1) + std::to_string(port + 1);
+    } catch (const std::exception&) {
+    }
+  }
+  throw std::invalid_argument("cannot derive an event endpoint from " + listen + "; give one with --events");
+}
+
+zmq::socket_t bind_publisher(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits) {
+  zmq::socket_t s(ctx, zmq::socket_type::pub);
+  common(s, limits);
+  s.bind(endpoint);
+  return s;
+}
+
+zmq::socket_t connect_subscriber(zmq::context_t& ctx, const std::string& endpoint, const std::string& topic,
+                                 const SocketLimits& limits) {
+  zmq::socket_t s(ctx, zmq::socket_type::sub);
+  common(s, limits);
+  s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(64) << 20);
+  s.set(zmq::sockopt::subscribe, topic);
+  s.connect(endpoint);
   return s;
 }
 

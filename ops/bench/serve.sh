@@ -25,10 +25,11 @@ troupe="${BUILD_DIR:-$root/build}/troupe"
 export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python"
 endpoint="ipc:///tmp/troupe-bench-serve-$$.sock"
 log="$(mktemp -t troupe-bench-serve.XXXXXX.log)"
+data="$(mktemp -d -t troupe-bench-data.XXXXXX)"
 
-"$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
+"$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 --data-dir "$data" >"$log" 2>&1 &
 server=$!
-trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$data"' EXIT
 until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
 
 served="$("$python" ops/bench/serve_load.py "$endpoint" concurrent "$streams" "$prompt" "$gen")"
@@ -55,7 +56,7 @@ eos="$(build/troupe inspect "$path" --no-tensors | sed -n 's/.*tokenizer.ggml.eo
 seed=7
 port=$((20000 + $$ % 20000))
 for rate in $rates; do
-  "$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 >"$log" 2>&1 &
+  "$troupe" serve -m "$path" --listen "$endpoint" --threads "$threads" --kv-tokens 65536 --data-dir "$data" >"$log" 2>&1 &
   server=$!
   until grep -q "listening on" "$log"; do kill -0 $server || { cat "$log"; exit 1; }; sleep 0.1; done
   "$python" ops/bench/serve_load.py "$endpoint" poisson "$rate" "$requests" "$seed"

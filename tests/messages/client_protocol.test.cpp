@@ -59,10 +59,21 @@ TEST_CASE("random bytes and truncated buffers are malformed, not crashes") {
 }
 
 TEST_CASE("a response buffer is not a request") {
-  // (Pong and Ping share a layout, so only body types a Request lacks can tell.)
-  const Bytes b = stats_response(3, StatsFields{});
+  // (Unions number their members alike, so a response can only fail on what
+  // its body holds: Tokens read as a ChatTurn has no valid messages.)
+  const int32_t ids[] = {1, 2, 3};
+  const Bytes b = tokens_response(3, "text", ids);
   const Rejection why = reject(b);
   CHECK((why.code == ErrorCode::malformed || why.code == ErrorCode::invalid_field));
+}
+
+TEST_CASE("a body type this server does not know is refused by name") {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto body = troupe::wire::CreateStats(fbb).Union();
+  fbb.Finish(troupe::wire::CreateRequest(fbb, 4, static_cast<troupe::wire::RequestBody>(200), body));
+  const Rejection why = reject(Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
+  CHECK(why.code == ErrorCode::invalid_field);
+  CHECK_THAT(why.message, Catch::Contains("Request.body") && Catch::Contains("200"));
 }
 
 TEST_CASE("a body type without its body is refused before anything reads it") {

@@ -22,7 +22,8 @@ def main():
     endpoint = f"ipc://{work}/python-client-{os.getpid()}.sock"
     log = open(os.path.join(work, "python-client-serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1",
-                               "--kv-tokens", "8192"], stdout=log, stderr=subprocess.STDOUT)
+                               "--kv-tokens", "8192",
+                               "--data-dir", os.path.join(work, f"python-client-{os.getpid()}.data")], stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(300):
             if "listening on" in open(log.name).read():

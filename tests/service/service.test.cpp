@@ -46,10 +46,12 @@ struct Server {
       : endpoint(ipc_endpoint(tag)), process(args(endpoint, extra), log(tag), "listening on") {}
   static std::vector<std::string> args(const std::string& ep, const std::vector<std::string>& extra) {
     std::vector<std::string> a{troupe_binary(), "serve", "-m", model_path(), "--listen", ep, "--threads", "1",
-                               "--kv-tokens", "16384"};
+                               "--kv-tokens", "16384", "--data-dir", data_dir(ep)};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
+  // A store of its own per server (a store is locked by one process).
+  static std::string data_dir(const std::string& endpoint) { return endpoint.substr(6) + ".data"; }
   static std::string log(const std::string& tag) {
     return (std::filesystem::temp_directory_path() / ("troupe-serve-" + tag + "-" + std::to_string(getpid()) + ".log")).string();
   }
@@ -231,7 +233,13 @@ TEST_CASE("bad input gets its Error while a well-behaved client is served", "[se
   expect_error(junk, wire::ErrorCode::malformed, "not a valid Request");
   const auto whole = messages::generate_request(5, "hello", greedy(4));
   expect_error(whole.substr(0, whole.size() / 2), wire::ErrorCode::malformed, "not a valid Request");
-  expect_error(messages::stats_response(6, {}), wire::ErrorCode::invalid_field, "Request.body");
+  {
+    flatbuffers::FlatBufferBuilder fbb;  // a body type this server does not know (a newer client's)
+    const auto body = wire::CreateStats(fbb).Union();
+    fbb.Finish(wire::CreateRequest(fbb, 6, static_cast<wire::RequestBody>(200), body));
+    expect_error(std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()),
+                 wire::ErrorCode::invalid_field, "Request.body");
+  }
   std::string long_prompt;
   for (int i = 0; i < 400; ++i) long_prompt += "fox dog ";
   expect_error(messages::generate_request(8, long_prompt, greedy(4)), wire::ErrorCode::too_long, "the context holds 256");
@@ -364,7 +372,8 @@ TEST_CASE("the real default model: 32 concurrent greedy streams equal each promp
   const char* path = std::getenv("TROUPE_REAL_MODEL");
   REQUIRE(path != nullptr);
   const std::string endpoint = ipc_endpoint("real");
-  ChildProcess server({troupe_binary(), "serve", "-m", path, "--listen", endpoint, "--threads", "2", "--kv-tokens", "8192"},
+  ChildProcess server({troupe_binary(), "serve", "-m", path, "--listen", endpoint, "--threads", "2", "--kv-tokens", "8192",
+                       "--data-dir", Server::data_dir(endpoint)},
                       Server::log("real"), "listening on", 120s);
   BackendOptions o;
   o.kv_pages = 64;

@@ -1,0 +1,192 @@
+#include "actors/persistence_actor.h"
+
+#include <caf/actor_system.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+
+#include "actors/client_gateway.h"
+#include "actors/local_messages.h"
+#include "messages/session_frames.h"
+#include "persistence/sessions.h"
+
+namespace troupe::actors {
+namespace {
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::vector<messages::RoleContent> role_content(const std::vector<ChatMessage>& history) {
+  std::vector<messages::RoleContent> out;
+  out.reserve(history.size());
+  for (const auto& m : history) out.emplace_back(m.role, m.content);
+  return out;
+}
+
+}  // namespace
+
+struct PersistenceState {
+  PersistenceConfig cfg;
+  persistence::SessionBook sessions;
+  persistence::JobBook jobs;
+  std::set<std::string> busy;  // sessions with a turn running
+  // Sessions read or written since start: the store is read once per session.
+  std::unordered_map<std::string, persistence::SessionRecord> cache;
+
+  explicit PersistenceState(PersistenceConfig c) : cfg(std::move(c)), sessions(*cfg.store), jobs(*cfg.store) {}
+
+  // The session, from memory or the store; nullptr if it does not exist.
+  const persistence::SessionRecord* find(const std::string& id) {
+    if (auto it = cache.find(id); it != cache.end()) return &it->second;
+    auto loaded = sessions.load(id);
+    if (!loaded) return nullptr;
+    return &cache.emplace(id, std::move(*loaded)).first->second;
+  }
+
+  void reply(const std::string& peer, const messages::Bytes& bytes) { cfg.gateway->send(peer, bytes); }
+};
+
+caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceState>>* self, PersistenceConfig config) {
+  self->state = std::make_shared<PersistenceState>(std::move(config));
+  // An error message (say, a reply some peer could not handle) must never
+  // stop the one actor that keeps the store: log it and go on.
+  self->set_error_handler([self](caf::error& err) {
+    std::fprintf(stderr, "troupe serve: persistence: %s\n", self->system().render(err).c_str());
+  });
+  return {
+      [self](session_begin_atom, const std::string& id) -> SessionStart {
+        PersistenceState& st = *self->state;
+        SessionStart start;
+        if (st.busy.count(id)) {
+          start.error = wire::ErrorCode::session_busy;
+          start.message = "session '" + id + "' has a turn running; send the next turn after its Done";
+          return start;
+        }
+        try {
+          if (const auto* s = st.find(id)) start.history = s->history();
+        } catch (const std::exception& e) {
+          start.error = wire::ErrorCode::storage_failed;
+          start.message = "session '" + id + "' cannot be read: " + e.what();
+          return start;
+        }
+        st.busy.insert(id);
+        return start;
+      },
+      [self](session_release_atom, const std::string& id) { self->state->busy.erase(id); },
+      [self](session_commit_atom, SessionCommit& c) {
+        PersistenceState& st = *self->state;
+        st.busy.erase(c.session_id);
+        persistence::SessionRecord next;
+        try {
+          if (const auto* s = st.find(c.session_id)) next = *s;
+        } catch (const std::exception&) {
+          // Unreadable before (begin answered the same): write a fresh session.
+        }
+        const int64_t now = unix_ms();
+        if (next.id.empty()) {
+          next.id = c.session_id;
+          next.created_ms = now;
+        }
+        next.updated_ms = now;
+        next.model = st.cfg.model_name;
+        next.model_fingerprint = st.cfg.model_fingerprint;
+        next.tokens = std::move(c.tokens);
+        next.sampling = std::move(c.sampling);
+        persistence::SessionTurnRecord turn;
+        turn.messages = std::move(c.messages);
+        turn.finish_reason = c.done.reason;
+        turn.prompt_tokens = c.done.prompt_tokens;
+        turn.completion_tokens = c.done.completion_tokens;
+        turn.time_ms = now;
+        next.turns.push_back(std::move(turn));
+        try {
+          st.sessions.append_last_turn(next);
+        } catch (const std::exception& e) {
+          st.reply(c.peer, messages::error_response(c.client_id, wire::ErrorCode::storage_failed,
+                                                    std::string("the turn was not saved, session '") + c.session_id +
+                                                        "' is unchanged: " + e.what()));
+          return;
+        }
+        st.cache[c.session_id] = std::move(next);
+        st.reply(c.peer, messages::done_response(c.client_id, c.done));
+      },
+      [self](list_sessions_atom, const std::string& peer, uint64_t id) {
+        PersistenceState& st = *self->state;
+        try {
+          const auto list = st.sessions.list();
+          st.reply(peer, messages::session_list_response(id, list));
+        } catch (const std::exception& e) {
+          st.reply(peer, messages::error_response(id, wire::ErrorCode::storage_failed, e.what()));
+        }
+      },
+      [self](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid) {
+        PersistenceState& st = *self->state;
+        try {
+          const auto* s = st.find(sid);
+          if (!s) return st.reply(peer, messages::error_response(id, wire::ErrorCode::unknown_session, "no session '" + sid + "'"));
+          const auto msgs = role_content(s->history());
+          st.reply(peer, messages::session_response(id, s->summary(), msgs));
+        } catch (const std::exception& e) {
+          st.reply(peer, messages::error_response(id, wire::ErrorCode::storage_failed, e.what()));
+        }
+      },
+      [self](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid) {
+        PersistenceState& st = *self->state;
+        if (st.busy.count(sid))
+          return st.reply(peer, messages::error_response(id, wire::ErrorCode::session_busy,
+                                                         "session '" + sid + "' has a turn running"));
+        try {
+          if (!st.sessions.remove(sid))
+            return st.reply(peer, messages::error_response(id, wire::ErrorCode::unknown_session, "no session '" + sid + "'"));
+          st.cache.erase(sid);
+          st.reply(peer, messages::ack_response(id, "deleted session '" + sid + "'"));
+        } catch (const std::exception& e) {
+          st.reply(peer, messages::error_response(id, wire::ErrorCode::storage_failed, e.what()));
+        }
+      },
+      [self](job_create_atom, const persistence::JobRecord& job) -> std::string {
+        try {
+          self->state->jobs.create(job);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      [self](job_result_atom, const persistence::JobRecord& job, const messages::JobItemFields& result) -> std::string {
+        try {
+          self->state->jobs.record_result(job, result);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      [self](job_header_atom, const persistence::JobRecord& job) -> std::string {
+        try {
+          self->state->jobs.write_header(job);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      [self](job_load_atom) -> JobRecords {
+        JobRecords all;
+        try {
+          for (const auto& id : self->state->jobs.ids()) {
+            try {
+              if (auto j = self->state->jobs.load(id)) all.push_back(std::move(*j));
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "troupe serve: job '%s' is not resumed: %s\n", id.c_str(), e.what());
+            }
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "troupe serve: stored jobs cannot be listed: %s\n", e.what());
+        }
+        return all;
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,23 @@
+#pragma once
+// One request, one reply: the shape of every query command (stats,
+// sessions, batch). The reply's buffer is returned verified; an Error reply
+// or no reply in time throws with the server's code and message.
+#include <chrono>
+#include <cstdint>
+
+#include "messages/client_connection.h"
+
+namespace troupe::cli {
+
+struct Reply {
+  messages::Bytes bytes;  // owns the buffer `response` points into
+  const wire::Response* response = nullptr;
+};
+
+Reply ask(messages::ClientConnection& conn, const messages::Bytes& request, uint64_t id, wire::ResponseBody expected,
+          std::chrono::milliseconds timeout);
+
+// "2026-11-30 04:12" in local time, from Unix milliseconds.
+std::string local_time(int64_t unix_ms);
+
+}  // namespace troupe::cli

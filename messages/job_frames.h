@@ -1,0 +1,49 @@
+#pragma once
+// Buffers of batch jobs (messages/client.fbs): SubmitJob → JobAccepted,
+// JobStatus / JobResults / CancelJob → JobReply, ListJobs → JobList, and
+// the JobEvent published on the event socket.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "messages/client_frames.h"
+
+namespace troupe::messages {
+
+struct JobSummaryFields {
+  std::string job_id;
+  wire::JobState state = wire::JobState::running;
+  int32_t items = 0, finished_items = 0;
+  int64_t completion_tokens = 0;
+  int64_t created_ms = 0, updated_ms = 0;
+};
+
+struct JobItemFields {
+  int32_t index = 0;
+  std::string text;
+  wire::FinishReason finish_reason = wire::FinishReason::stop;
+  int32_t prompt_tokens = 0, completion_tokens = 0;
+  std::string error;  // the item could not run; text is empty
+};
+
+Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
+                         const SamplingFields& s, wire::Priority priority = wire::Priority::batch);
+Bytes job_status_request(uint64_t id, std::string_view job_id);
+Bytes job_results_request(uint64_t id, std::string_view job_id);
+Bytes cancel_job_request(uint64_t id, std::string_view job_id);
+Bytes list_jobs_request(uint64_t id);
+
+Bytes job_accepted_response(uint64_t id, const JobSummaryFields& job);
+Bytes job_reply_response(uint64_t id, const JobSummaryFields& job, std::span<const JobItemFields> results = {});
+Bytes job_list_response(uint64_t id, std::span<const JobSummaryFields> jobs);
+// The event socket's second frame (the first is the job id).
+Bytes job_event(wire::JobEventKind kind, const JobSummaryFields& job, const JobItemFields* item, double tokens_per_second);
+
+flatbuffers::Offset<wire::JobItemResult> build_job_item(flatbuffers::FlatBufferBuilder& fbb, const JobItemFields& r);
+JobSummaryFields read_job_summary(const wire::JobSummary* j);
+JobItemFields read_job_item(const wire::JobItemResult* r);
+// A JobEvent from the event socket, verified; nullptr if it is not one.
+const wire::JobEvent* check_job_event(std::string_view bytes);
+
+}  // namespace troupe::messages

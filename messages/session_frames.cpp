@@ -1,0 +1,68 @@
+#include "messages/session_frames.h"
+
+#include <vector>
+
+namespace troupe::messages {
+namespace {
+
+flatbuffers::Offset<wire::SessionSummary> build_summary(flatbuffers::FlatBufferBuilder& fbb, const SessionSummaryFields& s) {
+  const auto id = fbb.CreateString(s.session_id);
+  const auto model = fbb.CreateString(s.model);
+  return wire::CreateSessionSummary(fbb, id, s.turns, s.tokens, s.created_ms, s.updated_ms, model);
+}
+
+Bytes session_id_request(uint64_t id, std::string_view session_id, bool remove) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto sid = fbb.CreateString(session_id.data(), session_id.size());
+  if (remove) return request_bytes(id, wire::RequestBody::DeleteSession, wire::CreateDeleteSession(fbb, sid).Union(), fbb);
+  return request_bytes(id, wire::RequestBody::ShowSession, wire::CreateShowSession(fbb, sid).Union(), fbb);
+}
+
+}  // namespace
+
+Bytes list_sessions_request(uint64_t id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return request_bytes(id, wire::RequestBody::ListSessions, wire::CreateListSessions(fbb).Union(), fbb);
+}
+Bytes show_session_request(uint64_t id, std::string_view session_id) { return session_id_request(id, session_id, false); }
+Bytes delete_session_request(uint64_t id, std::string_view session_id) { return session_id_request(id, session_id, true); }
+
+Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> sessions) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 96 * sessions.size());
+  std::vector<flatbuffers::Offset<wire::SessionSummary>> list;
+  for (const auto& s : sessions) list.push_back(build_summary(fbb, s));
+  const auto v = fbb.CreateVector(list.data(), list.size());
+  return response_bytes(id, wire::ResponseBody::SessionList, wire::CreateSessionList(fbb, v).Union(), fbb);
+}
+
+Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages) {
+  size_t bytes = 256;
+  for (const auto& [role, content] : messages) bytes += role.size() + content.size() + 32;
+  flatbuffers::FlatBufferBuilder fbb(bytes);
+  const auto s = build_summary(fbb, summary);
+  std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
+  for (const auto& [role, content] : messages)
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
+  const auto v = fbb.CreateVector(msgs.data(), msgs.size());
+  return response_bytes(id, wire::ResponseBody::Session, wire::CreateSession(fbb, s, v).Union(), fbb);
+}
+
+Bytes ack_response(uint64_t id, std::string_view message) {
+  flatbuffers::FlatBufferBuilder fbb(64 + message.size());
+  const auto m = fbb.CreateString(message.data(), message.size());
+  return response_bytes(id, wire::ResponseBody::Ack, wire::CreateAck(fbb, m).Union(), fbb);
+}
+
+SessionSummaryFields read_session_summary(const wire::SessionSummary* s) {
+  SessionSummaryFields f;
+  if (!s) return f;
+  if (s->session_id()) f.session_id = s->session_id()->str();
+  f.turns = s->turns();
+  f.tokens = s->tokens();
+  f.created_ms = s->created_ms();
+  f.updated_ms = s->updated_ms();
+  if (s->model()) f.model = s->model()->str();
+  return f;
+}
+
+}  // namespace troupe::messages

@@ -1,0 +1,34 @@
+#pragma once
+// Buffers of the stored-session requests and replies (messages/client.fbs):
+// ListSessions → SessionList, ShowSession → Session, DeleteSession → Ack.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "messages/client_frames.h"
+
+namespace troupe::messages {
+
+struct SessionSummaryFields {
+  std::string session_id;
+  int32_t turns = 0;
+  int32_t tokens = 0;
+  int64_t created_ms = 0, updated_ms = 0;
+  std::string model;
+};
+
+using RoleContent = std::pair<std::string, std::string>;
+
+Bytes list_sessions_request(uint64_t id);
+Bytes show_session_request(uint64_t id, std::string_view session_id);
+Bytes delete_session_request(uint64_t id, std::string_view session_id);
+
+Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> sessions);
+Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages);
+Bytes ack_response(uint64_t id, std::string_view message);
+
+SessionSummaryFields read_session_summary(const wire::SessionSummary* s);
+
+}  // namespace troupe::messages

@@ -1,0 +1,55 @@
+#pragma once
+// Batch jobs in the store's `jobs` column family:
+//
+//   'h' <job_id>                    → store.JobHeader (messages/store.fbs)
+//   'i' <job_id> 0x00 <index be32>  → item `index`'s input text, as submitted
+//   'r' <job_id> 0x00 <index be32>  → wire.JobItemResult, once the item finished
+//
+// A job is written whole (header and every item) in one sync batch before
+// it is acknowledged; each item's result is one sync batch before its event
+// is published. After a crash, exactly the items without an 'r' key run
+// again: none is lost, none is run twice.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/client_frames.h"
+#include "messages/job_frames.h"
+#include "persistence/store.h"
+
+namespace troupe::persistence {
+
+struct JobRecord {
+  std::string id;
+  wire::JobState state = wire::JobState::running;
+  std::string item_template;  // "{item}" stands for each item
+  messages::SamplingFields sampling;
+  wire::Priority priority = wire::Priority::batch;
+  int64_t created_ms = 0, updated_ms = 0;
+  std::vector<std::string> items;
+  std::map<int32_t, messages::JobItemFields> results;  // finished items, by index
+
+  messages::JobSummaryFields summary() const;
+  // The item's prompt text: the template with every "{item}" replaced.
+  std::string prompt(int32_t index) const;
+};
+
+class JobBook {
+ public:
+  explicit JobBook(Store& store) : store_(store) {}
+
+  void create(const JobRecord& job);  // header and items, durably; throws StoreError
+  // The item's result, and the header (its state may have changed), durably.
+  void record_result(const JobRecord& job, const messages::JobItemFields& result);
+  void write_header(const JobRecord& job);  // durably
+  std::optional<JobRecord> load(std::string_view id) const;
+  std::vector<std::string> ids() const;
+
+ private:
+  Store& store_;
+};
+
+}  // namespace troupe::persistence

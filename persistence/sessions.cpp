@@ -1,0 +1,135 @@
+#include "persistence/sessions.h"
+
+#include "messages/store_generated.h"
+
+namespace troupe::persistence {
+namespace {
+
+std::string header_key(std::string_view id) { return std::string(1, 'h').append(id); }
+std::string turns_prefix(std::string_view id) { return std::string(1, 't').append(id).append(1, '\0'); }
+
+template <typename T>
+const T* verified(std::string_view bytes) {
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!v.VerifyBuffer<T>(nullptr)) return nullptr;
+  return flatbuffers::GetRoot<T>(bytes.data());
+}
+
+SessionRecord decode_header(std::string_view bytes) {
+  const auto* h = verified<store::SessionHeader>(bytes);
+  if (!h) throw StoreError("a stored session header is corrupt");
+  SessionRecord s;
+  if (h->session_id()) s.id = h->session_id()->str();
+  s.created_ms = h->created_ms();
+  s.updated_ms = h->updated_ms();
+  if (h->model()) s.model = h->model()->str();
+  s.model_fingerprint = h->model_fingerprint();
+  if (h->tokens()) s.tokens.assign(h->tokens()->begin(), h->tokens()->end());
+  s.sampling = messages::read_sampling(h->sampling());
+  s.turns.resize(static_cast<size_t>(std::max(0, h->turns())));
+  return s;
+}
+
+SessionTurnRecord decode_turn(std::string_view bytes) {
+  const auto* t = verified<store::SessionTurn>(bytes);
+  if (!t) throw StoreError("a stored session turn is corrupt");
+  SessionTurnRecord r;
+  if (t->messages())
+    for (const auto* m : *t->messages())
+      r.messages.push_back({m->role() ? m->role()->str() : "", m->content() ? m->content()->str() : ""});
+  r.finish_reason = t->finish_reason();
+  r.prompt_tokens = t->prompt_tokens();
+  r.completion_tokens = t->completion_tokens();
+  r.time_ms = t->time_ms();
+  return r;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> SessionRecord::history() const {
+  std::vector<ChatMessage> all;
+  for (const auto& t : turns) all.insert(all.end(), t.messages.begin(), t.messages.end());
+  return all;
+}
+
+messages::SessionSummaryFields SessionRecord::summary() const {
+  messages::SessionSummaryFields f;
+  f.session_id = id;
+  f.turns = static_cast<int32_t>(turns.size());
+  f.tokens = static_cast<int32_t>(tokens.size());
+  f.created_ms = created_ms;
+  f.updated_ms = updated_ms;
+  f.model = model;
+  return f;
+}
+
+std::string encode_session_header(const SessionRecord& s) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 4 * s.tokens.size());
+  const auto id = fbb.CreateString(s.id);
+  const auto model = fbb.CreateString(s.model);
+  const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
+  const auto sampling = messages::build_sampling(fbb, s.sampling);
+  fbb.Finish(store::CreateSessionHeader(fbb, id, s.created_ms, s.updated_ms, static_cast<int32_t>(s.turns.size()), model,
+                                        s.model_fingerprint, tokens, sampling));
+  return messages::finish_bytes(fbb);
+}
+
+std::string encode_session_turn(const SessionTurnRecord& t) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
+  for (const auto& m : t.messages)
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(m.role), fbb.CreateString(m.content)));
+  const auto v = fbb.CreateVector(msgs.data(), msgs.size());
+  fbb.Finish(store::CreateSessionTurn(fbb, v, t.finish_reason, t.prompt_tokens, t.completion_tokens, t.time_ms));
+  return messages::finish_bytes(fbb);
+}
+
+std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
+  const auto header = store_.get(Family::sessions, header_key(id));
+  if (!header) return std::nullopt;
+  SessionRecord s = decode_header(*header);
+  const size_t turns = s.turns.size();
+  s.turns.clear();
+  const std::string prefix = turns_prefix(id);
+  store_.scan(Family::sessions, prefix, [&](std::string_view key, std::string_view value) {
+    if (read_be32(key.substr(prefix.size())) >= turns) return false;  // never past the header's count
+    s.turns.push_back(decode_turn(value));
+    return true;
+  });
+  if (s.turns.size() != turns)
+    throw StoreError("session '" + std::string(id) + "' lists " + std::to_string(turns) + " turns; the store holds " +
+                     std::to_string(s.turns.size()));
+  return s;
+}
+
+std::vector<messages::SessionSummaryFields> SessionBook::list() const {
+  std::vector<messages::SessionSummaryFields> out;
+  store_.scan(Family::sessions, "h", [&](std::string_view, std::string_view value) {
+    out.push_back(decode_header(value).summary());
+    return true;
+  });
+  return out;
+}
+
+void SessionBook::append_last_turn(const SessionRecord& s) {
+  if (s.turns.empty()) throw StoreError("session '" + s.id + "' has no turn to store");
+  Batch b;
+  b.put(Family::sessions, turns_prefix(s.id) + be32(static_cast<uint32_t>(s.turns.size() - 1)),
+        encode_session_turn(s.turns.back()));
+  b.put(Family::sessions, header_key(s.id), encode_session_header(s));
+  store_.write(b, true);
+}
+
+bool SessionBook::remove(std::string_view id) {
+  if (!store_.get(Family::sessions, header_key(id))) return false;
+  Batch b;
+  b.erase(Family::sessions, header_key(id));
+  store_.scan(Family::sessions, turns_prefix(id), [&](std::string_view key, std::string_view) {
+    b.erase(Family::sessions, std::string(key));
+    return true;
+  });
+  store_.write(b, true);
+  return true;
+}
+
+}  // namespace troupe::persistence

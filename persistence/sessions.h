@@ -1,0 +1,63 @@
+#pragma once
+// Chat sessions in the store's `sessions` column family:
+//
+//   'h' <session_id>                  → store.SessionHeader (messages/store.fbs)
+//   't' <session_id> 0x00 <turn be32> → store.SessionTurn, turn 0, 1, …
+//
+// Session ids hold only [A-Za-z0-9._-] (messages/client_validation), so
+// 0x00 cannot occur in one and "t<id>\0" is exactly one session's turns.
+// A turn and the header it updates are one sync WriteBatch: after a crash a
+// session is at its last acknowledged turn, never between two.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "messages/client_frames.h"
+#include "messages/session_frames.h"
+#include "persistence/store.h"
+
+namespace troupe::persistence {
+
+struct SessionTurnRecord {
+  std::vector<ChatMessage> messages;  // the turn's new messages, then the assistant's answer
+  wire::FinishReason finish_reason = wire::FinishReason::stop;
+  int32_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t time_ms = 0;
+};
+
+struct SessionRecord {
+  std::string id;
+  int64_t created_ms = 0, updated_ms = 0;
+  std::string model;               // the model that answered the last turn
+  uint64_t model_fingerprint = 0;  // its file's identity
+  std::vector<int32_t> tokens;     // the last turn's prompt + answer, as that model saw them
+  messages::SamplingFields sampling;
+  std::vector<SessionTurnRecord> turns;
+
+  std::vector<ChatMessage> history() const;  // every turn's messages, in order
+  messages::SessionSummaryFields summary() const;
+};
+
+class SessionBook {
+ public:
+  explicit SessionBook(Store& store) : store_(store) {}
+
+  std::optional<SessionRecord> load(std::string_view id) const;
+  std::vector<messages::SessionSummaryFields> list() const;
+  // Writes `session`'s header and its last turn, durably. Throws StoreError.
+  void append_last_turn(const SessionRecord& session);
+  // Deletes the header and every turn; false if there was no such session.
+  bool remove(std::string_view id);
+
+ private:
+  Store& store_;
+};
+
+// The encodings, for tests and tools.
+std::string encode_session_header(const SessionRecord& s);
+std::string encode_session_turn(const SessionTurnRecord& t);
+
+}  // namespace troupe::persistence

@@ -1,0 +1,119 @@
+#include "persistence/store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <array>
+#include <system_error>
+
+namespace troupe::persistence {
+namespace {
+
+constexpr std::array<const char*, 4> kFamilies = {"meta", "sessions", "jobs", "kv_pages"};
+constexpr const char* kVersionKey = "schema_version";
+
+}  // namespace
+
+struct Store::Impl {
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> families;  // indexed by Family
+  ~Impl() {
+    if (!db) return;
+    for (auto* h : families) (void)db->DestroyColumnFamilyHandle(h);
+    (void)db->Close();
+  }
+  rocksdb::ColumnFamilyHandle* cf(Family f) const { return families.at(static_cast<size_t>(f)); }
+};
+
+Store::Store(const std::filesystem::path& dir) : dir_(dir), impl_(std::make_unique<Impl>()) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw StoreError("cannot create the data directory " + dir.string() + ": " + ec.message());
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  options.max_open_files = 256;
+  options.keep_log_file_num = 4;
+  // Small, rarely written values: LZ4 where it helps (text), cheap where it does not.
+  options.compression = rocksdb::kLZ4Compression;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const char* name : kFamilies) {
+    rocksdb::ColumnFamilyOptions cf(options);
+    descriptors.emplace_back(name == std::string("meta") ? rocksdb::kDefaultColumnFamilyName : name, cf);
+  }
+  // "meta" is RocksDB's default family (which must exist anyway).
+  rocksdb::DB* db = nullptr;
+  const rocksdb::Status st = rocksdb::DB::Open(options, dir.string(), descriptors, &impl_->families, &db);
+  if (!st.ok()) {
+    std::string why = st.ToString();
+    if (st.IsIOError() && why.find("lock") != std::string::npos)
+      why += " (is another troupe serve using this data directory?)";
+    throw StoreError("cannot open the store in " + dir.string() + ": " + why);
+  }
+  impl_->db.reset(db);
+  const auto version = get(Family::meta, kVersionKey);
+  if (!version) {
+    Batch b;
+    b.put(Family::meta, kVersionKey, std::to_string(kSchemaVersion));
+    write(b, true);
+  } else if (*version != std::to_string(kSchemaVersion)) {
+    throw StoreError("the store in " + dir.string() + " has schema version " + *version + "; this troupe reads version " +
+                     std::to_string(kSchemaVersion) + " (use another --data-dir, or a troupe of that version)");
+  }
+}
+
+Store::~Store() = default;
+
+std::optional<std::string> Store::get(Family f, std::string_view key) const {
+  std::string value;
+  const rocksdb::Status st = impl_->db->Get(rocksdb::ReadOptions(), impl_->cf(f), rocksdb::Slice(key.data(), key.size()), &value);
+  if (st.IsNotFound()) return std::nullopt;
+  if (!st.ok()) throw StoreError("cannot read the store in " + dir_.string() + ": " + st.ToString());
+  return value;
+}
+
+void Store::scan(Family f, std::string_view prefix,
+                 const std::function<bool(std::string_view, std::string_view)>& each) const {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
+  for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    const std::string_view key(k.data(), k.size());
+    if (key.substr(0, prefix.size()) != prefix) break;
+    const rocksdb::Slice v = it->value();
+    if (!each(key, std::string_view(v.data(), v.size()))) break;
+  }
+  if (!it->status().ok()) throw StoreError("cannot read the store in " + dir_.string() + ": " + it->status().ToString());
+}
+
+void Store::write(const Batch& batch, bool sync) {
+  rocksdb::WriteBatch wb;
+  for (const auto& op : batch.ops_) {
+    const rocksdb::Status st = op.erase ? wb.Delete(impl_->cf(op.family), op.key)
+                                        : wb.Put(impl_->cf(op.family), op.key, op.value);
+    if (!st.ok()) throw StoreError("cannot prepare a write: " + st.ToString());
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  rocksdb::Status st = impl_->db->Write(wo, &wb);
+  if (!st.ok()) {
+    // A failed write puts RocksDB in read-only mode until resumed; try once
+    // (the disk may have space again) so a transient failure does not
+    // refuse every later write.
+    if (impl_->db->Resume().ok()) st = impl_->db->Write(wo, &wb);
+  }
+  if (!st.ok()) throw StoreError("cannot write to the store in " + dir_.string() + ": " + st.ToString());
+}
+
+std::string be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+uint32_t read_be32(std::string_view b) {
+  if (b.size() < 4) return 0;
+  const auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(b[i])); };
+  return u(0) << 24 | u(1) << 16 | u(2) << 8 | u(3);
+}
+
+}  // namespace troupe::persistence

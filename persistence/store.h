@@ -1,0 +1,83 @@
+#pragma once
+// The RocksDB store under `troupe serve --data-dir`: four column families,
+//
+//   meta      "schema_version" → decimal text (kSchemaVersion); a store of
+//             another version is refused at open with a clear error
+//   sessions  chat sessions (layout: persistence/sessions.h)
+//   jobs      batch jobs (layout: persistence/jobs.h)
+//   kv_pages  spilled KV pages, reserved for the KV tiers
+//
+// Only the persistence actor calls it, never the engine step's thread.
+// Writes go as one atomic Batch; sync batches are on disk (WAL fsync'd)
+// when write() returns, which is what an acknowledgement to a client means.
+// RocksDB stays behind this file: its headers are heavy.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::persistence {
+
+// Opening, reading or writing failed; what() says what and why (the
+// directory, RocksDB's status).
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Family : uint8_t { meta = 0, sessions = 1, jobs = 2, kv_pages = 3 };
+
+// Puts and deletes applied together, or not at all.
+class Batch {
+ public:
+  void put(Family f, std::string key, std::string value) { ops_.push_back({f, std::move(key), std::move(value), false}); }
+  void erase(Family f, std::string key) { ops_.push_back({f, std::move(key), {}, true}); }
+  bool empty() const { return ops_.empty(); }
+
+ private:
+  friend class Store;
+  struct Op {
+    Family family;
+    std::string key, value;
+    bool erase;
+  };
+  std::vector<Op> ops_;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating if needed) the store in `dir`. Throws StoreError when the
+  // directory cannot be created or written, another process holds it, or it
+  // holds a store of another schema version.
+  explicit Store(const std::filesystem::path& dir);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+  std::optional<std::string> get(Family f, std::string_view key) const;
+  // Every key starting with `prefix`, in key order, until `each` returns false.
+  void scan(Family f, std::string_view prefix,
+            const std::function<bool(std::string_view key, std::string_view value)>& each) const;
+  // Applies the batch atomically; sync: durable before returning. Throws StoreError.
+  void write(const Batch& batch, bool sync = true);
+
+ private:
+  struct Impl;
+  std::filesystem::path dir_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Big-endian, so keys sort by number.
+std::string be32(uint32_t v);
+uint32_t read_be32(std::string_view bytes);
+
+}  // namespace troupe::persistence

@@ -1,0 +1,142 @@
+// The RocksDB store and the session and job books, on a real store in a
+// temporary directory: what is written is there after reopening.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "persistence/jobs.h"
+#include "persistence/sessions.h"
+#include "persistence/store.h"
+
+using namespace troupe;
+using namespace troupe::persistence;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("troupe-store-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(++n));
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+SessionRecord with_turn(SessionRecord s, const std::string& user, const std::string& answer) {
+  SessionTurnRecord t;
+  t.messages = {{"user", user}, {"assistant", answer}};
+  t.prompt_tokens = 10;
+  t.completion_tokens = 3;
+  s.turns.push_back(t);
+  s.tokens.insert(s.tokens.end(), {1, 2, 3});
+  s.updated_ms += 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a session's turns are there after the store is reopened", "[persistence]") {
+  TempDir dir("sessions");
+  SessionRecord s;
+  s.id = "chat-1";
+  s.model = "m";
+  s.model_fingerprint = 42;
+  s.sampling.temperature = 0.25f;
+  s.sampling.stop = {"END"};
+  {
+    Store store(dir.path);
+    SessionBook book(store);
+    CHECK_FALSE(book.load("chat-1"));
+    s = with_turn(s, "hello", "hi there");
+    book.append_last_turn(s);
+    s = with_turn(s, "and now?", "now this");
+    book.append_last_turn(s);
+    SessionRecord other;
+    other.id = "chat-10";  // a prefix of neither's turn keys
+    book.append_last_turn(with_turn(other, "x", "y"));
+  }
+  Store store(dir.path);
+  SessionBook book(store);
+  const auto got = book.load("chat-1");
+  REQUIRE(got);
+  CHECK(got->turns.size() == 2);
+  CHECK(got->tokens == s.tokens);
+  CHECK(got->model_fingerprint == 42);
+  CHECK(got->sampling.temperature == 0.25f);
+  CHECK(got->sampling.stop == std::vector<std::string>{"END"});
+  const auto h = got->history();
+  REQUIRE(h.size() == 4);
+  CHECK(h[2].content == "and now?");
+  CHECK(h[3].role == "assistant");
+  CHECK(book.list().size() == 2);
+  CHECK(book.load("chat-10")->turns.size() == 1);
+  CHECK(book.remove("chat-1"));
+  CHECK_FALSE(book.remove("chat-1"));
+  CHECK_FALSE(book.load("chat-1"));
+  CHECK(book.load("chat-10"));
+}
+
+TEST_CASE("a store of another schema version is refused with a clear error", "[persistence]") {
+  TempDir dir("version");
+  {
+    Store store(dir.path);
+    Batch b;
+    b.put(Family::meta, "schema_version", "99");
+    store.write(b);
+  }
+  CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("schema version 99") && Catch::Contains("reads version 1"));
+}
+
+TEST_CASE("a data directory in use by another store is refused", "[persistence]") {
+  TempDir dir("lock");
+  Store first(dir.path);
+  CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("another troupe serve"));
+}
+
+TEST_CASE("a data directory that cannot be created is a clear error", "[persistence]") {
+  TempDir dir("file");
+  std::filesystem::create_directories(dir.path);
+  { std::ofstream(dir.path / "plain-file") << "x"; }
+  CHECK_THROWS_WITH(Store(dir.path / "plain-file" / "store"), Catch::Contains("cannot create the data directory"));
+}
+
+TEST_CASE("a job's items and results survive reopening, and prompts fill the template", "[persistence]") {
+  TempDir dir("jobs");
+  JobRecord job;
+  job.id = "j1";
+  job.item_template = "Summarize {item} now. ({item})";
+  job.items = {"paper one", "paper two", "paper three"};
+  job.sampling.max_tokens = 17;
+  {
+    Store store(dir.path);
+    JobBook book(store);
+    book.create(job);
+    messages::JobItemFields r;
+    r.index = 1;
+    r.text = "a summary";
+    r.completion_tokens = 5;
+    job.results[1] = r;
+    book.record_result(job, r);
+  }
+  Store store(dir.path);
+  JobBook book(store);
+  CHECK(book.ids() == std::vector<std::string>{"j1"});
+  const auto got = book.load("j1");
+  REQUIRE(got);
+  CHECK(got->items == job.items);
+  CHECK(got->sampling.max_tokens == 17);
+  REQUIRE(got->results.size() == 1);
+  CHECK(got->results.at(1).text == "a summary");
+  CHECK(got->summary().finished_items == 1);
+  CHECK(got->summary().completion_tokens == 5);
+  CHECK(got->prompt(2) == "Summarize paper three now. (paper three)");
+  JobRecord plain;
+  plain.items = {"just this"};
+  CHECK(plain.prompt(0) == "just this");
+  CHECK_FALSE(book.load("j2"));
+}
