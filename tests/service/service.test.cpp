@@ -16,72 +16,13 @@
 #include "engine/vocabulary.h"
 #include "messages/client_connection.h"
 #include "messages/client_validation.h"
-#include "tests/service/server_process.h"
+#include "tests/service/fixture.h"
 
 using namespace troupe;
 using namespace troupe::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string model_path() {
-  static const std::string path = [] {
-    const auto p = std::filesystem::temp_directory_path() / ("troupe-service-test-" + std::to_string(getpid()) + ".gguf");
-    SyntheticModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.seed = 3;
-    write_synthetic_model(spec, p.string());
-    return p.string();
-  }();
-  return path;
-}
-
-struct Server {
-  std::string endpoint;
-  ChildProcess process;
-  Server(const std::string& tag, std::vector<std::string> extra = {})
-      : endpoint(ipc_endpoint(tag)), process(args(endpoint, extra), log(tag), "listening on") {}
-  static std::vector<std::string> args(const std::string& ep, const std::vector<std::string>& extra) {
-    std::vector<std::string> a{troupe_binary(), "serve", "-m", model_path(), "--listen", ep, "--threads", "1",
-                               "--kv-tokens", "16384", "--data-dir", data_dir(ep)};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
-  // A store of its own per server (a store is locked by one process).
-  static std::string data_dir(const std::string& endpoint) { return endpoint.substr(6) + ".data"; }
-  static std::string log(const std::string& tag) {
-    return (std::filesystem::temp_directory_path() / ("troupe-serve-" + tag + "-" + std::to_string(getpid()) + ".log")).string();
-  }
-};
-
-// The engine alone: greedy tokens for a prompt, as `troupe generate` gives them.
-struct Reference {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Tokenizer> tokenizer;
-  Reference() {
-    BackendOptions o;
-    o.kv_pages = 512;
-    backend = open_backend(model_path(), o);
-    tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
-  }
-  std::vector<int32_t> greedy(const std::string& prompt, int max_tokens) {
-    GenerateOptions g;
-    g.max_tokens = max_tokens;
-    g.sampling.temperature = 0;
-    const auto ids = tokenizer->encode(prompt, tokenizer->add_bos_by_default(), false);
-    return generate(*backend, *tokenizer, ids, g, {}).tokens;
-  }
-};
-
-messages::SamplingFields greedy(int max_tokens) {
-  messages::SamplingFields s;
-  s.temperature = 0;
-  s.max_tokens = max_tokens;
-  return s;
-}
 
 std::string prompt_for(int i) { return "Request number " + std::to_string(i) + " asks about the fox and the dog"; }
 

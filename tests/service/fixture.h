@@ -1,0 +1,83 @@
+#pragma once
+// What the end-to-end tests share: a synthetic model, a `troupe serve`
+// child process on its own endpoint and store, and the engine run alone as
+// the reference.
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/generator.h"
+#include "engine/synthetic_model.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
+#include "messages/client_frames.h"
+#include "tests/service/server_process.h"
+
+namespace troupe::test {
+
+inline std::string model_path() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / ("troupe-service-test-" + std::to_string(getpid()) + ".gguf");
+    SyntheticModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.seed = 3;
+    write_synthetic_model(spec, p.string());
+    return p.string();
+  }();
+  return path;
+}
+
+struct Server {
+  std::string endpoint;
+  ChildProcess process;
+  // A new endpoint (and store) for `tag`; or, given `at`, that endpoint and
+  // its store again (a restart).
+  Server(const std::string& tag, std::vector<std::string> extra = {}, const std::string& at = "")
+      : endpoint(at.empty() ? ipc_endpoint(tag) : at), process(args(endpoint, extra), log(tag), "listening on") {}
+  static std::vector<std::string> args(const std::string& ep, const std::vector<std::string>& extra) {
+    std::vector<std::string> a{troupe_binary(), "serve", "-m", model_path(), "--listen", ep, "--threads", "1",
+                               "--kv-tokens", "16384", "--data-dir", data_dir(ep)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // A store of its own per server (a store is locked by one process).
+  static std::string data_dir(const std::string& endpoint) { return endpoint.substr(6) + ".data"; }
+  static std::string log(const std::string& tag) {
+    return (std::filesystem::temp_directory_path() / ("troupe-serve-" + tag + "-" + std::to_string(getpid()) + ".log")).string();
+  }
+};
+
+// The engine alone: greedy tokens for a prompt, as `troupe generate` gives them.
+struct Reference {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Tokenizer> tokenizer;
+  Reference() {
+    BackendOptions o;
+    o.kv_pages = 512;
+    backend = open_backend(model_path(), o);
+    tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
+  }
+  std::vector<int32_t> greedy(const std::string& prompt, int max_tokens) {
+    GenerateOptions g;
+    g.max_tokens = max_tokens;
+    g.sampling.temperature = 0;
+    const auto ids = tokenizer->encode(prompt, tokenizer->add_bos_by_default(), false);
+    return generate(*backend, *tokenizer, ids, g, {}).tokens;
+  }
+};
+
+inline messages::SamplingFields greedy(int max_tokens) {
+  messages::SamplingFields s;
+  s.temperature = 0;
+  s.max_tokens = max_tokens;
+  return s;
+}
+
+}  // namespace troupe::test
