@@ -1,5 +1,6 @@
 #include "actors/ingestion_actor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -109,6 +110,15 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
                             std::vector<ChatMessage> all = std::move(start.history);
                             all.insert(all.end(), admit.turn_messages.begin(), admit.turn_messages.end());
                             admit.prompt = encode_chat(*cfg->tokenizer, cfg->chat_format, all, true);
+                            // Stored pages serve the prefix the new prompt shares with the stored history.
+                            size_t same = 0;
+                            while (same < admit.prompt.size() && same < start.kv_tokens.size() &&
+                                   admit.prompt[same] == start.kv_tokens[same])
+                              ++same;
+                            const auto pages = static_cast<int32_t>(same / static_cast<size_t>(cfg->page_size));
+                            admit.persisted_pages = std::min(pages, start.kv_stored);
+                            start.kv_data.resize(std::min(start.kv_data.size(), static_cast<size_t>(admit.persisted_pages)));
+                            admit.restore_pages = std::move(start.kv_data);
                           } catch (const std::exception& e) {
                             cfg->gateway->send(admit.peer, messages::error_response(admit.client_id, wire::ErrorCode::invalid_field,
                                                                                     std::string("prompt: ") + e.what()));

@@ -26,6 +26,7 @@ struct IngestionConfig {
   messages::ClientLimits limits;
   int64_t max_context = 4096;
   int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
+  int32_t page_size = 16;
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
   caf::actor persistence;  // sessions

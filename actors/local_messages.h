@@ -29,6 +29,8 @@ using propose_atom = caf::atom_constant<caf::atom("propose")>;  // draft proposa
 using session_begin_atom = caf::atom_constant<caf::atom("sbegin")>;    // (session id) -> SessionStart
 using session_release_atom = caf::atom_constant<caf::atom("srelease")>;  // (session id): the turn ended unsaved
 using session_commit_atom = caf::atom_constant<caf::atom("scommit")>;  // SessionCommit
+using kv_spill_atom = caf::atom_constant<caf::atom("kvspill")>;      // KvSpill
+using tick_atom = caf::atom_constant<caf::atom("tick")>;               // periodic housekeeping
 using list_sessions_atom = caf::atom_constant<caf::atom("slist")>;      // (peer, id)
 using show_session_atom = caf::atom_constant<caf::atom("sshow")>;      // (peer, id, session id)
 using delete_session_atom = caf::atom_constant<caf::atom("sdelete")>;  // (peer, id, session id)
@@ -58,6 +60,10 @@ struct AdmitRequest {
   // Set for requests the server makes itself (batch job items): responses go
   // to this actor as (job_item, client_id, bytes) instead of to a socket.
   caf::actor sink;
+  // A session turn whose leading pages are already stored: how many, and
+  // those to restore (their data; fewer when some are still in memory).
+  int32_t persisted_pages = 0;
+  std::vector<std::string> restore_pages;
 };
 
 // Peers of requests the server makes itself. ZeroMQ's own routing ids are 5
@@ -72,6 +78,21 @@ struct SessionStart {
   wire::ErrorCode error = wire::ErrorCode::none;
   std::string message;
   std::vector<ChatMessage> history;
+  // Stored KV of the session's token history: kv_data[i] holds the page of
+  // kv_tokens[i * page_size, (i + 1) * page_size). Empty when the session
+  // was active in this process recently (its pages are still in memory),
+  // or none is stored for this model and layout.
+  std::vector<int32_t> kv_tokens;
+  std::vector<std::string> kv_data;
+  int32_t kv_stored = 0;  // stored pages of kv_tokens (kv_data may be empty)
+};
+
+// Pages of a session's token history leaving memory for the store.
+struct KvSpill {
+  std::string session_id;
+  std::vector<int32_t> tokens;     // the history its pages hold (full pages)
+  int32_t first = 0;               // index of the first page in `data`
+  std::vector<std::string> data;   // engine/kv_page_codec.h
 };
 
 // A finished session turn, to be made durable before its Done is sent.
@@ -102,5 +123,6 @@ enum class JobQuery : uint8_t { status, results, cancel, list };
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::AdmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SessionStart)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SessionCommit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::KvSpill)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::JobSubmission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::JobQuery)

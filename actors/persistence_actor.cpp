@@ -4,16 +4,30 @@
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include "actors/client_gateway.h"
 #include "actors/local_messages.h"
 #include "messages/session_frames.h"
+#include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
 
 namespace troupe::actors {
 namespace {
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Leading full pages in which `a` and `b` hold the same tokens.
+int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int32_t page_size) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return static_cast<int32_t>(n / static_cast<size_t>(page_size));
+}
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -35,8 +49,16 @@ struct PersistenceState {
   std::set<std::string> busy;  // sessions with a turn running
   // Sessions read or written since start: the store is read once per session.
   std::unordered_map<std::string, persistence::SessionRecord> cache;
+  std::unordered_map<std::string, int64_t> last_turn;  // steady ms of each session's last turn here
+  persistence::KvPageStore kv;
 
-  explicit PersistenceState(PersistenceConfig c) : cfg(std::move(c)), sessions(*cfg.store), jobs(*cfg.store) {}
+  explicit PersistenceState(PersistenceConfig c)
+      : cfg(std::move(c)), sessions(*cfg.store), jobs(*cfg.store),
+        kv(*cfg.store, cfg.kv_identity, cfg.page_size, cfg.page_bytes) {}
+
+  bool kv_valid(const persistence::SessionRecord& s) const {
+    return cfg.kv && s.kv_pages > 0 && s.kv_model == cfg.kv_identity.model && s.kv_layout == cfg.kv_identity.layout;
+  }
 
   // The session, from memory or the store; nullptr if it does not exist.
   const persistence::SessionRecord* find(const std::string& id) {
@@ -66,7 +88,16 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
           return start;
         }
         try {
-          if (const auto* s = st.find(id)) start.history = s->history();
+          if (const auto* s = st.find(id)) {
+            start.history = s->history();
+            if (st.kv_valid(*s)) {
+              start.kv_stored = s->kv_pages;
+              start.kv_tokens = s->tokens;
+              auto last = st.last_turn.find(id);
+              const bool in_memory = last != st.last_turn.end() && steady_ms() - last->second < st.cfg.idle_ms;
+              if (!in_memory) start.kv_data = st.kv.get(s->tokens, s->kv_pages);
+            }
+          }
         } catch (const std::exception& e) {
           start.error = wire::ErrorCode::storage_failed;
           start.message = "session '" + id + "' cannot be read: " + e.what();
@@ -91,6 +122,10 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
           next.created_ms = now;
         }
         next.updated_ms = now;
+        // Stored pages stay valid for the prefix the new history shares.
+        next.kv_pages = st.kv_valid(next) ? std::min(next.kv_pages, common_pages(next.tokens, c.tokens, st.cfg.page_size)) : 0;
+        next.kv_model = st.cfg.kv_identity.model;
+        next.kv_layout = st.cfg.kv_identity.layout;
         next.model = st.cfg.model_name;
         next.model_fingerprint = st.cfg.model_fingerprint;
         next.tokens = std::move(c.tokens);
@@ -110,8 +145,32 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
                                                         "' is unchanged: " + e.what()));
           return;
         }
+        st.last_turn[c.session_id] = steady_ms();
         st.cache[c.session_id] = std::move(next);
         st.reply(c.peer, messages::done_response(c.client_id, c.done));
+      },
+      [self](kv_spill_atom, KvSpill& spill) {
+        PersistenceState& st = *self->state;
+        if (!st.cfg.kv || spill.data.empty()) return;
+        try {
+          const auto* s = st.find(spill.session_id);
+          if (!s) return;  // deleted meanwhile
+          persistence::SessionRecord next = *s;
+          // Only pages of the history the session has now, contiguous with what is stored.
+          const int32_t valid = common_pages(next.tokens, spill.tokens, st.cfg.page_size);
+          const int32_t have = st.kv_valid(next) ? next.kv_pages : 0;
+          if (spill.first > have) return;
+          persistence::Batch b;
+          st.kv.put(spill.tokens, spill.first, spill.data, b);
+          next.kv_pages = std::max(have, std::min(valid, spill.first + static_cast<int32_t>(spill.data.size())));
+          next.kv_model = st.cfg.kv_identity.model;
+          next.kv_layout = st.cfg.kv_identity.layout;
+          st.sessions.write_header(next, b);
+          st.cfg.store->write(b, false);  // a page lost in a crash is recomputed
+          st.cache[spill.session_id] = std::move(next);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "troupe serve: KV pages of session '%s' not spilled: %s\n", spill.session_id.c_str(), e.what());
+        }
       },
       [self](list_sessions_atom, const std::string& peer, uint64_t id) {
         PersistenceState& st = *self->state;
@@ -139,9 +198,15 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
           return st.reply(peer, messages::error_response(id, wire::ErrorCode::session_busy,
                                                          "session '" + sid + "' has a turn running"));
         try {
+          if (const auto* s = st.find(sid); s && s->kv_pages > 0) {
+            persistence::Batch b;
+            st.kv.erase(s->tokens, s->kv_pages, b);
+            st.cfg.store->write(b, false);
+          }
           if (!st.sessions.remove(sid))
             return st.reply(peer, messages::error_response(id, wire::ErrorCode::unknown_session, "no session '" + sid + "'"));
           st.cache.erase(sid);
+          st.last_turn.erase(sid);
           st.reply(peer, messages::ack_response(id, "deleted session '" + sid + "'"));
         } catch (const std::exception& e) {
           st.reply(peer, messages::error_response(id, wire::ErrorCode::storage_failed, e.what()));

@@ -59,7 +59,8 @@ messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::mill
   const auto* r = reply ? messages::check_step_result(*reply) : nullptr;
   if (!r) throw std::runtime_error("no worker answered at " + endpoint);
   if (r->kv_pages() <= 0 || r->page_size() <= 0) throw std::runtime_error("the worker at " + endpoint + " reports no KV pages");
-  return {r->kv_pages(), r->page_size(), r->n_vocab(), r->model() ? r->model()->str() : "", r->can_copy_pages()};
+  return {r->kv_pages(), r->page_size(), r->n_vocab(), r->model() ? r->model()->str() : "", r->can_copy_pages(),
+          r->can_transfer_pages()};
 }
 
 }  // namespace troupe::actors

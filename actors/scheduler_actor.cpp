@@ -6,6 +6,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <map>
+#include <utility>
 #include <unordered_map>
 
 #include "actors/client_gateway.h"
@@ -38,6 +39,27 @@ struct RequestInfo {
   std::vector<ChatMessage> turn_messages;
   std::string answer;                // a session turn's streamed text
   caf::actor sink;                   // the server's own requests (job items) answer here
+  int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
+};
+
+// A session's pages on their way to the store: read by the next step's
+// exports, then sent to the persistence actor.
+struct PendingSpill {
+  std::string session_id;
+  std::vector<int32_t> tokens;  // full pages of the history
+  int32_t first = 0;            // index of pages[0] in it
+  std::vector<int32_t> pages;
+};
+
+// Restored pages adopted into the prefix cache, written by the next step.
+struct PendingRestore {
+  std::vector<int32_t> tokens;  // the prefix they hold (whole pages)
+  std::vector<messages::PageBytes> pages;
+};
+
+struct IdleSession {
+  std::vector<int32_t> tokens;
+  int64_t since_ns = 0;
 };
 
 }  // namespace
@@ -55,6 +77,10 @@ struct SchedulerState {
   std::vector<uint64_t> in_step;   // sequences of the step in flight
   std::vector<uint64_t> forget;    // ended sequences the verifier may drop
   std::vector<std::pair<uint64_t, bool>> deferred;  // (sequence, tell the client) ended during a step
+  std::vector<PendingSpill> spills, spills_in_step;
+  std::vector<PendingRestore> restores, restores_in_step;
+  std::map<std::string, IdleSession> idle_sessions;  // ended a turn; pages cached until idle
+  bool step_has_slices = false;
   uint64_t tokens_generated = 0;
   double engine_ms = 0;        // sum of the verifier's step times
   double busy_ms = 0;          // wall time with requests in the system
@@ -76,6 +102,46 @@ struct SchedulerState {
     if (sink) caf::anon_send(sink, job_item_atom::value, client_id, b);
     else cfg.gateway->send(peer, b);
   }
+  // A finished session turn: its computed full pages not yet stored go to
+  // the store (read by the next step, before anything can reuse them).
+  void queue_spill(const RequestInfo& r, const PlannedSequence& s) {
+    const int32_t full = s.computed / cfg.page_size;
+    std::vector<int32_t> tokens(s.tokens.begin(), s.tokens.begin() + static_cast<int64_t>(full) * cfg.page_size);
+    if (cfg.kv_transfer && full > r.persisted_pages) {
+      const auto table = s.kv.block_table();
+      PendingSpill p{r.session_id, tokens, r.persisted_pages,
+                     std::vector<int32_t>(table.begin() + r.persisted_pages, table.begin() + full)};
+      spills.push_back(std::move(p));
+    }
+    idle_sessions[r.session_id] = {std::move(tokens), now_ns()};
+  }
+
+  // Restored pages of an admitted session turn: into the prefix cache now,
+  // their contents written by the next step (before its forward).
+  void restore(std::span<const int32_t> prompt, std::vector<std::string>& data) {
+    if (!cfg.kv_transfer || data.empty()) return;
+    const int32_t n = static_cast<int32_t>(data.size());
+    for (const auto& d : data)
+      if (static_cast<int64_t>(d.size()) != cfg.page_bytes) return;  // not this layout: recompute instead
+    PendingRestore r;
+    r.tokens.assign(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), static_cast<int64_t>(n) * cfg.page_size));
+    for (const auto& [index, page] : planner.adopt_prefix(prompt, n)) r.pages.push_back({page, std::move(data[index])});
+    if (!r.pages.empty()) restores.push_back(std::move(r));
+  }
+
+  // Housekeeping: idle sessions' cached pages go back to the pool.
+  void drop_idle() {
+    const int64_t now = now_ns();
+    for (auto it = idle_sessions.begin(); it != idle_sessions.end();) {
+      if (now - it->second.since_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.session_idle).count()) {
+        ++it;
+        continue;
+      }
+      planner.drop_prefix(it->second.tokens);
+      it = idle_sessions.erase(it);
+    }
+  }
+
   // A session turn that ends without being stored frees its session.
   void release_session(const std::string& session_id) {
     if (!session_id.empty() && cfg.persistence) caf::anon_send(cfg.persistence, session_release_atom::value, session_id);
@@ -120,7 +186,10 @@ struct SchedulerState {
         c.session_id = r.session_id;
         c.messages = std::move(r.turn_messages);
         c.messages.push_back({"assistant", std::move(r.answer)});
-        if (const PlannedSequence* s = planner.find(seq)) c.tokens = s->tokens;
+        if (const PlannedSequence* s = planner.find(seq)) {
+          c.tokens = s->tokens;
+          queue_spill(r, *s);
+        }
         c.sampling = r.sampling;
         c.done = d;
         caf::anon_send(cfg.persistence, session_commit_atom::value, std::move(c));
@@ -242,7 +311,21 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
   if (!error.empty()) {
     // The step's KV is unknown: its requests end with the reason; others go on.
     for (uint64_t seq : st.in_step) st.fail(seq, wire::ErrorCode::internal, "engine step failed: " + error);
+    // Restored pages may not have been written: they must not be reused.
+    for (const auto& r : st.restores_in_step) st.planner.drop_prefix(r.tokens);
   } else {
+    // Exported pages, in the order the plan asked for them, to the store.
+    const auto* exported = res->exported();
+    size_t next = 0;
+    for (auto& sp : st.spills_in_step) {
+      KvSpill k{sp.session_id, std::move(sp.tokens), sp.first, {}};
+      for (size_t i = 0; i < sp.pages.size() && exported && next < exported->size(); ++i, ++next) {
+        const auto* d = exported->Get(static_cast<uint32_t>(next))->data();
+        if (exported->Get(static_cast<uint32_t>(next))->page() != sp.pages[i] || !d) break;
+        k.data.emplace_back(reinterpret_cast<const char*>(d->data()), d->size());
+      }
+      if (k.data.size() == sp.pages.size()) caf::anon_send(st.cfg.persistence, kv_spill_atom::value, std::move(k));
+    }
     try {
       st.engine_ms += res->forward_ms();
       std::vector<int32_t> sampled;
@@ -261,7 +344,7 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
       for (size_t i = 0; matches && i < sampled.size(); ++i)
         matches = sampled[i] >= 0 && static_cast<size_t>(sampled[i]) < st.cfg.tokenizer->size();
       if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(st.step));
-      st.planner.commit(sampled);
+      if (st.step_has_slices) st.planner.commit(sampled);
       auto deferred = [&](uint64_t seq) {
         return std::any_of(st.deferred.begin(), st.deferred.end(), [&](const auto& d) { return d.first == seq; });
       };
@@ -277,6 +360,8 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
     }
   }
   st.in_step.clear();
+  st.spills_in_step.clear();
+  st.restores_in_step.clear();
   for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);
   st.deferred.clear();
   run_step(self);
@@ -285,22 +370,32 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
 
 void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
   SchedulerState& st = *self->state;
-  while (!st.in_flight && !st.planner.idle()) {
-    const auto& slices = st.planner.plan();
-    if (slices.empty()) {
-      // Nothing running and the head of the queue cannot get its pages: it never will.
-      const PlannerStats ps = st.planner.stats();
-      if (ps.running > 0 || ps.waiting == 0) return;
-      uint64_t head = 0;
-      int32_t best = INT32_MAX;
-      for (const auto& [seq, r] : st.requests) {
-        const int32_t pos = st.planner.queue_position(seq);
-        if (pos >= 0 && pos < best) best = pos, head = seq;
+  while (!st.in_flight) {
+    const bool transfers = !st.spills.empty() || !st.restores.empty();
+    if (st.planner.idle() && !transfers) return;
+    static const std::vector<PlannedSlice> kNone;
+    const std::vector<PlannedSlice>* planned = &kNone;
+    if (!st.planner.idle()) {
+      planned = &st.planner.plan();
+      if (planned->empty()) {
+        // Nothing running and the head of the queue cannot get its pages: it never will.
+        const PlannerStats ps = st.planner.stats();
+        if (ps.running == 0 && ps.waiting > 0) {
+          uint64_t head = 0;
+          int32_t best = INT32_MAX;
+          for (const auto& [seq, r] : st.requests) {
+            const int32_t pos = st.planner.queue_position(seq);
+            if (pos >= 0 && pos < best) best = pos, head = seq;
+          }
+          st.fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
+          continue;
+        }
+        if (!transfers) return;
       }
-      st.fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
-      continue;
     }
-    const Batch batch = st.planner.batch();
+    const std::vector<PlannedSlice>& slices = *planned;
+    st.step_has_slices = !slices.empty();
+    const Batch batch = slices.empty() ? Batch{} : st.planner.batch();
     std::vector<messages::SliceSpec> specs;
     specs.reserve(slices.size());
     st.in_step.clear();
@@ -321,8 +416,17 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
       st.in_step.push_back(slices[i].id);
     }
     std::vector<std::pair<int32_t, int32_t>> copies;
-    for (const PageCopy& c : st.planner.copies()) copies.emplace_back(c.src, c.dst);
-    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies);
+    if (!slices.empty())
+      for (const PageCopy& c : st.planner.copies()) copies.emplace_back(c.src, c.dst);
+    // Spills and restores travel with this step (exports read before anything else).
+    std::vector<int32_t> exports;
+    for (const auto& sp : st.spills) exports.insert(exports.end(), sp.pages.begin(), sp.pages.end());
+    std::vector<messages::PageBytes> imports;
+    for (auto& r : st.restores)
+      for (auto& p : r.pages) imports.push_back(std::move(p));
+    st.spills_in_step = std::exchange(st.spills, {});
+    st.restores_in_step = std::exchange(st.restores, {});
+    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies, exports, imports);
     st.forget.clear();
     st.in_flight = true;
     self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
@@ -335,6 +439,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
 
 caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, SchedulerConfig config) {
   self->state = std::make_shared<SchedulerState>(std::move(config));
+  self->delayed_send(self, std::chrono::seconds(5), tick_atom::value);
   return {
       [self](admit_atom, AdmitRequest& a) {
         SchedulerState& st = *self->state;
@@ -348,6 +453,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
                         "request id " + std::to_string(a.client_id) + " is already running on this connection");
         const uint64_t seq = st.next_seq++;
         const int32_t prompt_tokens = static_cast<int32_t>(a.prompt.size());
+        if (!a.session_id.empty()) st.idle_sessions.erase(a.session_id);
+        st.restore(a.prompt, a.restore_pages);
         switch (st.planner.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
           case BatchPlanner::AddResult::queue_full:
             return refuse(wire::ErrorCode::queue_full, "the queue is full (" + std::to_string(st.cfg.planner.max_waiting) +
@@ -370,6 +477,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.session_id = std::move(a.session_id);
         r.turn_messages = std::move(a.turn_messages);
         r.sink = std::move(a.sink);
+        r.persisted_pages = a.persisted_pages;
         st.send(r, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
         st.ids.emplace(key, std::vector<uint64_t>{seq});
         st.requests.emplace(seq, std::move(r));
@@ -398,6 +506,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         for (uint64_t seq : mine) st.end_or_defer(seq, false);
         run_step(self);
         st.account();
+      },
+      [self](tick_atom) {
+        self->state->drop_idle();
+        self->delayed_send(self, std::chrono::seconds(5), tick_atom::value);
       },
       [self](stats_atom, const std::string& peer, uint64_t id) {
         SchedulerState& st = *self->state;

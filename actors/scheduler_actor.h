@@ -10,6 +10,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,12 @@ struct SchedulerConfig {
   std::shared_ptr<ClientGateway> gateway;
   caf::actor verifier;
   caf::actor persistence;  // session turns are committed there before their Done
+  // KV tiers: the verifier can export and import pages (spill and restore).
+  bool kv_transfer = false;
+  int64_t page_bytes = 0;  // one spilled page (engine/kv_page_codec.h)
+  // After this long without a turn, a session's cached pages (already
+  // spilled) go back to the pool.
+  std::chrono::milliseconds session_idle{300000};
 };
 
 struct SchedulerState;

@@ -16,6 +16,8 @@
 #include "actors/verifier_actor.h"
 #include "engine/chat_template.h"
 #include "engine/gguf_file.h"
+#include "engine/kv_page_codec.h"
+#include "engine/model_identity.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
 #include "engine/vocabulary.h"
@@ -35,6 +37,7 @@ struct Service::Impl {
   std::shared_ptr<persistence::Store> store;
   std::shared_ptr<EventSocket> events;
   caf::actor verifier, scheduler, ingestion, persistence, jobs;
+  bool kv_spill = false;
 };
 
 std::filesystem::path default_data_dir() {
@@ -50,7 +53,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   const GgufFile* file = nullptr;
   ModelConfig config;
   int32_t kv_pages = 0, page_size = 0;
-  bool can_copy = false;
+  bool can_copy = false, can_transfer = false;
   if (s.options.worker.empty()) {
     BackendOptions bo = s.options.backend;
     bo.kv_pages = static_cast<int32_t>((s.options.kv_tokens + bo.page_size - 1) / bo.page_size);
@@ -61,6 +64,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     kv_pages = s.backend->pages().capacity();
     page_size = s.backend->page_size();
     can_copy = s.backend->can_copy_pages();
+    can_transfer = s.backend->can_transfer_pages();
     s.backend_text = s.backend->describe();
   } else {
     s.file = std::make_unique<GgufFile>(GgufFile::open(s.options.model_path));
@@ -74,6 +78,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     kv_pages = s.worker.kv_pages;
     page_size = s.worker.page_size;
     can_copy = s.worker.can_copy_pages;
+    can_transfer = s.worker.can_transfer_pages;
     s.backend_text = "verifier in worker " + s.options.worker + " (" + s.worker.model + ", KV " +
                      std::to_string(kv_pages) + " pages x " + std::to_string(page_size) + " tokens)";
   }
@@ -103,6 +108,14 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   pc.store = s.store;
   pc.gateway = s.gateway;
   pc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
+  const KvPageShape shape = KvPageShape::of(config, page_size);
+  pc.kv = can_transfer && s.options.kv_spill;
+  pc.kv_identity = kv_identity(*file, config, page_size);
+  pc.model_fingerprint = pc.kv_identity.model;
+  pc.page_size = page_size;
+  pc.page_bytes = shape.encoded_bytes();
+  pc.idle_ms = s.options.session_idle.count();
+  s.kv_spill = pc.kv;
   s.persistence = s.system->spawn<caf::detached>(persistence_actor, pc);
   SchedulerConfig sc;
   sc.tokenizer = s.tokenizer;
@@ -113,6 +126,9 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   sc.gateway = s.gateway;
   sc.verifier = s.verifier;
   sc.persistence = s.persistence;
+  sc.kv_transfer = pc.kv;
+  sc.page_bytes = pc.page_bytes;
+  sc.session_idle = s.options.session_idle;
   s.scheduler = s.system->spawn(scheduler_actor, sc);
   const ChatFormat chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
   JobConfig jc;
@@ -131,6 +147,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   ic.limits = s.options.client;
   ic.max_context = limits.max_context;
   ic.max_samples = can_copy ? 16 : 1;
+  ic.page_size = page_size;
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
   ic.persistence = s.persistence;
@@ -158,7 +175,7 @@ std::string Service::describe() const {
   const Impl& s = *impl_;
   return s.backend_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
-         "; job events on " + s.options.events;
+         "; job events on " + s.options.events + (s.kv_spill ? "; session KV spills to the store" : "");
 }
 
 const std::string& Service::events_endpoint() const { return impl_->options.events; }

@@ -35,6 +35,10 @@ struct ServiceOptions {
   // or the ipc path + ".events").
   std::string events;
   int32_t job_items_in_flight = 4;  // job items in the scheduler at once
+  // KV tiers: a session turn's pages are spilled to the store (INT8) and
+  // restored for its next turn after a restart or a long idle.
+  bool kv_spill = true;
+  std::chrono::milliseconds session_idle{300000};  // then a session's cached pages are freed
 };
 
 // $XDG_DATA_HOME/troupe, else ~/.local/share/troupe.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/local_messages.h"
+#include "engine/kv_page_codec.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
 #include "engine/sampler.h"
@@ -42,6 +43,13 @@ struct StepRunner::Impl {
     return p;
   }
 
+  // A front end sized for another worker must not touch pages out of bounds.
+  void check_page(int32_t page) const {
+    if (page < 0 || page >= info.kv_pages)
+      throw std::out_of_range("KV page " + std::to_string(page) + " outside this worker's " + std::to_string(info.kv_pages) +
+                              " pages");
+  }
+
   std::string run(const std::string& bytes) {
     const auto* plan = messages::check_step_plan(bytes);
     if (!plan) return messages::step_result(0, {}, "malformed step plan", 0, info);
@@ -49,6 +57,20 @@ struct StepRunner::Impl {
     try {
       if (plan->forget())
         for (uint64_t id : *plan->forget()) samplers.erase(id);
+      // Exports first: a page this step reuses still holds what was spilled.
+      std::vector<messages::PageBytes> exported;
+      if (plan->exports())
+        for (int32_t page : *plan->exports()) {
+          check_page(page);
+          exported.push_back({page, export_kv_page(*backend, page)});
+        }
+      if (plan->imports())
+        for (const auto* p : *plan->imports()) {
+          check_page(p->page());
+          const auto* d = p->data();
+          if (!d || !import_kv_page(*backend, p->page(), std::string_view(reinterpret_cast<const char*>(d->data()), d->size())))
+            throw std::invalid_argument("KV page " + std::to_string(p->page()) + " to restore is not in this model's layout");
+        }
       Batch batch;
       std::vector<uint64_t> wanting;
       if (plan->slices()) {
@@ -57,10 +79,7 @@ struct StepRunner::Impl {
             throw std::invalid_argument("slice of sequence " + std::to_string(s->sequence_id()) + " has no tokens");
           const std::span<const int32_t> tokens(s->tokens()->data(), s->tokens()->size());
           const std::span<const int32_t> table(s->block_table()->data(), s->block_table()->size());
-          for (int32_t page : table)  // a front end sized for another worker must not write out of bounds
-            if (page < 0 || page >= info.kv_pages)
-              throw std::out_of_range("KV page " + std::to_string(page) + " outside this worker's " +
-                                      std::to_string(info.kv_pages) + " pages");
+          for (int32_t page : table) check_page(page);
           if (s->sampling()) {  // the first slice of this sequence we see (or a restart)
             const SamplingParams p = params(s->sampling());
             p.validate();
@@ -104,7 +123,7 @@ struct StepRunner::Impl {
         sampled.push_back({wanting[r], token, logprob});
       }
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      return messages::step_result(plan->step(), sampled, "", ms, info);
+      return messages::step_result(plan->step(), sampled, "", ms, info, exported);
     } catch (const std::exception& e) {
       return messages::step_result(plan->step(), {}, e.what(), 0, info);
     }
@@ -115,7 +134,7 @@ StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_uniqu
   impl_->backend = std::move(backend);
   Backend& b = *impl_->backend;
   impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
-                 b.can_copy_pages()};
+                 b.can_copy_pages(), b.can_transfer_pages()};
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

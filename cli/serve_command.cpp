@@ -18,6 +18,8 @@ struct ServeArgs {
   actors::ServiceOptions service;
   std::string device = "cpu", weights = "auto";
   bool no_prefix_cache = false;
+  bool no_kv_spill = false;
+  int session_idle_s = 300;
 };
 
 int run_serve(ServeArgs& a) {
@@ -32,6 +34,8 @@ int run_serve(ServeArgs& a) {
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
   o.planner.prefix_caching = !a.no_prefix_cache;
+  o.kv_spill = !a.no_kv_spill;
+  o.session_idle = std::chrono::seconds(a.session_idle_s);
   actors::Service service(o);
   std::fprintf(stderr, "troupe serve: listening on %s; %s\n", o.listen.c_str(), service.describe().c_str());
   std::fflush(stderr);
@@ -73,6 +77,10 @@ Run add_serve(CLI::App& app) {
                   "ZeroMQ endpoint for job events, PUB (default: the --listen port + 1, or its ipc path + .events)");
   cmd->add_option("--job-concurrency", a->service.job_items_in_flight, "Batch-job items running at once")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--no-kv-spill", a->no_kv_spill, "Do not store session KV pages (a resumed session recomputes its prefix)");
+  cmd->add_option("--session-idle", a->session_idle_s, "Seconds after which an idle session's KV pages leave memory")
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   a->service.planner.max_context = 0;
   return [a] { return run_serve(*a); };

@@ -33,6 +33,14 @@ void Backend::copy_pages(std::span<const PageCopy> copies) {
   if (!copies.empty()) throw std::runtime_error(describe() + ": copying KV pages (parallel samples) is not supported");
 }
 
+void Backend::read_page(int32_t, std::span<uint16_t>, std::span<uint16_t>) const {
+  throw std::runtime_error(describe() + ": moving KV pages to another tier is not supported");
+}
+
+void Backend::write_page(int32_t, std::span<const uint16_t>, std::span<const uint16_t>) {
+  throw std::runtime_error(describe() + ": moving KV pages to another tier is not supported");
+}
+
 void Backend::forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens) {
   Logits logits;
   forward(batch, logits);

@@ -73,6 +73,13 @@ class Backend {
   virtual void copy_pages(std::span<const PageCopy> copies);
   virtual bool can_copy_pages() const { return false; }
 
+  // A page's K and V, every layer, as IEEE half [layer][slot][kv head][dim]
+  // (engine/kv_page_codec.h): how pages leave for and return from colder
+  // tiers. Backends without it throw.
+  virtual bool can_transfer_pages() const { return false; }
+  virtual void read_page(int32_t page, std::span<uint16_t> keys, std::span<uint16_t> values) const;
+  virtual void write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values);
+
   // forward, then one token per wanted row chosen as `choices[row]` says;
   // on CUDA only the ids cross to the host.
   virtual void forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens);

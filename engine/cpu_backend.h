@@ -23,6 +23,10 @@ class CpuBackend final : public Backend {
     for (const PageCopy& c : copies) cache_.copy_page(c.src, c.dst);
   }
 
+  bool can_transfer_pages() const override { return true; }
+  void read_page(int32_t page, std::span<uint16_t> keys, std::span<uint16_t> values) const override;
+  void write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values) override;
+
   Model& model() { return *model_; }
   KvCache& cache() { return cache_; }
 

@@ -93,6 +93,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return bytes_.size(); }
+  std::span<const uint8_t> bytes() const { return bytes_; }  // the whole file, as mapped
   uint64_t data_offset() const { return data_offset_; }
 
   const std::vector<GgufKeyValue>& metadata() const { return metadata_; }

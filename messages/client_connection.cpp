@@ -57,6 +57,7 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
           if (on_text) on_text(t->text()->string_view());
         }
         if (t->token_ids()) out.tokens.insert(out.tokens.end(), t->token_ids()->begin(), t->token_ids()->end());
+        if (t->logprobs()) out.logprobs.insert(out.logprobs.end(), t->logprobs()->begin(), t->logprobs()->end());
         break;
       }
       case wire::ResponseBody::Done: {

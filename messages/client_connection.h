@@ -22,6 +22,7 @@ struct StreamOutcome {
   std::string message;           // the Error's message, or "timed out"
   std::string text;              // every Tokens delta, concatenated
   std::vector<int32_t> tokens;   // every token id (of sample 0)
+  std::vector<float> logprobs;   // when asked for: one per token id (of sample 0)
   int32_t prompt_tokens = 0;     // from Accepted
   std::vector<std::vector<int32_t>> sample_tokens;  // per sample, for requests with n > 1
   std::vector<DoneFields> sample_done;               // per sample

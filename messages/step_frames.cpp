@@ -4,9 +4,31 @@
 
 namespace troupe::messages {
 
+namespace {
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::step::PageData>>> build_pages(
+    flatbuffers::FlatBufferBuilder& fbb, std::span<const PageBytes> pages) {
+  if (pages.empty()) return 0;
+  std::vector<flatbuffers::Offset<wire::step::PageData>> out;
+  out.reserve(pages.size());
+  for (const PageBytes& p : pages)
+    out.push_back(wire::step::CreatePageData(
+        fbb, p.page, fbb.CreateVector(reinterpret_cast<const uint8_t*>(p.data.data()), p.data.size())));
+  return fbb.CreateVector(out.data(), out.size());
+}
+
+size_t page_bytes(std::span<const PageBytes> pages) {
+  size_t n = 0;
+  for (const PageBytes& p : pages) n += p.data.size() + 16;
+  return n;
+}
+
+}  // namespace
+
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
-                std::span<const std::pair<int32_t, int32_t>> copies) {
-  flatbuffers::FlatBufferBuilder fbb(1024);
+                std::span<const std::pair<int32_t, int32_t>> copies, std::span<const int32_t> exports,
+                std::span<const PageBytes> imports) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(imports));
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
   for (const SliceSpec& s : slices) {
@@ -29,21 +51,24 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   pc.reserve(copies.size());
   for (const auto& [src, dst] : copies) pc.emplace_back(src, dst);
   const auto copy_list = fbb.CreateVectorOfStructs(pc.data(), pc.size());
-  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list));
+  const auto export_list = exports.empty() ? 0 : fbb.CreateVector(exports.data(), exports.size());
+  const auto import_list = build_pages(fbb, imports);
+  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
-                  const WorkerInfo& worker) {
-  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size());
+                  const WorkerInfo& worker, std::span<const PageBytes> exported) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size() + page_bytes(exported));
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
   for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(worker.model);
+  const auto pages = build_pages(fbb, exported);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
-                                          worker.n_vocab, model, worker.can_copy_pages));
+                                          worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -28,19 +28,27 @@ struct SampledToken {
   float logprob = 0;
 };
 
-// copies: (src, dst) page pairs, copied before the forward.
+struct PageBytes {
+  int32_t page = 0;
+  std::string data;  // engine/kv_page_codec.h format
+};
+
+// copies: (src, dst) page pairs, copied before the forward; exports and
+// imports: see StepPlan in step.fbs.
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
-                std::span<const std::pair<int32_t, int32_t>> copies = {});
+                std::span<const std::pair<int32_t, int32_t>> copies = {}, std::span<const int32_t> exports = {},
+                std::span<const PageBytes> imports = {});
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;
   int32_t n_vocab = 0;
   std::string model;
   bool can_copy_pages = false;
+  bool can_transfer_pages = false;
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
-                  const WorkerInfo& worker = {});
+                  const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {});
 
 // Verified views (nullptr when the bytes are not such a message).
 const wire::step::StepPlan* check_step_plan(std::string_view bytes);

@@ -27,6 +27,9 @@ SessionRecord decode_header(std::string_view bytes) {
   if (h->tokens()) s.tokens.assign(h->tokens()->begin(), h->tokens()->end());
   s.sampling = messages::read_sampling(h->sampling());
   s.turns.resize(static_cast<size_t>(std::max(0, h->turns())));
+  s.kv_pages = std::max(0, h->kv_pages());
+  s.kv_model = h->kv_model();
+  s.kv_layout = h->kv_layout();
   return s;
 }
 
@@ -70,7 +73,7 @@ std::string encode_session_header(const SessionRecord& s) {
   const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
   const auto sampling = messages::build_sampling(fbb, s.sampling);
   fbb.Finish(store::CreateSessionHeader(fbb, id, s.created_ms, s.updated_ms, static_cast<int32_t>(s.turns.size()), model,
-                                        s.model_fingerprint, tokens, sampling));
+                                        s.model_fingerprint, tokens, sampling, s.kv_pages, s.kv_model, s.kv_layout));
   return messages::finish_bytes(fbb);
 }
 
@@ -109,6 +112,10 @@ std::vector<messages::SessionSummaryFields> SessionBook::list() const {
     return true;
   });
   return out;
+}
+
+void SessionBook::write_header(const SessionRecord& s, Batch& b) {
+  b.put(Family::sessions, header_key(s.id), encode_session_header(s));
 }
 
 void SessionBook::append_last_turn(const SessionRecord& s) {

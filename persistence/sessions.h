@@ -36,6 +36,10 @@ struct SessionRecord {
   std::vector<int32_t> tokens;     // the last turn's prompt + answer, as that model saw them
   messages::SamplingFields sampling;
   std::vector<SessionTurnRecord> turns;
+  // The first kv_pages full pages of `tokens` are in the kv_pages family,
+  // under the identity (kv_model, kv_layout): engine/model_identity.h.
+  int32_t kv_pages = 0;
+  uint64_t kv_model = 0, kv_layout = 0;
 
   std::vector<ChatMessage> history() const;  // every turn's messages, in order
   messages::SessionSummaryFields summary() const;
@@ -49,6 +53,8 @@ class SessionBook {
   std::vector<messages::SessionSummaryFields> list() const;
   // Writes `session`'s header and its last turn, durably. Throws StoreError.
   void append_last_turn(const SessionRecord& session);
+  // Adds the header's write to `b` (the KV spill updates kv_pages with its pages).
+  void write_header(const SessionRecord& session, Batch& b);
   // Deletes the header and every turn; false if there was no such session.
   bool remove(std::string_view id);
 

@@ -45,6 +45,15 @@ PlannedSequence* BatchPlanner::get(uint64_t id) {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
+std::vector<std::pair<int32_t, int32_t>> BatchPlanner::adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages) {
+  if (!limits_.prefix_caching) return {};
+  return cache_.adopt(tokens, n_pages);
+}
+
+int32_t BatchPlanner::drop_prefix(std::span<const int32_t> tokens) {
+  return limits_.prefix_caching ? cache_.drop(tokens) : 0;
+}
+
 const PlannedSequence* BatchPlanner::find(uint64_t id) const {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? nullptr : it->second.get();

@@ -103,6 +103,11 @@ class BatchPlanner {
   // One sampled token per slice that wants one, in slice order.
   void commit(std::span<const int32_t> sampled);
 
+  // Cold-tier restore: see PrefixCache::adopt. Empty when prefix caching is off.
+  std::vector<std::pair<int32_t, int32_t>> adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages);
+  // An idle prefix's cached pages go back to the pool (PrefixCache::drop).
+  int32_t drop_prefix(std::span<const int32_t> tokens);
+
   const PlannedSequence* find(uint64_t id) const;
   PlannerStats stats() const;
   int32_t queue_position(uint64_t id) const;  // requests ahead in the queue, or -1

@@ -1,5 +1,6 @@
 #include "engine/schedule/prefix_cache.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace troupe {
@@ -22,7 +23,7 @@ PrefixCache::~PrefixCache() {
   for (auto& [key, e] : entries_) pool_.release(e.page);
 }
 
-uint64_t PrefixCache::chain(uint64_t prev, std::span<const int32_t> page_tokens) const {
+uint64_t PrefixCache::chain_key(uint64_t prev, std::span<const int32_t> page_tokens) {
   uint64_t h = mix(prev, 0x7472'6f75'7065ull);  // "troupe"
   for (int32_t t : page_tokens) h = mix(h, static_cast<uint32_t>(t));
   return h;
@@ -84,6 +85,55 @@ bool PrefixCache::make_free(int32_t free_pages) {
     it = lru_.erase(it);
   }
   return pool_.free_count() >= free_pages;
+}
+
+std::vector<std::pair<int32_t, int32_t>> PrefixCache::adopt(std::span<const int32_t> tokens, int32_t n_pages) {
+  std::vector<std::pair<int32_t, int32_t>> fill;
+  std::vector<int32_t> held;
+  std::vector<std::list<uint64_t>::iterator> touched;
+  uint64_t key = 0;
+  for (int32_t i = 0; i < n_pages && static_cast<size_t>(i + 1) * page_size_ <= tokens.size(); ++i) {
+    const auto page_tokens = tokens.subspan(static_cast<size_t>(i) * page_size_, page_size_);
+    key = chain(key, page_tokens);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      if (!std::equal(page_tokens.begin(), page_tokens.end(), it->second.tokens.begin())) break;  // a collision
+      touched.push_back(it->second.lru);
+      pool_.retain(it->second.page);  // held for this call, as adopted pages are
+      held.push_back(it->second.page);
+      continue;
+    }
+    if (pool_.free_count() == 0 && !make_free(1)) break;
+    const auto page = pool_.allocate();
+    if (!page) break;
+    lru_.push_front(key);
+    entries_.emplace(key, Entry{*page, std::vector<int32_t>(page_tokens.begin(), page_tokens.end()), lru_.begin()});
+    key_of_page_.emplace(*page, key);
+    touched.push_back(lru_.begin());
+    pool_.retain(*page);  // held for this call: making room for the next page must not evict it
+    held.push_back(*page);
+    fill.emplace_back(i, *page);  // the allocation's reference is the cache's
+  }
+  touch(touched);
+  for (int32_t page : held) pool_.release(page);
+  return fill;
+}
+
+int32_t PrefixCache::drop(std::span<const int32_t> tokens) {
+  int32_t dropped = 0;
+  uint64_t key = 0;
+  for (size_t i = 0; (i + 1) * page_size_ <= tokens.size(); ++i) {
+    key = chain(key, tokens.subspan(i * page_size_, page_size_));
+    auto it = entries_.find(key);
+    if (it == entries_.end()) break;
+    if (pool_.ref_count(it->second.page) != 1) continue;  // a sequence uses it
+    pool_.release(it->second.page);
+    key_of_page_.erase(it->second.page);
+    lru_.erase(it->second.lru);
+    entries_.erase(it);
+    ++dropped;
+  }
+  return dropped;
 }
 
 int32_t PrefixCache::cached_pages() const {

@@ -10,6 +10,7 @@
 #include <list>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/page_pool.h"
@@ -35,7 +36,23 @@ class PrefixCache {
   // none is left to evict; true when enough are free.
   bool make_free(int32_t free_pages);
 
+  // Pages for the first `n_pages` full pages of `tokens` whose K/V the
+  // caller will write (restored from a colder tier): for each page not
+  // already cached, a free page (evicting LRU ones if needed) is taken and
+  // cached under the prefix. Returns (page index in `tokens`, page) of the
+  // pages to fill; stops early when no page can be freed. The caller must
+  // fill them before any step reads them.
+  std::vector<std::pair<int32_t, int32_t>> adopt(std::span<const int32_t> tokens, int32_t n_pages);
+
+  // Releases the cached pages of `tokens`' prefix that only the cache holds
+  // (an idle session's memory); pages in use stay.
+  int32_t drop(std::span<const int32_t> tokens);
+
   int32_t cached_pages() const;  // held by the cache alone
+
+  // The key of a page whose predecessors' chain key is `prev` (0 for the
+  // first page): what persisted pages are stored under too.
+  static uint64_t chain_key(uint64_t prev, std::span<const int32_t> page_tokens);
   int32_t known_pages() const { return static_cast<int32_t>(entries_.size()); }
 
  private:
@@ -44,7 +61,7 @@ class PrefixCache {
     std::vector<int32_t> tokens;  // the page's own tokens, checked on a hit
     std::list<uint64_t>::iterator lru;
   };
-  uint64_t chain(uint64_t prev, std::span<const int32_t> page_tokens) const;
+  uint64_t chain(uint64_t prev, std::span<const int32_t> page_tokens) const { return chain_key(prev, page_tokens); }
   void touch(const std::vector<std::list<uint64_t>::iterator>& chain_in_order);
 
   PagePool& pool_;

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <numeric>
+
 #include "persistence/jobs.h"
+#include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
 #include "persistence/store.h"
 
@@ -139,4 +142,30 @@ TEST_CASE("a job's items and results survive reopening, and prompts fill the tem
   plain.items = {"just this"};
   CHECK(plain.prompt(0) == "just this");
   CHECK_FALSE(book.load("j2"));
+}
+
+TEST_CASE("stored KV pages are found only for the same identity and tokens, up to the first gap", "[persistence]") {
+  TempDir dir("kv");
+  Store store(dir.path);
+  const KvIdentity id{1, 2};
+  KvPageStore pages(store, id, 4, 10);
+  std::vector<int32_t> tokens(12);
+  std::iota(tokens.begin(), tokens.end(), 1);
+  {
+    Batch b;
+    pages.put(tokens, 0, std::vector<std::string>{std::string(10, 'a'), std::string(10, 'b')}, b);
+    store.write(b, false);
+  }
+  CHECK(pages.get(tokens, 3) == std::vector<std::string>{std::string(10, 'a'), std::string(10, 'b')});
+  CHECK(pages.get(tokens, 1).size() == 1);
+  auto other = tokens;
+  other[5] = 99;  // the second page differs: only the first is there
+  CHECK(pages.get(other, 3).size() == 1);
+  CHECK(KvPageStore(store, KvIdentity{1, 3}, 4, 10).get(tokens, 3).empty());  // another layout
+  CHECK(KvPageStore(store, KvIdentity{9, 2}, 4, 10).get(tokens, 3).empty());  // another model file
+  CHECK(KvPageStore(store, id, 4, 11).get(tokens, 3).empty());                // another page size in bytes
+  Batch b;
+  pages.erase(tokens, 2, b);
+  store.write(b, false);
+  CHECK(pages.get(tokens, 3).empty());
 }

@@ -1,0 +1,38 @@
+#pragma once
+// A KV page as it leaves the device for a colder tier (RocksDB): INT8 with
+// one scale per (token, KV head) row, i.e. per block of head_dim values.
+//
+//   header   "KVq8" | u16 version | u16 n_layer | u16 page_size | u16 n_head_kv | u16 head_dim
+//   body     for each layer: K rows, then V rows; a row is one token's one KV
+//            head: f16 scale, then head_dim int8 (value ≈ scale * q, |q| <= 127)
+//
+// At head_dim 64 that is 66 bytes for 128 of FP16: 0.52 of FP16 KV before
+// RocksDB's block compression. The round trip error of a value is at most
+// half a step, max|row| / 254; decode() restores FP16.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace troupe {
+
+class Backend;
+struct ModelConfig;
+
+struct KvPageShape {
+  int32_t n_layer = 0, page_size = 0, n_head_kv = 0, head_dim = 0;
+  static KvPageShape of(const ModelConfig& config, int32_t page_size);
+  // FP16 values of K (or V) in one page, all layers: [layer][slot][head][dim].
+  int64_t values() const { return static_cast<int64_t>(n_layer) * page_size * n_head_kv * head_dim; }
+  int64_t encoded_bytes() const;
+};
+
+std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values);
+// False (outputs untouched) when `bytes` is not a page of this shape.
+bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<uint16_t> keys, std::span<uint16_t> values);
+
+// Through a backend that can transfer pages (Backend::can_transfer_pages).
+std::string export_kv_page(const Backend& backend, int32_t page);
+bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes);
+
+}  // namespace troupe
