@@ -57,6 +57,13 @@ struct PendingRestore {
   std::vector<messages::PageBytes> pages;
 };
 
+// A preempted sequence's pages in host memory until it runs again.
+struct SwappedOut {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> data;  // lossless (KvPageCodec::fp16)
+  int64_t bytes = 0;
+};
+
 struct IdleSession {
   std::vector<int32_t> tokens;
   int64_t since_ns = 0;
@@ -81,6 +88,10 @@ struct SchedulerState {
   std::vector<PendingRestore> restores, restores_in_step;
   std::map<std::string, IdleSession> idle_sessions;  // ended a turn; pages cached until idle
   bool step_has_slices = false;
+  std::vector<PreemptedPages> swaps_in_step;  // swap-outs read by the step in flight
+  std::map<uint64_t, SwappedOut> swapped;     // by sequence
+  int64_t swapped_bytes = 0;
+  uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
   uint64_t tokens_generated = 0;
   double engine_ms = 0;        // sum of the verifier's step times
   double busy_ms = 0;          // wall time with requests in the system
@@ -126,7 +137,47 @@ struct SchedulerState {
     PendingRestore r;
     r.tokens.assign(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), static_cast<int64_t>(n) * cfg.page_size));
     for (const auto& [index, page] : planner.adopt_prefix(prompt, n)) r.pages.push_back({page, std::move(data[index])});
+    pages_restored += r.pages.size();
     if (!r.pages.empty()) restores.push_back(std::move(r));
+  }
+
+  void forget_swap(uint64_t seq) {
+    auto it = swapped.find(seq);
+    if (it == swapped.end()) return;
+    swapped_bytes -= it->second.bytes;
+    swapped.erase(it);
+  }
+
+  // The head of the queue, if preempted with its pages swapped out, gets
+  // them back into the prefix cache (written by the next step) once the
+  // pool has room for them; its admission then skips their recompute.
+  void swap_in() {
+    for (auto it = swapped.begin(); it != swapped.end();) {
+      const PlannedSequence* s = planner.find(it->first);
+      if (!s || s->state != RequestState::waiting) {  // gone, or running again on its cached pages
+        if (!s || s->state == RequestState::finished) {
+          swapped_bytes -= it->second.bytes;
+          it = swapped.erase(it);
+          continue;
+        }
+        ++it;
+        continue;
+      }
+      const int32_t n = static_cast<int32_t>(it->second.data.size());
+      const PlannerStats ps = planner.stats();
+      if (planner.queue_position(it->first) != 0 || ps.pages_free + ps.pages_cached < n + 1) {
+        ++it;
+        continue;
+      }
+      PendingRestore r;
+      r.tokens = it->second.tokens;
+      for (const auto& [index, page] : planner.adopt_prefix(it->second.tokens, n))
+        r.pages.push_back({page, std::move(it->second.data[index])});
+      pages_swapped_in += r.pages.size();
+      if (!r.pages.empty()) restores.push_back(std::move(r));
+      swapped_bytes -= it->second.bytes;
+      it = swapped.erase(it);
+    }
   }
 
   // Housekeeping: idle sessions' cached pages go back to the pool.
@@ -199,6 +250,7 @@ struct SchedulerState {
       }
     }
     release_session(r.session_id);
+    forget_swap(seq);
     planner.finish(seq);
     forget.push_back(seq);
     leave_group(r, seq);
@@ -228,6 +280,7 @@ struct SchedulerState {
     for (uint64_t m : members) {
       auto mi = requests.find(m);
       if (mi == requests.end()) continue;
+      forget_swap(m);
       planner.finish(m);
       forget.push_back(m);
       leave_group(mi->second, m);
@@ -324,7 +377,27 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
         if (exported->Get(static_cast<uint32_t>(next))->page() != sp.pages[i] || !d) break;
         k.data.emplace_back(reinterpret_cast<const char*>(d->data()), d->size());
       }
-      if (k.data.size() == sp.pages.size()) caf::anon_send(st.cfg.persistence, kv_spill_atom::value, std::move(k));
+      if (k.data.size() == sp.pages.size()) {
+        st.pages_spilled += k.data.size();
+        caf::anon_send(st.cfg.persistence, kv_spill_atom::value, std::move(k));
+      }
+    }
+    const auto* swapped = res->swapped();
+    next = 0;
+    for (auto& sw : st.swaps_in_step) {
+      SwappedOut out{std::move(sw.tokens), {}, 0};
+      for (size_t i = 0; i < sw.pages.size() && swapped && next < swapped->size(); ++i, ++next) {
+        const auto* d = swapped->Get(static_cast<uint32_t>(next))->data();
+        if (!d) break;
+        out.data.emplace_back(reinterpret_cast<const char*>(d->data()), d->size());
+        out.bytes += static_cast<int64_t>(d->size());
+      }
+      const PlannedSequence* s = st.planner.find(sw.id);
+      if (out.data.size() != sw.pages.size() || !s || s->state != RequestState::waiting) continue;
+      st.pages_swapped_out += out.data.size();
+      st.forget_swap(sw.id);
+      st.swapped_bytes += out.bytes;
+      st.swapped.emplace(sw.id, std::move(out));
     }
     try {
       st.engine_ms += res->forward_ms();
@@ -362,6 +435,7 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
   st.in_step.clear();
   st.spills_in_step.clear();
   st.restores_in_step.clear();
+  st.swaps_in_step.clear();
   for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);
   st.deferred.clear();
   run_step(self);
@@ -376,6 +450,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
     static const std::vector<PlannedSlice> kNone;
     const std::vector<PlannedSlice>* planned = &kNone;
     if (!st.planner.idle()) {
+      if (st.cfg.kv_transfer) st.swap_in();
       planned = &st.planner.plan();
       if (planned->empty()) {
         // Nothing running and the head of the queue cannot get its pages: it never will.
@@ -395,6 +470,17 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
     }
     const std::vector<PlannedSlice>& slices = *planned;
     st.step_has_slices = !slices.empty();
+    // Sequences this plan preempted: their pages are read (before this step
+    // can reuse them) and kept in host memory, within the swap budget.
+    std::vector<int32_t> swap_outs;
+    for (auto& p : st.planner.take_preempted()) {
+      const int64_t need = static_cast<int64_t>(p.pages.size()) * st.cfg.page_bytes * 2;  // FP16 is twice INT8
+      if (!st.cfg.kv_transfer || !st.cfg.planner.prefix_caching || p.pages.empty() ||
+          st.swapped_bytes + need > st.cfg.swap_bytes)
+        continue;
+      swap_outs.insert(swap_outs.end(), p.pages.begin(), p.pages.end());
+      st.swaps_in_step.push_back(std::move(p));
+    }
     const Batch batch = slices.empty() ? Batch{} : st.planner.batch();
     std::vector<messages::SliceSpec> specs;
     specs.reserve(slices.size());
@@ -426,7 +512,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
       for (auto& p : r.pages) imports.push_back(std::move(p));
     st.spills_in_step = std::exchange(st.spills, {});
     st.restores_in_step = std::exchange(st.restores, {});
-    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies, exports, imports);
+    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies, exports, imports, swap_outs);
     st.forget.clear();
     st.in_flight = true;
     self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
@@ -528,6 +614,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         st.account();
         f.engine_ms = st.engine_ms;
         f.busy_ms = st.busy_ms;
+        f.pages_spilled = st.pages_spilled;
+        f.pages_restored = st.pages_restored;
+        f.pages_swapped_out = st.pages_swapped_out;
+        f.pages_swapped_in = st.pages_swapped_in;
         st.cfg.gateway->send(peer, messages::stats_response(id, f));
       },
   };

@@ -36,6 +36,10 @@ struct SchedulerConfig {
   // After this long without a turn, a session's cached pages (already
   // spilled) go back to the pool.
   std::chrono::milliseconds session_idle{300000};
+  // Preempted sequences' pages swap out to host memory (lossless) up to
+  // this many bytes, and back in when the sequence is next to run; beyond
+  // it they are recomputed. 0: always recompute.
+  int64_t swap_bytes = int64_t{1} << 30;
 };
 
 struct SchedulerState;

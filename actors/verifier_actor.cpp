@@ -64,6 +64,12 @@ struct StepRunner::Impl {
           check_page(page);
           exported.push_back({page, export_kv_page(*backend, page)});
         }
+      std::vector<messages::PageBytes> swapped;
+      if (plan->swap_outs())
+        for (int32_t page : *plan->swap_outs()) {
+          check_page(page);
+          swapped.push_back({page, export_kv_page(*backend, page, KvPageCodec::fp16)});
+        }
       if (plan->imports())
         for (const auto* p : *plan->imports()) {
           check_page(p->page());
@@ -123,7 +129,7 @@ struct StepRunner::Impl {
         sampled.push_back({wanting[r], token, logprob});
       }
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      return messages::step_result(plan->step(), sampled, "", ms, info, exported);
+      return messages::step_result(plan->step(), sampled, "", ms, info, exported, swapped);
     } catch (const std::exception& e) {
       return messages::step_result(plan->step(), {}, e.what(), 0, info);
     }

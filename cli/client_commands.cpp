@@ -138,10 +138,13 @@ int run_stats(const ClientArgs& a) {
   if (!s) throw std::runtime_error("unexpected answer to Stats");
   std::printf("{\"model\": \"%s\", \"running\": %d, \"waiting\": %d, \"pages_total\": %d, \"pages_used\": %d, "
               "\"pages_cached\": %d, \"pages_free\": %d, \"live_token_fraction\": %.3f, \"steps\": %llu, "
-              "\"tokens_generated\": %llu, \"engine_ms\": %.1f, \"busy_ms\": %.1f}\n",
+              "\"tokens_generated\": %llu, \"engine_ms\": %.1f, \"busy_ms\": %.1f, \"pages_spilled\": %llu, "
+              "\"pages_restored\": %llu, \"pages_swapped_out\": %llu, \"pages_swapped_in\": %llu}\n",
               s->model() ? s->model()->c_str() : "", s->running(), s->waiting(), s->pages_total(), s->pages_used(),
               s->pages_cached(), s->pages_free(), s->live_token_fraction(), static_cast<unsigned long long>(s->steps()),
-              static_cast<unsigned long long>(s->tokens_generated()), s->engine_ms(), s->busy_ms());
+              static_cast<unsigned long long>(s->tokens_generated()), s->engine_ms(), s->busy_ms(),
+              static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
+              static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()));
   return 0;
 }
 

@@ -9,6 +9,10 @@
 // At head_dim 64 that is 66 bytes for 128 of FP16: 0.52 of FP16 KV before
 // RocksDB's block compression. The round trip error of a value is at most
 // half a step, max|row| / 254; decode() restores FP16.
+//
+// Swapping a preempted sequence out and back must not change its output, so
+// swaps use the lossless variant: header "KVh1", then the FP16 values as they
+// are (layer: K then V). decode() reads either.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -19,20 +23,23 @@ namespace troupe {
 class Backend;
 struct ModelConfig;
 
+enum class KvPageCodec : uint8_t { int8, fp16 };
+
 struct KvPageShape {
   int32_t n_layer = 0, page_size = 0, n_head_kv = 0, head_dim = 0;
   static KvPageShape of(const ModelConfig& config, int32_t page_size);
   // FP16 values of K (or V) in one page, all layers: [layer][slot][head][dim].
   int64_t values() const { return static_cast<int64_t>(n_layer) * page_size * n_head_kv * head_dim; }
-  int64_t encoded_bytes() const;
+  int64_t encoded_bytes(KvPageCodec codec = KvPageCodec::int8) const;
 };
 
-std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values);
+std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values,
+                           KvPageCodec codec = KvPageCodec::int8);
 // False (outputs untouched) when `bytes` is not a page of this shape.
 bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<uint16_t> keys, std::span<uint16_t> values);
 
 // Through a backend that can transfer pages (Backend::can_transfer_pages).
-std::string export_kv_page(const Backend& backend, int32_t page);
+std::string export_kv_page(const Backend& backend, int32_t page, KvPageCodec codec = KvPageCodec::int8);
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes);
 
 }  // namespace troupe

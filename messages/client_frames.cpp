@@ -123,7 +123,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
   const auto model = fbb.CreateString(s.model);
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
-                                           s.engine_ms, s.busy_ms);
+                                           s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
+                                           s.pages_swapped_out, s.pages_swapped_in);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

@@ -64,6 +64,7 @@ struct StatsFields {
   uint64_t steps = 0, tokens_generated = 0;
   std::string model;
   double engine_ms = 0, busy_ms = 0;
+  uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

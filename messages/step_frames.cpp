@@ -27,7 +27,7 @@ size_t page_bytes(std::span<const PageBytes> pages) {
 
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
                 std::span<const std::pair<int32_t, int32_t>> copies, std::span<const int32_t> exports,
-                std::span<const PageBytes> imports) {
+                std::span<const PageBytes> imports, std::span<const int32_t> swap_outs) {
   flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(imports));
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
@@ -53,13 +53,14 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   const auto copy_list = fbb.CreateVectorOfStructs(pc.data(), pc.size());
   const auto export_list = exports.empty() ? 0 : fbb.CreateVector(exports.data(), exports.size());
   const auto import_list = build_pages(fbb, imports);
-  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list));
+  const auto swap_list = swap_outs.empty() ? 0 : fbb.CreateVector(swap_outs.data(), swap_outs.size());
+  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
-                  const WorkerInfo& worker, std::span<const PageBytes> exported) {
-  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size() + page_bytes(exported));
+                  const WorkerInfo& worker, std::span<const PageBytes> exported, std::span<const PageBytes> swapped) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size() + page_bytes(exported) + page_bytes(swapped));
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
   for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
@@ -67,8 +68,10 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(worker.model);
   const auto pages = build_pages(fbb, exported);
+  const auto swaps = build_pages(fbb, swapped);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
-                                          worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages));
+                                          worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
+                                          swaps));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -37,7 +37,7 @@ struct PageBytes {
 // imports: see StepPlan in step.fbs.
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
                 std::span<const std::pair<int32_t, int32_t>> copies = {}, std::span<const int32_t> exports = {},
-                std::span<const PageBytes> imports = {});
+                std::span<const PageBytes> imports = {}, std::span<const int32_t> swap_outs = {});
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;
@@ -48,7 +48,8 @@ struct WorkerInfo {
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
-                  const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {});
+                  const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {},
+                  std::span<const PageBytes> swapped = {});
 
 // Verified views (nullptr when the bytes are not such a message).
 const wire::step::StepPlan* check_step_plan(std::string_view bytes);

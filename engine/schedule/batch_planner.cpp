@@ -59,7 +59,13 @@ const PlannedSequence* BatchPlanner::find(uint64_t id) const {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
-void BatchPlanner::release(PlannedSequence& s) {
+void BatchPlanner::release(PlannedSequence& s, bool preempted) {
+  if (preempted && s.computed >= page_size_) {
+    const auto full = static_cast<size_t>(s.computed / page_size_);
+    const auto table = s.kv.block_table();
+    preempted_.push_back({s.id, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + static_cast<int64_t>(full * page_size_)),
+                          std::vector<int32_t>(table.begin(), table.begin() + static_cast<int64_t>(full))});
+  }
   // A copy planned into one of its pages is moot once the page is gone.
   const auto table = s.kv.block_table();
   copies_.erase(std::remove_if(copies_.begin(), copies_.end(),
@@ -165,7 +171,7 @@ bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
     if (p.id == victim->id) refund_ += p.count;  // its slice's budget goes back to this step
   slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == victim->id; }),
                 slices_.end());
-  release(*victim);
+  release(*victim, true);
   victim->state = RequestState::waiting;
   ++victim->preemptions;
   ++preemptions_;
@@ -200,7 +206,7 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
         victim = p.get();
     }
     if (running <= 1) break;
-    release(*victim);
+    release(*victim, true);
     victim->state = RequestState::waiting;
     ++victim->preemptions;
     ++preemptions_;
@@ -227,7 +233,7 @@ void BatchPlanner::plan_once() {
     budget += refund_;
     refund_ = 0;
     if (!ok) {  // nothing less important to take pages from: it waits itself
-      release(*s);
+      release(*s, true);
       s->state = RequestState::waiting;
       ++s->preemptions;
       ++preemptions_;

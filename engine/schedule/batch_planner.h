@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -75,6 +76,15 @@ struct PlannerStats {
   uint64_t preemptions = 0;
 };
 
+// A sequence's computed full pages as it was preempted: a caller that can
+// swap them out (before the next forward reuses them) and back in spares the
+// recompute.
+struct PreemptedPages {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // the full pages' tokens
+  std::vector<int32_t> pages;
+};
+
 class BatchPlanner {
  public:
   BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limits);
@@ -103,6 +113,10 @@ class BatchPlanner {
   // One sampled token per slice that wants one, in slice order.
   void commit(std::span<const int32_t> sampled);
 
+  // Sequences the last plan() preempted (their pages now free or cached).
+  std::vector<PreemptedPages> take_preempted() { return std::exchange(preempted_, {}); }
+  int32_t free_pages() const { return pool_.free_count(); }
+
   // Cold-tier restore: see PrefixCache::adopt. Empty when prefix caching is off.
   std::vector<std::pair<int32_t, int32_t>> adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages);
   // An idle prefix's cached pages go back to the pool (PrefixCache::drop).
@@ -120,7 +134,7 @@ class BatchPlanner {
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
   bool preempt_one(const PlannedSequence& keep);
-  void release(PlannedSequence& s);
+  void release(PlannedSequence& s, bool preempted = false);
   std::vector<PlannedSequence*> by_priority(RequestState state);
 
   PagePool& pool_;
@@ -133,6 +147,7 @@ class BatchPlanner {
   std::vector<PlannedSlice> slices_;
   std::vector<PageCopy> copies_;
   int32_t refund_ = 0;  // budget of slices removed by preemption while planning
+  std::vector<PreemptedPages> preempted_;
 };
 
 }  // namespace troupe

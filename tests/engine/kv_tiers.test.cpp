@@ -68,6 +68,20 @@ TEST_CASE("the INT8 page codec is within half a step of every value and half the
   CHECK_FALSE(decode_kv_page(shape, bad, k2, v2));
 }
 
+TEST_CASE("the swap codec is lossless") {
+  const KvPageShape shape{2, 16, 2, 32};
+  std::mt19937 rng(9);
+  std::vector<uint16_t> k(static_cast<size_t>(shape.values())), v(k.size());
+  for (auto& x : k) x = static_cast<uint16_t>(rng() & 0x7bff);  // any finite halves
+  for (auto& x : v) x = static_cast<uint16_t>(rng() & 0xfbff);
+  const std::string bytes = encode_kv_page(shape, k, v, KvPageCodec::fp16);
+  CHECK(static_cast<int64_t>(bytes.size()) == shape.encoded_bytes(KvPageCodec::fp16));
+  std::vector<uint16_t> k2(k.size()), v2(v.size());
+  REQUIRE(decode_kv_page(shape, bytes, k2, v2));
+  CHECK(k2 == k);
+  CHECK(v2 == v);
+}
+
 TEST_CASE("pages restored into a fresh backend give the logits of the recomputed ones, within the codec's error") {
   const std::string path = model_file(11);
   BackendOptions o;

@@ -4,6 +4,7 @@
 // the reference.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -43,7 +44,8 @@ struct Server {
       : endpoint(at.empty() ? ipc_endpoint(tag) : at), process(args(endpoint, extra), log(tag), "listening on") {}
   static std::vector<std::string> args(const std::string& ep, const std::vector<std::string>& extra) {
     std::vector<std::string> a{troupe_binary(), "serve", "-m", model_path(), "--listen", ep, "--threads", "1",
-                               "--kv-tokens", "16384", "--data-dir", data_dir(ep)};
+                               "--data-dir", data_dir(ep)};
+    if (std::find(extra.begin(), extra.end(), "--kv-tokens") == extra.end()) a.insert(a.end(), {"--kv-tokens", "16384"});
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }

@@ -343,3 +343,31 @@ TEST_CASE("the real default model: 32 concurrent greedy streams equal each promp
     CHECK(got[i].tokens == generate(*backend, tok, ids, g, {}).tokens);
   }
 }
+
+TEST_CASE("under KV pressure preempted sequences swap out and back in, and every stream stays exact", "[service]") {
+  // 40 pages for 16 streams that each grow to ~6 pages: preemption is certain.
+  Server server("swap", {"--kv-tokens", "640", "--token-budget", "64"});
+  Reference ref;
+  constexpr int kStreams = 16, kTokens = 80;
+  std::vector<messages::StreamOutcome> got(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(server.endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, prompt_for(i), greedy(kTokens)), id, {}, 120s);
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << got[i].message);
+    REQUIRE(got[i].done);
+    CHECK(got[i].tokens == ref.greedy(prompt_for(i), kTokens));
+  }
+  messages::ClientConnection c(server.endpoint);
+  messages::Bytes keep;
+  const auto* s = stats(c, keep);
+  REQUIRE(s);
+  INFO("swapped out " << s->pages_swapped_out() << ", in " << s->pages_swapped_in());
+  CHECK(s->pages_swapped_out() > 0);
+  CHECK(s->pages_swapped_in() > 0);
+}
