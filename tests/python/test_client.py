@@ -73,6 +73,27 @@ def main():
             c.send_raw(b"\x00garbage")
             r = c.receive_raw(10)
             check(r is not None and r.ClientRequestId() == 0, "malformed input answered")
+            # A stored session: two turns, listed, shown, deleted.
+            for text in ("first", "second"):
+                c.chat([("user", text)], max_tokens=4, temperature=0, session_id="py").read()
+            shown = c.show_session("py")
+            check(shown["turns"] == 2 and [m[1] for m in shown["messages"]][::2] == ["first", "second"], str(shown))
+            check(any(s["session_id"] == "py" for s in c.list_sessions()), "listed")
+            check("deleted" in c.delete_session("py"), "deleted")
+            try:
+                c.show_session("py")
+                check(False, "a deleted session shows")
+            except TroupeError as e:
+                check(e.code == "unknown_session", str(e))
+            # A batch job: accepted durable, runs, its results come back by index.
+            job = c.submit_job(["alpha", "beta", "gamma"], "Say: {item}", max_tokens=4, temperature=0)
+            for _ in range(600):
+                if c.job_status(job["job_id"])["state"] != "running":
+                    break
+                time.sleep(0.05)
+            results = c.job_results(job["job_id"])
+            check(sorted(r["index"] for r in results) == [0, 1, 2], str(results))
+            check(any(j["job_id"] == job["job_id"] for j in c.list_jobs()), "job listed")
             stats = c.stats()
             check(stats["running"] == 0 and stats["pages_used"] == 0, f"pages returned: {stats}")
     finally:

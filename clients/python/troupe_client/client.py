@@ -5,14 +5,52 @@ import time
 import flatbuffers
 import zmq
 
-from troupe.wire import (Accepted, Cancel, ChatMessage, ChatTurn, Done, Error, ErrorCode, FinishReason, Generate,
-                         Ping, Pong, Priority, Request, RequestBody, Response, ResponseBody, Sampling, Stats,
-                         StatsReply, Tokens)
+from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn, DeleteSession, Done, Error,
+                         ErrorCode, FinishReason, Generate, JobAccepted, JobEvent, JobList, JobReply, JobResults,
+                         JobState, JobStatus, ListJobs, ListSessions, Ping, Pong, Priority, Request, RequestBody,
+                         Response, ResponseBody, Sampling, Session, SessionList, ShowSession, Stats, StatsReply,
+                         SubmitJob, Tokens)
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
 _ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
 _FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
+_JOB_STATES = {v: k for k, v in vars(JobState.JobState).items() if not k.startswith("_")}
+
+
+def _table(body, cls):
+    t = cls()
+    t.Init(body.Bytes, body.Pos)
+    return t
+
+
+def _session_summary(s):
+    return {"session_id": (s.SessionId() or b"").decode(), "turns": s.Turns(), "tokens": s.Tokens(),
+            "created_ms": s.CreatedMs(), "updated_ms": s.UpdatedMs(), "model": (s.Model() or b"").decode()}
+
+
+def _job_summary(j):
+    return {"job_id": (j.JobId() or b"").decode(), "state": _JOB_STATES.get(j.State(), str(j.State())),
+            "items": j.Items(), "finished_items": j.FinishedItems(), "completion_tokens": j.CompletionTokens(),
+            "created_ms": j.CreatedMs(), "updated_ms": j.UpdatedMs()}
+
+
+def _job_item(r):
+    return {"index": r.Index(), "text": (r.Text() or b"").decode(errors="replace"),
+            "finish_reason": _FINISH_NAMES.get(r.FinishReason(), str(r.FinishReason())),
+            "prompt_tokens": r.PromptTokens(), "completion_tokens": r.CompletionTokens(),
+            "error": (r.Error() or b"").decode()}
+
+
+def parse_job_event(frame):
+    """A JobEvent frame from the event socket as a dict."""
+    e = JobEvent.JobEvent.GetRootAs(frame, 0)
+    kinds = {0: "item_finished", 1: "job_finished", 2: "job_cancelled", 3: "job_resumed"}
+    out = {"kind": kinds.get(e.Kind(), str(e.Kind())), "job": _job_summary(e.Job()),
+           "tokens_per_second": e.TokensPerSecond()}
+    if e.Item() is not None:
+        out["item"] = _job_item(e.Item())
+    return out
 
 
 class TroupeError(Exception):
@@ -259,4 +297,82 @@ class Client:
                 "pages_used": s.PagesUsed(), "pages_cached": s.PagesCached(), "pages_free": s.PagesFree(),
                 "live_token_fraction": s.LiveTokenFraction(), "steps": s.Steps(),
                 "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode(),
-                "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs()}
+                "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs(), "pages_spilled": s.PagesSpilled(),
+                "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
+                "pages_swapped_in": s.PagesSwappedIn()}
+
+    def _ask(self, b, body_type, body, reply_kind):
+        rid = next(self._ids)
+        self._sock.send(_request(b, rid, body_type, body))
+        return _expect(self._next_for(rid), reply_kind)
+
+    def _id_request(self, cls, body_type, field_adder, value, reply_kind):
+        b = flatbuffers.Builder(128)
+        v = b.CreateString(value)
+        cls.Start(b)
+        field_adder(b, v)
+        return self._ask(b, body_type, cls.End(b), reply_kind)
+
+    # Stored chat sessions (chat(..., session_id=NAME) makes and resumes them).
+    def list_sessions(self):
+        b = flatbuffers.Builder(64)
+        ListSessions.Start(b)
+        body = self._ask(b, RequestBody.RequestBody.ListSessions, ListSessions.End(b), ResponseBody.ResponseBody.SessionList)
+        lst = _table(body, SessionList.SessionList)
+        return [_session_summary(lst.Sessions(i)) for i in range(lst.SessionsLength())]
+
+    def show_session(self, session_id):
+        body = self._id_request(ShowSession, RequestBody.RequestBody.ShowSession, ShowSession.AddSessionId, session_id,
+                                ResponseBody.ResponseBody.Session)
+        s = _table(body, Session.Session)
+        out = _session_summary(s.Summary())
+        out["messages"] = [((s.Messages(i).Role() or b"").decode(), (s.Messages(i).Content() or b"").decode())
+                           for i in range(s.MessagesLength())]
+        return out
+
+    def delete_session(self, session_id):
+        body = self._id_request(DeleteSession, RequestBody.RequestBody.DeleteSession, DeleteSession.AddSessionId,
+                                session_id, ResponseBody.ResponseBody.Ack)
+        return (_table(body, Ack.Ack).Message() or b"").decode()
+
+    # Durable batch jobs; progress events come on the server's event socket (see parse_job_event).
+    def submit_job(self, items, template="", *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+                   repeat_penalty=1.0, seed=0, stop=(), priority="batch"):
+        b = flatbuffers.Builder(1024 + sum(len(i) for i in items))
+        offs = [b.CreateString(i) for i in items]
+        SubmitJob.StartItemsVector(b, len(offs))
+        for o in reversed(offs):
+            b.PrependUOffsetTRelative(o)
+        vec = b.EndVector()
+        t = b.CreateString(template)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        SubmitJob.Start(b)
+        SubmitJob.AddItems(b, vec)
+        SubmitJob.AddTemplate(b, t)
+        SubmitJob.AddSampling(b, sampling)
+        SubmitJob.AddPriority(b, _PRIORITIES[priority])
+        body = self._ask(b, RequestBody.RequestBody.SubmitJob, SubmitJob.End(b), ResponseBody.ResponseBody.JobAccepted)
+        return _job_summary(_table(body, JobAccepted.JobAccepted).Job())
+
+    def job_status(self, job_id):
+        body = self._id_request(JobStatus, RequestBody.RequestBody.JobStatus, JobStatus.AddJobId, job_id,
+                                ResponseBody.ResponseBody.JobReply)
+        return _job_summary(_table(body, JobReply.JobReply).Job())
+
+    def job_results(self, job_id):
+        body = self._id_request(JobResults, RequestBody.RequestBody.JobResults, JobResults.AddJobId, job_id,
+                                ResponseBody.ResponseBody.JobReply)
+        r = _table(body, JobReply.JobReply)
+        return [_job_item(r.Results(i)) for i in range(r.ResultsLength())]
+
+    def cancel_job(self, job_id):
+        body = self._id_request(CancelJob, RequestBody.RequestBody.CancelJob, CancelJob.AddJobId, job_id,
+                                ResponseBody.ResponseBody.JobReply)
+        return _job_summary(_table(body, JobReply.JobReply).Job())
+
+    def list_jobs(self):
+        b = flatbuffers.Builder(64)
+        ListJobs.Start(b)
+        body = self._ask(b, RequestBody.RequestBody.ListJobs, ListJobs.End(b), ResponseBody.ResponseBody.JobList)
+        lst = _table(body, JobList.JobList)
+        return [_job_summary(lst.Jobs(i)) for i in range(lst.JobsLength())]
