@@ -22,6 +22,19 @@ int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+int64_t steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One line per large KV transfer: what operators (and ops/bench/sessions.sh) read.
+void log_transfer(const char* verb, const std::string& session, size_t pages, const std::vector<std::string>& data,
+                  int64_t us) {
+  size_t bytes = 0;
+  for (const auto& d : data) bytes += d.size();
+  std::fprintf(stderr, "troupe serve: kv: session '%s' %s %zu pages (%.2f MiB) in %.1f ms\n", session.c_str(), verb, pages,
+               static_cast<double>(bytes) / (1 << 20), static_cast<double>(us) / 1000.0);
+}
+
 // Leading full pages in which `a` and `b` hold the same tokens.
 int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int32_t page_size) {
   size_t n = 0;
@@ -95,7 +108,12 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
               start.kv_tokens = s->tokens;
               auto last = st.last_turn.find(id);
               const bool in_memory = last != st.last_turn.end() && steady_ms() - last->second < st.cfg.idle_ms;
-              if (!in_memory) start.kv_data = st.kv.get(s->tokens, s->kv_pages);
+              if (!in_memory) {
+                const int64_t t0 = steady_us();
+                start.kv_data = st.kv.get(s->tokens, s->kv_pages);
+                if (!start.kv_data.empty())
+                  log_transfer("read", id, start.kv_data.size(), start.kv_data, steady_us() - t0);
+              }
             }
           }
         } catch (const std::exception& e) {
@@ -149,27 +167,31 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
         st.cache[c.session_id] = std::move(next);
         st.reply(c.peer, messages::done_response(c.client_id, c.done));
       },
-      [self](kv_spill_atom, KvSpill& spill) {
+      [self](kv_spill_atom, KvSpill& spill) -> int32_t {
         PersistenceState& st = *self->state;
-        if (!st.cfg.kv || spill.data.empty()) return;
+        if (!st.cfg.kv || spill.data.empty()) return 0;
         try {
           const auto* s = st.find(spill.session_id);
-          if (!s) return;  // deleted meanwhile
+          if (!s) return 0;  // deleted meanwhile
           persistence::SessionRecord next = *s;
           // Only pages of the history the session has now, contiguous with what is stored.
           const int32_t valid = common_pages(next.tokens, spill.tokens, st.cfg.page_size);
           const int32_t have = st.kv_valid(next) ? next.kv_pages : 0;
-          if (spill.first > have) return;
+          if (spill.first > have) return 0;
           persistence::Batch b;
           st.kv.put(spill.tokens, spill.first, spill.data, b);
           next.kv_pages = std::max(have, std::min(valid, spill.first + static_cast<int32_t>(spill.data.size())));
           next.kv_model = st.cfg.kv_identity.model;
           next.kv_layout = st.cfg.kv_identity.layout;
           st.sessions.write_header(next, b);
+          const int64_t t0 = steady_us();
           st.cfg.store->write(b, false);  // a page lost in a crash is recomputed
+          if (spill.data.size() >= 32) log_transfer("wrote", spill.session_id, spill.data.size(), spill.data, steady_us() - t0);
           st.cache[spill.session_id] = std::move(next);
+          return static_cast<int32_t>(spill.data.size());
         } catch (const std::exception& e) {
           std::fprintf(stderr, "troupe serve: KV pages of session '%s' not spilled: %s\n", spill.session_id.c_str(), e.what());
+          return 0;
         }
       },
       [self](list_sessions_atom, const std::string& peer, uint64_t id) {

@@ -377,10 +377,10 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
         if (exported->Get(static_cast<uint32_t>(next))->page() != sp.pages[i] || !d) break;
         k.data.emplace_back(reinterpret_cast<const char*>(d->data()), d->size());
       }
-      if (k.data.size() == sp.pages.size()) {
-        st.pages_spilled += k.data.size();
-        caf::anon_send(st.cfg.persistence, kv_spill_atom::value, std::move(k));
-      }
+      if (k.data.size() == sp.pages.size())
+        // Counted once written: pages_spilled is what the store holds.
+        self->request(st.cfg.persistence, caf::infinite, kv_spill_atom::value, std::move(k))
+            .then([self](int32_t written) { self->state->pages_spilled += static_cast<uint64_t>(written); });
     }
     const auto* swapped = res->swapped();
     next = 0;

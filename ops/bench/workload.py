@@ -27,9 +27,10 @@ def percentile(values, p):
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else 0.0
 
 
-def run_poisson(rate, n, seed, send):
-    """Sends the seeded workload, each request on its own thread at its arrival
-    time. send(prompt, max_tokens) returns {"tokens", "ttft_ms", "per_token_ms"}.
+def run_poisson(rate, n, seed, send, requests=None):
+    """Sends the seeded workload (or `requests`, [(gap_s, prompt, max_tokens)]),
+    each request on its own thread at its arrival time. send(prompt,
+    max_tokens) returns {"tokens", "ttft_ms", "per_token_ms"}.
     Returns (results in request order, wall seconds)."""
     import threading
     import time
@@ -41,7 +42,7 @@ def run_poisson(rate, n, seed, send):
 
     threads = []
     t0 = time.perf_counter()
-    for i, (gap, prompt, gen) in enumerate(poisson_requests(rate, n, seed)):
+    for i, (gap, prompt, gen) in enumerate(requests or poisson_requests(rate, n, seed)):
         t = threading.Thread(target=one, args=(i, prompt, gen))
         t.start()
         threads.append(t)
