@@ -474,7 +474,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
     // can reuse them) and kept in host memory, within the swap budget.
     std::vector<int32_t> swap_outs;
     for (auto& p : st.planner.take_preempted()) {
-      const int64_t need = static_cast<int64_t>(p.pages.size()) * st.cfg.page_bytes * 2;  // FP16 is twice INT8
+      const int64_t need = static_cast<int64_t>(p.pages.size()) * st.cfg.page_bytes * 3;  // FP16: at most 2.5x a spilled page
       if (!st.cfg.kv_transfer || !st.cfg.planner.prefix_caching || p.pages.empty() ||
           st.swapped_bytes + need > st.cfg.swap_bytes)
         continue;
@@ -512,7 +512,8 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
       for (auto& p : r.pages) imports.push_back(std::move(p));
     st.spills_in_step = std::exchange(st.spills, {});
     st.restores_in_step = std::exchange(st.restores, {});
-    const messages::Bytes plan = messages::step_plan(++st.step, specs, st.forget, copies, exports, imports, swap_outs);
+    const messages::Bytes plan =
+        messages::step_plan(++st.step, specs, st.forget, copies, exports, imports, swap_outs, st.cfg.spill_codec);
     st.forget.clear();
     st.in_flight = true;
     self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)

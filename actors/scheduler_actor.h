@@ -33,6 +33,7 @@ struct SchedulerConfig {
   // KV tiers: the verifier can export and import pages (spill and restore).
   bool kv_transfer = false;
   int64_t page_bytes = 0;  // one spilled page (engine/kv_page_codec.h)
+  uint8_t spill_codec = 0;  // its KvPageCodec
   // After this long without a turn, a session's cached pages (already
   // spilled) go back to the pool.
   std::chrono::milliseconds session_idle{300000};

@@ -110,10 +110,16 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   pc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
   const KvPageShape shape = KvPageShape::of(config, page_size);
   pc.kv = can_transfer && s.options.kv_spill;
-  pc.kv_identity = kv_identity(*file, config, page_size);
+  if (s.options.kv_spill_codec == 255)
+    s.options.kv_spill_codec = static_cast<uint8_t>(shape.supports(KvPageCodec::k8v4) ? KvPageCodec::k8v4 : KvPageCodec::int8);
+  const auto codec = static_cast<KvPageCodec>(s.options.kv_spill_codec);
+  if (!shape.supports(codec))
+    throw std::runtime_error("--kv-spill-codec k8v4 needs a head dimension that is a multiple of 32; this model's is " +
+                             std::to_string(shape.head_dim));
+  pc.kv_identity = kv_identity(*file, config, page_size, s.options.kv_spill_codec);
   pc.model_fingerprint = pc.kv_identity.model;
   pc.page_size = page_size;
-  pc.page_bytes = shape.encoded_bytes();
+  pc.page_bytes = shape.encoded_bytes(codec);
   pc.idle_ms = s.options.session_idle.count();
   s.kv_spill = pc.kv;
   s.persistence = s.system->spawn<caf::detached>(persistence_actor, pc);
@@ -128,6 +134,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   sc.persistence = s.persistence;
   sc.kv_transfer = pc.kv;
   sc.page_bytes = pc.page_bytes;
+  sc.spill_codec = s.options.kv_spill_codec;
   sc.session_idle = s.options.session_idle;
   s.scheduler = s.system->spawn(scheduler_actor, sc);
   const ChatFormat chat_format = detect_chat_format(tok->vocabulary(), config.architecture);
@@ -175,7 +182,8 @@ std::string Service::describe() const {
   const Impl& s = *impl_;
   return s.backend_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
-         "; job events on " + s.options.events + (s.kv_spill ? "; session KV spills to the store" : "");
+         "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
+                                (s.options.kv_spill_codec == 2 ? "k8v4" : "int8") : std::string());
 }
 
 const std::string& Service::events_endpoint() const { return impl_->options.events; }

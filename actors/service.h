@@ -38,6 +38,9 @@ struct ServiceOptions {
   // KV tiers: a session turn's pages are spilled to the store (INT8) and
   // restored for its next turn after a restart or a long idle.
   bool kv_spill = true;
+  // KvPageCodec of spilled pages: int8 (0), k8v4 (2), or 255: k8v4 where
+  // the head dim allows it (a multiple of 32), else int8.
+  uint8_t kv_spill_codec = 255;
   std::chrono::milliseconds session_idle{300000};  // then a session's cached pages are freed
 };
 

@@ -62,7 +62,10 @@ struct StepRunner::Impl {
       if (plan->exports())
         for (int32_t page : *plan->exports()) {
           check_page(page);
-          exported.push_back({page, export_kv_page(*backend, page)});
+          const auto codec = static_cast<KvPageCodec>(plan->export_codec());
+          if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4)
+            throw std::invalid_argument("unknown KV export codec " + std::to_string(plan->export_codec()));
+          exported.push_back({page, export_kv_page(*backend, page, codec)});
         }
       std::vector<messages::PageBytes> swapped;
       if (plan->swap_outs())

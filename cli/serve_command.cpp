@@ -19,6 +19,7 @@ struct ServeArgs {
   std::string device = "cpu", weights = "auto";
   bool no_prefix_cache = false;
   bool no_kv_spill = false;
+  std::string kv_codec = "auto";
   int session_idle_s = 300;
 };
 
@@ -35,6 +36,7 @@ int run_serve(ServeArgs& a) {
   o.model_name = a.model;
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.kv_spill = !a.no_kv_spill;
+  o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : 255;
   o.session_idle = std::chrono::seconds(a.session_idle_s);
   actors::Service service(o);
   std::fprintf(stderr, "troupe serve: listening on %s; %s\n", o.listen.c_str(), service.describe().c_str());
@@ -77,6 +79,19 @@ Run add_serve(CLI::App& app) {
                   "ZeroMQ endpoint for job events, PUB (default: the --listen port + 1, or its ipc path + .events)");
   cmd->add_option("--job-concurrency", a->service.job_items_in_flight, "Batch-job items running at once")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--batch-share", a->service.planner.batch_tokens_when_busy,
+                  "Tokens of a step batch-priority work (jobs) may use while interactive or chat requests run")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--batch-step", a->service.planner.batch_tokens_when_idle,
+                  "Most tokens of a step batch-priority work may use when nothing else runs")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--kv-spill-codec", a->kv_codec,
+                  "How spilled KV pages are stored: k8v4 (keys 8-bit, values 4-bit: 0.40 of FP16) or int8 (0.52); "
+                  "auto: k8v4 where the head dim is a multiple of 32")
+      ->check(CLI::IsMember({"auto", "int8", "k8v4"}))
       ->capture_default_str();
   cmd->add_flag("--no-kv-spill", a->no_kv_spill, "Do not store session KV pages (a resumed session recomputes its prefix)");
   cmd->add_option("--session-idle", a->session_idle_s, "Seconds after which an idle session's KV pages leave memory")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/backend.h"
@@ -14,41 +15,61 @@ namespace {
 
 constexpr char kMagic[4] = {'K', 'V', 'q', '8'};
 constexpr char kMagicRaw[4] = {'K', 'V', 'h', '1'};
+constexpr char kMagicK8V4[4] = {'K', 'V', '8', '4'};
 constexpr uint16_t kVersion = 1;
 constexpr size_t kHeader = 4 + 5 * 2;
 
 void put16(std::string& s, uint16_t v) { s.append({static_cast<char>(v & 0xff), static_cast<char>(v >> 8)}); }
 uint16_t get16(const char* p) { return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | static_cast<uint8_t>(p[1]) << 8); }
 
-void encode_rows(std::span<const uint16_t> in, int32_t head_dim, std::string& out) {
-  std::vector<float> row(static_cast<size_t>(head_dim));
-  for (size_t r = 0; r < in.size() / static_cast<size_t>(head_dim); ++r) {
+// Groups of `group` values, each an FP16 scale then the codes: `bits` 8
+// (one byte each) or 4 (two per byte, low nibble first, stored as q + 8).
+void encode_groups(std::span<const uint16_t> in, int32_t group, int bits, std::string& out) {
+  const float qmax = bits == 8 ? 127.0f : 7.0f;
+  std::vector<float> v(static_cast<size_t>(group));
+  for (size_t g = 0; g < in.size() / static_cast<size_t>(group); ++g) {
     float amax = 0;
-    for (int32_t i = 0; i < head_dim; ++i) {
-      row[i] = cpu::fp16_to_fp32(in[r * head_dim + i]);
-      if (std::isfinite(row[i])) amax = std::max(amax, std::fabs(row[i]));
+    for (int32_t i = 0; i < group; ++i) {
+      v[i] = cpu::fp16_to_fp32(in[g * group + i]);
+      if (std::isfinite(v[i])) amax = std::max(amax, std::fabs(v[i]));
     }
-    const uint16_t scale_h = cpu::fp32_to_fp16(amax / 127.0f);
+    const uint16_t scale_h = cpu::fp32_to_fp16(amax / qmax);
     const float scale = cpu::fp16_to_fp32(scale_h);  // quantize against the scale that is stored
     put16(out, scale_h);
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (int32_t i = 0; i < head_dim; ++i) {
-      const float q = std::isfinite(row[i]) ? std::nearbyint(row[i] * inv) : 0.0f;
-      out.push_back(static_cast<char>(static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f))));
+    auto code = [&](int32_t i) {
+      const float q = std::isfinite(v[i]) ? std::nearbyint(v[i] * inv) : 0.0f;
+      return static_cast<int>(std::clamp(q, -qmax, qmax));
+    };
+    if (bits == 8) {
+      for (int32_t i = 0; i < group; ++i) out.push_back(static_cast<char>(static_cast<int8_t>(code(i))));
+    } else {
+      for (int32_t i = 0; i < group; i += 2) out.push_back(static_cast<char>((code(i) + 8) | (code(i + 1) + 8) << 4));
     }
   }
 }
 
-const char* decode_rows(const char* p, std::span<uint16_t> out, int32_t head_dim) {
-  for (size_t r = 0; r < out.size() / static_cast<size_t>(head_dim); ++r) {
+const char* decode_groups(const char* p, std::span<uint16_t> out, int32_t group, int bits) {
+  for (size_t g = 0; g < out.size() / static_cast<size_t>(group); ++g) {
     const float scale = cpu::fp16_to_fp32(get16(p));
     p += 2;
-    for (int32_t i = 0; i < head_dim; ++i)
-      out[r * head_dim + i] = cpu::fp32_to_fp16(scale * static_cast<float>(static_cast<int8_t>(p[i])));
-    p += head_dim;
+    uint16_t* o = out.data() + g * group;
+    if (bits == 8) {
+      for (int32_t i = 0; i < group; ++i) o[i] = cpu::fp32_to_fp16(scale * static_cast<float>(static_cast<int8_t>(p[i])));
+      p += group;
+    } else {
+      for (int32_t i = 0; i < group; i += 2) {
+        const auto byte = static_cast<uint8_t>(p[i / 2]);
+        o[i] = cpu::fp32_to_fp16(scale * static_cast<float>((byte & 0xf) - 8));
+        o[i + 1] = cpu::fp32_to_fp16(scale * static_cast<float>((byte >> 4) - 8));
+      }
+      p += group / 2;
+    }
   }
   return p;
 }
+
+constexpr int32_t kV4Group = 32;
 
 }  // namespace
 
@@ -57,31 +78,47 @@ KvPageShape KvPageShape::of(const ModelConfig& c, int32_t page_size) {
 }
 
 int64_t KvPageShape::encoded_bytes(KvPageCodec codec) const {
-  const int64_t rows = static_cast<int64_t>(n_layer) * page_size * n_head_kv * 2;
-  return static_cast<int64_t>(kHeader) + rows * (codec == KvPageCodec::int8 ? 2 + head_dim : 2 * head_dim);
+  const int64_t rows = static_cast<int64_t>(n_layer) * page_size * n_head_kv;  // of K, and as many of V
+  const int64_t int8_row = 2 + head_dim;
+  switch (codec) {
+    case KvPageCodec::fp16: return static_cast<int64_t>(kHeader) + rows * 2 * (2 * head_dim);
+    case KvPageCodec::k8v4: return static_cast<int64_t>(kHeader) + rows * (int8_row + head_dim / kV4Group * (2 + kV4Group / 2));
+    default: return static_cast<int64_t>(kHeader) + rows * 2 * int8_row;
+  }
 }
+
+bool KvPageShape::supports(KvPageCodec codec) const { return codec != KvPageCodec::k8v4 || head_dim % kV4Group == 0; }
 
 std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values,
                            KvPageCodec codec) {
-  const bool raw = codec == KvPageCodec::fp16;
-  std::string out(raw ? kMagicRaw : kMagic, 4);
-  out.reserve(static_cast<size_t>(shape.encoded_bytes()));
+  if (!shape.supports(codec)) throw std::invalid_argument("KV page codec k8v4 needs a head dim that is a multiple of 32");
+  std::string out(codec == KvPageCodec::fp16 ? kMagicRaw : codec == KvPageCodec::k8v4 ? kMagicK8V4 : kMagic, 4);
+  out.reserve(static_cast<size_t>(shape.encoded_bytes(codec)));
   for (int32_t v : {static_cast<int32_t>(kVersion), shape.n_layer, shape.page_size, shape.n_head_kv, shape.head_dim})
     put16(out, static_cast<uint16_t>(v));
   const size_t per_layer = static_cast<size_t>(shape.values() / std::max(1, shape.n_layer));
-  for (int32_t l = 0; l < shape.n_layer; ++l)
-    for (const auto& kv : {keys.subspan(l * per_layer, per_layer), values.subspan(l * per_layer, per_layer)}) {
-      if (raw) out.append(reinterpret_cast<const char*>(kv.data()), kv.size_bytes());  // little-endian hosts
-      else encode_rows(kv, shape.head_dim, out);
+  for (int32_t l = 0; l < shape.n_layer; ++l) {
+    const auto k = keys.subspan(l * per_layer, per_layer), v = values.subspan(l * per_layer, per_layer);
+    if (codec == KvPageCodec::fp16) {
+      out.append(reinterpret_cast<const char*>(k.data()), k.size_bytes());  // little-endian hosts
+      out.append(reinterpret_cast<const char*>(v.data()), v.size_bytes());
+      continue;
     }
+    encode_groups(k, shape.head_dim, 8, out);
+    if (codec == KvPageCodec::k8v4) encode_groups(v, kV4Group, 4, out);
+    else encode_groups(v, shape.head_dim, 8, out);
+  }
   return out;
 }
 
 bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<uint16_t> keys, std::span<uint16_t> values) {
   if (bytes.size() < 4) return false;
-  const bool raw = std::memcmp(bytes.data(), kMagicRaw, 4) == 0;
-  if (!raw && std::memcmp(bytes.data(), kMagic, 4) != 0) return false;
-  if (static_cast<int64_t>(bytes.size()) != shape.encoded_bytes(raw ? KvPageCodec::fp16 : KvPageCodec::int8)) return false;
+  KvPageCodec codec;
+  if (std::memcmp(bytes.data(), kMagic, 4) == 0) codec = KvPageCodec::int8;
+  else if (std::memcmp(bytes.data(), kMagicRaw, 4) == 0) codec = KvPageCodec::fp16;
+  else if (std::memcmp(bytes.data(), kMagicK8V4, 4) == 0) codec = KvPageCodec::k8v4;
+  else return false;
+  if (!shape.supports(codec) || static_cast<int64_t>(bytes.size()) != shape.encoded_bytes(codec)) return false;
   const char* p = bytes.data() + 4;
   const int32_t fields[] = {kVersion, shape.n_layer, shape.page_size, shape.n_head_kv, shape.head_dim};
   for (int32_t f : fields) {
@@ -90,15 +127,17 @@ bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<
   }
   if (static_cast<int64_t>(keys.size()) != shape.values() || static_cast<int64_t>(values.size()) != shape.values()) return false;
   const size_t per_layer = static_cast<size_t>(shape.values() / std::max(1, shape.n_layer));
-  for (int32_t l = 0; l < shape.n_layer; ++l)
-    for (const auto& kv : {keys.subspan(l * per_layer, per_layer), values.subspan(l * per_layer, per_layer)}) {
-      if (raw) {
-        std::memcpy(kv.data(), p, kv.size_bytes());
-        p += kv.size_bytes();
-      } else {
-        p = decode_rows(p, kv, shape.head_dim);
-      }
+  for (int32_t l = 0; l < shape.n_layer; ++l) {
+    const auto k = keys.subspan(l * per_layer, per_layer), v = values.subspan(l * per_layer, per_layer);
+    if (codec == KvPageCodec::fp16) {
+      std::memcpy(k.data(), p, k.size_bytes());
+      std::memcpy(v.data(), p + k.size_bytes(), v.size_bytes());
+      p += k.size_bytes() + v.size_bytes();
+      continue;
     }
+    p = decode_groups(p, k, shape.head_dim, 8);
+    p = codec == KvPageCodec::k8v4 ? decode_groups(p, v, kV4Group, 4) : decode_groups(p, v, shape.head_dim, 8);
+  }
   return true;
 }
 

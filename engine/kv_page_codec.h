@@ -23,7 +23,11 @@ namespace troupe {
 class Backend;
 struct ModelConfig;
 
-enum class KvPageCodec : uint8_t { int8, fp16 };
+// int8: K and V as above. k8v4: K as above, V in 4 bits with an FP16 scale
+// per 32 values (0.40 of FP16 at head dim 64: under half, for a wider error
+// on V only; values are averaged by attention, keys pick what is attended).
+// fp16: lossless, for swapping.
+enum class KvPageCodec : uint8_t { int8 = 0, fp16 = 1, k8v4 = 2 };
 
 struct KvPageShape {
   int32_t n_layer = 0, page_size = 0, n_head_kv = 0, head_dim = 0;
@@ -31,6 +35,7 @@ struct KvPageShape {
   // FP16 values of K (or V) in one page, all layers: [layer][slot][head][dim].
   int64_t values() const { return static_cast<int64_t>(n_layer) * page_size * n_head_kv * head_dim; }
   int64_t encoded_bytes(KvPageCodec codec = KvPageCodec::int8) const;
+  bool supports(KvPageCodec codec) const;  // k8v4 needs head_dim % 32 == 0
 };
 
 std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values,

@@ -53,8 +53,9 @@ std::string KvIdentity::key_prefix() const {
   return k;
 }
 
-KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_size) {
-  std::string layout = "kv-f16/page-codec-q8-v1";
+KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_size, uint8_t codec) {
+  std::string layout = "kv-f16/page-codec-v1";
+  add(layout, codec);
   add(layout, page_size);
   add(layout, c.n_layer);
   add(layout, c.n_head_kv);

@@ -23,6 +23,7 @@ struct KvIdentity {
   std::string key_prefix() const;
 };
 
-KvIdentity kv_identity(const GgufFile& file, const ModelConfig& config, int32_t page_size);
+// `codec`: the KvPageCodec stored pages use (part of the layout).
+KvIdentity kv_identity(const GgufFile& file, const ModelConfig& config, int32_t page_size, uint8_t codec = 0);
 
 }  // namespace troupe

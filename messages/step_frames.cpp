@@ -27,7 +27,7 @@ size_t page_bytes(std::span<const PageBytes> pages) {
 
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
                 std::span<const std::pair<int32_t, int32_t>> copies, std::span<const int32_t> exports,
-                std::span<const PageBytes> imports, std::span<const int32_t> swap_outs) {
+                std::span<const PageBytes> imports, std::span<const int32_t> swap_outs, uint8_t export_codec) {
   flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(imports));
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
@@ -54,7 +54,8 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   const auto export_list = exports.empty() ? 0 : fbb.CreateVector(exports.data(), exports.size());
   const auto import_list = build_pages(fbb, imports);
   const auto swap_list = swap_outs.empty() ? 0 : fbb.CreateVector(swap_outs.data(), swap_outs.size());
-  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list));
+  fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
+                                        export_codec));
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -37,7 +37,8 @@ struct PageBytes {
 // imports: see StepPlan in step.fbs.
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
                 std::span<const std::pair<int32_t, int32_t>> copies = {}, std::span<const int32_t> exports = {},
-                std::span<const PageBytes> imports = {}, std::span<const int32_t> swap_outs = {});
+                std::span<const PageBytes> imports = {}, std::span<const int32_t> swap_outs = {},
+                uint8_t export_codec = 0);
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;

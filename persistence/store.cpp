@@ -21,6 +21,8 @@ struct Store::Impl {
   std::vector<rocksdb::ColumnFamilyHandle*> families;  // indexed by Family
   ~Impl() {
     if (!db) return;
+    // A clean stop leaves compressed tables, not a WAL to replay.
+    (void)db->Flush(rocksdb::FlushOptions(), families);
     for (auto* h : families) (void)db->DestroyColumnFamilyHandle(h);
     (void)db->Close();
   }

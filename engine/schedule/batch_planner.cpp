@@ -222,12 +222,23 @@ void BatchPlanner::plan_once() {
   auto scheduled = [&](uint64_t id) {
     return std::any_of(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == id; });
   };
+  // Batch work runs in idle capacity: while anything more important runs or
+  // waits, batch sequences share at most batch_tokens_when_busy of the step.
+  const bool busy = std::any_of(seqs_.begin(), seqs_.end(), [](const auto& e) {
+    return e.second->priority < Priority::batch && e.second->state != RequestState::finished;
+  });
+  int32_t batch_left = busy ? limits_.batch_tokens_when_busy : limits_.batch_tokens_when_idle;
+  auto allowance = [&](const PlannedSequence& s) { return s.priority == Priority::batch ? std::min(budget, batch_left) : budget; };
+  auto spend = [&](const PlannedSequence& s, int32_t n) {
+    budget -= n;
+    if (s.priority == Priority::batch) batch_left -= n;
+  };
   // 1. One decode token for every running sequence, most important first.
   for (PlannedSequence* s : by_priority(RequestState::running)) {
     if (budget == 0) break;
     if (s->state != RequestState::running) continue;  // preempted by an earlier one this step
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
-    if (pending != 1) continue;
+    if (pending != 1 || allowance(*s) == 0) continue;
     bool ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     budget += refund_;
@@ -240,32 +251,32 @@ void BatchPlanner::plan_once() {
       continue;
     }
     slices_.push_back({s->id, s->computed, 1, true});
-    --budget;
+    spend(*s, 1);
   }
   // 2. Continue prefills under way.
   for (PlannedSequence* s : by_priority(RequestState::running)) {
     if (budget == 0) break;
     if (scheduled(s->id)) continue;
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
-    const int32_t chunk = std::min(pending, budget);
+    const int32_t chunk = std::min(pending, allowance(*s));
     if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) continue;
     slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
-    budget -= chunk;
+    spend(*s, chunk);
   }
   // 3. Admit waiting requests in order while budget, slots and pages last.
   int32_t running = static_cast<int32_t>(by_priority(RequestState::running).size());
   for (PlannedSequence* s : by_priority(RequestState::waiting)) {
-    if (budget == 0 || running >= limits_.max_running) break;
+    if (budget == 0 || running >= limits_.max_running || allowance(*s) == 0) break;
     admit(*s);
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
-    const int32_t chunk = std::min(pending, budget);
+    const int32_t chunk = std::min(pending, allowance(*s));
     if (!reserve(*s, s->computed + chunk)) {
       release(*s);  // no pages now: it keeps its place at the head of the queue
       break;
     }
     s->state = RequestState::running;
     slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
-    budget -= chunk;
+    spend(*s, chunk);
     ++running;
   }
 }

@@ -3,7 +3,9 @@
 // drives: every step mixes one decode token for each running sequence with
 // prefill chunks of new or partly prefilled ones, under a token budget
 // (chunked prefill). Order is priority (interactive > chat > batch), then
-// arrival. A sequence is admitted only when pages for its next chunk are
+// arrival; batch-priority work only fills what more important requests
+// leave (at most PlannerLimits::batch_tokens_when_busy a step while any
+// runs or waits). A sequence is admitted only when pages for its next chunk are
 // free (after evicting unreferenced cached prefix pages); when a running
 // sequence cannot get the page for its next token, the lowest-priority,
 // newest running sequence is preempted: its pages are released and it goes
@@ -43,6 +45,15 @@ struct PlannerLimits {
   int32_t max_waiting = 1024;  // queued requests before add() says queue_full
   int32_t max_context = 4096;  // prompt + generated tokens of one sequence
   bool prefix_caching = true;
+  // While an interactive or chat request runs or waits, batch-priority
+  // sequences get at most this many tokens of a step (decode and prefill).
+  // On a 2-core CPU each token of a step costs ~7 ms at small batches, so
+  // the default, 2, adds at most ~14 ms to an interactive stream's token.
+  int32_t batch_tokens_when_busy = 2;
+  // With nothing more important in the system, batch work still takes at
+  // most this many tokens a step: a request arriving meanwhile waits for at
+  // most one such step (~0.15 s here at 64) before it runs.
+  int32_t batch_tokens_when_idle = 64;
 };
 
 struct PlannedSequence {

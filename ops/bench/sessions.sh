@@ -10,12 +10,13 @@
 #   3. interactive latency (Poisson, LAT_REQUESTS at LAT_RATE) alone and with
 #      a JOB_ITEMS-item batch job running.
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), SESSION_TOKENS (4000),
-# LAT_RATE (0.5), LAT_REQUESTS (16), JOB_ITEMS (30).
+# LAT_RATE (0.5), LAT_REQUESTS (16), JOB_ITEMS (30), PHASES ("session latency"),
+# KV_CODEC (auto: k8v4, 4-bit values; int8).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" n="${SESSION_TOKENS:-4000}"
-rate="${LAT_RATE:-0.5}" requests="${LAT_REQUESTS:-16}" items="${JOB_ITEMS:-30}"
+rate="${LAT_RATE:-0.5}" requests="${LAT_REQUESTS:-16}" items="${JOB_ITEMS:-30}" phases="${PHASES:-session latency}"
 python="$(ops/python-env.sh)"
 path="$(ops/models.sh --path "$model")"
 troupe="${BUILD_DIR:-$root/build}/troupe"
@@ -36,11 +37,13 @@ start() {  # start DATA_DIR [flags...]
 stop() { kill "-$1" $server; wait $server 2>/dev/null || true; server=""; }
 bench() { "$python" ops/bench/sessions_bench.py "$ep" "$@"; }
 
-echo "== $model, $threads threads, a $n-token session" >&2
-start "$work/data"
+if [[ " $phases " == *" session "* ]]; then
+echo "== $model, $threads threads, a $n-token session, ${KV_CODEC:-auto} pages" >&2
+codec="${KV_CODEC:-auto}"
+start "$work/data" --kv-spill-codec "$codec"
 bench first "$n" | tee "$work/first.json"
 stop 9                                   # kill -9: the spilled pages must survive it
-start "$work/data"
+start "$work/data" --kv-spill-codec "$codec"
 bench resume "$work/conversation.json" | tee "$work/restored.json"
 stop TERM                                # a clean stop flushes the memtables: the store's size on disk is final
 store_bytes=$(du -sb "$work/data" | cut -f1)
@@ -49,7 +52,7 @@ bench recompute "$work/conversation.json" | tee "$work/recomputed.json"
 stop TERM
 grep "kv: session" "$work/serve.log" >&2 || true
 
-"$python" - "$work" "$path" "$store_bytes" "$troupe" <<'PY'
+"$python" - "$work" "$path" "$store_bytes" "$troupe" "$codec" <<'PY'
 import json, re, subprocess, sys
 work, path, store_bytes, troupe = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 first, restored, recomputed = (json.load(open(f"{work}/{p}.json")) for p in ("first", "restored", "recomputed"))
@@ -66,6 +69,7 @@ fp16_per_token = layers * 2 * kv_heads * (embd // heads) * 2
 spilled_tokens = first["pages_spilled"] * 16
 codec_per_token = (rates["wrote"][1] * (1 << 20) / (rates["wrote"][0] * 16)) if "wrote" in rates else float("nan")
 out = {
+    "codec": sys.argv[5],
     "session_prompt_tokens": restored["prompt_tokens"],
     "ttft_ms_restored": restored["ttft_ms"], "ttft_ms_recomputed": recomputed["ttft_ms"],
     "restore_speedup": round(recomputed["ttft_ms"] / restored["ttft_ms"], 2),
@@ -79,10 +83,15 @@ out = {
 }
 print(json.dumps(out))
 PY
+fi
 
+if [[ " $phases " == *" latency "* ]]; then
 echo "== interactive latency, alone and beside a $items-item batch job" >&2
+# The same seeded requests twice, each on a fresh server (no prefix cached from the other run).
 start "$work/lat"
 bench latency "$rate" "$requests" 3 | tee "$work/alone.json"
+stop TERM
+start "$work/lat-job"
 bench latency "$rate" "$requests" 3 "$items" | tee "$work/job.json"
 stop TERM
 "$python" - "$work" <<'PY'
@@ -92,3 +101,4 @@ print(json.dumps({"interactive_ttft_p99_ratio_with_job": round(j["ttft_ms_p99"] 
                   "interactive_per_token_p99_ratio_with_job": round(j["per_token_ms_p99"] / a["per_token_ms_p99"], 2),
                   "job_items_done_meanwhile": j["job_items_done_meanwhile"]}))
 PY
+fi

@@ -89,6 +89,7 @@ TEST_CASE("when pages run out a less important sequence is preempted and later r
   PagePool pool(6);
   PlannerLimits l;
   l.prefix_caching = false;
+  l.batch_tokens_when_busy = l.batch_tokens_when_idle = l.token_budget;  // no share limit here: this is about pages
   BatchPlanner p(pool, 4, l);
   p.add(1, Priority::interactive, prompt(12), 100);
   p.add(2, Priority::batch, prompt(12), 100);
@@ -201,4 +202,28 @@ TEST_CASE("requests that together need more pages than the pool all finish, and 
   }
   CHECK(p.idle());
   CHECK(pool.used_count() == 0);
+}
+
+TEST_CASE("batch work fills only what interactive requests leave, and the whole step once they are gone") {
+  PagePool pool(256);
+  PlannerLimits l;
+  l.token_budget = 64;
+  l.batch_tokens_when_busy = 8;
+  l.batch_tokens_when_idle = 48;
+  BatchPlanner p(pool, 4, l);
+  REQUIRE(p.add(1, Priority::interactive, prompt(20), 6) == BatchPlanner::AddResult::accepted);
+  for (uint64_t id = 2; id <= 5; ++id) REQUIRE(p.add(id, Priority::batch, prompt(100, 50), 4) == BatchPlanner::AddResult::accepted);
+  auto batch_tokens = [](const std::vector<PlannedSlice>& slices) {
+    int32_t n = 0;
+    for (const auto& s : slices) n += s.id >= 2 ? s.count : 0;
+    return n;
+  };
+  for (int i = 0; i < 5; ++i) {
+    const auto slices = step(p);
+    CHECK(batch_tokens(slices) <= 8);
+    CHECK(std::any_of(slices.begin(), slices.end(), [](const PlannedSlice& s) { return s.id == 1; }));  // never starved
+  }
+  p.finish(1);
+  const auto slices = step(p);
+  CHECK(batch_tokens(slices) == 48);  // idle capacity, in steps short enough not to hold up a newcomer
 }

@@ -390,3 +390,35 @@ TEST_CASE("restore equals recompute: after kill -9, a session's next turn from s
     CHECK(std::fabs(resumed.logprobs[i] - recomputed.logprobs[i]) <= 0.05f);  // docs/TESTING.md: INT8 spill
   }
 }
+
+TEST_CASE("split topology: a session's pages spill from and restore into the worker process", "[service][persistence]") {
+  const std::string worker_endpoint = ipc_endpoint("kvworker");
+  ChildProcess worker({troupe_binary(), "worker", "-m", model_path(), "--listen", worker_endpoint, "--threads", "1",
+                       "--kv-tokens", "16384"},
+                      Server::log("kvworker"), "listening on");
+  std::string long_text;
+  for (int i = 0; i < 30; ++i) long_text += "a lazy dog " + std::to_string(i) + " sleeps; ";
+  std::string endpoint;
+  {
+    Server front("kvfront", {"--worker", worker_endpoint});
+    endpoint = front.endpoint;
+    REQUIRE(turn(endpoint, "w", long_text, 6).done);
+    std::this_thread::sleep_for(300ms);
+    front.process.stop(SIGKILL);  // the front dies; the worker (and its memory) stays
+  }
+  // A restarted front allocates pages afresh: the worker's old contents are
+  // not trusted, the pages come back from the store.
+  Server again("kvfront", {"--worker", worker_endpoint}, endpoint);
+  const auto out = turn(endpoint, "w", "and then?", 6);
+  REQUIRE(out.done);
+  CHECK(out.usage.cached_prompt_tokens >= out.usage.prompt_tokens / 2);
+  messages::ClientConnection c(endpoint);
+  messages::Bytes keep;
+  const uint64_t id = c.next_id();
+  c.send(messages::stats_request(id));
+  auto f = c.receive(10s);
+  REQUIRE(f);
+  const auto* s = messages::check_response(*f)->body_as_StatsReply();
+  REQUIRE(s);
+  CHECK(s->pages_restored() > 0);
+}
