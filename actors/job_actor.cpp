@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <unordered_map>
+#include <utility>
 
 #include "actors/client_gateway.h"
 #include "actors/local_messages.h"
@@ -62,6 +63,13 @@ struct JobState {
   std::unordered_map<std::string, int32_t> writing;          // results being stored, per job
   uint64_t next_id = 1;
   std::vector<JobSubmission> early;  // submitted before the stored jobs were loaded
+  struct EarlyQuery {
+    std::string peer;
+    uint64_t id;
+    JobQuery query;
+    std::string job;
+  };
+  std::vector<EarlyQuery> early_queries;  // asked before then: answered once they are
 
   explicit JobState(JobConfig c) : cfg(std::move(c)) {}
 
@@ -264,9 +272,7 @@ void query(Self* self, const std::string& peer, uint64_t id, JobQuery q, const s
   }
   auto it = st.jobs.find(job_id);
   if (it == st.jobs.end())
-    return st.cfg.gateway->send(peer, messages::error_response(id, wire::ErrorCode::unknown_job,
-                                                               st.loaded ? "no job '" + job_id + "'"
-                                                                         : "no job '" + job_id + "' (stored jobs are still loading)"));
+    return st.cfg.gateway->send(peer, messages::error_response(id, wire::ErrorCode::unknown_job, "no job '" + job_id + "'"));
   persistence::JobRecord& job = it->second;
   if (q == JobQuery::results) {
     std::vector<messages::JobItemFields> results;
@@ -315,6 +321,7 @@ caf::behavior job_actor(Self* self, JobConfig config) {
         }
         st.loaded = true;
         for (auto& s : std::exchange(st.early, {})) submit(self, std::move(s));
+        for (auto& q : std::exchange(st.early_queries, {})) query(self, q.peer, q.id, q.query, q.job);
         pump(self);
       });
   return {
@@ -323,6 +330,7 @@ caf::behavior job_actor(Self* self, JobConfig config) {
         submit(self, std::move(s));
       },
       [self](job_query_atom, const std::string& peer, uint64_t id, JobQuery q, const std::string& job_id) {
+        if (!self->state->loaded && !peer.empty()) return self->state->early_queries.push_back({peer, id, q, job_id});
         query(self, peer, id, q, job_id);
       },
       [self](job_item_atom, uint64_t id, const std::string& bytes) { on_item(self, id, bytes); },

@@ -26,6 +26,8 @@ struct GenerateArgs {
   bool special = false;
   bool print_ids = false;
   bool quiet = false;
+  std::string speculation = "off";
+  int max_draft = 8;
 };
 
 std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
@@ -58,6 +60,11 @@ int run_generate(const GenerateArgs& a) {
   opts.max_tokens = a.sampling.max_tokens;
   opts.sampling = a.sampling.params;
   opts.stop = a.sampling.stop;
+  if (a.speculation == "ngram") opts.speculation = SpeculationMode::ngram;
+  else if (a.speculation == "auto") opts.speculation = SpeculationMode::automatic;
+  else if (a.speculation == "draft")
+    throw std::invalid_argument("--speculation draft needs a draft model, which `troupe generate` does not load yet (use ngram or auto)");
+  opts.max_draft = a.max_draft;
   GenerateCallbacks cb;
   if (a.print_ids) {
     cb.on_token = [](int32_t t) { std::printf("%d ", t), std::fflush(stdout); };
@@ -72,6 +79,11 @@ int run_generate(const GenerateArgs& a) {
     std::fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %zu tokens, %.1f tok/s decode; finish: %s]\n",
                  r.prompt_tokens, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
                  n > 1 ? (n - 1) / std::max(r.decode_seconds, 1e-9) : 0.0, finish_reason_name(r.finish));
+    const auto& sp = r.speculation;
+    if (opts.speculation != SpeculationMode::off)
+      std::fprintf(stderr, "[speculation %s: %d forward steps for %zu tokens; %lld drafted, %lld accepted (%.0f%%), %.2f per window]\n",
+                   a.speculation.c_str(), r.forward_steps, r.tokens.size(), static_cast<long long>(sp.drafted),
+                   static_cast<long long>(sp.accepted), sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0, sp.mean_accepted());
   }
   return 0;
 }
@@ -92,6 +104,11 @@ Run add_generate(CLI::App& app) {
   cmd->add_flag("--special", a->special, "Parse special tokens such as <|im_start|> in --prompt");
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");
   cmd->add_flag("--quiet,-q", a->quiet, "No statistics on stderr");
+  cmd->add_option("--speculation", a->speculation,
+                  "Speculative decoding: off, ngram (prompt lookup), auto (the controller picks per step); draft: not yet")
+      ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
+      ->capture_default_str();
+  cmd->add_option("--max-draft", a->max_draft, "Most drafted tokens per verify step")->check(CLI::Range(1, 8))->capture_default_str();
   return [a] { return run_generate(*a); };
 }
 

@@ -6,6 +6,8 @@
 #include "engine/backend.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
+#include "engine/speculation/acceptance.h"
+#include "engine/speculation/ngram_drafter.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
 
@@ -55,14 +57,12 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
   result.prefill_seconds = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
-  Batch step;  // reused: a decode step allocates nothing
-  step.sequences.resize(1);
-  history.reserve(history.size() + static_cast<size_t>(options.max_tokens));
-  for (int32_t i = 0; i < options.max_tokens; ++i) {
-    const int32_t token = sampler.sample(logits.row(0), history);
+  history.reserve(history.size() + static_cast<size_t>(options.max_tokens) + 16);
+  // One token reaches the output; false when generation ends with it.
+  auto keep = [&](int32_t token) {
     if (tokenizer.is_end_of_generation(token)) {
       result.finish = FinishReason::end_of_generation;
-      break;
+      return false;
     }
     history.push_back(token);
     result.tokens.push_back(token);
@@ -70,17 +70,52 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
     emit(stops.push(decoder.push(token)));
     if (stops.stopped()) {
       result.finish = FinishReason::stop_string;
-      break;
+      return false;
     }
-    if (i + 1 == options.max_tokens) break;
-    const int32_t pos = static_cast<int32_t>(history.size()) - 1;
-    if (pos + 1 > backend.config().n_ctx_train || !seq.reserve(pos + 1)) {
+    return static_cast<int32_t>(result.tokens.size()) < options.max_tokens;
+  };
+  NgramDrafter drafter;
+  SpeculationController controller(options.speculation == SpeculationMode::draft ? SpeculationMode::off : options.speculation,
+                                   options.max_draft);
+  StepCostModel cost;
+  std::vector<int32_t> window;
+  std::vector<int32_t> drafts;
+  int32_t token = sampler.sample(logits.row(0), history);
+  while (keep(token)) {
+    const int32_t pos = static_cast<int32_t>(history.size()) - 1;  // where `token` goes
+    drafts = options.speculation != SpeculationMode::off
+                 ? drafter.propose(history, std::min(options.max_draft, options.max_tokens - static_cast<int32_t>(result.tokens.size()) - 1))
+                 : std::vector<int32_t>();
+    const auto choice = controller.choose(static_cast<int32_t>(drafts.size()), 1, cost);
+    const int32_t k = choice.k;
+    drafts.resize(static_cast<size_t>(k));
+    if (pos + k + 1 > backend.config().n_ctx_train || !seq.reserve(pos + k + 1)) {
       result.finish = FinishReason::context_full;
       break;
     }
-    step.sequences[0] = {std::span<const int32_t>(&history[pos], 1), pos, seq.block_table(), LogitsWanted::last};
+    window.assign(1, token);
+    window.insert(window.end(), drafts.begin(), drafts.end());
+    Batch step;
+    step.sequences.push_back({window, pos, seq.block_table(), k > 0 ? LogitsWanted::all : LogitsWanted::last});
+    const auto ts = std::chrono::steady_clock::now();
     backend.forward(step, logits);
+    cost.observe(k + 1, seconds_since(ts) * 1000.0);
+    ++result.forward_steps;
+    if (k == 0) {
+      token = sampler.sample(logits.row(0), history);
+      continue;
+    }
+    std::vector<int32_t> verified(history);  // penalties see what is accepted as it is
+    const Acceptance acc =
+        accept_drafts(sampler, drafts, [&](int32_t i) { return logits.row(i); }, verified);
+    controller.observe(choice.source, k, acc.accepted);
+    seq.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
+    bool going = true;
+    for (int32_t j = 0; j < acc.accepted && going; ++j) going = keep(drafts[static_cast<size_t>(j)]);
+    if (!going) break;
+    token = acc.next;
   }
+  result.speculation = controller.stats();
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
   result.decode_seconds = seconds_since(t1);
   return result;

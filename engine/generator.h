@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculation/controller.h"
 
 namespace troupe {
 
@@ -22,6 +23,10 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;
   int32_t prefill_chunk = 256;  // tokens per forward while prefilling
+  // Speculative decoding: n-gram prompt lookup verified in one forward per
+  // window, k chosen per step by the controller (engine/speculation).
+  SpeculationMode speculation = SpeculationMode::off;
+  int32_t max_draft = 8;
 };
 
 enum class FinishReason { length, end_of_generation, stop_string, context_full };
@@ -33,6 +38,8 @@ struct GenerateResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;  // from the first generated token to the last
   int32_t prompt_tokens = 0;
+  SpeculationStats speculation;
+  int32_t forward_steps = 0;  // decode forwards (fewer than tokens when drafts are accepted)
 };
 
 // on_text receives the decoded text as it becomes final (whole UTF-8

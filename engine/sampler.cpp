@@ -39,10 +39,31 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  return draw(distribution(logits, history));
+}
+
+float Sampler::uniform() { return std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_); }
+
+int32_t Sampler::draw(const Distribution& d) {
+  if (d.empty()) throw std::invalid_argument("an empty distribution");
+  if (d.size() == 1) return d[0].first;
+  const float u = uniform();
+  float acc = 0.0f;
+  for (const auto& [token, p] : d) {
+    acc += p;
+    if (u < acc) return token;
+  }
+  return d.back().first;
+}
+
+const Sampler::Distribution& Sampler::distribution(std::span<float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw std::invalid_argument("no logits to sample from");
   apply_penalties(logits, history);
-  if (params_.temperature == 0.0f)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  dist_.clear();
+  if (params_.temperature == 0.0f) {
+    dist_.emplace_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()), 1.0f);
+    return dist_;
+  }
 
   // Candidates sorted by logit, cut by top-k first so the sort is partial.
   candidates_.clear();
@@ -77,13 +98,8 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   }
   float total = 0.0f;
   for (size_t i = 0; i < keep; ++i) total += candidates_[i].first;
-  const float u = std::uniform_real_distribution<float>(0.0f, total)(rng_);
-  float acc = 0.0f;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += candidates_[i].first;
-    if (u < acc) return candidates_[i].second;
-  }
-  return candidates_[keep - 1].second;
+  for (size_t i = 0; i < keep; ++i) dist_.emplace_back(candidates_[i].second, candidates_[i].first / total);
+  return dist_;
 }
 
 }  // namespace troupe

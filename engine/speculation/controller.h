@@ -1,0 +1,76 @@
+#pragma once
+// Per sequence, per step: which drafter and how many drafted tokens k
+// (0..max_draft) pay. With a per-token acceptance estimate a for a source,
+// a verify window of k drafts yields E(k) = (1 − a^(k+1)) / (1 − a) tokens.
+// Its k extra tokens lengthen the step, which every sequence of the batch
+// waits for: with the step costing base + c × tokens (measured), B sequences
+// in it and step time T, speculating pays when
+//
+//   E(k) − 1  >  k × c × B / T      (tokens gained > tokens the batch loses)
+//
+// so at batch 1 on a memory-bound device almost any acceptance pays, and as
+// the batch grows only near-verbatim drafts do: speculation turns itself
+// down under load. Acceptance is an exponentially weighted estimate per
+// source, updated after every verify; a source judged useless is probed
+// again every `probe_every` steps, so a sequence that starts copying its
+// input is noticed.
+#include <cstdint>
+
+namespace troupe {
+
+enum class SpeculationMode : uint8_t { off, ngram, draft, automatic };
+enum class DraftSource : uint8_t { none, ngram, model };
+const char* draft_source_name(DraftSource s);
+
+// The cost of a verify step, learned from measured steps: ms = base + per_token × tokens.
+class StepCostModel {
+ public:
+  void observe(int64_t tokens, double ms);
+  double base_ms() const;
+  double per_token_ms() const;
+
+ private:
+  // Exponentially weighted least squares over (tokens, ms).
+  double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
+struct SpeculationStats {
+  DraftSource last_source = DraftSource::none;
+  int64_t drafted = 0, accepted = 0, verify_steps = 0;
+  double mean_accepted() const { return verify_steps ? static_cast<double>(accepted) / verify_steps : 0.0; }
+};
+
+class SpeculationController {
+ public:
+  SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available = false);
+
+  struct Choice {
+    DraftSource source = DraftSource::none;
+    int32_t k = 0;
+  };
+  // ngram_available: how many tokens the n-gram drafter proposes now.
+  // batch: sequences in the step; cost: the step's cost model;
+  // draft_ms_per_token: a draft-model step per token (0 without one).
+  Choice choose(int32_t ngram_available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0);
+  void observe(DraftSource source, int32_t drafted, int32_t accepted);
+
+  double acceptance(DraftSource source) const;
+  const SpeculationStats& stats() const { return stats_; }
+
+  static constexpr int32_t kProbeEvery = 16;
+
+ private:
+  struct Estimate {
+    double kept = 1.0, tried = 2.0;  // prior: acceptance 0.5, worth two observations
+  };
+  double net_gain(double a, int32_t k, double loss_per_token) const;
+
+  SpeculationMode mode_;
+  int32_t max_draft_;
+  bool model_available_;
+  Estimate ngram_, model_;
+  int32_t idle_steps_ = 0;  // steps since the last speculation (for probing)
+  SpeculationStats stats_;
+};
+
+}  // namespace troupe

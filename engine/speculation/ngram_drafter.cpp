@@ -1,0 +1,24 @@
+#include "engine/speculation/ngram_drafter.h"
+
+#include <algorithm>
+
+namespace troupe {
+
+std::vector<int32_t> NgramDrafter::propose(std::span<const int32_t> history, int32_t k) const {
+  const auto len = static_cast<int64_t>(history.size());
+  if (k <= 0) return {};
+  for (int32_t n = std::min<int64_t>(n_max_, len - 1); n >= n_min_; --n) {
+    const auto tail = history.subspan(static_cast<size_t>(len - n));
+    // Most recent match first: nearby text predicts best. A match must leave
+    // at least one token after it.
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(tail.begin(), tail.end(), history.begin() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t take = std::min<int64_t>(k, len - from);
+      return {history.begin() + from, history.begin() + from + take};
+    }
+  }
+  return {};
+}
+
+}  // namespace troupe

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Speculative decoding on the default model, one stream (`troupe generate`),
+# three workloads: summarization (the ten papers of examples/summarize-papers,
+# summarized), code (rewrite a 40-line Python file with docstrings: the
+# output copies the input), free chat (a story). Modes: off, ngram, auto;
+# greedy, 128 tokens. Prints decode tok/s per mode, the speed-up over off,
+# acceptance and mean accepted length, and whether the tokens are identical
+# to off's. The service's 16-stream figure comes with the verifier's draft
+# windows (not yet: see docs/BENCHMARKS.md).
+# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), TOKENS (128), MAX_DRAFT (8).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" n="${TOKENS:-128}" k="${MAX_DRAFT:-8}"
+troupe="${BUILD_DIR:-$root/build}/troupe"
+path="$(ops/models.sh --path "$model")"
+papers="$(cat examples/summarize-papers/papers/0[1-4]*.txt)"
+declare -A prompts=(
+  [summarization]="Summarize each of these four papers in two sentences, quoting its key finding.
+
+$papers"
+  [code]="Rewrite this Python module, adding a docstring to every function. Keep the code exactly as it is.
+
+$(cat ops/bench/spec/code.txt)"
+  [chat]="Write a short story about a lighthouse keeper who finds a message in a bottle."
+)
+for w in summarization code chat; do
+  base_ids=""
+  base_rate=""
+  for mode in off ngram auto; do
+    out="$("$troupe" generate -m "$path" --threads "$threads" --chat "${prompts[$w]}" -n "$n" -t 0 --print-ids \
+           --context 8192 --speculation "$mode" --max-draft "$k" 2>"/tmp/troupe-spec-$$.err")"
+    stats="$(cat "/tmp/troupe-spec-$$.err")"
+    rate="$(sed -n 's/.* \([0-9.]*\) tok\/s decode.*/\1/p' <<<"$stats")"
+    acc="$(sed -n 's/.*accepted (\([0-9]*\)%), \([0-9.]*\) per window.*/\1 \2/p' <<<"$stats")"
+    if [ "$mode" = off ]; then base_ids="$out" base_rate="$rate"; fi
+    python3 -c "import json,sys; r=float('$rate'); b=float('$base_rate'); a='$acc'.split()
+print(json.dumps({'workload': '$w', 'mode': '$mode', 'decode_tok_s': r, 'speedup_vs_off': round(r / b, 2),
+                  'acceptance_pct': int(a[0]) if a else None, 'mean_accepted_per_window': float(a[1]) if a else None,
+                  'same_tokens_as_off': $([ "$out" = "$base_ids" ] && echo True || echo False)}))"
+  done
+done
+rm -f "/tmp/troupe-spec-$$.err"

@@ -1,0 +1,189 @@
+// Speculative decoding in the engine: the n-gram drafter, acceptance
+// (greedy: exactly greedy decoding; sampled: exactly the target's
+// distribution, by a chi-square test), the controller's choices, and
+// generation with speculation equal to generation without.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "engine/backend.h"
+#include "engine/generator.h"
+#include "engine/page_pool.h"
+#include "engine/speculation/acceptance.h"
+#include "engine/speculation/controller.h"
+#include "engine/speculation/ngram_drafter.h"
+#include "engine/synthetic_model.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
+
+using namespace troupe;
+
+TEST_CASE("the n-gram drafter proposes what followed the most recent earlier occurrence of the tail") {
+  NgramDrafter d(3, 2);
+  const std::vector<int32_t> h{1, 2, 3, 4, 5, 9, 2, 3, 7, 8, 1, 2, 3};
+  // Tail "1 2 3" occurred at 0 (followed by 4 5 9); "2 3" more recently at 6 (7 8), but longer n-grams win.
+  CHECK(d.propose(h, 3) == std::vector<int32_t>{4, 5, 9});
+  CHECK(d.propose(h, 1) == std::vector<int32_t>{4});
+  const std::vector<int32_t> h2{5, 2, 3, 7, 8, 9, 2, 3};
+  CHECK(d.propose(h2, 4) == std::vector<int32_t>{7, 8, 9, 2});
+  CHECK(d.propose(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());  // nothing recurs
+  CHECK(d.propose(h, 0).empty());
+}
+
+namespace {
+
+// Logit rows where row i's argmax is argmax[i].
+std::vector<std::vector<float>> rows_with_argmax(const std::vector<int32_t>& argmax, int32_t vocab) {
+  std::vector<std::vector<float>> rows;
+  for (int32_t a : argmax) {
+    std::vector<float> r(static_cast<size_t>(vocab), 0.0f);
+    r[static_cast<size_t>(a)] = 5.0f;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+SamplingParams plain(float temperature, uint64_t seed) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("greedy acceptance keeps the drafts that match the argmax, then the target's own token") {
+  Sampler s(plain(0, 1));
+  auto rows = rows_with_argmax({3, 4, 6, 1}, 8);
+  std::vector<int32_t> history{9};
+  auto row = [&](int32_t i) { return std::span<float>(rows[static_cast<size_t>(i)]); };
+  const std::vector<int32_t> drafts{3, 4, 5};
+  const Acceptance a = accept_drafts(s, drafts, row, history);
+  CHECK(a.accepted == 2);
+  CHECK(a.next == 6);
+  CHECK(history == std::vector<int32_t>{9, 3, 4, 6});
+  rows = rows_with_argmax({3, 4, 5, 1}, 8);
+  history = {9};
+  const Acceptance all = accept_drafts(s, drafts, row, history);
+  CHECK(all.accepted == 3);
+  CHECK(all.next == 1);  // every draft kept: the bonus token from the last row
+}
+
+TEST_CASE("sampled acceptance follows the target distribution exactly, with point-mass and model drafts (chi-square)") {
+  // Target: p0 at the first position, p1 at the second (temperature 1, no cuts).
+  const std::vector<float> l0{1.0f, 0.2f, -0.5f, 0.7f, 0.0f}, l1{-1.0f, 0.5f, 0.3f, 0.0f, 1.2f};
+  auto softmax = [](const std::vector<float>& l) {
+    std::vector<double> p(l.size());
+    double z = 0;
+    for (size_t i = 0; i < l.size(); ++i) z += p[i] = std::exp(static_cast<double>(l[i]));
+    for (auto& v : p) v /= z;
+    return p;
+  };
+  const auto p0 = softmax(l0), p1 = softmax(l1);
+  // Drafts: d1 = 3 (not the target's favourite), d2 = 1; a draft model with its own q.
+  const std::vector<int32_t> fixed{3, 1};
+  const std::vector<Sampler::Distribution> q{{{3, 0.6f}, {0, 0.2f}, {2, 0.2f}}, {{1, 0.5f}, {4, 0.5f}}};
+  for (const bool model : {false, true}) {
+    INFO((model ? "draft-model q" : "point-mass drafts"));
+    constexpr int kRuns = 40000;
+    std::vector<double> first(5, 0), second(5, 0);
+    int second_n = 0;
+    std::mt19937 draft_rng(77);
+    auto draw_q = [&](const Sampler::Distribution& d) {
+      float u = std::uniform_real_distribution<float>(0.0f, 1.0f)(draft_rng), acc = 0;
+      for (const auto& [t, p] : d)
+        if (u < (acc += p)) return t;
+      return d.back().first;
+    };
+    for (int r = 0; r < kRuns; ++r) {
+      Sampler s(plain(1.0f, 1000 + static_cast<uint64_t>(r)));
+      // A draft model's tokens are drawn from its q; n-gram drafts are fixed (q a point mass).
+      const std::vector<int32_t> drafts = model ? std::vector<int32_t>{draw_q(q[0]), draw_q(q[1])} : fixed;
+      std::vector<std::vector<float>> rows{l0, l1, l0};
+      std::vector<int32_t> history{0};
+      const Acceptance a = accept_drafts(
+          s, drafts, [&](int32_t i) { return std::span<float>(rows[static_cast<size_t>(i)]); }, history,
+          model ? &q : nullptr);
+      first[static_cast<size_t>(history[1])] += 1;
+      if (a.accepted >= 1) {  // the second token came from this window too: given the first, it must follow p1
+        second[static_cast<size_t>(history[2])] += 1;
+        ++second_n;
+      }
+    }
+    auto chi2 = [](const std::vector<double>& counts, const std::vector<double>& p, double n) {
+      double x = 0;
+      for (size_t i = 0; i < p.size(); ++i) x += (counts[i] - n * p[i]) * (counts[i] - n * p[i]) / (n * p[i]);
+      return x;
+    };
+    // 4 degrees of freedom: the 0.001 critical value is 18.47.
+    CHECK(chi2(first, p0, kRuns) < 18.47);
+    REQUIRE(second_n > 1000);
+    CHECK(chi2(second, p1, second_n) < 18.47);
+  }
+}
+
+TEST_CASE("the controller speculates when it pays and turns itself down when it does not") {
+  StepCostModel cpu;  // a 2-core CPU: 15 ms a step plus 7 ms a token
+  for (int i = 0; i < 40; ++i) cpu.observe(1 + i % 8, 15.0 + 7.0 * (1 + i % 8));
+  CHECK(cpu.per_token_ms() == Approx(7.0).epsilon(0.01));
+  CHECK(cpu.base_ms() == Approx(15.0).epsilon(0.01));
+
+  SpeculationController verbatim(SpeculationMode::ngram, 8);
+  for (int i = 0; i < 10; ++i) verbatim.observe(DraftSource::ngram, 6, 6);  // copying its input
+  const auto alone = verbatim.choose(8, 1, cpu);
+  CHECK(alone.source == DraftSource::ngram);
+  CHECK(alone.k == 8);
+  CHECK(verbatim.choose(3, 1, cpu).k == 3);  // no more than the drafter has
+
+  SpeculationController moderate(SpeculationMode::automatic, 8);
+  for (int i = 0; i < 10; ++i) moderate.observe(DraftSource::ngram, 6, 4);  // ~80 % per token
+  const auto one = moderate.choose(8, 1, cpu);
+  CHECK(one.k >= 3);
+  CHECK(one.k <= 6);
+  CHECK(moderate.choose(8, 64, cpu).k == 0);  // a full, compute-bound batch: the longer step costs everyone more
+
+  SpeculationController bad(SpeculationMode::ngram, 8);
+  for (int i = 0; i < 10; ++i) bad.observe(DraftSource::ngram, 4, 0);  // free prose: nothing accepted
+  int speculated = 0;
+  for (int i = 0; i < 32; ++i) speculated += bad.choose(8, 1, cpu).k > 0;
+  CHECK(speculated == 2);  // only the probes, one every 16 steps
+
+  SpeculationController off(SpeculationMode::off, 8);
+  CHECK(off.choose(8, 1, cpu).k == 0);
+}
+
+TEST_CASE("generation with n-gram speculation is token-identical to generation without, and takes fewer steps") {
+  const auto path = std::filesystem::temp_directory_path() / "troupe-speculation-test.gguf";
+  SyntheticModelSpec spec;
+  spec.seed = 8;
+  write_synthetic_model(spec, path.string());
+  BackendOptions o;
+  o.kv_pages = 64;
+  auto backend = open_backend(path.string(), o);
+  Tokenizer tok(load_vocabulary(backend->file()));
+  int saved_steps = 0;
+  for (const char* text : {"the fox and the dog and the fox and the dog and the", "one two three one two three one two",
+                           "Hello there, how are you today?"}) {
+    INFO(text);
+    const auto prompt = tok.encode(text, tok.add_bos_by_default(), false);
+    GenerateOptions plain_opts;
+    plain_opts.max_tokens = 48;
+    plain_opts.sampling.temperature = 0;
+    GenerateOptions spec_opts = plain_opts;
+    spec_opts.speculation = SpeculationMode::automatic;
+    spec_opts.max_draft = 6;
+    const auto want = generate(*backend, tok, prompt, plain_opts, {});
+    const auto got = generate(*backend, tok, prompt, spec_opts, {});
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.finish == want.finish);
+    CHECK(backend->pages().free_count() == backend->pages().capacity());  // rolled back, nothing leaked
+    saved_steps += want.forward_steps - got.forward_steps;
+  }
+  CHECK(saved_steps > 0);
+}
