@@ -11,6 +11,21 @@
 namespace troupe::actors {
 namespace {
 
+// A request's speculation against the server's default. Sampled requests
+// with logprobs or n > 1 do not speculate (their per-token outputs are not
+// defined for accepted drafts, and their forks share pages).
+void resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft, const IngestionConfig& cfg) {
+  switch (s) {
+    case wire::Speculation::off: a.speculation = SpeculationMode::off; break;
+    case wire::Speculation::ngram: a.speculation = SpeculationMode::ngram; break;
+    case wire::Speculation::draft: a.speculation = SpeculationMode::draft; break;
+    case wire::Speculation::auto_: a.speculation = SpeculationMode::automatic; break;
+    default: a.speculation = cfg.speculation;
+  }
+  a.max_draft = max_draft > 0 ? max_draft : cfg.max_draft;
+  if (a.logprobs || a.samples > 1) a.speculation = SpeculationMode::off;
+}
+
 Priority priority_of(wire::Priority p) {
   switch (p) {
     case wire::Priority::chat: return Priority::chat;
@@ -85,6 +100,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.logprobs = g->logprobs();
               admit.ignore_eos = g->ignore_eos();
               admit.samples = g->n();
+              resolve_speculation(admit, g->speculation(), g->max_draft(), *cfg);
               break;
             }
             case wire::RequestBody::ChatTurn: {
@@ -95,6 +111,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.priority = priority_of(t->priority());
               admit.logprobs = t->logprobs();
               admit.samples = t->n();
+              resolve_speculation(admit, t->speculation(), t->max_draft(), *cfg);
               if (t->session_id() && t->session_id()->size() > 0) {
                 admit.session_id = t->session_id()->str();
                 admit.turn_messages = std::move(chat);

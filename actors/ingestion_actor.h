@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "engine/chat_template.h"
+#include "engine/speculation/controller.h"
 #include "engine/tokenizer.h"
 #include "messages/client_validation.h"
 
@@ -27,6 +28,8 @@ struct IngestionConfig {
   int64_t max_context = 4096;
   int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
   int32_t page_size = 16;
+  SpeculationMode speculation = SpeculationMode::off;  // the server's default
+  int32_t max_draft = 8;
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
   caf::actor persistence;  // sessions

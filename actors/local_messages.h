@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/speculation/controller.h"
 #include "engine/schedule/batch_planner.h"
 #include "messages/client_frames.h"
 #include "messages/job_frames.h"
@@ -53,6 +54,8 @@ struct AdmitRequest {
   bool logprobs = false;
   bool ignore_eos = false;
   int32_t samples = 1;  // n parallel samples
+  SpeculationMode speculation = SpeculationMode::off;  // resolved against the server's default
+  int32_t max_draft = 0;
   int64_t accepted_ns = 0;  // steady clock, for queue time and TTFT
   // A session turn: the session it appends to and the turn's new messages.
   std::string session_id;

@@ -11,6 +11,8 @@
 
 #include "actors/client_gateway.h"
 #include "actors/local_messages.h"
+#include "engine/speculation/controller.h"
+#include "engine/speculation/ngram_drafter.h"
 #include "engine/stop_strings.h"
 #include "messages/step_frames.h"
 
@@ -40,6 +42,9 @@ struct RequestInfo {
   std::string answer;                // a session turn's streamed text
   caf::actor sink;                   // the server's own requests (job items) answer here
   int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
+  std::unique_ptr<SpeculationController> spec;  // speculating requests only
+  int32_t max_draft = 0;
+  DraftSource drafted_with = DraftSource::none;  // the source of the window in flight
 };
 
 // A session's pages on their way to the store: read by the next step's
@@ -92,6 +97,30 @@ struct SchedulerState {
   std::map<uint64_t, SwappedOut> swapped;     // by sequence
   int64_t swapped_bytes = 0;
   uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
+  NgramDrafter drafter;
+  StepCostModel step_cost;  // the verifier's step time by tokens, for the speculation controllers
+
+  // Drafts for every speculating sequence about to decode, as its controller
+  // chooses for this step's load.
+  void propose_drafts() {
+    int32_t decoding = 0;
+    for (const auto& [seq, r] : requests) {
+      const PlannedSequence* s = planner.find(seq);
+      decoding += s && s->state == RequestState::running;
+    }
+    for (auto& [seq, r] : requests) {
+      r.drafted_with = DraftSource::none;
+      if (!r.spec) continue;
+      const PlannedSequence* s = planner.find(seq);
+      if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
+      const int32_t room = std::min(r.max_draft, r.sampling.max_tokens - r.completion - 1);
+      std::vector<int32_t> drafts = room > 0 ? drafter.propose(s->tokens, room) : std::vector<int32_t>();
+      const auto choice = r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost);
+      drafts.resize(static_cast<size_t>(choice.k));
+      r.drafted_with = choice.k > 0 ? choice.source : DraftSource::none;
+      planner.set_drafts(seq, std::move(drafts));
+    }
+  }
   uint64_t tokens_generated = 0;
   double engine_ms = 0;        // sum of the verifier's step times
   double busy_ms = 0;          // wall time with requests in the system
@@ -229,6 +258,14 @@ struct SchedulerState {
       d.ttft_ms = r.first_token_ns ? ms(r.first_token_ns - r.accepted_ns) : 0;
       d.per_token_ms = r.completion > 1 ? ms(r.last_token_ns - r.first_token_ns) / (r.completion - 1) : 0;
       d.total_ms = ms(now - r.accepted_ns);
+      if (r.spec && r.spec->stats().verify_steps > 0) {
+        const SpeculationStats& sp = r.spec->stats();
+        d.speculated = true;
+        d.spec_source = draft_source_name(sp.last_source);
+        d.spec_drafted = static_cast<int32_t>(sp.drafted);
+        d.spec_accepted = static_cast<int32_t>(sp.accepted);
+        d.spec_windows = static_cast<int32_t>(sp.verify_steps);
+      }
       if (!r.session_id.empty() && reason != wire::FinishReason::cancelled && cfg.persistence) {
         // The persistence actor sends the Done once the turn is durable.
         SessionCommit c;
@@ -401,13 +438,23 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
     }
     try {
       st.engine_ms += res->forward_ms();
-      std::vector<int32_t> sampled;
+      std::vector<std::vector<int32_t>> sampled;  // per wanting slice: accepted drafts, then the next token
       std::vector<std::pair<uint64_t, float>> who;
       if (res->sampled())
         for (const auto* s : *res->sampled()) {
-          sampled.push_back(s->token());
+          std::vector<int32_t> kept;
+          if (s->accepted()) kept.assign(s->accepted()->begin(), s->accepted()->end());
+          kept.push_back(s->token());
+          sampled.push_back(std::move(kept));
           who.emplace_back(s->sequence_id(), s->logprob());
         }
+      int64_t step_tokens = 0;
+      std::map<uint64_t, int32_t> window_drafts;
+      for (const PlannedSlice& p : st.planner.planned()) {
+        step_tokens += p.count;
+        if (p.drafts > 0) window_drafts[p.id] = p.drafts;
+      }
+      if (step_tokens > 0) st.step_cost.observe(step_tokens, res->forward_ms());
       // The result must answer this step, slice for slice.
       std::vector<uint64_t> wanted;
       for (const PlannedSlice& p : st.planner.planned())
@@ -415,7 +462,7 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
       bool matches = res->step() == st.step && wanted.size() == who.size();
       for (size_t i = 0; matches && i < who.size(); ++i) matches = who[i].first == wanted[i];
       for (size_t i = 0; matches && i < sampled.size(); ++i)
-        matches = sampled[i] >= 0 && static_cast<size_t>(sampled[i]) < st.cfg.tokenizer->size();
+        for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < st.cfg.tokenizer->size();
       if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(st.step));
       if (st.step_has_slices) st.planner.commit(sampled);
       auto deferred = [&](uint64_t seq) {
@@ -425,7 +472,15 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
         auto r = st.requests.find(seq);
         if (r != st.requests.end() && r->second.forks_pending > 0 && !deferred(seq)) st.fork_samples(seq);
       }
-      for (size_t i = 0; i < sampled.size(); ++i) st.deliver(who[i].first, sampled[i], who[i].second);
+      for (size_t i = 0; i < sampled.size(); ++i) {
+        const uint64_t seq = who[i].first;
+        if (auto r = st.requests.find(seq); r != st.requests.end() && r->second.spec && window_drafts.count(seq))
+          r->second.spec->observe(r->second.drafted_with, window_drafts[seq], static_cast<int32_t>(sampled[i].size()) - 1);
+        for (int32_t token : sampled[i]) {
+          if (!st.requests.count(seq)) break;  // ended (stop, length) part way through the window
+          st.deliver(seq, token, who[i].second);
+        }
+      }
     } catch (const std::exception& e) {
       // A bad result (or a token the tokenizer rejects) must not stop the
       // scheduler: the step's requests end with the reason, others go on.
@@ -451,6 +506,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
     const std::vector<PlannedSlice>* planned = &kNone;
     if (!st.planner.idle()) {
       if (st.cfg.kv_transfer) st.swap_in();
+      st.propose_drafts();
       planned = &st.planner.plan();
       if (planned->empty()) {
         // Nothing running and the head of the queue cannot get its pages: it never will.
@@ -498,7 +554,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
       specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
                        introduce ? &r.sampling : nullptr,
                        introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
-                       r.logprobs});
+                       r.logprobs, slices[i].drafts});
       st.in_step.push_back(slices[i].id);
     }
     std::vector<std::pair<int32_t, int32_t>> copies;
@@ -565,6 +621,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.turn_messages = std::move(a.turn_messages);
         r.sink = std::move(a.sink);
         r.persisted_pages = a.persisted_pages;
+        if (a.speculation != SpeculationMode::off && a.samples == 1) {
+          r.spec = std::make_unique<SpeculationController>(a.speculation, a.max_draft);
+          r.max_draft = std::clamp(a.max_draft, 1, 8);
+        }
         st.send(r, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));
         st.ids.emplace(key, std::vector<uint64_t>{seq});
         st.requests.emplace(seq, std::move(r));

@@ -155,6 +155,8 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   ic.max_context = limits.max_context;
   ic.max_samples = can_copy ? 16 : 1;
   ic.page_size = page_size;
+  ic.speculation = s.options.speculation;
+  ic.max_draft = s.options.max_draft;
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
   ic.persistence = s.persistence;

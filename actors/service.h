@@ -10,6 +10,7 @@
 
 #include "engine/backend.h"
 #include "engine/schedule/batch_planner.h"
+#include "engine/speculation/controller.h"
 #include "messages/client_validation.h"
 #include "messages/zmq_sockets.h"
 
@@ -42,6 +43,9 @@ struct ServiceOptions {
   // the head dim allows it (a multiple of 32), else int8.
   uint8_t kv_spill_codec = 255;
   std::chrono::milliseconds session_idle{300000};  // then a session's cached pages are freed
+  // Speculative decoding for requests that do not choose (engine/speculation).
+  SpeculationMode speculation = SpeculationMode::off;
+  int32_t max_draft = 8;
 };
 
 // $XDG_DATA_HOME/troupe, else ~/.local/share/troupe.

@@ -12,6 +12,7 @@
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
 #include "engine/sampler.h"
+#include "engine/speculation/acceptance.h"
 #include "messages/step_frames.h"
 
 namespace troupe::actors {
@@ -82,6 +83,8 @@ struct StepRunner::Impl {
         }
       Batch batch;
       std::vector<uint64_t> wanting;
+      std::vector<int32_t> wanting_drafts;  // per wanting slice: its drafted tokens (0: plain)
+      std::vector<std::span<const int32_t>> windows;
       if (plan->slices()) {
         for (const auto* s : *plan->slices()) {
           if (!s->tokens() || !s->block_table() || s->tokens()->size() == 0)
@@ -103,9 +106,20 @@ struct StepRunner::Impl {
           auto it = samplers.find(s->sequence_id());
           if (it == samplers.end())
             throw std::invalid_argument("sequence " + std::to_string(s->sequence_id()) + " continues but never started");
-          it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end());
-          batch.sequences.push_back({tokens, s->start(), table, s->wants_token() ? LogitsWanted::last : LogitsWanted::none});
-          if (s->wants_token()) wanting.push_back(s->sequence_id());
+          const int32_t drafts = s->drafts();
+          if (drafts < 0 || drafts >= static_cast<int32_t>(tokens.size()) || (drafts > 0 && !s->wants_token()))
+            throw std::invalid_argument("slice of sequence " + std::to_string(s->sequence_id()) + " has " +
+                                        std::to_string(drafts) + " drafts");
+          // Drafted tokens join the history only once accepted.
+          it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end() - drafts);
+          batch.sequences.push_back({tokens, s->start(), table,
+                                     drafts > 0 ? LogitsWanted::all
+                                                : s->wants_token() ? LogitsWanted::last : LogitsWanted::none});
+          if (s->wants_token()) {
+            wanting.push_back(s->sequence_id());
+            wanting_drafts.push_back(drafts);
+            windows.push_back(tokens.subspan(tokens.size() - static_cast<size_t>(drafts)));
+          }
         }
       }
       if (plan->copies() && plan->copies()->size() > 0) {
@@ -116,9 +130,20 @@ struct StepRunner::Impl {
       if (!batch.sequences.empty()) backend->forward(batch, logits);
       std::vector<messages::SampledToken> sampled;
       sampled.reserve(wanting.size());
+      int64_t next_row = 0;
       for (size_t r = 0; r < wanting.size(); ++r) {
         SequenceSampler& ss = samplers.at(wanting[r]);
-        std::span<float> row = logits.row(static_cast<int64_t>(r));
+        if (wanting_drafts[r] > 0) {
+          const int64_t first = next_row;
+          next_row += wanting_drafts[r] + 1;
+          const Acceptance a = accept_drafts(
+              ss.sampler, windows[r], [&](int32_t i) { return logits.row(first + i); }, ss.history);
+          ss.history.pop_back();  // `next` joins the history with the slice that carries it
+          sampled.push_back({wanting[r], a.next, 0.0f,
+                             std::vector<int32_t>(windows[r].begin(), windows[r].begin() + a.accepted)});
+          continue;
+        }
+        std::span<float> row = logits.row(next_row++);
         float logprob = 0;
         double lse = 0;
         if (ss.logprobs) {
@@ -129,7 +154,7 @@ struct StepRunner::Impl {
         }
         const int32_t token = ss.sampler.sample(row, ss.history);
         if (ss.logprobs) logprob = static_cast<float>(original[token] - lse);
-        sampled.push_back({wanting[r], token, logprob});
+        sampled.push_back({wanting[r], token, logprob, {}});
       }
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       return messages::step_result(plan->step(), sampled, "", ms, info, exported, swapped);

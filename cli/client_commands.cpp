@@ -20,12 +20,22 @@ struct ClientArgs {
   std::string connect = "tcp://127.0.0.1:7700";
   std::string prompt, system, session;
   std::string priority = "interactive";
+  std::string speculation = "default";
+  int max_draft = 0;
   SamplingOptions sampling;
   bool special = false;
   bool quiet = false;
   int timeout_s = 600;
 };
 
+
+wire::Speculation speculation(const std::string& s) {
+  if (s == "off") return wire::Speculation::off;
+  if (s == "ngram") return wire::Speculation::ngram;
+  if (s == "draft") return wire::Speculation::draft;
+  if (s == "auto") return wire::Speculation::auto_;
+  return wire::Speculation::server_default;
+}
 
 wire::Priority priority(const std::string& p) {
   if (p == "interactive") return wire::Priority::interactive;
@@ -46,6 +56,9 @@ void report(const messages::StreamOutcome& out, bool quiet) {
   std::fprintf(stderr, "[%d prompt tokens (%d cached), %d generated; queue %.1f ms, first token %.1f ms, %.1f ms/token; finish: %s]\n",
                u.prompt_tokens, u.cached_prompt_tokens, u.completion_tokens, u.queue_ms, u.ttft_ms, u.per_token_ms,
                reason_name(u.reason));
+  if (u.speculated)
+    std::fprintf(stderr, "[speculation %s: %d drafted, %d accepted in %d windows]\n", u.spec_source.c_str(), u.spec_drafted,
+                 u.spec_accepted, u.spec_windows);
 }
 
 void add_common(CLI::App* cmd, ClientArgs& a) {
@@ -53,6 +66,10 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
   cmd->add_option("--priority", a.priority, "interactive, chat or batch")->capture_default_str();
   cmd->add_option("--timeout", a.timeout_s, "Seconds to wait for the whole answer")->capture_default_str();
   cmd->add_flag("--quiet,-q", a.quiet, "No statistics on stderr");
+  cmd->add_option("--speculation", a.speculation, "default (the server's), off, ngram, auto or draft")
+      ->check(CLI::IsMember({"default", "off", "ngram", "auto", "draft"}))
+      ->capture_default_str();
+  cmd->add_option("--max-draft", a.max_draft, "Most drafted tokens per step (0: the server's)")->check(CLI::Range(0, 8));
   add_sampling_flags(*cmd, a.sampling);
 }
 
@@ -67,7 +84,9 @@ int run_complete(const ClientArgs& a) {
   const uint64_t id = conn.next_id();
   messages::StreamOutcome out;
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
-  out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special), id,
+  out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special, false,
+                                              false, 1, speculation(a.speculation), a.max_draft),
+                    id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
   std::fflush(stdout);
@@ -107,7 +126,8 @@ int run_chat(const ClientArgs& a) {
   auto turn = [&](const std::string& user) {
     history.emplace_back("user", user);
     const uint64_t id = conn.next_id();
-    const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority)),
+    const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority),
+                                                        false, speculation(a.speculation), a.max_draft),
                                  id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);

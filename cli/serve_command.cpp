@@ -19,6 +19,7 @@ struct ServeArgs {
   std::string device = "cpu", weights = "auto";
   bool no_prefix_cache = false;
   bool no_kv_spill = false;
+  std::string speculation = "off";
   std::string kv_codec = "auto";
   int session_idle_s = 300;
 };
@@ -36,6 +37,10 @@ int run_serve(ServeArgs& a) {
   o.model_name = a.model;
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.kv_spill = !a.no_kv_spill;
+  o.speculation = a.speculation == "ngram"  ? SpeculationMode::ngram
+                  : a.speculation == "auto" ? SpeculationMode::automatic
+                  : a.speculation == "draft" ? SpeculationMode::draft
+                                             : SpeculationMode::off;
   o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : 255;
   o.session_idle = std::chrono::seconds(a.session_idle_s);
   actors::Service service(o);
@@ -93,6 +98,11 @@ Run add_serve(CLI::App& app) {
                   "auto: k8v4 where the head dim is a multiple of 32")
       ->check(CLI::IsMember({"auto", "int8", "k8v4"}))
       ->capture_default_str();
+  cmd->add_option("--speculation", a->speculation,
+                  "Speculative decoding for requests that do not choose: off, ngram, auto (per step, by acceptance), draft")
+      ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
+      ->capture_default_str();
+  cmd->add_option("--max-draft", a->service.max_draft, "Most drafted tokens per step")->check(CLI::Range(1, 8))->capture_default_str();
   cmd->add_flag("--no-kv-spill", a->no_kv_spill, "Do not store session KV pages (a resumed session recomputes its prefix)");
   cmd->add_option("--session-idle", a->session_idle_s, "Seconds after which an idle session's KV pages leave memory")
       ->check(CLI::Range(1, 1 << 24))

@@ -81,6 +81,13 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
             out.usage.per_token_ms = d->timings()->per_token_ms();
             out.usage.total_ms = d->timings()->total_ms();
           }
+          if (const auto* sp = d->speculation()) {
+            out.usage.speculated = true;
+            out.usage.spec_source = sp->source() ? sp->source()->str() : "";
+            out.usage.spec_drafted = sp->drafted();
+            out.usage.spec_accepted = sp->accepted();
+            out.usage.spec_windows = sp->windows();
+          }
         }
         if (++done == samples) {
           out.done = true;

@@ -49,16 +49,19 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 }
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
-                       bool special, bool logprobs, bool ignore_eos, int32_t n) {
+                       bool special, bool logprobs, bool ignore_eos, int32_t n, wire::Speculation speculation,
+                       int32_t max_draft) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n);
+  const auto body =
+      wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation, max_draft);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
-                   const SamplingFields& s, wire::Priority priority, bool logprobs) {
+                   const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
+                   int32_t max_draft) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
   for (const auto& [role, content] : messages)
@@ -66,7 +69,7 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   const auto sid = fbb.CreateString(session_id.data(), session_id.size());
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs);
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 
@@ -104,7 +107,11 @@ Bytes done_response(uint64_t id, const DoneFields& d) {
   flatbuffers::FlatBufferBuilder fbb(128);
   const auto usage = wire::CreateUsage(fbb, d.prompt_tokens, d.cached_prompt_tokens, d.completion_tokens);
   const auto timings = wire::CreateTimings(fbb, d.queue_ms, d.ttft_ms, d.per_token_ms, d.total_ms);
-  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings, d.sample).Union(), fbb);
+  flatbuffers::Offset<wire::SpeculationStats> spec;
+  if (d.speculated)
+    spec = wire::CreateSpeculationStats(fbb, fbb.CreateString(d.spec_source), d.spec_drafted, d.spec_accepted, d.spec_windows,
+                                        d.spec_windows ? static_cast<float>(d.spec_accepted) / d.spec_windows : 0.0f);
+  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec).Union(), fbb);
 }
 
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {

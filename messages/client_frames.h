@@ -42,10 +42,12 @@ Bytes response_bytes(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<v
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
                        wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,
-                       bool ignore_eos = false, int32_t n = 1);
+                       bool ignore_eos = false, int32_t n = 1,
+                       wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
-                   const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false);
+                   const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
+                   wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0);
 Bytes cancel_request(uint64_t id, uint64_t target);
 Bytes stats_request(uint64_t id);
 Bytes ping_request(uint64_t id, uint64_t nonce);
@@ -55,6 +57,9 @@ struct DoneFields {
   int32_t sample = 0;
   int32_t prompt_tokens = 0, cached_prompt_tokens = 0, completion_tokens = 0;
   double queue_ms = 0, ttft_ms = 0, per_token_ms = 0, total_ms = 0;
+  bool speculated = false;
+  std::string spec_source;
+  int32_t spec_drafted = 0, spec_accepted = 0, spec_windows = 0;
 };
 
 struct StatsFields {

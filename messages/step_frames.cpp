@@ -43,7 +43,8 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
                                                     f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed,
                                                     s.logprobs);
     }
-    out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history));
+    out.push_back(
+        wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history, s.drafts));
   }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
@@ -64,7 +65,10 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size() + page_bytes(exported) + page_bytes(swapped));
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
-  for (const SampledToken& s : sampled) out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob));
+  for (const SampledToken& s : sampled) {
+    const auto accepted = s.accepted.empty() ? 0 : fbb.CreateVector(s.accepted.data(), s.accepted.size());
+    out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob, accepted));
+  }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(worker.model);

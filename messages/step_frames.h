@@ -20,12 +20,14 @@ struct SliceSpec {
   const SamplingFields* sampling = nullptr;  // with the first slice the worker sees of a sequence,
   std::span<const int32_t> history;          // and the tokens before `start`
   bool logprobs = false;
+  int32_t drafts = 0;  // the last `drafts` tokens are a verify window's drafts
 };
 
 struct SampledToken {
   uint64_t sequence_id = 0;
   int32_t token = 0;
   float logprob = 0;
+  std::vector<int32_t> accepted;  // accepted drafts, before `token`
 };
 
 struct PageBytes {

@@ -239,7 +239,10 @@ void BatchPlanner::plan_once() {
     if (s->state != RequestState::running) continue;  // preempted by an earlier one this step
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     if (pending != 1 || allowance(*s) == 0) continue;
-    bool ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
+    // A verify window if drafts were set and budget and pages allow it.
+    int32_t k = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), allowance(*s) - 1);
+    if (k > 0 && !(reserve(*s, s->computed + 1 + k) && unshare_for_write(*s, s->computed))) k = 0;
+    bool ok = k > 0 || (reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed));
     while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     budget += refund_;
     refund_ = 0;
@@ -250,8 +253,12 @@ void BatchPlanner::plan_once() {
       ++preemptions_;
       continue;
     }
-    slices_.push_back({s->id, s->computed, 1, true});
-    spend(*s, 1);
+    if (k > 0) {
+      s->window.assign(1, s->tokens.back());
+      s->window.insert(s->window.end(), s->drafts.begin(), s->drafts.begin() + k);
+    }
+    slices_.push_back({s->id, s->computed, 1 + k, true, k});
+    spend(*s, 1 + k);
   }
   // 2. Continue prefills under way.
   for (PlannedSequence* s : by_priority(RequestState::running)) {
@@ -286,6 +293,10 @@ Batch BatchPlanner::batch() const {
   b.sequences.reserve(slices_.size());
   for (const PlannedSlice& p : slices_) {
     const PlannedSequence& s = *seqs_.at(p.id);
+    if (p.drafts > 0) {
+      b.sequences.push_back({std::span(s.window), p.start, s.kv.block_table(), LogitsWanted::all});
+      continue;
+    }
     b.sequences.push_back({std::span(s.tokens).subspan(static_cast<size_t>(p.start), static_cast<size_t>(p.count)),
                            p.start, s.kv.block_table(), p.wants_token ? LogitsWanted::last : LogitsWanted::none});
   }
@@ -293,6 +304,17 @@ Batch BatchPlanner::batch() const {
 }
 
 void BatchPlanner::commit(std::span<const int32_t> sampled) {
+  std::vector<std::vector<int32_t>> kept;
+  kept.reserve(sampled.size());
+  for (int32_t t : sampled) kept.push_back({t});
+  commit(std::span<const std::vector<int32_t>>(kept));
+}
+
+void BatchPlanner::set_drafts(uint64_t id, std::vector<int32_t> drafts) {
+  if (PlannedSequence* s = get(id)) s->drafts = std::move(drafts);
+}
+
+void BatchPlanner::commit(std::span<const std::vector<int32_t>> kept) {
   size_t k = 0;
   for (const PlannedSlice& p : slices_) {
     PlannedSequence* s = get(p.id);
@@ -301,9 +323,18 @@ void BatchPlanner::commit(std::span<const int32_t> sampled) {
       continue;
     }
     s->computed = p.start + p.count;
+    s->drafts.clear();
     if (p.wants_token) {
-      if (k >= sampled.size()) throw std::invalid_argument("commit: fewer sampled tokens than slices wanting one");
-      s->tokens.push_back(sampled[k++]);
+      if (k >= kept.size() || kept[k].empty()) throw std::invalid_argument("commit: fewer sampled tokens than slices wanting one");
+      const std::vector<int32_t>& mine = kept[k++];
+      const auto accepted = static_cast<int32_t>(mine.size()) - 1;
+      if (accepted > p.drafts || !std::equal(mine.begin(), mine.end() - 1, s->window.begin() + (p.drafts > 0 ? 1 : 0)))
+        throw std::invalid_argument("commit: accepted tokens are not the window's drafts");
+      if (p.drafts > 0) {
+        s->computed = p.start + 1 + accepted;  // the last token and the accepted drafts
+        s->kv.truncate(s->computed);           // rejected positions roll back: their pages go
+      }
+      s->tokens.insert(s->tokens.end(), mine.begin(), mine.end());
     }
     if (limits_.prefix_caching && s->computed / page_size_ > s->registered_pages) {
       cache_.insert(std::span(s->tokens).first(static_cast<size_t>(s->computed)), s->kv.block_table());

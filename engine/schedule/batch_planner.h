@@ -68,6 +68,8 @@ struct PlannedSequence {
   int32_t preemptions = 0;
   int32_t registered_pages = 0;  // full pages already offered to the prefix cache
   RequestState state = RequestState::waiting;
+  std::vector<int32_t> drafts;  // proposed for the next step (set_drafts), consumed by plan()
+  std::vector<int32_t> window;  // a planned draft window: [last token, drafts...]
   KvSequence kv;
   PlannedSequence(PagePool& pool, int32_t page_size) : kv(pool, page_size) {}
   int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_tokens; }
@@ -78,6 +80,7 @@ struct PlannedSlice {
   int32_t start;  // first position computed this step
   int32_t count;
   bool wants_token;  // the slice reaches the sequence's end: its next token is sampled
+  int32_t drafts = 0;  // a verify window: the last token then `drafts` drafted ones (count = 1 + drafts)
 };
 
 struct PlannerStats {
@@ -123,6 +126,14 @@ class BatchPlanner {
   std::span<const PageCopy> copies() const { return copies_; }
   // One sampled token per slice that wants one, in slice order.
   void commit(std::span<const int32_t> sampled);
+  // Per slice that wants tokens, in slice order: the drafts the verifier
+  // accepted (a prefix of the window's), then its own next token. Positions
+  // of rejected drafts are rolled back by truncating the sequence's pages.
+  void commit(std::span<const std::vector<int32_t>> kept);
+
+  // Drafted tokens to verify after a running sequence's last token in the
+  // next plan(), budget and pages permitting (fewer, or none, otherwise).
+  void set_drafts(uint64_t id, std::vector<int32_t> drafts);
 
   // Sequences the last plan() preempted (their pages now free or cached).
   std::vector<PreemptedPages> take_preempted() { return std::exchange(preempted_, {}); }

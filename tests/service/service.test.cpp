@@ -371,3 +371,44 @@ TEST_CASE("under KV pressure preempted sequences swap out and back in, and every
   CHECK(s->pages_swapped_out() > 0);
   CHECK(s->pages_swapped_in() > 0);
 }
+
+TEST_CASE("speculative decoding in the service: 16 streams with ngram and auto drafts are token-identical, alone and batched",
+          "[service]") {
+  Server server("spec", {"--speculation", "auto"});
+  Reference ref;
+  // Repetitive prompts: their continuations copy them, so drafts are proposed and accepted.
+  auto prompt = [](int i) {
+    std::string p;
+    for (int r = 0; r < 3; ++r) p += "the fox " + std::to_string(i % 4) + " and the dog ";
+    return p;
+  };
+  for (const auto mode : {wire::Speculation::ngram, wire::Speculation::auto_}) {
+    for (const int streams : {1, 16}) {
+      INFO("mode " << static_cast<int>(mode) << ", " << streams << " streams");
+      std::vector<messages::StreamOutcome> got(static_cast<size_t>(streams));
+      std::vector<std::thread> clients;
+      for (int i = 0; i < streams; ++i)
+        clients.emplace_back([&, i] {
+          messages::ClientConnection c(server.endpoint);
+          const uint64_t id = c.next_id();
+          got[static_cast<size_t>(i)] = c.stream(messages::generate_request(id, prompt(i), greedy(40), wire::Priority::interactive,
+                                                                            false, false, false, 1, mode, 6),
+                                                 id, {}, 120s);
+        });
+      for (auto& t : clients) t.join();
+      int drafted = 0, accepted = 0;
+      for (int i = 0; i < streams; ++i) {
+        INFO("stream " << i << ": " << got[static_cast<size_t>(i)].message);
+        REQUIRE(got[static_cast<size_t>(i)].done);
+        CHECK(got[static_cast<size_t>(i)].tokens == ref.greedy(prompt(i), 40));
+        drafted += got[static_cast<size_t>(i)].usage.spec_drafted;
+        accepted += got[static_cast<size_t>(i)].usage.spec_accepted;
+      }
+      INFO("drafted " << drafted << ", accepted " << accepted);
+      CHECK(drafted > 0);
+      CHECK(accepted > 0);
+    }
+  }
+  messages::ClientConnection c(server.endpoint);
+  CHECK(pages_return(c, 2s));  // rolled-back windows leave no page behind
+}
