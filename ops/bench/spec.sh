@@ -5,9 +5,11 @@
 # output copies the input), free chat (a story). Modes: off, ngram, auto;
 # greedy, 128 tokens. Prints decode tok/s per mode, the speed-up over off,
 # acceptance and mean accepted length, and whether the tokens are identical
-# to off's. The service's 16-stream figure comes with the verifier's draft
-# windows (not yet: see docs/BENCHMARKS.md).
-# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), TOKENS (128), MAX_DRAFT (8).
+# to off's. Then the service (`troupe serve`, verify windows in the batched
+# step): 1 and 16 concurrent streams per workload and mode, aggregate decode
+# tok/s (ops/bench/spec_serve.py).
+# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), TOKENS (128), MAX_DRAFT (8),
+# SERVICE_STREAMS ("1 16"), PHASES ("engine service").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -24,6 +26,8 @@ $papers"
 $(cat ops/bench/spec/code.txt)"
   [chat]="Write a short story about a lighthouse keeper who finds a message in a bottle."
 )
+phases="${PHASES:-engine service}"
+if [[ " $phases " == *" engine "* ]]; then
 for w in summarization code chat; do
   base_ids=""
   base_rate=""
@@ -40,4 +44,30 @@ print(json.dumps({'workload': '$w', 'mode': '$mode', 'decode_tok_s': r, 'speedup
                   'same_tokens_as_off': $([ "$out" = "$base_ids" ] && echo True || echo False)}))"
   done
 done
+fi
 rm -f "/tmp/troupe-spec-$$.err"
+
+if [[ " $phases " == *" service "* ]]; then
+python="$(ops/python-env.sh)"
+export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python"
+work="$(mktemp -d -t troupe-bench-spec.XXXXXX)"
+ep="ipc://$work/s.sock"
+"$troupe" serve -m "$path" --listen "$ep" --threads "$threads" --kv-tokens 32768 --context 8192 --data-dir "$work/data" \
+  >"$work/serve.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+until grep -q "listening on" "$work/serve.log"; do kill -0 $server || { cat "$work/serve.log"; exit 1; }; sleep 0.1; done
+for w in summarization code chat; do
+  printf '%s' "${prompts[$w]}" >"$work/$w.txt"
+  for streams in ${SERVICE_STREAMS:-1 16}; do
+    off=""
+    for mode in off ngram auto; do
+      line="$("$python" ops/bench/spec_serve.py "$ep" "$work/$w.txt" "$streams" "$mode" "$n")"
+      [ "$mode" = off ] && off="$line"
+      "$python" -c "import json,sys; a=json.loads(sys.argv[1]); o=json.loads(sys.argv[2]); a['workload']='$w'
+a['speedup_vs_off']=round(a['aggregate_decode_tok_s']/o['aggregate_decode_tok_s'],2); a['same_tokens_as_off']=a.pop('tokens')==o['tokens']
+print(json.dumps(a))" "$line" "$off"
+    done
+  done
+done
+fi

@@ -51,6 +51,14 @@ def main():
                                     "--print-ids", "-q", "--threads", "1"], check=True, capture_output=True,
                                    text=True).stdout.split()
             check(all(s == [int(t) for t in first] for s in multi.samples), f"samples {multi.samples}")
+            # Speculation: the same greedy tokens, and Done says what was drafted.
+            rep = "one two three four one two three four one two"
+            plain = c.generate(rep, max_tokens=24, temperature=0, speculation="off")
+            plain.read()
+            spec = c.generate(rep, max_tokens=24, temperature=0, speculation="ngram", max_draft=4)
+            spec.read()
+            check(spec.tokens == plain.tokens, f"speculation changed the tokens: {spec.tokens} vs {plain.tokens}")
+            check(plain.speculation is None, "no speculation reported when off")
             # Chat, and two streams interleaved on one connection.
             a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
             b = c.generate("interleaved", max_tokens=8, temperature=0)

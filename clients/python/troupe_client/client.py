@@ -13,6 +13,7 @@ from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
+_SPECULATION = {"default": 0, "off": 1, "ngram": 2, "draft": 3, "auto": 4}
 _ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
 _FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
 _JOB_STATES = {v: k for k, v in vars(JobState.JobState).items() if not k.startswith("_")}
@@ -119,6 +120,7 @@ class Stream:
         self.finish_reason = None
         self.usage = None
         self.timings = None
+        self.speculation = None  # from Done: source, drafted, accepted, windows, mean_accepted
         self.logprobs = []
 
     def __iter__(self):
@@ -156,6 +158,10 @@ class Stream:
                               "completion_tokens": u.CompletionTokens()} if u else {}
                 self.timings = {"queue_ms": t.QueueMs(), "ttft_ms": t.TtftMs(), "per_token_ms": t.PerTokenMs(),
                                 "total_ms": t.TotalMs()} if t else {}
+                sp = d.Speculation()
+                self.speculation = {"source": (sp.Source() or b"").decode(), "drafted": sp.Drafted(),
+                                    "accepted": sp.Accepted(), "windows": sp.Windows(),
+                                    "mean_accepted": sp.MeanAccepted()} if sp else None
             elif kind == ResponseBody.ResponseBody.Error:
                 e = Error.Error()
                 e.Init(r.Body().Bytes, r.Body().Pos)
@@ -223,7 +229,7 @@ class Client:
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
-                 ignore_eos=False, n=1):
+                 ignore_eos=False, n=1, speculation="default", max_draft=0):
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
@@ -235,13 +241,15 @@ class Client:
         Generate.AddLogprobs(b, logprobs)
         Generate.AddIgnoreEos(b, ignore_eos)
         Generate.AddN(b, n)
+        Generate.AddSpeculation(b, _SPECULATION[speculation])
+        Generate.AddMaxDraft(b, max_draft)
         body = Generate.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Generate, body))
         return Stream(self, rid, n)
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-             repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id=""):
+             repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0):
         """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]."""
         b = flatbuffers.Builder(1024)
         offsets = []
@@ -263,6 +271,8 @@ class Client:
         ChatTurn.AddMessages(b, msgs)
         ChatTurn.AddSampling(b, sampling)
         ChatTurn.AddPriority(b, _PRIORITIES[priority])
+        ChatTurn.AddSpeculation(b, _SPECULATION[speculation])
+        ChatTurn.AddMaxDraft(b, max_draft)
         body = ChatTurn.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.ChatTurn, body))
