@@ -90,7 +90,8 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   if (static_cast<int32_t>(j.items.size()) != h->items())
     throw StoreError("job '" + j.id + "' lists " + std::to_string(h->items()) + " items; the store holds " +
                      std::to_string(j.items.size()));
-  store_.scan(Family::jobs, item_prefix('r', id), [&](std::string_view, std::string_view value) {
+  store_.scan(Family::jobs, item_prefix('r', id), [&](std::string_view, std::string_view seen) {
+    const std::string value(seen);  // aligned: FlatBuffers reads in place (a scan's value may sit anywhere)
     flatbuffers::Verifier rv(reinterpret_cast<const uint8_t*>(value.data()), value.size());
     if (!rv.VerifyBuffer<wire::JobItemResult>(nullptr)) throw StoreError("job '" + j.id + "': a result is corrupt");
     const auto r = messages::read_job_item(flatbuffers::GetRoot<wire::JobItemResult>(value.data()));

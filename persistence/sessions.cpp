@@ -8,14 +8,17 @@ namespace {
 std::string header_key(std::string_view id) { return std::string(1, 'h').append(id); }
 std::string turns_prefix(std::string_view id) { return std::string(1, 't').append(id).append(1, '\0'); }
 
+// FlatBuffers reads fields in place and needs them aligned: a value seen
+// through a scan points into RocksDB's block, at any address, so it is
+// copied (std::string storage is aligned) before it is read.
 template <typename T>
-const T* verified(std::string_view bytes) {
+const T* verified(const std::string& bytes) {
   flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!v.VerifyBuffer<T>(nullptr)) return nullptr;
   return flatbuffers::GetRoot<T>(bytes.data());
 }
 
-SessionRecord decode_header(std::string_view bytes) {
+SessionRecord decode_header(const std::string& bytes) {
   const auto* h = verified<store::SessionHeader>(bytes);
   if (!h) throw StoreError("a stored session header is corrupt");
   SessionRecord s;
@@ -33,7 +36,7 @@ SessionRecord decode_header(std::string_view bytes) {
   return s;
 }
 
-SessionTurnRecord decode_turn(std::string_view bytes) {
+SessionTurnRecord decode_turn(const std::string& bytes) {
   const auto* t = verified<store::SessionTurn>(bytes);
   if (!t) throw StoreError("a stored session turn is corrupt");
   SessionTurnRecord r;
@@ -96,7 +99,7 @@ std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
   const std::string prefix = turns_prefix(id);
   store_.scan(Family::sessions, prefix, [&](std::string_view key, std::string_view value) {
     if (read_be32(key.substr(prefix.size())) >= turns) return false;  // never past the header's count
-    s.turns.push_back(decode_turn(value));
+    s.turns.push_back(decode_turn(std::string(value)));
     return true;
   });
   if (s.turns.size() != turns)
@@ -108,7 +111,7 @@ std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
 std::vector<messages::SessionSummaryFields> SessionBook::list() const {
   std::vector<messages::SessionSummaryFields> out;
   store_.scan(Family::sessions, "h", [&](std::string_view, std::string_view value) {
-    out.push_back(decode_header(value).summary());
+    out.push_back(decode_header(std::string(value)).summary());
     return true;
   });
   return out;
