@@ -72,8 +72,8 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
   if (best.source == DraftSource::none && ++idle_steps_ >= kProbeEvery) {
     // Judged useless: try again now and then, cheaply, in case the text changed.
     idle_steps_ = 0;
-    if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, std::min({2, ngram_available, max_draft_})};
-    else if (use_model) best = {DraftSource::model, std::min(2, max_draft_)};
+    if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, 1};
+    else if (use_model) best = {DraftSource::model, 1};
   }
   if (best.source != DraftSource::none) idle_steps_ = 0;
   return best;

@@ -12,8 +12,8 @@
 // the batch grows only near-verbatim drafts do: speculation turns itself
 // down under load. Acceptance is an exponentially weighted estimate per
 // source, updated after every verify; a source judged useless is probed
-// again every `probe_every` steps, so a sequence that starts copying its
-// input is noticed.
+// again (one drafted token) every kProbeEvery steps, so a sequence that
+// starts copying its input is noticed.
 #include <cstdint>
 
 namespace troupe {
@@ -57,11 +57,11 @@ class SpeculationController {
   double acceptance(DraftSource source) const;
   const SpeculationStats& stats() const { return stats_; }
 
-  static constexpr int32_t kProbeEvery = 16;
+  static constexpr int32_t kProbeEvery = 32;
 
  private:
   struct Estimate {
-    double kept = 1.0, tried = 2.0;  // prior: acceptance 0.5, worth two observations
+    double kept = 1.0, tried = 2.5;  // prior: acceptance 0.4, worth a few observations
   };
   double net_gain(double a, int32_t k, double loss_per_token) const;
 

@@ -9,7 +9,7 @@
 # step): 1 and 16 concurrent streams per workload and mode, aggregate decode
 # tok/s (ops/bench/spec_serve.py).
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), TOKENS (128), MAX_DRAFT (8),
-# SERVICE_STREAMS ("1 16"), PHASES ("engine service").
+# SERVICE_STREAMS ("1 16"), PHASES ("engine service"), WORKLOADS (service phase).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -57,7 +57,7 @@ ep="ipc://$work/s.sock"
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 until grep -q "listening on" "$work/serve.log"; do kill -0 $server || { cat "$work/serve.log"; exit 1; }; sleep 0.1; done
-for w in summarization code chat; do
+for w in ${WORKLOADS:-summarization code chat}; do
   printf '%s' "${prompts[$w]}" >"$work/$w.txt"
   for streams in ${SERVICE_STREAMS:-1 16}; do
     off=""
