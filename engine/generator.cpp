@@ -116,6 +116,8 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
     token = acc.next;
   }
   result.speculation = controller.stats();
+  // Every kept token but the last has its K/V computed.
+  if (callbacks.on_kv) callbacks.on_kv(seq.block_table(), static_cast<int32_t>(history.size()) - 1);
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
   result.decode_seconds = seconds_since(t1);
   return result;

@@ -47,6 +47,9 @@ struct GenerateResult {
 struct GenerateCallbacks {
   std::function<void(std::string_view text)> on_text;
   std::function<void(int32_t token)> on_token;
+  // At the end, before the sequence's pages are released: its block table
+  // and how many positions hold computed K/V (tests compare caches).
+  std::function<void(std::span<const int32_t> block_table, int32_t computed)> on_kv;
 };
 
 GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt,

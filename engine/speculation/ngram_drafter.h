@@ -2,7 +2,7 @@
 // Prompt lookup, the drafter that costs nothing: find the most recent
 // earlier occurrence of the sequence's last n tokens (n from n_max down to
 // n_min) in its own prompt and output, and propose the tokens that followed
-// it. Strong where outputs copy their inputs (summaries, code edits), weak
+// it (continuing the period when fewer follow). Strong where outputs copy their inputs (summaries, code edits), weak
 // on free prose; the controller (controller.h) learns which per sequence.
 #include <cstdint>
 #include <span>

@@ -11,6 +11,8 @@
 
 #include "engine/backend.h"
 #include "engine/generator.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
 #include "engine/page_pool.h"
 #include "engine/speculation/acceptance.h"
 #include "engine/speculation/controller.h"
@@ -29,6 +31,9 @@ TEST_CASE("the n-gram drafter proposes what followed the most recent earlier occ
   CHECK(d.propose(h, 1) == std::vector<int32_t>{4});
   const std::vector<int32_t> h2{5, 2, 3, 7, 8, 9, 2, 3};
   CHECK(d.propose(h2, 4) == std::vector<int32_t>{7, 8, 9, 2});
+  // A recent match continues its period: "4 4 4" → 4 4 4 4; "1 2 1 2" → 1 2 1 2.
+  CHECK(d.propose(std::vector<int32_t>{9, 4, 4, 4}, 4) == std::vector<int32_t>{4, 4, 4, 4});
+  CHECK(d.propose(std::vector<int32_t>{7, 1, 2, 1, 2}, 4) == std::vector<int32_t>{1, 2, 1, 2});
   CHECK(d.propose(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());  // nothing recurs
   CHECK(d.propose(h, 0).empty());
 }
@@ -186,4 +191,72 @@ TEST_CASE("generation with n-gram speculation is token-identical to generation w
     saved_steps += want.forward_steps - got.forward_steps;
   }
   CHECK(saved_steps > 0);
+}
+
+TEST_CASE("after rejected drafts are rolled back, the KV cache and the pages equal a run without speculation") {
+  const auto path = std::filesystem::temp_directory_path() / "troupe-speculation-rollback.gguf";
+  SyntheticModelSpec spec;
+  spec.seed = 8;
+  write_synthetic_model(spec, path.string());
+  BackendOptions o;
+  o.kv_pages = 32;
+  auto backend = open_backend(path.string(), o);
+  Tokenizer tok(load_vocabulary(backend->file()));
+  const auto prompt = tok.encode("the fox and the dog", tok.add_bos_by_default(), false);
+  const auto vocab = static_cast<int32_t>(backend->config().n_vocab);
+  const int32_t ps = backend->page_size();
+  const auto slot_values = backend->config().n_head_kv * backend->config().head_dim;
+  const auto page_values = static_cast<size_t>(backend->config().n_layer * ps * slot_values);
+  constexpr int kTokens = 40;
+
+  // Greedy decode of kTokens, each step verifying `wrong` drafts that are
+  // (almost always) rejected; returns the tokens and the K/V of every
+  // computed position, as FP16 bit patterns.
+  auto run = [&](int32_t wrong, int64_t& rejected) {
+    KvSequence seq(backend->pages(), ps);
+    Sampler sampler(plain(0, 1));
+    std::vector<int32_t> history(prompt.begin(), prompt.end());
+    REQUIRE(seq.reserve(static_cast<int32_t>(prompt.size())));
+    Logits logits;
+    Batch pre;
+    pre.sequences.push_back({prompt, 0, seq.block_table(), LogitsWanted::last});
+    backend->forward(pre, logits);
+    int32_t token = sampler.sample(logits.row(0), history);
+    while (static_cast<int32_t>(history.size() - prompt.size()) < kTokens) {
+      history.push_back(token);
+      const int32_t pos = static_cast<int32_t>(history.size()) - 1;
+      std::vector<int32_t> window{token};
+      for (int32_t i = 1; i <= wrong; ++i) window.push_back((token + 7 * i) % vocab);
+      REQUIRE(seq.reserve(pos + 1 + wrong));
+      Batch step;
+      step.sequences.push_back({window, pos, seq.block_table(), wrong ? LogitsWanted::all : LogitsWanted::last});
+      backend->forward(step, logits);
+      const auto drafts = std::span<const int32_t>(window).subspan(1);
+      std::vector<int32_t> h = history;
+      const Acceptance a = accept_drafts(sampler, drafts, [&](int32_t i) { return logits.row(i); }, h);
+      rejected += wrong - a.accepted;
+      seq.truncate(pos + 1 + a.accepted);
+      history.insert(history.end(), drafts.begin(), drafts.begin() + a.accepted);
+      token = a.next;
+    }
+    // K/V of positions [0, history.size()): all computed.
+    std::vector<uint16_t> kv, k(page_values), v(page_values);
+    for (size_t p = 0; p < history.size(); ++p) {
+      if (p % static_cast<size_t>(ps) == 0) backend->read_page(seq.block_table()[p / static_cast<size_t>(ps)], k, v);
+      for (int64_t l = 0; l < backend->config().n_layer; ++l)
+        for (int64_t j = 0; j < slot_values; ++j) {
+          const size_t at = static_cast<size_t>((l * ps + static_cast<int64_t>(p % static_cast<size_t>(ps))) * slot_values + j);
+          kv.push_back(k[at]);
+          kv.push_back(v[at]);
+        }
+    }
+    return std::make_pair(history, kv);
+  };
+  int64_t none = 0, rejected = 0;
+  const auto plain_run = run(0, none);
+  const auto spec_run = run(3, rejected);
+  CHECK(rejected > 20);  // drafts were rejected and rolled back, step after step
+  CHECK(spec_run.first == plain_run.first);
+  CHECK(spec_run.second == plain_run.second);  // bit for bit
+  CHECK(backend->pages().free_count() == backend->pages().capacity());
 }
