@@ -412,3 +412,53 @@ TEST_CASE("speculative decoding in the service: 16 streams with ngram and auto d
   messages::ClientConnection c(server.endpoint);
   CHECK(pages_return(c, 2s));  // rolled-back windows leave no page behind
 }
+
+TEST_CASE("the real default model: greedy output with ngram and auto speculation equals output without, alone and 16 at once",
+          "[.realspec]") {
+  const char* path = std::getenv("TROUPE_REAL_MODEL");
+  REQUIRE(path != nullptr);
+  const std::string endpoint = ipc_endpoint("realspec");
+  ChildProcess server({troupe_binary(), "serve", "-m", path, "--listen", endpoint, "--threads", "2", "--kv-tokens", "16384",
+                       "--data-dir", Server::data_dir(endpoint)},
+                      Server::log("realspec"), "listening on", 120s);
+  // 20 prompts that invite copying (lists, code) and some that do not.
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 10; ++i)
+    prompts.push_back("def f" + std::to_string(i) + "(xs):\n    total = 0\n    for x in xs:\n        total += x * " +
+                      std::to_string(i) + "\n    return total\n\n# The same function, renamed g" + std::to_string(i) +
+                      ":\ndef g" + std::to_string(i) + "(xs):\n");
+  for (int i = 0; i < 10; ++i) prompts.push_back("Story " + std::to_string(i) + ": Once upon a time");
+  constexpr int kTokens = 128;
+  // The reference: the server with speculation off, one request at a time.
+  auto run = [&](wire::Speculation mode, int concurrency) {
+    std::vector<messages::StreamOutcome> got(prompts.size());
+    for (size_t first = 0; first < prompts.size(); first += static_cast<size_t>(concurrency)) {
+      std::vector<std::thread> clients;
+      for (size_t i = first; i < std::min(prompts.size(), first + static_cast<size_t>(concurrency)); ++i)
+        clients.emplace_back([&, i] {
+          messages::ClientConnection c(endpoint);
+          const uint64_t id = c.next_id();
+          got[i] = c.stream(messages::generate_request(id, prompts[i], greedy(kTokens), wire::Priority::interactive, false,
+                                                       false, false, 1, mode, 8),
+                            id, {}, 600s);
+        });
+      for (auto& t : clients) t.join();
+    }
+    return got;
+  };
+  const auto want = run(wire::Speculation::off, 1);
+  for (const auto mode : {wire::Speculation::ngram, wire::Speculation::auto_}) {
+    for (const int concurrency : {1, 16}) {
+      const auto got = run(mode, concurrency);
+      int drafted = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        INFO("mode " << static_cast<int>(mode) << ", " << concurrency << " at once, prompt " << i << ": " << got[i].message);
+        REQUIRE(got[i].done);
+        REQUIRE(want[i].done);
+        CHECK(got[i].tokens == want[i].tokens);
+        drafted += got[i].usage.spec_drafted;
+      }
+      CHECK(drafted > 0);
+    }
+  }
+}
