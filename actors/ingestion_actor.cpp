@@ -6,6 +6,7 @@
 #include <string>
 
 #include "actors/client_gateway.h"
+#include "actors/clock.h"
 #include "actors/local_messages.h"
 
 namespace troupe::actors {
@@ -34,9 +35,6 @@ Priority priority_of(wire::Priority p) {
   }
 }
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The checks every tokenized request passes, then the scheduler. A session
 // turn refused here frees its session.
@@ -81,7 +79,7 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
         AdmitRequest admit;
         admit.peer = peer;
         admit.client_id = id;
-        admit.accepted_ns = now_ns();
+        admit.accepted_ns = steady_ns();
         try {
           switch (req->body_type()) {
             case wire::RequestBody::Ping:

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "actors/client_gateway.h"
+#include "actors/clock.h"
 #include "actors/local_messages.h"
 #include "actors/persistence_actor.h"
 #include "messages/client_validation.h"
@@ -20,12 +21,6 @@
 namespace troupe::actors {
 namespace {
 
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 Priority priority_of(wire::Priority p) {
   switch (p) {
@@ -75,8 +70,8 @@ struct JobState {
 
   void publish(wire::JobEventKind kind, const persistence::JobRecord& job, const messages::JobItemFields* item) {
     if (!cfg.events) return;
-    const int64_t since = started_ns.count(job.id) ? started_ns[job.id] : now_ns();
-    const double secs = static_cast<double>(now_ns() - since) / 1e9;
+    const int64_t since = started_ns.count(job.id) ? started_ns[job.id] : steady_ns();
+    const double secs = static_cast<double>(steady_ns() - since) / 1e9;
     const double tps = secs > 0 ? static_cast<double>(tokens_this_run[job.id]) / secs : 0.0;
     const messages::Bytes event = messages::job_event(kind, job.summary(), item, tps);
     try {
@@ -89,7 +84,7 @@ struct JobState {
   }
 
   void queue_unfinished(const persistence::JobRecord& job) {
-    started_ns.emplace(job.id, now_ns());
+    started_ns.emplace(job.id, steady_ns());
     for (int32_t i = 0; i < static_cast<int32_t>(job.items.size()); ++i)
       if (!job.results.count(i)) pending.emplace_back(job.id, i);
   }
@@ -122,8 +117,7 @@ void finish_item(Self* self, const std::string& job_id, messages::JobItemFields 
           // Not stored, so not done: it runs again later (the disk may recover).
           std::fprintf(stderr, "troupe serve: job %s item %d not stored, will retry: %s\n", job_id.c_str(), result.index,
                        error.c_str());
-          self->delayed_send(self, std::chrono::seconds(2), job_query_atom::value, std::string(), uint64_t{0},
-                             JobQuery::status, job_id);  // wakes pump()
+          self->delayed_send(self, std::chrono::seconds(2), tick_atom::value);  // pump() again then
           st.pending.emplace_back(job_id, result.index);
           return;
         }
@@ -159,7 +153,7 @@ void pump(Self* self) {
     a.client_id = st.next_id++;
     a.sampling = job.sampling;
     a.priority = priority_of(job.priority);
-    a.accepted_ns = now_ns();
+    a.accepted_ns = steady_ns();
     a.sink = caf::actor_cast<caf::actor>(self);
     std::string problem;
     try {
@@ -216,8 +210,7 @@ void on_item(Self* self, uint64_t id, const std::string& bytes) {
       st.in_flight.erase(it);
       if (e->code() == wire::ErrorCode::queue_full || e->code() == wire::ErrorCode::shutting_down) {
         st.pending.emplace_back(job, index);  // not the item's fault: later
-        self->delayed_send(self, std::chrono::milliseconds(500), job_query_atom::value, std::string(), uint64_t{0},
-                           JobQuery::status, job);
+        self->delayed_send(self, std::chrono::milliseconds(500), tick_atom::value);
         return;
       }
       messages::JobItemFields res;
@@ -264,7 +257,6 @@ void submit(Self* self, JobSubmission s) {
 
 void query(Self* self, const std::string& peer, uint64_t id, JobQuery q, const std::string& job_id) {
   JobState& st = *self->state;
-  if (peer.empty()) return pump(self);  // a wake-up (retry after a failed write or a full queue)
   if (q == JobQuery::list) {
     std::vector<messages::JobSummaryFields> all;
     for (const auto& [jid, job] : st.jobs) all.push_back(job.summary());
@@ -330,10 +322,11 @@ caf::behavior job_actor(Self* self, JobConfig config) {
         submit(self, std::move(s));
       },
       [self](job_query_atom, const std::string& peer, uint64_t id, JobQuery q, const std::string& job_id) {
-        if (!self->state->loaded && !peer.empty()) return self->state->early_queries.push_back({peer, id, q, job_id});
+        if (!self->state->loaded) return self->state->early_queries.push_back({peer, id, q, job_id});
         query(self, peer, id, q, job_id);
       },
       [self](job_item_atom, uint64_t id, const std::string& bytes) { on_item(self, id, bytes); },
+      [self](tick_atom) { pump(self); },  // retry after a failed write or a full queue
   };
 }
 

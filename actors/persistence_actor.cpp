@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "actors/client_gateway.h"
+#include "actors/clock.h"
 #include "actors/local_messages.h"
 #include "messages/session_frames.h"
 #include "persistence/kv_pages.h"
@@ -18,13 +19,7 @@
 namespace troupe::actors {
 namespace {
 
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
-int64_t steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // One line per large KV transfer: what operators (and ops/bench/sessions.sh) read.
 void log_transfer(const char* verb, const std::string& session, size_t pages, const std::vector<std::string>& data,
@@ -35,6 +30,17 @@ void log_transfer(const char* verb, const std::string& session, size_t pages, co
                static_cast<double>(bytes) / (1 << 20), static_cast<double>(us) / 1000.0);
 }
 
+// A write the job actor asked for: "" when durable, else why not.
+template <typename Write>
+std::string failure_of(Write&& write) {
+  try {
+    write();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 // Leading full pages in which `a` and `b` hold the same tokens.
 int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int32_t page_size) {
   size_t n = 0;
@@ -42,9 +48,6 @@ int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int
   return static_cast<int32_t>(n / static_cast<size_t>(page_size));
 }
 
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::vector<messages::RoleContent> role_content(const std::vector<ChatMessage>& history) {
   std::vector<messages::RoleContent> out;
@@ -107,12 +110,12 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
               start.kv_stored = s->kv_pages;
               start.kv_tokens = s->tokens;
               auto last = st.last_turn.find(id);
-              const bool in_memory = last != st.last_turn.end() && steady_ms() - last->second < st.cfg.idle_ms;
+              const bool in_memory = last != st.last_turn.end() && steady_ns() / 1000000 - last->second < st.cfg.idle_ms;
               if (!in_memory) {
-                const int64_t t0 = steady_us();
+                const int64_t t0 = steady_ns() / 1000;
                 start.kv_data = st.kv.get(s->tokens, s->kv_pages);
                 if (!start.kv_data.empty())
-                  log_transfer("read", id, start.kv_data.size(), start.kv_data, steady_us() - t0);
+                  log_transfer("read", id, start.kv_data.size(), start.kv_data, steady_ns() / 1000 - t0);
               }
             }
           }
@@ -163,7 +166,7 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
                                                         "' is unchanged: " + e.what()));
           return;
         }
-        st.last_turn[c.session_id] = steady_ms();
+        st.last_turn[c.session_id] = steady_ns() / 1000000;
         st.cache[c.session_id] = std::move(next);
         st.reply(c.peer, messages::done_response(c.client_id, c.done));
       },
@@ -184,9 +187,9 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
           next.kv_model = st.cfg.kv_identity.model;
           next.kv_layout = st.cfg.kv_identity.layout;
           st.sessions.write_header(next, b);
-          const int64_t t0 = steady_us();
+          const int64_t t0 = steady_ns() / 1000;
           st.cfg.store->write(b, false);  // a page lost in a crash is recomputed
-          if (spill.data.size() >= 32) log_transfer("wrote", spill.session_id, spill.data.size(), spill.data, steady_us() - t0);
+          if (spill.data.size() >= 32) log_transfer("wrote", spill.session_id, spill.data.size(), spill.data, steady_ns() / 1000 - t0);
           st.cache[spill.session_id] = std::move(next);
           return static_cast<int32_t>(spill.data.size());
         } catch (const std::exception& e) {
@@ -234,29 +237,14 @@ caf::behavior persistence_actor(caf::stateful_actor<std::shared_ptr<PersistenceS
           st.reply(peer, messages::error_response(id, wire::ErrorCode::storage_failed, e.what()));
         }
       },
-      [self](job_create_atom, const persistence::JobRecord& job) -> std::string {
-        try {
-          self->state->jobs.create(job);
-          return "";
-        } catch (const std::exception& e) {
-          return e.what();
-        }
+      [self](job_create_atom, const persistence::JobRecord& job) {
+        return failure_of([&] { self->state->jobs.create(job); });
       },
-      [self](job_result_atom, const persistence::JobRecord& job, const messages::JobItemFields& result) -> std::string {
-        try {
-          self->state->jobs.record_result(job, result);
-          return "";
-        } catch (const std::exception& e) {
-          return e.what();
-        }
+      [self](job_result_atom, const persistence::JobRecord& job, const messages::JobItemFields& result) {
+        return failure_of([&] { self->state->jobs.record_result(job, result); });
       },
-      [self](job_header_atom, const persistence::JobRecord& job) -> std::string {
-        try {
-          self->state->jobs.write_header(job);
-          return "";
-        } catch (const std::exception& e) {
-          return e.what();
-        }
+      [self](job_header_atom, const persistence::JobRecord& job) {
+        return failure_of([&] { self->state->jobs.write_header(job); });
       },
       [self](job_load_atom) -> JobRecords {
         JobRecords all;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "actors/client_gateway.h"
+#include "actors/clock.h"
 #include "actors/local_messages.h"
 #include "engine/speculation/controller.h"
 #include "engine/speculation/ngram_drafter.h"
@@ -19,9 +20,6 @@
 namespace troupe::actors {
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 struct RequestInfo {
@@ -129,7 +127,7 @@ struct SchedulerState {
   // Busy-time accounting: call after anything that may start or end work.
   void account() {
     const bool busy = !planner.idle();
-    const int64_t now = now_ns();
+    const int64_t now = steady_ns();
     if (busy_since_ns) busy_ms += ms(now - busy_since_ns);
     busy_since_ns = busy ? now : 0;
   }
@@ -153,7 +151,7 @@ struct SchedulerState {
                      std::vector<int32_t>(table.begin() + r.persisted_pages, table.begin() + full)};
       spills.push_back(std::move(p));
     }
-    idle_sessions[r.session_id] = {std::move(tokens), now_ns()};
+    idle_sessions[r.session_id] = {std::move(tokens), steady_ns()};
   }
 
   // Restored pages of an admitted session turn: into the prefix cache now,
@@ -181,6 +179,8 @@ struct SchedulerState {
   // them back into the prefix cache (written by the next step) once the
   // pool has room for them; its admission then skips their recompute.
   void swap_in() {
+    if (swapped.empty()) return;
+    int32_t room = -1;  // free + evictable pages, counted once (stats() walks the cache)
     for (auto it = swapped.begin(); it != swapped.end();) {
       const PlannedSequence* s = planner.find(it->first);
       if (!s || s->state != RequestState::waiting) {  // gone, or running again on its cached pages
@@ -193,8 +193,15 @@ struct SchedulerState {
         continue;
       }
       const int32_t n = static_cast<int32_t>(it->second.data.size());
-      const PlannerStats ps = planner.stats();
-      if (planner.queue_position(it->first) != 0 || ps.pages_free + ps.pages_cached < n + 1) {
+      if (planner.queue_position(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      if (room < 0) {
+        const PlannerStats ps = planner.stats();
+        room = ps.pages_free + ps.pages_cached;
+      }
+      if (room < n + 1) {
         ++it;
         continue;
       }
@@ -211,7 +218,7 @@ struct SchedulerState {
 
   // Housekeeping: idle sessions' cached pages go back to the pool.
   void drop_idle() {
-    const int64_t now = now_ns();
+    const int64_t now = steady_ns();
     for (auto it = idle_sessions.begin(); it != idle_sessions.end();) {
       if (now - it->second.since_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.session_idle).count()) {
         ++it;
@@ -253,7 +260,7 @@ struct SchedulerState {
         d.cached_prompt_tokens = s->cached_prompt_tokens;
       }
       d.completion_tokens = r.completion;
-      const int64_t now = now_ns();
+      const int64_t now = steady_ns();
       d.queue_ms = r.scheduled_ns ? ms(r.scheduled_ns - r.accepted_ns) : ms(now - r.accepted_ns);
       d.ttft_ms = r.first_token_ns ? ms(r.first_token_ns - r.accepted_ns) : 0;
       d.per_token_ms = r.completion > 1 ? ms(r.last_token_ns - r.first_token_ns) / (r.completion - 1) : 0;
@@ -367,7 +374,7 @@ struct SchedulerState {
     auto it = requests.find(seq);
     if (it == requests.end()) return;
     RequestInfo& r = it->second;
-    const int64_t now = now_ns();
+    const int64_t now = steady_ns();
     if (!r.first_token_ns) r.first_token_ns = now;
     r.last_token_ns = now;
     if (!r.ignore_eos && cfg.tokenizer->is_end_of_generation(token)) return end(seq, wire::FinishReason::stop, true);
@@ -541,7 +548,7 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
     std::vector<messages::SliceSpec> specs;
     specs.reserve(slices.size());
     st.in_step.clear();
-    const int64_t now = now_ns();
+    const int64_t now = steady_ns();
     for (size_t i = 0; i < slices.size(); ++i) {
       RequestInfo& r = st.requests.at(slices[i].id);
       if (!r.scheduled_ns) r.scheduled_ns = now;

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/sampling_options.h"
+#include "cli/server_request.h"
 #include "messages/client_connection.h"
 #include "messages/client_validation.h"
 #include "messages/session_frames.h"
@@ -94,23 +95,17 @@ int run_complete(const ClientArgs& a) {
   return 0;
 }
 
-// Whether the server holds session `id` (and how many turns it has).
+// How many turns the server holds for `session` (0: none yet).
 int32_t stored_turns(messages::ClientConnection& conn, const std::string& session, std::chrono::seconds timeout) {
   const uint64_t id = conn.next_id();
-  conn.send(messages::show_session_request(id, session));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto frame = conn.receive(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
-    if (!frame) break;
-    const auto* r = messages::check_response(*frame);
-    if (!r || r->client_request_id() != id) continue;
-    if (const auto* s = r->body_as_Session()) return s->summary() ? s->summary()->turns() : 0;
-    if (const auto* e = r->body_as_Error(); e && e->code() == wire::ErrorCode::unknown_session) return 0;
-    if (const auto* e = r->body_as_Error())
-      throw std::runtime_error(std::string("server: ") + messages::error_code_name(e->code()) + ": " +
-                               (e->message() ? e->message()->str() : ""));
+  try {
+    const Reply r = ask(conn, messages::show_session_request(id, session), id, wire::ResponseBody::Session, timeout);
+    const auto* summary = r.response->body_as_Session()->summary();
+    return summary ? summary->turns() : 0;
+  } catch (const ServerError& e) {
+    if (e.code() == wire::ErrorCode::unknown_session) return 0;
+    throw;
   }
-  throw std::runtime_error("no answer from the server");
 }
 
 int run_chat(const ClientArgs& a) {

@@ -20,8 +20,8 @@ Reply ask(messages::ClientConnection& conn, const messages::Bytes& request, uint
     r.response = messages::check_response(r.bytes);
     if (!r.response || r.response->client_request_id() != id) continue;
     if (const auto* e = r.response->body_as_Error())
-      throw std::runtime_error(std::string("server: ") + messages::error_code_name(e->code()) + ": " +
-                               (e->message() ? e->message()->str() : ""));
+      throw ServerError(e->code(), std::string("server: ") + messages::error_code_name(e->code()) + ": " +
+                                       (e->message() ? e->message()->str() : ""));
     if (r.response->body_type() != expected)
       throw std::runtime_error(std::string("unexpected answer from the server: ") +
                                wire::EnumNameResponseBody(r.response->body_type()));

@@ -4,10 +4,22 @@
 // or no reply in time throws with the server's code and message.
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "messages/client_connection.h"
 
 namespace troupe::cli {
+
+// An Error reply, with its code (callers may expect some, e.g. unknown_session).
+class ServerError : public std::runtime_error {
+ public:
+  ServerError(wire::ErrorCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  wire::ErrorCode code() const { return code_; }
+
+ private:
+  wire::ErrorCode code_;
+};
 
 struct Reply {
   messages::Bytes bytes;  // owns the buffer `response` points into
