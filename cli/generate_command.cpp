@@ -10,6 +10,8 @@
 #include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/model_config.h"
+#include "engine/speculation/model_drafter.h"
+#include "engine/vocabulary.h"
 
 namespace troupe::cli {
 namespace {
@@ -28,6 +30,7 @@ struct GenerateArgs {
   bool quiet = false;
   std::string speculation = "off";
   int max_draft = 8;
+  std::string draft_model;
 };
 
 std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
@@ -62,9 +65,20 @@ int run_generate(const GenerateArgs& a) {
   opts.stop = a.sampling.stop;
   if (a.speculation == "ngram") opts.speculation = SpeculationMode::ngram;
   else if (a.speculation == "auto") opts.speculation = SpeculationMode::automatic;
-  else if (a.speculation == "draft")
-    throw std::invalid_argument("--speculation draft needs a draft model, which `troupe generate` does not load yet (use ngram or auto)");
+  else if (a.speculation == "draft") opts.speculation = SpeculationMode::draft;
+  if (opts.speculation == SpeculationMode::draft && a.draft_model.empty())
+    throw std::invalid_argument("--speculation draft needs --draft-model NAME");
   opts.max_draft = a.max_draft;
+  // The draft model: its own backend and pages, the target's tokenizer.
+  LoadedModel draft;
+  std::unique_ptr<ModelDrafter> drafter;
+  if (!a.draft_model.empty() && opts.speculation != SpeculationMode::off && opts.speculation != SpeculationMode::ngram) {
+    draft = load_model(a.draft_model, options);
+    const std::string why = draft_pair_mismatch(m.tokenizer->vocabulary(), draft.tokenizer->vocabulary());
+    if (!why.empty()) throw std::invalid_argument(a.draft_model + " cannot draft for " + a.model + ": " + why);
+    drafter = std::make_unique<ModelDrafter>(*draft.backend);
+    opts.drafter = drafter.get();
+  }
   GenerateCallbacks cb;
   if (a.print_ids) {
     cb.on_token = [](int32_t t) { std::printf("%d ", t), std::fflush(stdout); };
@@ -105,10 +119,12 @@ Run add_generate(CLI::App& app) {
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");
   cmd->add_flag("--quiet,-q", a->quiet, "No statistics on stderr");
   cmd->add_option("--speculation", a->speculation,
-                  "Speculative decoding: off, ngram (prompt lookup), auto (the controller picks per step); draft: not yet")
+                  "Speculative decoding: off, ngram (prompt lookup), draft (--draft-model), auto (the controller picks per step)")
       ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
       ->capture_default_str();
   cmd->add_option("--max-draft", a->max_draft, "Most drafted tokens per verify step")->check(CLI::Range(1, 8))->capture_default_str();
+  cmd->add_option("--draft-model", a->draft_model,
+                  "Draft model (name or GGUF path) with the target's tokenizer, for --speculation draft or auto");
   return [a] { return run_generate(*a); };
 }
 

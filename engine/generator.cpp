@@ -7,6 +7,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/speculation/acceptance.h"
+#include "engine/speculation/model_drafter.h"
 #include "engine/speculation/ngram_drafter.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
@@ -74,20 +75,29 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
     }
     return static_cast<int32_t>(result.tokens.size()) < options.max_tokens;
   };
+  if (options.speculation == SpeculationMode::draft && !options.drafter)
+    throw std::invalid_argument("speculation with a draft model needs the draft model");
   NgramDrafter drafter;
-  SpeculationController controller(options.speculation == SpeculationMode::draft ? SpeculationMode::off : options.speculation,
-                                   options.max_draft);
+  SpeculationController controller(options.speculation, options.max_draft, options.drafter != nullptr);
   StepCostModel cost;
   std::vector<int32_t> window;
   std::vector<int32_t> drafts;
+  std::vector<Sampler::Distribution> draft_dists;  // the draft model's q, when it samples
   int32_t token = sampler.sample(logits.row(0), history);
   while (keep(token)) {
     const int32_t pos = static_cast<int32_t>(history.size()) - 1;  // where `token` goes
-    drafts = options.speculation != SpeculationMode::off
-                 ? drafter.propose(history, std::min(options.max_draft, options.max_tokens - static_cast<int32_t>(result.tokens.size()) - 1))
-                 : std::vector<int32_t>();
-    const auto choice = controller.choose(static_cast<int32_t>(drafts.size()), 1, cost);
-    const int32_t k = choice.k;
+    const int32_t room = std::min(options.max_draft, options.max_tokens - static_cast<int32_t>(result.tokens.size()) - 1);
+    drafts = options.speculation != SpeculationMode::off && room > 0 ? drafter.propose(history, room) : std::vector<int32_t>();
+    const auto choice = controller.choose(static_cast<int32_t>(drafts.size()), 1, cost,
+                                          options.drafter ? options.drafter->round_ms() : 0.0);
+    draft_dists.clear();
+    if (choice.source == DraftSource::model) {
+      const ModelDrafter::Request req{0, history, choice.k, options.sampling};
+      auto proposal = std::move(options.drafter->propose(std::span(&req, 1)).front());
+      drafts = std::move(proposal.tokens);
+      draft_dists = std::move(proposal.dists);
+    }
+    const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts.size()));
     drafts.resize(static_cast<size_t>(k));
     if (pos + k + 1 > backend.config().n_ctx_train || !seq.reserve(pos + k + 1)) {
       result.finish = FinishReason::context_full;
@@ -106,8 +116,8 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
       continue;
     }
     std::vector<int32_t> verified(history);  // penalties see what is accepted as it is
-    const Acceptance acc =
-        accept_drafts(sampler, drafts, [&](int32_t i) { return logits.row(i); }, verified);
+    const Acceptance acc = accept_drafts(sampler, drafts, [&](int32_t i) { return logits.row(i); }, verified,
+                                         draft_dists.empty() ? nullptr : &draft_dists);
     controller.observe(choice.source, k, acc.accepted);
     seq.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
     bool going = true;
@@ -116,6 +126,7 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
     token = acc.next;
   }
   result.speculation = controller.stats();
+  if (options.drafter) options.drafter->forget(0);
   // Every kept token but the last has its K/V computed.
   if (callbacks.on_kv) callbacks.on_kv(seq.block_table(), static_cast<int32_t>(history.size()) - 1);
   if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());

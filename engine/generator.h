@@ -16,6 +16,7 @@
 namespace troupe {
 
 class Backend;
+class ModelDrafter;
 class Tokenizer;
 
 struct GenerateOptions {
@@ -23,10 +24,12 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;
   int32_t prefill_chunk = 256;  // tokens per forward while prefilling
-  // Speculative decoding: n-gram prompt lookup verified in one forward per
-  // window, k chosen per step by the controller (engine/speculation).
+  // Speculative decoding: n-gram prompt lookup or a draft model, verified
+  // in one forward per window; source and k chosen per step by the
+  // controller (engine/speculation).
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;
+  ModelDrafter* drafter = nullptr;  // the draft model (modes draft and auto); not owned
 };
 
 enum class FinishReason { length, end_of_generation, stop_string, context_full };

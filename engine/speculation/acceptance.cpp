@@ -12,6 +12,13 @@ float prob(const Sampler::Distribution& d, int32_t token) {
   return 0.0f;
 }
 
+// q by token, for lookups while walking p (which may hold the whole vocabulary).
+float prob_sorted(const Sampler::Distribution& by_token, int32_t token) {
+  auto it = std::lower_bound(by_token.begin(), by_token.end(), token,
+                             [](const std::pair<int32_t, float>& e, int32_t t) { return e.first < t; });
+  return it != by_token.end() && it->first == token ? it->second : 0.0f;
+}
+
 }  // namespace
 
 Acceptance accept_drafts(Sampler& sampler, std::span<const int32_t> drafts, const std::function<std::span<float>(int32_t)>& row,
@@ -43,10 +50,14 @@ Acceptance accept_drafts(Sampler& sampler, std::span<const int32_t> drafts, cons
       continue;
     }
     // Rejected: draw from the residual max(0, p - q), renormalized.
-    Sampler::Distribution residual;
+    Sampler::Distribution residual, q_by_token;
+    if (draft_dist) {
+      q_by_token = (*draft_dist)[i];
+      std::sort(q_by_token.begin(), q_by_token.end());
+    }
     float total = 0.0f;
     for (const auto& [t, pt] : p) {
-      const float qt = draft_dist ? prob((*draft_dist)[i], t) : (t == d ? 1.0f : 0.0f);
+      const float qt = draft_dist ? prob_sorted(q_by_token, t) : (t == d ? 1.0f : 0.0f);
       const float r = std::max(0.0f, pt - qt);
       if (r > 0.0f) {
         residual.emplace_back(t, r);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace troupe {
 
@@ -58,7 +59,10 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
   // c (plus the draft model's time) for all `batch` sequences.
   const double loss = step > 0 ? (c + draft_ms_per_token) * std::max(1, batch) / step : 1.0;
   const double loss_ngram = step > 0 ? c * std::max(1, batch) / step : 1.0;
-  double best_gain = 0.0;
+  // A fixed source (mode ngram or draft) always speculates when it has
+  // drafts, with the k that pays best (or loses least); auto may choose none.
+  const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft;
+  double best_gain = fixed ? -std::numeric_limits<double>::infinity() : 0.0;
   auto consider = [&](DraftSource s, int32_t available, double a, double l) {
     for (int32_t k = 1; k <= std::min(available, max_draft_); ++k) {
       const double g = net_gain(a, k, l);

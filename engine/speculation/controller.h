@@ -14,6 +14,11 @@
 // source, updated after every verify; a source judged useless is probed
 // again (one drafted token) every kProbeEvery steps, so a sequence that
 // starts copying its input is noticed.
+//
+// Modes: `automatic` weighs every available source against none; `ngram`
+// and `draft` fix the source and always speculate with it when it has
+// drafts, the controller choosing only k (the k that pays best, or loses
+// least); `off` never speculates.
 #include <cstdint>
 
 namespace troupe {

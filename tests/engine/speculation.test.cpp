@@ -153,11 +153,26 @@ TEST_CASE("the controller speculates when it pays and turns itself down when it 
   CHECK(one.k <= 6);
   CHECK(moderate.choose(8, 64, cpu).k == 0);  // a full, compute-bound batch: the longer step costs everyone more
 
-  SpeculationController bad(SpeculationMode::ngram, 8);
+  SpeculationController bad(SpeculationMode::automatic, 8);
   for (int i = 0; i < 10; ++i) bad.observe(DraftSource::ngram, 4, 0);  // free prose: nothing accepted
   int speculated = 0;
   for (int i = 0; i < 64; ++i) speculated += bad.choose(8, 1, cpu).k > 0;
   CHECK(speculated == 2);  // only the probes, one drafted token every 32 steps
+
+  // A fixed source speculates whenever it has drafts, with the k that loses least.
+  SpeculationController fixed(SpeculationMode::ngram, 8);
+  for (int i = 0; i < 10; ++i) fixed.observe(DraftSource::ngram, 4, 0);
+  CHECK(fixed.choose(8, 1, cpu).k == 1);
+  CHECK(fixed.choose(0, 1, cpu).k == 0);
+
+  // The draft model: its time per drafted token counts against it.
+  SpeculationController model(SpeculationMode::automatic, 8, true);
+  for (int i = 0; i < 10; ++i) model.observe(DraftSource::model, 4, 3);  // ~75 % per token
+  CHECK(model.choose(0, 1, cpu, 2.0).source == DraftSource::model);  // a draft 10x cheaper than a step: pays
+  CHECK(model.choose(0, 1, cpu, 2.0).k >= 2);
+  CHECK(model.choose(0, 1, cpu, 40.0).k == 0);  // a draft as slow as the target: never pays
+  SpeculationController no_model(SpeculationMode::draft, 8, false);
+  CHECK(no_model.choose(8, 1, cpu, 2.0).k == 0);  // draft mode without a draft model: nothing
 
   SpeculationController off(SpeculationMode::off, 8);
   CHECK(off.choose(8, 1, cpu).k == 0);

@@ -1,0 +1,219 @@
+#include "engine/speculation/model_drafter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/vocabulary.h"
+
+namespace troupe {
+
+struct ModelDrafter::Sequence {
+  Sequence(PagePool& pool, int32_t page_size, const SamplingParams& p) : kv(pool, page_size), sampler(p) {}
+  KvSequence kv;
+  std::vector<int32_t> cached;  // the tokens at positions [0, cached.size()), whose K/V are computed
+  Sampler sampler;
+  uint64_t used = 0;
+};
+
+namespace {
+
+// The draft's own generator: its draws must not be correlated with the
+// target's, which uses the request's seed as is.
+SamplingParams draft_params(SamplingParams p) {
+  p.seed ^= 0x9e3779b97f4a7c15ULL;
+  return p;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string draft_pair_mismatch(const Vocabulary& target, const Vocabulary& draft) {
+  if (target.tokens.size() != draft.tokens.size())
+    return "the draft model has " + std::to_string(draft.tokens.size()) + " tokens, the target " +
+           std::to_string(target.tokens.size());
+  for (size_t i = 0; i < target.tokens.size(); ++i)
+    if (target.tokens[i] != draft.tokens[i])
+      return "token " + std::to_string(i) + " differs between the draft model and the target";
+  return "";
+}
+
+uint64_t vocabulary_fingerprint(const Vocabulary& v) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+  auto mix = [&](unsigned char c) { h = (h ^ c) * 0x100000001b3ULL; };
+  for (const std::string& t : v.tokens) {
+    for (char c : t) mix(static_cast<unsigned char>(c));
+    mix(0xff);  // not a byte of UTF-8 text: separates tokens
+  }
+  return h;
+}
+
+ModelDrafter::ModelDrafter(Backend& backend, int64_t max_batch_tokens)
+    : backend_(backend), max_batch_tokens_(std::max<int64_t>(16, max_batch_tokens)) {}
+ModelDrafter::~ModelDrafter() = default;
+
+void ModelDrafter::forget(uint64_t id) { sequences_.erase(id); }
+
+int32_t ModelDrafter::computed(uint64_t id) const {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? 0 : static_cast<int32_t>(it->second->cached.size());
+}
+
+ModelDrafter::Sequence& ModelDrafter::sequence(const Request& r) {
+  auto& slot = sequences_[r.id];
+  if (!slot) slot = std::make_unique<Sequence>(backend_.pages(), backend_.page_size(), draft_params(r.sampling));
+  return *slot;
+}
+
+// Pages for `tokens` positions of s, evicting the least recently used
+// sequences that are not part of this call when the pool is short.
+bool ModelDrafter::make_room(Sequence& s, int32_t tokens, std::span<const Request> keep) {
+  while (!s.kv.reserve(tokens)) {
+    auto victim = sequences_.end();
+    for (auto it = sequences_.begin(); it != sequences_.end(); ++it) {
+      if (it->second.get() == &s || it->second->used == clock_) continue;
+      if (std::any_of(keep.begin(), keep.end(), [&](const Request& r) { return r.id == it->first; })) continue;
+      if (victim == sequences_.end() || it->second->used < victim->second->used) victim = it;
+    }
+    if (victim == sequences_.end()) return false;
+    sequences_.erase(victim);
+  }
+  return true;
+}
+
+std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Request> requests) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ++clock_;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    if (r.history.empty()) throw std::invalid_argument("draft request for sequence " + std::to_string(r.id) + " has no tokens");
+    if (r.k < 1 || r.k > kMaxDraft)
+      throw std::invalid_argument("draft request for sequence " + std::to_string(r.id) + " asks for " + std::to_string(r.k) +
+                                  " tokens (1 to " + std::to_string(kMaxDraft) + ")");
+    for (size_t j = 0; j < i; ++j)
+      if (requests[j].id == r.id) throw std::invalid_argument("sequence " + std::to_string(r.id) + " asked twice in one call");
+    r.sampling.validate();
+    if (auto it = sequences_.find(r.id); it != sequences_.end()) it->second->used = clock_;
+  }
+
+  struct Work {
+    Sequence* s = nullptr;
+    const Request* r = nullptr;
+    int32_t k = 0;
+    std::vector<int32_t> feed;     // history not yet computed
+    size_t fed = 0;
+    std::vector<int32_t> context;  // history and drafts so far: what the penalties see
+  };
+  std::vector<Proposal> out(requests.size());
+  std::vector<Work> work;
+  work.reserve(requests.size());
+  const int64_t n_ctx = backend_.config().n_ctx_train;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    out[i].id = r.id;
+    const auto n = static_cast<int64_t>(r.history.size());
+    const int32_t k = static_cast<int32_t>(std::min<int64_t>(r.k, n_ctx - n));
+    if (k < 1) continue;
+    Sequence& s = sequence(r);
+    s.used = clock_;
+    // Keep the longest computed prefix; at least the last token is fed again for its logits.
+    size_t common = 0;
+    const size_t limit = std::min(s.cached.size(), r.history.size() - 1);
+    while (common < limit && s.cached[common] == r.history[common]) ++common;
+    s.cached.resize(common);
+    s.kv.truncate(static_cast<int32_t>(common));
+    if (!make_room(s, static_cast<int32_t>(n + k - 1), requests)) {
+      s.cached.clear();
+      s.kv.clear();
+      continue;  // no pages: no drafts for it this time
+    }
+    out[i].tokens.reserve(static_cast<size_t>(k));  // spans into it feed the next rounds
+    Work w;
+    w.s = &s;
+    w.r = &r;
+    w.k = k;
+    w.feed.assign(r.history.begin() + static_cast<int64_t>(common), r.history.end());
+    w.context.assign(r.history.begin(), r.history.end());
+    work.push_back(std::move(w));
+  }
+
+  std::vector<size_t> slot_of(work.size());  // work index -> out index
+  for (size_t wi = 0, oi = 0; wi < work.size(); ++wi) {
+    while (out[oi].id != work[wi].r->id) ++oi;
+    slot_of[wi] = oi;
+  }
+  Logits logits;
+  double drafting_ms = 0;
+  int32_t drafting_rounds = 0;
+  for (;;) {
+    Batch batch;
+    std::vector<size_t> rows;  // work index of each logits row
+    std::vector<int32_t> advance(work.size(), 0);
+    int64_t budget = max_batch_tokens_;
+    bool catch_up = false;
+    for (size_t wi = 0; wi < work.size(); ++wi) {
+      Work& w = work[wi];
+      Proposal& p = out[slot_of[wi]];
+      if (static_cast<int32_t>(p.tokens.size()) >= w.k) continue;
+      const int32_t start = static_cast<int32_t>(w.s->cached.size());
+      std::span<const int32_t> tokens;
+      bool wants = true;
+      if (w.fed < w.feed.size()) {
+        if (budget <= 0) continue;
+        const size_t n = std::min<size_t>(w.feed.size() - w.fed, static_cast<size_t>(budget));
+        tokens = std::span<const int32_t>(w.feed).subspan(w.fed, n);
+        wants = w.fed + n == w.feed.size();
+        catch_up = catch_up || n > 2;  // steady state feeds the last accepted token and the next
+      } else {
+        tokens = std::span<const int32_t>(p.tokens).last(1);  // the last draft, to draft the next
+      }
+      budget -= static_cast<int64_t>(tokens.size());
+      advance[wi] = static_cast<int32_t>(tokens.size());
+      batch.sequences.push_back({tokens, start, w.s->kv.block_table(), wants ? LogitsWanted::last : LogitsWanted::none});
+      if (wants) rows.push_back(wi);
+    }
+    if (batch.sequences.empty()) break;
+    const auto tr = std::chrono::steady_clock::now();
+    backend_.forward(batch, logits);
+    if (!catch_up) drafting_ms += ms_since(tr), ++drafting_rounds;
+    for (size_t wi = 0; wi < work.size(); ++wi) {
+      Work& w = work[wi];
+      if (advance[wi] == 0) continue;
+      if (w.fed < w.feed.size()) {
+        w.s->cached.insert(w.s->cached.end(), w.feed.begin() + static_cast<int64_t>(w.fed),
+                           w.feed.begin() + static_cast<int64_t>(w.fed) + advance[wi]);
+        w.fed += static_cast<size_t>(advance[wi]);
+      } else {
+        w.s->cached.push_back(out[slot_of[wi]].tokens.back());
+      }
+    }
+    for (size_t row = 0; row < rows.size(); ++row) {
+      Work& w = work[rows[row]];
+      Proposal& p = out[slot_of[rows[row]]];
+      const Sampler::Distribution& d = w.s->sampler.distribution(logits.row(static_cast<int64_t>(row)), w.context);
+      int32_t token = d[0].first;
+      if (!w.s->sampler.greedy()) {
+        Sampler::Distribution q(d.begin(), d.begin() + static_cast<int64_t>(std::min(d.size(), kMaxSupport)));
+        float total = 0;
+        for (const auto& e : q) total += e.second;
+        for (auto& e : q) e.second /= total;
+        token = w.s->sampler.draw(q);
+        p.dists.push_back(std::move(q));
+      }
+      p.tokens.push_back(token);
+      w.context.push_back(token);
+    }
+  }
+  if (drafting_rounds > 0) round_ms_ = drafting_ms / drafting_rounds;
+  last_ms_ = ms_since(t0);
+  return out;
+}
+
+}  // namespace troupe
