@@ -14,8 +14,9 @@ namespace {
 
 // A request's speculation against the server's default. Sampled requests
 // with logprobs or n > 1 do not speculate (their per-token outputs are not
-// defined for accepted drafts, and their forks share pages).
-void resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft, const IngestionConfig& cfg) {
+// defined for accepted drafts, and their forks share pages). False when the
+// request asks for a draft model that this server does not have.
+bool resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft, const IngestionConfig& cfg) {
   switch (s) {
     case wire::Speculation::off: a.speculation = SpeculationMode::off; break;
     case wire::Speculation::ngram: a.speculation = SpeculationMode::ngram; break;
@@ -25,7 +26,11 @@ void resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft
   }
   a.max_draft = max_draft > 0 ? max_draft : cfg.max_draft;
   if (a.logprobs || a.samples > 1) a.speculation = SpeculationMode::off;
+  return a.speculation != SpeculationMode::draft || cfg.draft_model;
 }
+
+constexpr const char* kNoDraftModel =
+    "speculation: this server has no draft model (serve --draft-model NAME); use ngram or auto";
 
 Priority priority_of(wire::Priority p) {
   switch (p) {
@@ -98,7 +103,8 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.logprobs = g->logprobs();
               admit.ignore_eos = g->ignore_eos();
               admit.samples = g->n();
-              resolve_speculation(admit, g->speculation(), g->max_draft(), *cfg);
+              if (!resolve_speculation(admit, g->speculation(), g->max_draft(), *cfg))
+                return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, kNoDraftModel));
               break;
             }
             case wire::RequestBody::ChatTurn: {
@@ -109,7 +115,8 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.priority = priority_of(t->priority());
               admit.logprobs = t->logprobs();
               admit.samples = t->n();
-              resolve_speculation(admit, t->speculation(), t->max_draft(), *cfg);
+              if (!resolve_speculation(admit, t->speculation(), t->max_draft(), *cfg))
+                return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, kNoDraftModel));
               if (t->session_id() && t->session_id()->size() > 0) {
                 admit.session_id = t->session_id()->str();
                 admit.turn_messages = std::move(chat);

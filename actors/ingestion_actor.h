@@ -30,6 +30,7 @@ struct IngestionConfig {
   int32_t page_size = 16;
   SpeculationMode speculation = SpeculationMode::off;  // the server's default
   int32_t max_draft = 8;
+  bool draft_model = false;  // the server has a draft model (speculation draft is possible)
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
   caf::actor persistence;  // sessions

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <map>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "engine/speculation/controller.h"
 #include "engine/speculation/ngram_drafter.h"
 #include "engine/stop_strings.h"
+#include "messages/draft_frames.h"
 #include "messages/step_frames.h"
 
 namespace troupe::actors {
@@ -43,6 +45,12 @@ struct RequestInfo {
   std::unique_ptr<SpeculationController> spec;  // speculating requests only
   int32_t max_draft = 0;
   DraftSource drafted_with = DraftSource::none;  // the source of the window in flight
+  // The draft model: how much of the history it holds for this sequence
+  // (0: send all of it), whether it knows the sequence at all, and the q of
+  // the drafts it proposed for this step.
+  int32_t draft_synced = 0;
+  bool drafter_knows = false;
+  std::vector<messages::DraftDistribution> draft_q;
 };
 
 // A session's pages on their way to the store: read by the next step's
@@ -98,27 +106,97 @@ struct SchedulerState {
   NgramDrafter drafter;
   StepCostModel step_cost;  // the verifier's step time by tokens, for the speculation controllers
 
+  // The draft model: drafts per sequence in flight, its measured cost, and
+  // sequences it may forget.
+  std::vector<uint64_t> drafting;
+  std::vector<uint64_t> draft_forget;
+  double draft_round_ms = 0;
+  int64_t draft_paused_until_ns = 0;  // after a failure, drafting pauses a while
+
   // Drafts for every speculating sequence about to decode, as its controller
-  // chooses for this step's load.
-  void propose_drafts() {
+  // chooses for this step's load. N-gram drafts are set at once; those the
+  // draft model is to propose are returned as a DraftPlan's sequences (and
+  // listed in `drafting`).
+  std::vector<messages::DraftSequenceSpec> propose_drafts() {
     int32_t decoding = 0;
     for (const auto& [seq, r] : requests) {
       const PlannedSequence* s = planner.find(seq);
       decoding += s && s->state == RequestState::running;
     }
+    const bool drafter_up = cfg.drafter && steady_ns() >= draft_paused_until_ns;
+    std::vector<messages::DraftSequenceSpec> model;
+    drafting.clear();
     for (auto& [seq, r] : requests) {
       r.drafted_with = DraftSource::none;
+      r.draft_q.clear();
       if (!r.spec) continue;
       const PlannedSequence* s = planner.find(seq);
       if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
       const int32_t room = std::min(r.max_draft, r.sampling.max_tokens - r.completion - 1);
       std::vector<int32_t> drafts = room > 0 ? drafter.propose(s->tokens, room) : std::vector<int32_t>();
-      const auto choice = r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost);
+      auto choice = r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost, draft_round_ms);
+      if (choice.source == DraftSource::model) {
+        drafts.clear();
+        if (drafter_up && room > 0) {
+          const auto tokens = static_cast<int32_t>(s->tokens.size());
+          const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
+          model.push_back({seq, start, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(start)),
+                           std::min(choice.k, room), start == 0 ? &r.sampling : nullptr});
+          drafting.push_back(seq);
+          r.draft_synced = tokens;
+          r.drafter_knows = true;
+        }
+        choice.k = 0;  // set when the draft model answers
+      }
       drafts.resize(static_cast<size_t>(choice.k));
       r.drafted_with = choice.k > 0 ? choice.source : DraftSource::none;
       planner.set_drafts(seq, std::move(drafts));
     }
+    return model;
   }
+
+  // The draft model's answer to the plan of `drafting`: its drafts join
+  // their sequences' windows. Any failure only costs this step's drafts.
+  void take_drafts(const std::string& bytes, std::string error) {
+    const auto* res = error.empty() ? messages::check_draft_result(bytes) : nullptr;
+    if (error.empty() && !res) error = "the draft model sent an unreadable result";
+    if (res && res->error()) error = res->error()->str();
+    if (res && error.empty() && (res->step() != step + 1 || !res->proposals() || res->proposals()->size() != drafting.size()))
+      error = "the draft model's result does not answer its plan";
+    if (!error.empty()) {
+      std::fprintf(stderr, "troupe: draft model: %s; drafting pauses for 5 s\n", error.c_str());
+      draft_paused_until_ns = steady_ns() + 5'000'000'000LL;
+      for (uint64_t seq : drafting)
+        if (auto r = requests.find(seq); r != requests.end()) r->second.draft_synced = 0;  // resend all next time
+      return;
+    }
+    if (res->round_ms() > 0) draft_round_ms = draft_round_ms > 0 ? 0.7 * draft_round_ms + 0.3 * res->round_ms() : res->round_ms();
+    const auto n_vocab = static_cast<int32_t>(cfg.tokenizer->size());
+    for (size_t i = 0; i < drafting.size(); ++i) {
+      const auto* p = res->proposals()->Get(static_cast<uint32_t>(i));
+      auto r = requests.find(drafting[i]);
+      const PlannedSequence* s = planner.find(drafting[i]);
+      if (r == requests.end() || !s || p->sequence_id() != drafting[i]) continue;
+      if (p->resync()) {
+        r->second.draft_synced = 0;
+        continue;
+      }
+      if (!p->tokens() || p->tokens()->size() == 0 || s->state != RequestState::running) continue;
+      std::vector<int32_t> drafts(p->tokens()->begin(), p->tokens()->end());
+      if (static_cast<int32_t>(drafts.size()) > r->second.max_draft ||
+          std::any_of(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= n_vocab; }))
+        continue;
+      try {
+        r->second.draft_q =
+            messages::read_draft_q(p->q_sizes(), p->q_tokens(), p->q_probs(), static_cast<int32_t>(drafts.size()), n_vocab);
+      } catch (const std::invalid_argument&) {
+        continue;
+      }
+      r->second.drafted_with = DraftSource::model;
+      planner.set_drafts(drafting[i], std::move(drafts));
+    }
+  }
+
   uint64_t tokens_generated = 0;
   double engine_ms = 0;        // sum of the verifier's step times
   double busy_ms = 0;          // wall time with requests in the system
@@ -297,6 +375,7 @@ struct SchedulerState {
     forget_swap(seq);
     planner.finish(seq);
     forget.push_back(seq);
+    if (r.drafter_knows) draft_forget.push_back(seq);
     leave_group(r, seq);
     requests.erase(it);
   }
@@ -327,6 +406,7 @@ struct SchedulerState {
       forget_swap(m);
       planner.finish(m);
       forget.push_back(m);
+      if (mi->second.drafter_knows) draft_forget.push_back(m);
       leave_group(mi->second, m);
       requests.erase(mi);
     }
@@ -504,84 +584,130 @@ void on_result(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const
   st.account();
 }
 
+// Plans the step and sends it to the verifier. `retry`: a request that
+// can never get its pages was failed; plan again.
+enum class Sent { step, nothing, retry };
+
+Sent send_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
+  SchedulerState& st = *self->state;
+  const bool transfers = !st.spills.empty() || !st.restores.empty();
+  static const std::vector<PlannedSlice> kNone;
+  const std::vector<PlannedSlice>* planned = &kNone;
+  if (!st.planner.idle()) {
+    planned = &st.planner.plan();
+    if (planned->empty()) {
+      // Nothing running and the head of the queue cannot get its pages: it never will.
+      const PlannerStats ps = st.planner.stats();
+      if (ps.running == 0 && ps.waiting > 0) {
+        uint64_t head = 0;
+        int32_t best = INT32_MAX;
+        for (const auto& [seq, r] : st.requests) {
+          const int32_t pos = st.planner.queue_position(seq);
+          if (pos >= 0 && pos < best) best = pos, head = seq;
+        }
+        st.fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
+        return Sent::retry;
+      }
+      if (!transfers) return Sent::nothing;
+    }
+  } else if (!transfers) {
+    return Sent::nothing;
+  }
+  const std::vector<PlannedSlice>& slices = *planned;
+  st.step_has_slices = !slices.empty();
+  // Sequences this plan preempted: their pages are read (before this step
+  // can reuse them) and kept in host memory, within the swap budget.
+  std::vector<int32_t> swap_outs;
+  for (auto& p : st.planner.take_preempted()) {
+    const int64_t need = static_cast<int64_t>(p.pages.size()) * st.cfg.page_bytes * 3;  // FP16: at most 2.5x a spilled page
+    if (!st.cfg.kv_transfer || !st.cfg.planner.prefix_caching || p.pages.empty() ||
+        st.swapped_bytes + need > st.cfg.swap_bytes)
+      continue;
+    swap_outs.insert(swap_outs.end(), p.pages.begin(), p.pages.end());
+    st.swaps_in_step.push_back(std::move(p));
+  }
+  const Batch batch = slices.empty() ? Batch{} : st.planner.batch();
+  std::vector<messages::SliceSpec> specs;
+  specs.reserve(slices.size());
+  st.in_step.clear();
+  const int64_t now = steady_ns();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    RequestInfo& r = st.requests.at(slices[i].id);
+    if (!r.scheduled_ns) r.scheduled_ns = now;
+    const BatchSequence& b = batch.sequences[i];
+    // The verifier learns a sequence's sampling (and any cached prefix) with
+    // its first slice, and again after a preemption restarts it.
+    const PlannedSequence& ps = *st.planner.find(slices[i].id);
+    const bool introduce = r.verifier_generation != ps.preemptions;
+    r.verifier_generation = ps.preemptions;
+    // The draft model's q for the drafts the window kept (the planner may cut it short).
+    std::span<const messages::DraftDistribution> q;
+    if (slices[i].drafts > 0 && r.drafted_with == DraftSource::model && !r.draft_q.empty())
+      q = std::span<const messages::DraftDistribution>(r.draft_q).first(static_cast<size_t>(slices[i].drafts));
+    specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
+                     introduce ? &r.sampling : nullptr,
+                     introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
+                     r.logprobs, slices[i].drafts, q});
+    st.in_step.push_back(slices[i].id);
+  }
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  if (!slices.empty())
+    for (const PageCopy& c : st.planner.copies()) copies.emplace_back(c.src, c.dst);
+  // Spills and restores travel with this step (exports read before anything else).
+  std::vector<int32_t> exports;
+  for (const auto& sp : st.spills) exports.insert(exports.end(), sp.pages.begin(), sp.pages.end());
+  std::vector<messages::PageBytes> imports;
+  for (auto& r : st.restores)
+    for (auto& p : r.pages) imports.push_back(std::move(p));
+  st.spills_in_step = std::exchange(st.spills, {});
+  st.restores_in_step = std::exchange(st.restores, {});
+  const messages::Bytes plan =
+      messages::step_plan(++st.step, specs, st.forget, copies, exports, imports, swap_outs, st.cfg.spill_codec);
+  st.forget.clear();
+  st.in_flight = true;
+  self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
+      .then([self](const std::string& result) { on_result(self, result, ""); },
+            [self](caf::error& err) { on_result(self, "", "verifier unreachable: " + self->system().render(err)); });
+  return Sent::step;
+}
+
+void on_drafts(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, const std::string& bytes,
+               const std::string& failure) {
+  SchedulerState& st = *self->state;
+  st.in_flight = false;
+  st.take_drafts(bytes, failure);
+  // Cancels that came while the draft model worked: no step is in flight now.
+  for (auto [seq, tell] : st.deferred) st.end(seq, wire::FinishReason::cancelled, tell);
+  st.deferred.clear();
+  if (send_step(self) == Sent::retry) run_step(self);
+  st.account();
+}
+
 void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
   SchedulerState& st = *self->state;
   while (!st.in_flight) {
     const bool transfers = !st.spills.empty() || !st.restores.empty();
     if (st.planner.idle() && !transfers) return;
-    static const std::vector<PlannedSlice> kNone;
-    const std::vector<PlannedSlice>* planned = &kNone;
     if (!st.planner.idle()) {
       if (st.cfg.kv_transfer) st.swap_in();
-      st.propose_drafts();
-      planned = &st.planner.plan();
-      if (planned->empty()) {
-        // Nothing running and the head of the queue cannot get its pages: it never will.
-        const PlannerStats ps = st.planner.stats();
-        if (ps.running == 0 && ps.waiting > 0) {
-          uint64_t head = 0;
-          int32_t best = INT32_MAX;
-          for (const auto& [seq, r] : st.requests) {
-            const int32_t pos = st.planner.queue_position(seq);
-            if (pos >= 0 && pos < best) best = pos, head = seq;
-          }
-          st.fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
-          continue;
+      const auto model = st.propose_drafts();
+      if (!model.empty() || (st.cfg.drafter && !st.draft_forget.empty())) {
+        const messages::Bytes plan = messages::draft_plan(st.step + 1, model, st.draft_forget);
+        st.draft_forget.clear();
+        if (model.empty()) {  // only sequences to forget: no need to wait
+          self->request(st.cfg.drafter, caf::infinite, propose_atom::value, plan)
+              .then([](const std::string&) {}, [](caf::error&) {});
+        } else {
+          // The step goes out when the draft model answers.
+          st.in_flight = true;
+          self->request(st.cfg.drafter, caf::infinite, propose_atom::value, plan)
+              .then([self](const std::string& result) { on_drafts(self, result, ""); },
+                    [self](caf::error& err) { on_drafts(self, "", "unreachable: " + self->system().render(err)); });
+          return;
         }
-        if (!transfers) return;
       }
     }
-    const std::vector<PlannedSlice>& slices = *planned;
-    st.step_has_slices = !slices.empty();
-    // Sequences this plan preempted: their pages are read (before this step
-    // can reuse them) and kept in host memory, within the swap budget.
-    std::vector<int32_t> swap_outs;
-    for (auto& p : st.planner.take_preempted()) {
-      const int64_t need = static_cast<int64_t>(p.pages.size()) * st.cfg.page_bytes * 3;  // FP16: at most 2.5x a spilled page
-      if (!st.cfg.kv_transfer || !st.cfg.planner.prefix_caching || p.pages.empty() ||
-          st.swapped_bytes + need > st.cfg.swap_bytes)
-        continue;
-      swap_outs.insert(swap_outs.end(), p.pages.begin(), p.pages.end());
-      st.swaps_in_step.push_back(std::move(p));
-    }
-    const Batch batch = slices.empty() ? Batch{} : st.planner.batch();
-    std::vector<messages::SliceSpec> specs;
-    specs.reserve(slices.size());
-    st.in_step.clear();
-    const int64_t now = steady_ns();
-    for (size_t i = 0; i < slices.size(); ++i) {
-      RequestInfo& r = st.requests.at(slices[i].id);
-      if (!r.scheduled_ns) r.scheduled_ns = now;
-      const BatchSequence& b = batch.sequences[i];
-      // The verifier learns a sequence's sampling (and any cached prefix) with
-      // its first slice, and again after a preemption restarts it.
-      const PlannedSequence& ps = *st.planner.find(slices[i].id);
-      const bool introduce = r.verifier_generation != ps.preemptions;
-      r.verifier_generation = ps.preemptions;
-      specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
-                       introduce ? &r.sampling : nullptr,
-                       introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
-                       r.logprobs, slices[i].drafts});
-      st.in_step.push_back(slices[i].id);
-    }
-    std::vector<std::pair<int32_t, int32_t>> copies;
-    if (!slices.empty())
-      for (const PageCopy& c : st.planner.copies()) copies.emplace_back(c.src, c.dst);
-    // Spills and restores travel with this step (exports read before anything else).
-    std::vector<int32_t> exports;
-    for (const auto& sp : st.spills) exports.insert(exports.end(), sp.pages.begin(), sp.pages.end());
-    std::vector<messages::PageBytes> imports;
-    for (auto& r : st.restores)
-      for (auto& p : r.pages) imports.push_back(std::move(p));
-    st.spills_in_step = std::exchange(st.spills, {});
-    st.restores_in_step = std::exchange(st.restores, {});
-    const messages::Bytes plan =
-        messages::step_plan(++st.step, specs, st.forget, copies, exports, imports, swap_outs, st.cfg.spill_codec);
-    st.forget.clear();
-    st.in_flight = true;
-    self->request(st.cfg.verifier, caf::infinite, step_atom::value, plan)
-        .then([self](const std::string& result) { on_result(self, result, ""); },
-              [self](caf::error& err) { on_result(self, "", "verifier unreachable: " + self->system().render(err)); });
+    if (send_step(self) != Sent::retry) return;
   }
 }
 
@@ -629,7 +755,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState
         r.sink = std::move(a.sink);
         r.persisted_pages = a.persisted_pages;
         if (a.speculation != SpeculationMode::off && a.samples == 1) {
-          r.spec = std::make_unique<SpeculationController>(a.speculation, a.max_draft);
+          r.spec = std::make_unique<SpeculationController>(a.speculation, a.max_draft, static_cast<bool>(st.cfg.drafter));
           r.max_draft = std::clamp(a.max_draft, 1, 8);
         }
         st.send(r, messages::accepted_response(a.client_id, prompt_tokens, st.planner.queue_position(seq)));

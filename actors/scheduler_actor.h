@@ -1,7 +1,9 @@
 #pragma once
 // The scheduler: owns the requests' lifecycle and the KV pages' allocation
 // (BatchPlanner, with its prefix cache), sends one StepPlan per engine step
-// to the target verifier and, when the StepResult returns, streams each
+// to the target verifier (first, when sequences draft with the draft model,
+// one DraftPlan to the draft actor, whose drafts join the step's verify
+// windows) and, when the StepResult returns, streams each
 // request's new text to its client, ends requests (end of generation, stop
 // string, length, context, cancel, gone client) and plans the next step.
 // Cancels that arrive during a step are applied when it returns, so a step's
@@ -29,6 +31,7 @@ struct SchedulerConfig {
   std::string model_name;
   std::shared_ptr<ClientGateway> gateway;
   caf::actor verifier;
+  caf::actor drafter;      // the draft model actor; none: no draft model
   caf::actor persistence;  // session turns are committed there before their Done
   // KV tiers: the verifier can export and import pages (spill and restore).
   bool kv_transfer = false;

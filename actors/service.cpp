@@ -11,7 +11,8 @@
 #include "actors/ingestion_actor.h"
 #include "actors/job_actor.h"
 #include "actors/persistence_actor.h"
-#include "actors/remote_verifier_actor.h"
+#include "actors/draft_actor.h"
+#include "actors/remote_worker_actor.h"
 #include "actors/scheduler_actor.h"
 #include "actors/verifier_actor.h"
 #include "engine/chat_template.h"
@@ -20,6 +21,7 @@
 #include "engine/model_identity.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
+#include "engine/speculation/model_drafter.h"
 #include "engine/vocabulary.h"
 
 namespace troupe::actors {
@@ -27,6 +29,8 @@ namespace troupe::actors {
 struct Service::Impl {
   ServiceOptions options;
   std::shared_ptr<Backend> backend;  // in-process verifier only
+  std::shared_ptr<Backend> draft_backend;  // in-process draft model only
+  std::string draft_text;
   std::unique_ptr<GgufFile> file;    // split topology: tokenizer and config only
   messages::WorkerInfo worker;
   std::string backend_text;
@@ -36,7 +40,7 @@ struct Service::Impl {
   std::shared_ptr<ClientGateway> gateway;
   std::shared_ptr<persistence::Store> store;
   std::shared_ptr<EventSocket> events;
-  caf::actor verifier, scheduler, ingestion, persistence, jobs;
+  caf::actor verifier, drafter, scheduler, ingestion, persistence, jobs;
   bool kv_spill = false;
 };
 
@@ -91,6 +95,27 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   limits.max_context = static_cast<int32_t>(std::min<int64_t>(limits.max_context, static_cast<int64_t>(kv_pages) * page_size));
   s.options.planner = limits;
 
+  // The draft model: its tokens must be the model's, or its drafts mean nothing.
+  if (!s.options.draft_model_path.empty() && !s.options.draft_worker.empty())
+    throw std::invalid_argument("give a draft model or a draft worker, not both");
+  if (!s.options.draft_model_path.empty()) {
+    BackendOptions bo = s.options.backend;
+    const int64_t tokens = s.options.draft_kv_tokens > 0 ? s.options.draft_kv_tokens : s.options.kv_tokens;
+    bo.kv_pages = static_cast<int32_t>((tokens + bo.page_size - 1) / bo.page_size);
+    s.draft_backend = open_backend(s.options.draft_model_path, bo);
+    const std::string why = draft_pair_mismatch(tok->vocabulary(), load_vocabulary(s.draft_backend->file()));
+    if (!why.empty()) throw std::runtime_error(s.options.draft_model_path + " cannot draft for this model: " + why);
+    s.draft_text = "; draft model " + s.draft_backend->config().name + " in process";
+  } else if (!s.options.draft_worker.empty()) {
+    const messages::DrafterInfo d = query_draft_worker(s.options.draft_worker, s.options.draft_timeout);
+    if (d.vocabulary != vocabulary_fingerprint(tok->vocabulary()))
+      throw std::runtime_error("the draft worker at " + s.options.draft_worker + " serves " + d.model +
+                               ", whose tokens differ from this model's");
+    s.draft_text = "; draft model " + d.model + " in worker " + s.options.draft_worker;
+  } else if (s.options.speculation == SpeculationMode::draft) {
+    throw std::invalid_argument("--speculation draft needs --draft-model or --draft-worker");
+  }
+
   // The store and sockets first: a locked store or a port in use fails
   // here, before any actor starts.
   if (s.options.data_dir.empty()) s.options.data_dir = default_data_dir();
@@ -103,7 +128,11 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   if (s.backend)
     s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
   else
-    s.verifier = s.system->spawn<caf::detached>(remote_verifier_actor, s.options.worker, s.options.worker_timeout);
+    s.verifier = s.system->spawn<caf::detached>(remote_worker_actor, s.options.worker, s.options.worker_timeout);
+  if (s.draft_backend)
+    s.drafter = s.system->spawn<caf::detached>(draft_actor, s.draft_backend);
+  else if (!s.options.draft_worker.empty())
+    s.drafter = s.system->spawn<caf::detached>(remote_worker_actor, s.options.draft_worker, s.options.draft_timeout);
   PersistenceConfig pc;
   pc.store = s.store;
   pc.gateway = s.gateway;
@@ -131,6 +160,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   sc.model_name = s.options.model_name.empty() ? config.name : s.options.model_name;
   sc.gateway = s.gateway;
   sc.verifier = s.verifier;
+  sc.drafter = s.drafter;
   sc.persistence = s.persistence;
   sc.kv_transfer = pc.kv;
   sc.page_bytes = pc.page_bytes;
@@ -157,6 +187,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   ic.page_size = page_size;
   ic.speculation = s.options.speculation;
   ic.max_draft = s.options.max_draft;
+  ic.draft_model = static_cast<bool>(s.drafter);
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
   ic.persistence = s.persistence;
@@ -169,11 +200,11 @@ Service::~Service() {
   Impl& s = *impl_;
   if (s.gateway) s.gateway->stop();
   if (s.system) {
-    for (const auto& a : {s.ingestion, s.jobs, s.scheduler, s.persistence, s.verifier})
+    for (const auto& a : {s.ingestion, s.jobs, s.scheduler, s.persistence, s.verifier, s.drafter})
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     // Drop our handles: a detached actor's thread waits until its actor is
     // destroyed, and the system's destructor waits for that thread.
-    s.ingestion = s.jobs = s.scheduler = s.persistence = s.verifier = caf::actor();
+    s.ingestion = s.jobs = s.scheduler = s.persistence = s.verifier = s.drafter = caf::actor();
     s.system.reset();
   }
   s.events.reset();
@@ -182,7 +213,7 @@ Service::~Service() {
 
 std::string Service::describe() const {
   const Impl& s = *impl_;
-  return s.backend_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
+  return s.backend_text + s.draft_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
          "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
                                 (s.options.kv_spill_codec == 2 ? "k8v4" : "int8") : std::string());

@@ -46,6 +46,14 @@ struct ServiceOptions {
   // Speculative decoding for requests that do not choose (engine/speculation).
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;
+  // The draft model (same tokenizer as the model): loaded here and run by
+  // the draft actor, or run by `troupe worker --role draft` at draft_worker.
+  std::string draft_model_path;
+  std::string draft_worker;
+  int64_t draft_kv_tokens = 0;  // its KV capacity; 0: kv_tokens
+  // A draft worker that does not answer in this time costs its step's
+  // drafts only (drafting pauses a few seconds), not the requests.
+  std::chrono::milliseconds draft_timeout{30000};
 };
 
 // $XDG_DATA_HOME/troupe, else ~/.local/share/troupe.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/local_messages.h"
+#include "actors/sequence_sampling.h"
 #include "engine/kv_page_codec.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
@@ -28,21 +29,6 @@ struct StepRunner::Impl {
   std::unordered_map<uint64_t, SequenceSampler> samplers;
   Logits logits;
   std::vector<float> original;
-
-  static SamplingParams params(const wire::step::SequenceSampling* s) {
-    SamplingParams p;
-    if (!s) return p;
-    p.temperature = s->temperature();
-    p.top_k = s->top_k();
-    p.top_p = s->top_p();
-    p.min_p = s->min_p();
-    p.repetition_penalty = s->repeat_penalty();
-    p.presence_penalty = s->presence_penalty();
-    p.frequency_penalty = s->frequency_penalty();
-    p.penalty_last_n = s->penalty_last_n();
-    p.seed = s->seed();
-    return p;
-  }
 
   // A front end sized for another worker must not touch pages out of bounds.
   void check_page(int32_t page) const {
@@ -85,6 +71,7 @@ struct StepRunner::Impl {
       std::vector<uint64_t> wanting;
       std::vector<int32_t> wanting_drafts;  // per wanting slice: its drafted tokens (0: plain)
       std::vector<std::span<const int32_t>> windows;
+      std::vector<std::vector<Sampler::Distribution>> window_q;  // the draft model's q per window (empty: fixed drafts)
       if (plan->slices()) {
         for (const auto* s : *plan->slices()) {
           if (!s->tokens() || !s->block_table() || s->tokens()->size() == 0)
@@ -93,7 +80,7 @@ struct StepRunner::Impl {
           const std::span<const int32_t> table(s->block_table()->data(), s->block_table()->size());
           for (int32_t page : table) check_page(page);
           if (s->sampling()) {  // the first slice of this sequence we see (or a restart)
-            const SamplingParams p = params(s->sampling());
+            const SamplingParams p = sampling_params(s->sampling());
             p.validate();
             SequenceSampler fresh{Sampler(p), {}, s->sampling()->logprobs()};
             if (s->history()) fresh.history.assign(s->history()->begin(), s->history()->end());
@@ -119,6 +106,7 @@ struct StepRunner::Impl {
             wanting.push_back(s->sequence_id());
             wanting_drafts.push_back(drafts);
             windows.push_back(tokens.subspan(tokens.size() - static_cast<size_t>(drafts)));
+            window_q.push_back(messages::read_draft_q(s->q_sizes(), s->q_tokens(), s->q_probs(), drafts, info.n_vocab));
           }
         }
       }
@@ -137,7 +125,8 @@ struct StepRunner::Impl {
           const int64_t first = next_row;
           next_row += wanting_drafts[r] + 1;
           const Acceptance a = accept_drafts(
-              ss.sampler, windows[r], [&](int32_t i) { return logits.row(first + i); }, ss.history);
+              ss.sampler, windows[r], [&](int32_t i) { return logits.row(first + i); }, ss.history,
+              window_q[r].empty() ? nullptr : &window_q[r]);
           ss.history.pop_back();  // `next` joins the history with the slice that carries it
           sampled.push_back({wanting[r], a.next, 0.0f,
                              std::vector<int32_t>(windows[r].begin(), windows[r].begin() + a.accepted)});

@@ -20,6 +20,8 @@ struct ServeArgs {
   bool no_prefix_cache = false;
   bool no_kv_spill = false;
   std::string speculation = "off";
+  std::string draft_model;
+  double draft_timeout_s = 30;
   std::string kv_codec = "auto";
   int session_idle_s = 300;
 };
@@ -35,6 +37,8 @@ int run_serve(ServeArgs& a) {
   apply_backend_names(o.backend, a.device, a.weights);
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
+  if (!a.draft_model.empty()) o.draft_model_path = resolve_model(a.draft_model);
+  o.draft_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.draft_timeout_s * 1000));
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.kv_spill = !a.no_kv_spill;
   o.speculation = a.speculation == "ngram"  ? SpeculationMode::ngram
@@ -103,6 +107,17 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
       ->capture_default_str();
   cmd->add_option("--max-draft", a->service.max_draft, "Most drafted tokens per step")->check(CLI::Range(1, 8))->capture_default_str();
+  cmd->add_option("--draft-model", a->draft_model,
+                  "Draft model (name or GGUF path, the model's tokenizer) run in this process for speculation draft/auto");
+  cmd->add_option("--draft-worker", a->service.draft_worker,
+                  "Run the draft model in `troupe worker --role draft` at this endpoint instead");
+  cmd->add_option("--draft-timeout", a->draft_timeout_s,
+                  "Seconds to wait for the draft worker; then that step goes without drafts")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--draft-kv-tokens", a->service.draft_kv_tokens, "The draft model's KV capacity in tokens (0: --kv-tokens)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 26))
+      ->capture_default_str();
   cmd->add_flag("--no-kv-spill", a->no_kv_spill, "Do not store session KV pages (a resumed session recomputes its prefix)");
   cmd->add_option("--session-idle", a->session_idle_s, "Seconds after which an idle session's KV pages leave memory")
       ->check(CLI::Range(1, 1 << 24))

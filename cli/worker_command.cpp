@@ -1,13 +1,19 @@
-// troupe worker: the target verifier as its own process. It loads the model
-// on its backend and answers StepPlans (messages/step.fbs) from one
-// `troupe serve --worker ENDPOINT` front end until SIGINT or SIGTERM.
+// troupe worker: a role of the service as its own process. It loads the
+// model on its backend and, until SIGINT or SIGTERM, answers one `troupe
+// serve` front end: as the target verifier (--role verifier, StepPlans of
+// messages/step.fbs, for `serve --worker ENDPOINT`) or as the draft model
+// (--role draft, DraftPlans of messages/draft.fbs, for `serve
+// --draft-worker ENDPOINT`).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <zmq.hpp>
 
+#include "actors/draft_actor.h"
 #include "actors/verifier_actor.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
@@ -26,6 +32,7 @@ struct WorkerArgs {
   BackendOptions backend;
   std::string device = "cpu", weights = "auto";
   int64_t kv_tokens = 32768;
+  std::string role = "verifier";
 };
 
 int run_worker(WorkerArgs& a) {
@@ -33,14 +40,20 @@ int run_worker(WorkerArgs& a) {
   apply_backend_names(o, a.device, a.weights);
   o.kv_pages = static_cast<int32_t>((a.kv_tokens + o.page_size - 1) / o.page_size);
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
-  actors::StepRunner runner(backend);
+  std::function<std::string(const std::string&)> answer;
+  if (a.role == "draft") {
+    answer = [runner = std::make_shared<actors::DraftRunner>(backend)](const std::string& plan) { return runner->run(plan); };
+  } else {
+    answer = [runner = std::make_shared<actors::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
+  }
   zmq::context_t ctx(1);
   messages::SocketLimits limits;
   limits.max_message_bytes = 256 << 20;  // a step plan carries the whole batch
   zmq::socket_t socket = messages::bind_router(ctx, a.listen, limits);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  std::fprintf(stderr, "troupe worker: listening on %s; %s\n", a.listen.c_str(), backend->describe().c_str());
+  std::fprintf(stderr, "troupe worker (%s): listening on %s; %s\n", a.role.c_str(), a.listen.c_str(),
+               backend->describe().c_str());
   std::fflush(stderr);
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop_requested) {
@@ -53,7 +66,7 @@ int run_worker(WorkerArgs& a) {
     zmq::message_t id, plan;
     if (!socket.recv(id, zmq::recv_flags::dontwait) || !socket.get(zmq::sockopt::rcvmore)) continue;
     if (!socket.recv(plan, zmq::recv_flags::none)) continue;
-    const std::string result = runner.run(plan.to_string());
+    const std::string result = answer(plan.to_string());
     try {
       socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       socket.send(zmq::buffer(result), zmq::send_flags::dontwait);
@@ -69,8 +82,12 @@ int run_worker(WorkerArgs& a) {
 
 Run add_worker(CLI::App& app) {
   auto a = std::make_shared<WorkerArgs>();
-  CLI::App* cmd = app.add_subcommand("worker", "Run the target verifier for a `troupe serve --worker` front end");
+  CLI::App* cmd = app.add_subcommand(
+      "worker", "Run the target verifier (or the draft model) for a `troupe serve --worker (--draft-worker)` front end");
   cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
+  cmd->add_option("--role", a->role, "verifier: score and sample each step; draft: propose drafts with this model")
+      ->check(CLI::IsMember({"verifier", "draft"}))
+      ->capture_default_str();
   cmd->add_option("--listen", a->listen, "ZeroMQ endpoint to bind")->capture_default_str();
   a->backend.threads = default_threads();
   add_backend_flags(*cmd, a->backend, a->device, a->weights);

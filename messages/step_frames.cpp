@@ -1,5 +1,9 @@
 #include "messages/step_frames.h"
 
+#include "messages/verified_root.h"
+
+#include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace troupe::messages {
@@ -25,6 +29,52 @@ size_t page_bytes(std::span<const PageBytes> pages) {
 
 }  // namespace
 
+flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
+                                                                 bool logprobs) {
+  return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
+                                            f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed, logprobs);
+}
+
+DraftQOffsets build_draft_q(flatbuffers::FlatBufferBuilder& fbb, std::span<const DraftDistribution> q) {
+  if (q.empty()) return {};
+  std::vector<int32_t> sizes, tokens;
+  std::vector<float> probs;
+  for (const DraftDistribution& d : q) {
+    sizes.push_back(static_cast<int32_t>(d.size()));
+    for (const auto& [t, p] : d) tokens.push_back(t), probs.push_back(p);
+  }
+  return {fbb.CreateVector(sizes), fbb.CreateVector(tokens), fbb.CreateVector(probs)};
+}
+
+std::vector<DraftDistribution> read_draft_q(const flatbuffers::Vector<int32_t>* sizes, const flatbuffers::Vector<int32_t>* tokens,
+                                            const flatbuffers::Vector<float>* probs, int32_t drafts, int32_t n_vocab) {
+  std::vector<DraftDistribution> out;
+  if (!sizes || sizes->size() == 0) return out;
+  auto bad = [](const std::string& why) { throw std::invalid_argument("draft distributions: " + why); };
+  if (static_cast<int64_t>(sizes->size()) != drafts)
+    bad(std::to_string(sizes->size()) + " for " + std::to_string(drafts) + " drafts");
+  if (!tokens || !probs || tokens->size() != probs->size()) bad("tokens and probabilities differ in length");
+  uint32_t at = 0;
+  for (int32_t size : *sizes) {
+    if (size <= 0 || static_cast<uint64_t>(at) + static_cast<uint32_t>(size) > tokens->size()) bad("sizes exceed the pairs");
+    DraftDistribution d;
+    d.reserve(static_cast<size_t>(size));
+    double total = 0;
+    for (int32_t i = 0; i < size; ++i, ++at) {
+      const int32_t t = tokens->Get(at);
+      const float p = probs->Get(at);
+      if (t < 0 || t >= n_vocab) bad("token " + std::to_string(t) + " outside the vocabulary");
+      if (!std::isfinite(p) || p < 0) bad("a probability that is negative or not finite");
+      total += p;
+      d.emplace_back(t, p);
+    }
+    if (std::abs(total - 1.0) > 1e-3) bad("probabilities sum to " + std::to_string(total));
+    out.push_back(std::move(d));
+  }
+  if (at != tokens->size()) bad("more pairs than the sizes cover");
+  return out;
+}
+
 Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
                 std::span<const std::pair<int32_t, int32_t>> copies, std::span<const int32_t> exports,
                 std::span<const PageBytes> imports, std::span<const int32_t> swap_outs, uint8_t export_codec) {
@@ -38,13 +88,11 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     flatbuffers::Offset<flatbuffers::Vector<int32_t>> history;
     if (s.sampling) {
       history = fbb.CreateVector(s.history.data(), s.history.size());
-      const SamplingFields& f = *s.sampling;
-      sampling = wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
-                                                    f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed,
-                                                    s.logprobs);
+      sampling = build_sequence_sampling(fbb, *s.sampling, s.logprobs);
     }
-    out.push_back(
-        wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history, s.drafts));
+    const DraftQOffsets q = build_draft_q(fbb, s.draft_q);
+    out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history,
+                                          s.drafts, q.sizes, q.tokens, q.probs));
   }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
@@ -56,7 +104,8 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   const auto import_list = build_pages(fbb, imports);
   const auto swap_list = swap_outs.empty() ? 0 : fbb.CreateVector(swap_outs.data(), swap_outs.size());
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
-                                        export_codec));
+                                        export_codec),
+             wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
@@ -76,21 +125,16 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto swaps = build_pages(fbb, swapped);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
-                                          swaps));
+                                          swaps),
+             wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
-namespace {
-template <typename T>
-const T* check(std::string_view text) {
-  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
-  flatbuffers::Verifier v(p, text.size(), flatbuffers::Verifier::Options{});
-  if (text.size() < sizeof(flatbuffers::uoffset_t) || !v.VerifyBuffer<T>(nullptr)) return nullptr;
-  return flatbuffers::GetRoot<T>(p);
+const wire::step::StepPlan* check_step_plan(std::string_view bytes) {
+  return verified_root<wire::step::StepPlan>(bytes, wire::step::StepPlanIdentifier());
 }
-}  // namespace
-
-const wire::step::StepPlan* check_step_plan(std::string_view bytes) { return check<wire::step::StepPlan>(bytes); }
-const wire::step::StepResult* check_step_result(std::string_view bytes) { return check<wire::step::StepResult>(bytes); }
+const wire::step::StepResult* check_step_result(std::string_view bytes) {
+  return verified_root<wire::step::StepResult>(bytes, wire::step::StepPlanIdentifier());
+}
 
 }  // namespace troupe::messages

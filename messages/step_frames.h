@@ -5,11 +5,16 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "messages/client_frames.h"
 #include "messages/step_generated.h"
 
 namespace troupe::messages {
+
+// A drafter's distribution for one drafted token: (token, probability)
+// pairs (the same type as engine's Sampler::Distribution).
+using DraftDistribution = std::vector<std::pair<int32_t, float>>;
 
 struct SliceSpec {
   uint64_t sequence_id = 0;
@@ -21,6 +26,7 @@ struct SliceSpec {
   std::span<const int32_t> history;          // and the tokens before `start`
   bool logprobs = false;
   int32_t drafts = 0;  // the last `drafts` tokens are a verify window's drafts
+  std::span<const DraftDistribution> draft_q;  // the draft model's q per draft; empty: fixed drafts
 };
 
 struct SampledToken {
@@ -53,6 +59,22 @@ struct WorkerInfo {
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
                   const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {},
                   std::span<const PageBytes> swapped = {});
+
+// A sequence's sampling as the step and draft messages carry it.
+flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
+                                                                 bool logprobs);
+
+// Draft distributions, flattened into (sizes, tokens, probs) vectors.
+struct DraftQOffsets {
+  flatbuffers::Offset<flatbuffers::Vector<int32_t>> sizes, tokens;
+  flatbuffers::Offset<flatbuffers::Vector<float>> probs;
+};
+DraftQOffsets build_draft_q(flatbuffers::FlatBufferBuilder& fbb, std::span<const DraftDistribution> q);
+// Read back and checked: `drafts` distributions (or none when the message
+// has none), each non-empty, tokens in [0, n_vocab), probabilities finite,
+// non-negative and summing to 1. Throws std::invalid_argument naming the fault.
+std::vector<DraftDistribution> read_draft_q(const flatbuffers::Vector<int32_t>* sizes, const flatbuffers::Vector<int32_t>* tokens,
+                                            const flatbuffers::Vector<float>* probs, int32_t drafts, int32_t n_vocab);
 
 // Verified views (nullptr when the bytes are not such a message).
 const wire::step::StepPlan* check_step_plan(std::string_view bytes);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,20 +17,41 @@
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
+#include "messages/client_connection.h"
 #include "messages/client_frames.h"
+#include "messages/client_validation.h"
 #include "tests/service/server_process.h"
 
 namespace troupe::test {
 
+using namespace std::chrono_literals;
+
+inline SyntheticModelSpec service_model_spec() {
+  SyntheticModelSpec spec;
+  spec.n_embd = 128;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  spec.seed = 3;
+  return spec;
+}
+
 inline std::string model_path() {
   static const std::string path = [] {
     const auto p = std::filesystem::temp_directory_path() / ("troupe-service-test-" + std::to_string(getpid()) + ".gguf");
-    SyntheticModelSpec spec;
-    spec.n_embd = 128;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.seed = 3;
+    write_synthetic_model(service_model_spec(), p.string());
+    return p.string();
+  }();
+  return path;
+}
+
+// A draft model for model_path(): the same weights in 8 bits (the same
+// tokens; its drafts are close to the model's, not equal).
+inline std::string draft_model_path() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / ("troupe-service-draft-" + std::to_string(getpid()) + ".gguf");
+    SyntheticModelSpec spec = service_model_spec();
+    spec.weight_type = TensorType::Q8_0;
     write_synthetic_model(spec, p.string());
     return p.string();
   }();
@@ -74,6 +97,29 @@ struct Reference {
     return generate(*backend, *tokenizer, ids, g, {}).tokens;
   }
 };
+
+inline const wire::StatsReply* stats(messages::ClientConnection& c, messages::Bytes& keep) {
+  const uint64_t id = c.next_id();
+  c.send(messages::stats_request(id));
+  while (auto f = c.receive(5s)) {
+    keep = *f;
+    const auto* r = messages::check_response(keep);
+    if (r->client_request_id() == id && r->body_as_StatsReply()) return r->body_as_StatsReply();
+  }
+  return nullptr;
+}
+
+// Polls until no request runs and no page is held by a sequence.
+inline bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  messages::Bytes keep;
+  do {
+    const auto* s = stats(c, keep);
+    if (s && s->running() == 0 && s->waiting() == 0 && s->pages_used() == 0) return true;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
 
 inline messages::SamplingFields greedy(int max_tokens) {
   messages::SamplingFields s;

@@ -26,29 +26,6 @@ namespace {
 
 std::string prompt_for(int i) { return "Request number " + std::to_string(i) + " asks about the fox and the dog"; }
 
-const wire::StatsReply* stats(messages::ClientConnection& c, messages::Bytes& keep) {
-  const uint64_t id = c.next_id();
-  c.send(messages::stats_request(id));
-  while (auto f = c.receive(5s)) {
-    keep = *f;
-    const auto* r = messages::check_response(keep);
-    if (r->client_request_id() == id && r->body_as_StatsReply()) return r->body_as_StatsReply();
-  }
-  return nullptr;
-}
-
-// Polls until no request runs and no page is held by a sequence.
-bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  messages::Bytes keep;
-  do {
-    const auto* s = stats(c, keep);
-    if (s && s->running() == 0 && s->waiting() == 0 && s->pages_used() == 0) return true;
-    std::this_thread::sleep_for(20ms);
-  } while (std::chrono::steady_clock::now() < deadline);
-  return false;
-}
-
 // n concurrent greedy streams, a connection each, checked against each prompt run alone.
 void check_concurrent_streams(const std::string& endpoint, Reference& ref, int n, int tokens) {
   std::vector<messages::StreamOutcome> got(static_cast<size_t>(n));

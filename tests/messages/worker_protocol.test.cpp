@@ -1,0 +1,70 @@
+// The front end ↔ worker messages (step.fbs, draft.fbs): built and read
+// back, told apart by their identifiers, and the draft model's q checked
+// before the verifier trusts it.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "messages/draft_frames.h"
+#include "messages/step_frames.h"
+
+using namespace troupe;
+using namespace troupe::messages;
+
+TEST_CASE("a draft plan and its result carry sequences, drafts and q, and are not step messages") {
+  const std::vector<int32_t> tokens{5, 6, 7};
+  SamplingFields sampling;
+  sampling.temperature = 0.5f;
+  sampling.seed = 9;
+  const DraftSequenceSpec seqs[] = {{11, 0, tokens, 4, &sampling}, {12, 40, std::span(tokens).last(1), 2, nullptr}};
+  const uint64_t forget[] = {3, 4};
+  const Bytes plan = draft_plan(7, seqs, forget);
+  const auto* p = check_draft_plan(plan);
+  REQUIRE(p);
+  CHECK(p->step() == 7);
+  REQUIRE(p->sequences()->size() == 2);
+  CHECK(p->sequences()->Get(0)->sampling()->temperature() == 0.5f);
+  CHECK(p->sequences()->Get(0)->sampling()->seed() == 9);
+  CHECK(p->sequences()->Get(1)->sampling() == nullptr);
+  CHECK(p->sequences()->Get(1)->start() == 40);
+  CHECK(p->forget()->size() == 2);
+  CHECK(check_step_plan(plan) == nullptr);  // a verifier worker refuses it
+
+  DraftProposalFields a{11, {8, 9}, {{{8, 0.75f}, {3, 0.25f}}, {{9, 1.0f}}}, false};
+  DraftProposalFields b{12, {}, {}, true};
+  const DraftProposalFields props[] = {a, b};
+  const Bytes result = draft_result(7, props, "", 3.5, 1.25, {"draft", 100, 42});
+  const auto* r = check_draft_result(result);
+  REQUIRE(r);
+  CHECK(r->round_ms() == 1.25);
+  CHECK(r->vocabulary() == 42);
+  const auto* pa = r->proposals()->Get(0);
+  const auto q = read_draft_q(pa->q_sizes(), pa->q_tokens(), pa->q_probs(), 2, 100);
+  CHECK(q == a.q);
+  CHECK(r->proposals()->Get(1)->resync());
+  CHECK(read_draft_q(r->proposals()->Get(1)->q_sizes(), nullptr, nullptr, 0, 100).empty());
+  CHECK(check_step_result(result) == nullptr);
+
+  // And the other way round: step messages are not draft messages.
+  CHECK(check_draft_plan(step_plan(1, {}, {})) == nullptr);
+  CHECK(check_draft_result(step_result(1, {}, "", 0)) == nullptr);
+}
+
+TEST_CASE("q that does not fit its drafts or is not a distribution is refused with the reason") {
+  auto bytes_of = [](const std::vector<DraftDistribution>& q) {
+    DraftProposalFields p{1, std::vector<int32_t>(q.size(), 1), q, false};
+    return draft_result(1, std::span(&p, 1), "", 0, 0, {});
+  };
+  auto read = [&](const std::vector<DraftDistribution>& q, int32_t drafts, int32_t n_vocab) {
+    const Bytes b = bytes_of(q);
+    const auto* p = check_draft_result(b)->proposals()->Get(0);
+    return read_draft_q(p->q_sizes(), p->q_tokens(), p->q_probs(), drafts, n_vocab);
+  };
+  CHECK_THROWS_WITH(read({{{1, 1.0f}}}, 2, 10), Catch::Contains("1 for 2 drafts"));
+  CHECK_THROWS_WITH(read({{{12, 1.0f}}}, 1, 10), Catch::Contains("outside the vocabulary"));
+  CHECK_THROWS_WITH(read({{{1, 0.5f}, {2, 0.2f}}}, 1, 10), Catch::Contains("sum to"));
+  CHECK_THROWS_WITH(read({{{1, -0.5f}, {2, 1.5f}}}, 1, 10), Catch::Contains("negative"));
+  CHECK_THROWS_WITH(read({{{1, std::numeric_limits<float>::quiet_NaN()}}}, 1, 10), Catch::Contains("not finite"));
+  CHECK(read({{{1, 0.5f}, {2, 0.5f}}}, 1, 10).size() == 1);
+}

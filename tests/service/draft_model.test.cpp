@@ -1,0 +1,147 @@
+// Speculative decoding with a draft model, end to end: `troupe serve` with
+// the draft model in process and with it in a `troupe worker --role draft`
+// process. Greedy output must equal the model's own, alone and batched; a
+// sampled stream must complete; a request for a draft model the server
+// lacks gets an Error; a draft worker that dies costs drafts, not requests.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "messages/client_connection.h"
+#include "messages/client_validation.h"
+#include "tests/service/fixture.h"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+std::string draft_prompt(int i) {
+  return "Request " + std::to_string(i % 5) + " is about the fox and the dog, the fox and the " + std::to_string(i);
+}
+
+// `streams` concurrent greedy requests with `mode`; checks each against the
+// model alone and returns the drafted and accepted totals.
+std::pair<int, int> check_streams(const std::string& endpoint, Reference& ref, wire::Speculation mode, int streams,
+                                  int tokens) {
+  std::vector<messages::StreamOutcome> got(static_cast<size_t>(streams));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < streams; ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(endpoint);
+      const uint64_t id = c.next_id();
+      got[static_cast<size_t>(i)] = c.stream(messages::generate_request(id, draft_prompt(i), greedy(tokens),
+                                                                        wire::Priority::interactive, false, false, false, 1,
+                                                                        mode, 4),
+                                             id, {}, 120s);
+    });
+  for (auto& t : clients) t.join();
+  int drafted = 0, accepted = 0;
+  for (int i = 0; i < streams; ++i) {
+    const auto& g = got[static_cast<size_t>(i)];
+    INFO("stream " << i << ": " << g.message);
+    REQUIRE(g.done);
+    CHECK(g.tokens == ref.greedy(draft_prompt(i), tokens));
+    drafted += g.usage.spec_drafted;
+    accepted += g.usage.spec_accepted;
+  }
+  return {drafted, accepted};
+}
+
+void check_draft_serving(const std::string& endpoint) {
+  Reference ref;
+  for (const auto mode : {wire::Speculation::draft, wire::Speculation::auto_})
+    for (const int streams : {1, 16}) {
+      INFO("mode " << static_cast<int>(mode) << ", " << streams << " streams");
+      const auto [drafted, accepted] = check_streams(endpoint, ref, mode, streams, 32);
+      INFO("drafted " << drafted << ", accepted " << accepted);
+      if (mode == wire::Speculation::draft) {  // auto may judge that drafting does not pay here
+        CHECK(drafted > 0);
+        CHECK(accepted > drafted / 4);  // an 8-bit copy of the model drafts well
+      }
+    }
+  // A sampled request drafts with its q and completes.
+  messages::ClientConnection c(endpoint);
+  messages::SamplingFields s;
+  s.temperature = 0.8f;
+  s.max_tokens = 32;
+  s.seed = 11;
+  const uint64_t id = c.next_id();
+  const auto out = c.stream(messages::generate_request(id, draft_prompt(3), s, wire::Priority::interactive, false, false,
+                                                       false, 1, wire::Speculation::draft, 4),
+                            id, {}, 60s);
+  INFO(out.message);
+  REQUIRE(out.done);
+  CHECK(out.usage.completion_tokens == static_cast<int32_t>(out.tokens.size()));
+  CHECK(out.usage.spec_drafted > 0);
+  CHECK(out.usage.spec_source == "draft");
+  CHECK(pages_return(c, 2s));
+}
+
+}  // namespace
+
+TEST_CASE("a draft model in the server process: greedy streams are token-identical, alone and 16 at once", "[service]") {
+  Server server("draft", {"--draft-model", draft_model_path()});
+  CHECK_THAT(server.process.output(), Catch::Contains("draft model"));
+  check_draft_serving(server.endpoint);
+}
+
+TEST_CASE("a draft model in its own worker process: the same streams, and a dead worker costs drafts, not requests",
+          "[service]") {
+  const std::string worker_endpoint = ipc_endpoint("draftworker");
+  auto worker = std::make_unique<ChildProcess>(
+      std::vector<std::string>{troupe_binary(), "worker", "--role", "draft", "-m", draft_model_path(), "--listen",
+                               worker_endpoint, "--threads", "1", "--kv-tokens", "16384"},
+      Server::log("draftworker"), "listening on");
+  Server server("draftsplit", {"--draft-worker", worker_endpoint, "--draft-timeout", "2"});
+  CHECK_THAT(server.process.output(), Catch::Contains("in worker " + worker_endpoint));
+  check_draft_serving(server.endpoint);
+
+  // The worker dies: drafting pauses, every stream still completes exactly.
+  worker.reset();
+  Reference ref;
+  const auto [drafted, accepted] = check_streams(server.endpoint, ref, wire::Speculation::draft, 4, 24);
+  (void)accepted;
+  CHECK(drafted == 0);
+  CHECK_THAT(server.process.output(), Catch::Contains("draft model:"));
+}
+
+TEST_CASE("a request for a draft model the server does not have gets an Error naming the field", "[service]") {
+  Server server("nodraft");
+  messages::ClientConnection c(server.endpoint);
+  const uint64_t id = c.next_id();
+  const auto out = c.stream(messages::generate_request(id, "hello", greedy(4), wire::Priority::interactive, false, false,
+                                                       false, 1, wire::Speculation::draft, 4),
+                            id, {}, 10s);
+  CHECK_FALSE(out.done);
+  CHECK(out.error == wire::ErrorCode::invalid_field);
+  CHECK_THAT(out.message, Catch::Contains("no draft model"));
+  // auto without a draft model drafts with n-grams only, and is served.
+  const uint64_t id2 = c.next_id();
+  const auto ok = c.stream(messages::generate_request(id2, "hello", greedy(4), wire::Priority::interactive, false, false,
+                                                      false, 1, wire::Speculation::auto_, 4),
+                           id2, {}, 10s);
+  CHECK(ok.done);
+}
+
+TEST_CASE("serve refuses a draft worker that is a verifier, and a verifier worker that is a draft worker", "[service]") {
+  const std::string verifier_endpoint = ipc_endpoint("notdraft");
+  ChildProcess verifier({troupe_binary(), "worker", "-m", model_path(), "--listen", verifier_endpoint, "--threads", "1",
+                         "--kv-tokens", "4096"},
+                        Server::log("notdraft"), "listening on");
+  CHECK_THROWS_WITH(Server("wrongdraft", {"--draft-worker", verifier_endpoint}), Catch::Contains("is not a draft worker"));
+  const std::string draft_endpoint = ipc_endpoint("notverifier");
+  ChildProcess drafter({troupe_binary(), "worker", "--role", "draft", "-m", draft_model_path(), "--listen", draft_endpoint,
+                        "--threads", "1", "--kv-tokens", "4096"},
+                       Server::log("notverifier"), "listening on");
+  CHECK_THROWS_WITH(Server("wrongverifier", {"--worker", draft_endpoint}), Catch::Contains("is a draft worker"));
+  // A draft model with other tokens cannot draft for this one.
+  SyntheticModelSpec other = service_model_spec();
+  other.n_vocab = 1000;
+  const std::string other_path = Server::log("othervocab") + ".gguf";
+  write_synthetic_model(other, other_path);
+  CHECK_THROWS_WITH(Server("othervocab", {"--draft-model", other_path}), Catch::Contains("cannot draft for this model"));
+}
