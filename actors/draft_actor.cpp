@@ -25,7 +25,7 @@ struct DraftRunner::Impl {
 
   std::string run(const std::string& bytes) {
     const auto* plan = messages::check_draft_plan(bytes);
-    if (!plan) return messages::draft_result(0, {}, "malformed draft plan", 0, 0, info);
+    if (!plan) return messages::draft_result(0, {}, "malformed draft plan", 0, drafter->round_ms(), info);
     try {
       if (plan->forget())
         for (uint64_t id : *plan->forget()) {
@@ -72,7 +72,7 @@ struct DraftRunner::Impl {
       return messages::draft_result(plan->step(), out, "", requests.empty() ? 0 : drafter->last_ms(), drafter->round_ms(),
                                     info);
     } catch (const std::exception& e) {
-      return messages::draft_result(plan->step(), {}, e.what(), 0, 0, info);
+      return messages::draft_result(plan->step(), {}, e.what(), 0, drafter->round_ms(), info);
     }
   }
 };
@@ -80,6 +80,7 @@ struct DraftRunner::Impl {
 DraftRunner::DraftRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
   impl_->drafter = std::make_unique<ModelDrafter>(*impl_->backend);
+  impl_->drafter->calibrate();
   const Vocabulary v = load_vocabulary(impl_->backend->file());
   impl_->info = {impl_->backend->config().name, static_cast<int32_t>(impl_->backend->config().n_vocab),
                  vocabulary_fingerprint(v)};

@@ -716,6 +716,14 @@ void run_step(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self) {
 caf::behavior scheduler_actor(caf::stateful_actor<std::shared_ptr<SchedulerState>>* self, SchedulerConfig config) {
   self->state = std::make_shared<SchedulerState>(std::move(config));
   self->delayed_send(self, std::chrono::seconds(5), tick_atom::value);
+  if (self->state->cfg.drafter)  // what a drafting step costs, before the first one
+    self->request(self->state->cfg.drafter, caf::infinite, propose_atom::value, messages::draft_plan(0, {}, {}))
+        .then(
+            [self](const std::string& bytes) {
+              const auto* r = messages::check_draft_result(bytes);
+              if (r && r->round_ms() > 0 && self->state->draft_round_ms == 0) self->state->draft_round_ms = r->round_ms();
+            },
+            [](caf::error&) {});
   return {
       [self](admit_atom, AdmitRequest& a) {
         SchedulerState& st = *self->state;

@@ -77,6 +77,7 @@ int run_generate(const GenerateArgs& a) {
     const std::string why = draft_pair_mismatch(m.tokenizer->vocabulary(), draft.tokenizer->vocabulary());
     if (!why.empty()) throw std::invalid_argument(a.draft_model + " cannot draft for " + a.model + ": " + why);
     drafter = std::make_unique<ModelDrafter>(*draft.backend);
+    drafter->calibrate();  // the controller weighs its cost from the first step
     opts.drafter = drafter.get();
   }
   GenerateCallbacks cb;

@@ -10,7 +10,7 @@ cd "$root"
 
 ops/setup.sh
 python="$(ops/python-env.sh)"
-ops/models.sh qwen2.5-coder-0.5b >/dev/null
+ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b >/dev/null
 ops/build.sh -DTROUPE_PYTHON="$python" -DTROUPE_WERROR=ON
 
 cd "${BUILD_DIR:-$root/build}"

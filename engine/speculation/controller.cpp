@@ -76,8 +76,10 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
   if (best.source == DraftSource::none && ++idle_steps_ >= kProbeEvery) {
     // Judged useless: try again now and then, cheaply, in case the text changed.
     idle_steps_ = 0;
+    // The draft model is probed only if it could pay were its drafts nearly
+    // always right: one that costs about a target step never can.
     if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, 1};
-    else if (use_model) best = {DraftSource::model, 1};
+    else if (use_model && net_gain(0.95, 1, loss) > 0) best = {DraftSource::model, 1};
   }
   if (best.source != DraftSource::none) idle_steps_ = 0;
   return best;

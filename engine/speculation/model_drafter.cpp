@@ -88,6 +88,16 @@ bool ModelDrafter::make_room(Sequence& s, int32_t tokens, std::span<const Reques
   return true;
 }
 
+void ModelDrafter::calibrate() {
+  constexpr uint64_t kId = ~uint64_t{0};
+  const std::vector<int32_t> history{0, 0};
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const Request r{kId, history, 4, greedy};
+  propose(std::span(&r, 1));
+  forget(kId);
+}
+
 std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Request> requests) {
   const auto t0 = std::chrono::steady_clock::now();
   ++clock_;

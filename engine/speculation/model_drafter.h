@@ -63,6 +63,10 @@ class ModelDrafter {
   // Measured in the last propose(): ms of one drafting forward (the rounds
   // after the catch-up), and of the whole call.
   double round_ms() const { return round_ms_; }
+  // Drafts a few tokens for a throw-away sequence so that round_ms() is
+  // known before the first request (the controller weighs the draft
+  // model's cost from the start).
+  void calibrate();
   double last_ms() const { return last_ms_; }
 
   static constexpr size_t kMaxSupport = 64;

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Speculative decoding on the default model, one stream (`troupe generate`),
+# Speculative decoding on the model pair (qwen2.5-coder-1.5b, with
+# qwen2.5-coder-0.5b as its draft model), one stream (`troupe generate`),
 # three workloads: summarization (the ten papers of examples/summarize-papers,
 # summarized), code (rewrite a 40-line Python file with docstrings: the
-# output copies the input), free chat (a story). Modes: off, ngram, auto;
-# greedy, 128 tokens. Prints decode tok/s per mode, the speed-up over off,
+# output copies the input), free chat (a story). Modes: off, ngram, draft,
+# auto; greedy, 128 tokens. Prints decode tok/s per mode, the speed-up over off,
 # acceptance and mean accepted length, and whether the tokens are identical
 # to off's. Then the service (`troupe serve`, verify windows in the batched
 # step): 1 and 16 concurrent streams per workload and mode, aggregate decode
 # tok/s (ops/bench/spec_serve.py).
-# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), TOKENS (128), MAX_DRAFT (8),
-# SERVICE_STREAMS ("1 16"), PHASES ("engine service"), WORKLOADS (service phase).
+# Env: MODEL (qwen2.5-coder-1.5b), DRAFT (qwen2.5-coder-0.5b; empty: no draft
+# model, no draft mode), THREADS (2), TOKENS (128), MAX_DRAFT (8),
+# SERVICE_STREAMS ("1 16"), PHASES ("engine service"), WORKLOADS.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
-model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" n="${TOKENS:-128}" k="${MAX_DRAFT:-8}"
+model="${MODEL:-qwen2.5-coder-1.5b}" draft="${DRAFT-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" n="${TOKENS:-128}" k="${MAX_DRAFT:-8}"
 troupe="${BUILD_DIR:-$root/build}/troupe"
 path="$(ops/models.sh --path "$model")"
+modes="off ngram auto" draft_flags=()
+if [ -n "$draft" ]; then
+  modes="off ngram draft auto"
+  draft_flags=(--draft-model "$(ops/models.sh --path "$draft")")
+fi
 papers="$(cat examples/summarize-papers/papers/0[1-4]*.txt)"
 declare -A prompts=(
   [summarization]="Summarize each of these four papers in two sentences, quoting its key finding.
@@ -28,12 +35,12 @@ $(cat ops/bench/spec/code.txt)"
 )
 phases="${PHASES:-engine service}"
 if [[ " $phases " == *" engine "* ]]; then
-for w in summarization code chat; do
+for w in ${WORKLOADS:-summarization code chat}; do
   base_ids=""
   base_rate=""
-  for mode in off ngram auto; do
+  for mode in $modes; do
     out="$("$troupe" generate -m "$path" --threads "$threads" --chat "${prompts[$w]}" -n "$n" -t 0 --print-ids \
-           --context 8192 --speculation "$mode" --max-draft "$k" 2>"/tmp/troupe-spec-$$.err")"
+           --context 8192 --speculation "$mode" --max-draft "$k" "${draft_flags[@]}" 2>"/tmp/troupe-spec-$$.err")"
     stats="$(cat "/tmp/troupe-spec-$$.err")"
     rate="$(sed -n 's/.* \([0-9.]*\) tok\/s decode.*/\1/p' <<<"$stats")"
     acc="$(sed -n 's/.*accepted (\([0-9]*\)%), \([0-9.]*\) per window.*/\1 \2/p' <<<"$stats")"
@@ -53,7 +60,7 @@ export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python"
 work="$(mktemp -d -t troupe-bench-spec.XXXXXX)"
 ep="ipc://$work/s.sock"
 "$troupe" serve -m "$path" --listen "$ep" --threads "$threads" --kv-tokens 32768 --context 8192 --data-dir "$work/data" \
-  >"$work/serve.log" 2>&1 &
+  "${draft_flags[@]}" >"$work/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 until grep -q "listening on" "$work/serve.log"; do kill -0 $server || { cat "$work/serve.log"; exit 1; }; sleep 0.1; done
@@ -61,7 +68,7 @@ for w in ${WORKLOADS:-summarization code chat}; do
   printf '%s' "${prompts[$w]}" >"$work/$w.txt"
   for streams in ${SERVICE_STREAMS:-1 16}; do
     off=""
-    for mode in off ngram auto; do
+    for mode in $modes; do
       line="$("$python" ops/bench/spec_serve.py "$ep" "$work/$w.txt" "$streams" "$mode" "$n")"
       [ "$mode" = off ] && off="$line"
       "$python" -c "import json,sys; a=json.loads(sys.argv[1]); o=json.loads(sys.argv[2]); a['workload']='$w'
