@@ -77,13 +77,13 @@ struct DraftRunner::Impl {
   }
 };
 
-DraftRunner::DraftRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
+DraftRunner::DraftRunner(std::shared_ptr<Backend> backend, std::string name) : impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
   impl_->drafter = std::make_unique<ModelDrafter>(*impl_->backend);
   impl_->drafter->calibrate();
   const Vocabulary v = load_vocabulary(impl_->backend->file());
-  impl_->info = {impl_->backend->config().name, static_cast<int32_t>(impl_->backend->config().n_vocab),
-                 vocabulary_fingerprint(v)};
+  impl_->info = {name.empty() ? impl_->backend->config().name : std::move(name),
+                 static_cast<int32_t>(impl_->backend->config().n_vocab), vocabulary_fingerprint(v)};
 }
 DraftRunner::~DraftRunner() = default;
 std::string DraftRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }
@@ -92,9 +92,10 @@ struct DraftState {
   std::unique_ptr<DraftRunner> runner;
 };
 
-caf::behavior draft_actor(caf::stateful_actor<std::shared_ptr<DraftState>>* self, std::shared_ptr<Backend> backend) {
+caf::behavior draft_actor(caf::stateful_actor<std::shared_ptr<DraftState>>* self, std::shared_ptr<Backend> backend,
+                          std::string name) {
   self->state = std::make_shared<DraftState>();
-  self->state->runner = std::make_unique<DraftRunner>(std::move(backend));
+  self->state->runner = std::make_unique<DraftRunner>(std::move(backend), std::move(name));
   return {
       [self](propose_atom, const std::string& plan) -> std::string { return self->state->runner->run(plan); },
   };

@@ -16,12 +16,14 @@ namespace troupe::actors {
 
 struct DraftState;
 
-caf::behavior draft_actor(caf::stateful_actor<std::shared_ptr<DraftState>>* self, std::shared_ptr<Backend> backend);
+// `name`: what the draft model is called (reported in every DraftResult).
+caf::behavior draft_actor(caf::stateful_actor<std::shared_ptr<DraftState>>* self, std::shared_ptr<Backend> backend,
+                          std::string name);
 
 // The work of one plan, outside any actor (the worker process calls it too).
 class DraftRunner {
  public:
-  explicit DraftRunner(std::shared_ptr<Backend> backend);
+  DraftRunner(std::shared_ptr<Backend> backend, std::string name);
   ~DraftRunner();
   std::string run(const std::string& plan_bytes);  // DraftPlan bytes -> DraftResult bytes, never throws
 

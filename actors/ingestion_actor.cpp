@@ -32,6 +32,15 @@ bool resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft
 constexpr const char* kNoDraftModel =
     "speculation: this server has no draft model (serve --draft-model NAME); use ngram or auto";
 
+// Why a request that names its draft model cannot have it here ("" when it can).
+std::string draft_model_mismatch(const flatbuffers::String* wanted, const IngestionConfig& cfg) {
+  if (!wanted || wanted->size() == 0) return "";
+  const std::string name = wanted->str();
+  if (std::find(cfg.draft_names.begin(), cfg.draft_names.end(), name) != cfg.draft_names.end()) return "";
+  if (cfg.draft_names.empty()) return "draft_model: this server has no draft model";
+  return "draft_model: this server drafts with " + cfg.draft_names.front() + ", not " + name;
+}
+
 Priority priority_of(wire::Priority p) {
   switch (p) {
     case wire::Priority::chat: return Priority::chat;
@@ -105,6 +114,8 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.samples = g->n();
               if (!resolve_speculation(admit, g->speculation(), g->max_draft(), *cfg))
                 return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, kNoDraftModel));
+              if (const std::string why = draft_model_mismatch(g->draft_model(), *cfg); !why.empty())
+                return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, why));
               break;
             }
             case wire::RequestBody::ChatTurn: {
@@ -117,6 +128,8 @@ caf::behavior ingestion_actor(caf::event_based_actor* self, IngestionConfig conf
               admit.samples = t->n();
               if (!resolve_speculation(admit, t->speculation(), t->max_draft(), *cfg))
                 return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, kNoDraftModel));
+              if (const std::string why = draft_model_mismatch(t->draft_model(), *cfg); !why.empty())
+                return gw.send(peer, messages::error_response(id, wire::ErrorCode::invalid_field, why));
               if (t->session_id() && t->session_id()->size() > 0) {
                 admit.session_id = t->session_id()->str();
                 admit.turn_messages = std::move(chat);

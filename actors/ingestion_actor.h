@@ -11,6 +11,8 @@
 #include <caf/event_based_actor.hpp>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/chat_template.h"
 #include "engine/speculation/controller.h"
@@ -31,6 +33,7 @@ struct IngestionConfig {
   SpeculationMode speculation = SpeculationMode::off;  // the server's default
   int32_t max_draft = 8;
   bool draft_model = false;  // the server has a draft model (speculation draft is possible)
+  std::vector<std::string> draft_names;  // what requests may call it: the name given to serve, the model's own name
   std::shared_ptr<ClientGateway> gateway;
   caf::actor scheduler;
   caf::actor persistence;  // sessions

@@ -31,6 +31,7 @@ struct Service::Impl {
   std::shared_ptr<Backend> backend;  // in-process verifier only
   std::shared_ptr<Backend> draft_backend;  // in-process draft model only
   std::string draft_text;
+  std::vector<std::string> draft_names;  // what requests may call the draft model
   std::unique_ptr<GgufFile> file;    // split topology: tokenizer and config only
   messages::WorkerInfo worker;
   std::string backend_text;
@@ -106,12 +107,16 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     const std::string why = draft_pair_mismatch(tok->vocabulary(), load_vocabulary(s.draft_backend->file()));
     if (!why.empty()) throw std::runtime_error(s.options.draft_model_path + " cannot draft for this model: " + why);
     s.draft_text = "; draft model " + s.draft_backend->config().name + " in process";
+    if (!s.options.draft_model_name.empty()) s.draft_names.push_back(s.options.draft_model_name);
+    s.draft_names.push_back(std::filesystem::path(s.options.draft_model_path).stem().string());
+    s.draft_names.push_back(s.draft_backend->config().name);
   } else if (!s.options.draft_worker.empty()) {
     const messages::DrafterInfo d = query_draft_worker(s.options.draft_worker, s.options.draft_timeout);
     if (d.vocabulary != vocabulary_fingerprint(tok->vocabulary()))
       throw std::runtime_error("the draft worker at " + s.options.draft_worker + " serves " + d.model +
                                ", whose tokens differ from this model's");
     s.draft_text = "; draft model " + d.model + " in worker " + s.options.draft_worker;
+    s.draft_names.push_back(d.model);
   } else if (s.options.speculation == SpeculationMode::draft) {
     throw std::invalid_argument("--speculation draft needs --draft-model or --draft-worker");
   }
@@ -130,7 +135,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   else
     s.verifier = s.system->spawn<caf::detached>(remote_worker_actor, s.options.worker, s.options.worker_timeout);
   if (s.draft_backend)
-    s.drafter = s.system->spawn<caf::detached>(draft_actor, s.draft_backend);
+    s.drafter = s.system->spawn<caf::detached>(draft_actor, s.draft_backend, s.draft_names.front());
   else if (!s.options.draft_worker.empty())
     s.drafter = s.system->spawn<caf::detached>(remote_worker_actor, s.options.draft_worker, s.options.draft_timeout);
   PersistenceConfig pc;
@@ -188,6 +193,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   ic.speculation = s.options.speculation;
   ic.max_draft = s.options.max_draft;
   ic.draft_model = static_cast<bool>(s.drafter);
+  ic.draft_names = s.draft_names;
   ic.gateway = s.gateway;
   ic.scheduler = s.scheduler;
   ic.persistence = s.persistence;

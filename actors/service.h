@@ -49,6 +49,7 @@ struct ServiceOptions {
   // The draft model (same tokenizer as the model): loaded here and run by
   // the draft actor, or run by `troupe worker --role draft` at draft_worker.
   std::string draft_model_path;
+  std::string draft_model_name;  // what requests may call it (besides the model's own name)
   std::string draft_worker;
   int64_t draft_kv_tokens = 0;  // its KV capacity; 0: kv_tokens
   // A draft worker that does not answer in this time costs its step's

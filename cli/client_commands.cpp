@@ -23,6 +23,7 @@ struct ClientArgs {
   std::string priority = "interactive";
   std::string speculation = "default";
   int max_draft = 0;
+  std::string draft_model;
   SamplingOptions sampling;
   bool special = false;
   bool quiet = false;
@@ -71,6 +72,8 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
       ->check(CLI::IsMember({"default", "off", "ngram", "auto", "draft"}))
       ->capture_default_str();
   cmd->add_option("--max-draft", a.max_draft, "Most drafted tokens per step (0: the server's)")->check(CLI::Range(0, 8));
+  cmd->add_option("--draft-model", a.draft_model,
+                  "The draft model expected on the server (an error names the one it has when they differ)");
   add_sampling_flags(*cmd, a.sampling);
 }
 
@@ -86,7 +89,7 @@ int run_complete(const ClientArgs& a) {
   messages::StreamOutcome out;
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
   out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special, false,
-                                              false, 1, speculation(a.speculation), a.max_draft),
+                                              false, 1, speculation(a.speculation), a.max_draft, a.draft_model),
                     id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
@@ -122,7 +125,7 @@ int run_chat(const ClientArgs& a) {
     history.emplace_back("user", user);
     const uint64_t id = conn.next_id();
     const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority),
-                                                        false, speculation(a.speculation), a.max_draft),
+                                                        false, speculation(a.speculation), a.max_draft, a.draft_model),
                                  id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);

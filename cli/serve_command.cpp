@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <pthread.h>
 
 #include "actors/service.h"
@@ -37,7 +38,12 @@ int run_serve(ServeArgs& a) {
   apply_backend_names(o.backend, a.device, a.weights);
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
-  if (!a.draft_model.empty()) o.draft_model_path = resolve_model(a.draft_model);
+  if (!a.draft_model.empty()) {
+    o.draft_model_path = resolve_model(a.draft_model);
+    // Requests name it by its short name; a path stands for its file name.
+    const std::filesystem::path given(a.draft_model);
+    o.draft_model_name = given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : a.draft_model;
+  }
   o.draft_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.draft_timeout_s * 1000));
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.kv_spill = !a.no_kv_spill;

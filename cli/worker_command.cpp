@@ -42,7 +42,9 @@ int run_worker(WorkerArgs& a) {
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
   std::function<std::string(const std::string&)> answer;
   if (a.role == "draft") {
-    answer = [runner = std::make_shared<actors::DraftRunner>(backend)](const std::string& plan) { return runner->run(plan); };
+    answer = [runner = std::make_shared<actors::DraftRunner>(backend, a.model)](const std::string& plan) {
+      return runner->run(plan);
+    };
   } else {
     answer = [runner = std::make_shared<actors::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
   }

@@ -50,18 +50,19 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
                        bool special, bool logprobs, bool ignore_eos, int32_t n, wire::Speculation speculation,
-                       int32_t max_draft) {
+                       int32_t max_draft, std::string_view draft_model) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body =
-      wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation, max_draft);
+  const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
+  const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation,
+                                         max_draft, draft);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
                    const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
-                   int32_t max_draft) {
+                   int32_t max_draft, std::string_view draft_model) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
   for (const auto& [role, content] : messages)
@@ -69,7 +70,8 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   const auto sid = fbb.CreateString(session_id.data(), session_id.size());
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
-  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft);
+  const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft, draft);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 

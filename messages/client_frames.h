@@ -43,11 +43,13 @@ Bytes response_bytes(uint64_t id, wire::ResponseBody type, flatbuffers::Offset<v
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s,
                        wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,
                        bool ignore_eos = false, int32_t n = 1,
-                       wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0);
+                       wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
+                       std::string_view draft_model = {});
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
-                   wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0);
+                   wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
+                   std::string_view draft_model = {});
 Bytes cancel_request(uint64_t id, uint64_t target);
 Bytes stats_request(uint64_t id);
 Bytes ping_request(uint64_t id, uint64_t nonce);

@@ -63,10 +63,12 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   return true;
 }
 
-bool check_speculation(Check& c, const std::string& where, wire::Speculation s, int32_t max_draft) {
+bool check_speculation(Check& c, const std::string& where, wire::Speculation s, int32_t max_draft,
+                       const flatbuffers::String* draft_model) {
   if (s < wire::Speculation::MIN || s > wire::Speculation::MAX)
     return c.fail(where + ".speculation", "unknown mode " + std::to_string(static_cast<int>(s)));
   if (max_draft < 0 || max_draft > 8) return c.fail(where + ".max_draft", std::to_string(max_draft) + " is outside [0, 8]");
+  if (draft_model && draft_model->size() > 256) return c.fail(where + ".draft_model", "longer than 256 bytes");
   return true;
 }
 
@@ -75,7 +77,7 @@ bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   if (g->prompt()->size() > l.max_prompt_bytes)
     return c.fail("Generate.prompt", std::to_string(g->prompt()->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
   if (g->n() < 1 || g->n() > 16) return c.fail("Generate.n", std::to_string(g->n()) + " is outside [1, 16]");
-  if (!check_speculation(c, "Generate", g->speculation(), g->max_draft())) return false;
+  if (!check_speculation(c, "Generate", g->speculation(), g->max_draft(), g->draft_model())) return false;
   return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
 }
 
@@ -131,7 +133,7 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (total > l.max_prompt_bytes)
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
   if (t->n() < 1 || t->n() > 16) return c.fail("ChatTurn.n", std::to_string(t->n()) + " is outside [1, 16]");
-  if (!check_speculation(c, "ChatTurn", t->speculation(), t->max_draft())) return false;
+  if (!check_speculation(c, "ChatTurn", t->speculation(), t->max_draft(), t->draft_model())) return false;
   if (t->n() > 1 && t->session_id() && t->session_id()->size() > 0)
     return c.fail("ChatTurn.n", "a session turn has one answer (n = 1)");
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);

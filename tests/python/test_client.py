@@ -78,6 +78,11 @@ def main():
                 check(False, "max_tokens 0 accepted")
             except TroupeError as e:
                 check(e.code == "invalid_field" and "max_tokens" in e.message, str(e))
+            try:
+                c.generate("x", max_tokens=4, speculation="draft", draft_model="qwen2.5-coder-0.5b").read()
+                check(False, "a draft model request served by a server without one")
+            except TroupeError as e:
+                check(e.code == "invalid_field" and "draft model" in e.message, str(e))
             c.send_raw(b"\x00garbage")
             r = c.receive_raw(10)
             check(r is not None and r.ClientRequestId() == 0, "malformed input answered")

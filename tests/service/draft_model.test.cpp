@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,6 +88,24 @@ TEST_CASE("a draft model in the server process: greedy streams are token-identic
   Server server("draft", {"--draft-model", draft_model_path()});
   CHECK_THAT(server.process.output(), Catch::Contains("draft model"));
   check_draft_serving(server.endpoint);
+
+  // A request may name the draft model it expects: by its file name or its
+  // own name it is served; by another, it gets an Error naming the right one.
+  messages::ClientConnection c(server.endpoint);
+  const std::string stem = std::filesystem::path(draft_model_path()).stem().string();
+  for (const std::string& name : {stem, std::string("troupe synthetic qwen2"), std::string("qwen2.5-coder-7b")}) {
+    INFO(name);
+    const uint64_t id = c.next_id();
+    const auto out = c.stream(messages::generate_request(id, "hello", greedy(4), wire::Priority::interactive, false, false,
+                                                         false, 1, wire::Speculation::draft, 4, name),
+                              id, {}, 10s);
+    if (name == "qwen2.5-coder-7b") {
+      CHECK(out.error == wire::ErrorCode::invalid_field);
+      CHECK_THAT(out.message, Catch::Contains("drafts with " + stem));
+    } else {
+      CHECK(out.done);
+    }
+  }
 }
 
 TEST_CASE("a draft model in its own worker process: the same streams, and a dead worker costs drafts, not requests",

@@ -229,9 +229,10 @@ class Client:
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
-                 ignore_eos=False, n=1, speculation="default", max_draft=0):
+                 ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model=""):
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
+        draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
@@ -243,13 +244,16 @@ class Client:
         Generate.AddN(b, n)
         Generate.AddSpeculation(b, _SPECULATION[speculation])
         Generate.AddMaxDraft(b, max_draft)
+        if draft is not None:
+            Generate.AddDraftModel(b, draft)
         body = Generate.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.Generate, body))
         return Stream(self, rid, n)
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-             repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0):
+             repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
+             draft_model=""):
         """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]."""
         b = flatbuffers.Builder(1024)
         offsets = []
@@ -265,6 +269,7 @@ class Client:
             b.PrependUOffsetTRelative(o)
         msgs = b.EndVector()
         sid = b.CreateString(session_id)
+        draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
         ChatTurn.Start(b)
         ChatTurn.AddSessionId(b, sid)
@@ -273,6 +278,8 @@ class Client:
         ChatTurn.AddPriority(b, _PRIORITIES[priority])
         ChatTurn.AddSpeculation(b, _SPECULATION[speculation])
         ChatTurn.AddMaxDraft(b, max_draft)
+        if draft is not None:
+            ChatTurn.AddDraftModel(b, draft)
         body = ChatTurn.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.ChatTurn, body))
