@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <limits>
 
 namespace troupe {
@@ -14,25 +16,45 @@ const char* draft_source_name(DraftSource s) {
   }
 }
 
+size_t StepCostModel::bucket_of(int64_t tokens) {
+  if (tokens <= 16) return static_cast<size_t>(std::max<int64_t>(1, tokens) - 1);
+  size_t b = 16;
+  for (int64_t top = 32; tokens > top && b + 1 < std::tuple_size_v<decltype(buckets_)>; top *= 2) ++b;
+  return b;
+}
+
 void StepCostModel::observe(int64_t tokens, double ms) {
-  constexpr double kDecay = 0.98;  // ~50 steps of memory
-  const auto x = static_cast<double>(tokens);
-  w_ = w_ * kDecay + 1;
-  sx_ = sx_ * kDecay + x;
-  sy_ = sy_ * kDecay + ms;
-  sxx_ = sxx_ * kDecay + x * x;
-  sxy_ = sxy_ * kDecay + x * ms;
+  if (tokens <= 0 || !(ms >= 0)) return;
+  constexpr double kDecay = 0.9;  // the last ~10 steps of a size dominate its estimate
+  Bucket& b = buckets_[bucket_of(tokens)];
+  b.weight = b.weight * kDecay + 1;
+  b.tokens = b.tokens * kDecay + static_cast<double>(tokens);
+  b.ms = b.ms * kDecay + ms;
 }
 
-double StepCostModel::per_token_ms() const {
-  const double var = sxx_ * w_ - sx_ * sx_;
-  if (w_ < 2 || var <= 1e-9 * w_ * w_) return w_ > 0 ? 0.1 * sy_ / w_ : 1.0;  // no spread in sizes yet: a guess
-  return std::max(0.0, (sxy_ * w_ - sx_ * sy_) / var);
+double StepCostModel::ms(int64_t tokens) const {
+  const auto x = static_cast<double>(std::max<int64_t>(1, tokens));
+  // The observed sizes, in order, as (tokens, ms) points.
+  std::array<std::pair<double, double>, std::tuple_size_v<decltype(buckets_)>> pts;
+  size_t n = 0;
+  for (const Bucket& b : buckets_)
+    if (b.weight > 0) pts[n++] = {b.tokens / b.weight, b.ms / b.weight};
+  if (n == 0) return 10.0 + x;  // nothing measured yet: a guess, soon replaced
+  if (n == 1) {
+    const auto [t, m] = pts[0];
+    if (x <= t) return m * (1 - kUnknownSlopeShare * (t - x) / t);
+    return m + kUnknownSlopeShare * m / t * (x - t);
+  }
+  size_t hi = 1;
+  while (hi + 1 < n && pts[hi].first < x) ++hi;
+  const auto [x0, y0] = pts[hi - 1];
+  const auto [x1, y1] = pts[hi];
+  const double slope = x1 > x0 ? std::max(0.0, (y1 - y0) / (x1 - x0)) : 0.0;
+  return std::max(0.0, y0 + slope * (x - x0));
 }
 
-double StepCostModel::base_ms() const {
-  if (w_ == 0) return 10.0;
-  return std::max(0.0, (sy_ - per_token_ms() * sx_) / w_);
+double StepCostModel::extra_ms(int64_t tokens, int64_t more) const {
+  return more <= 0 ? 0.0 : std::max(0.0, ms(tokens + more) - ms(tokens));
 }
 
 SpeculationController::SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available)
@@ -43,43 +65,49 @@ double SpeculationController::acceptance(DraftSource s) const {
   return e.tried > 0 ? e.kept / e.tried : 0.0;
 }
 
-double SpeculationController::net_gain(double a, int32_t k, double loss_per_token) const {
+// Tokens gained by a window of k drafts at acceptance a, less `loss`, the
+// batch's progress its extra time costs (in tokens).
+double SpeculationController::net_gain(double a, int32_t k, double loss) {
   a = std::clamp(a, 0.0, 0.999);
   const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-  return expected - 1.0 - loss_per_token * k;
+  return expected - 1.0 - loss;
 }
 
 SpeculationController::Choice SpeculationController::choose(int32_t ngram_available, int32_t batch,
-                                                            const StepCostModel& cost, double draft_ms_per_token) {
+                                                            const StepCostModel& cost, double draft_ms_per_token,
+                                                            int64_t step_tokens) {
   Choice best;
   if (mode_ == SpeculationMode::off || max_draft_ == 0) return best;
-  const double c = cost.per_token_ms();
-  const double step = cost.base_ms() + c * std::max(1, batch);
-  // Tokens of the batch's progress lost per drafted token: the step grows by
-  // c (plus the draft model's time) for all `batch` sequences.
-  const double loss = step > 0 ? (c + draft_ms_per_token) * std::max(1, batch) / step : 1.0;
-  const double loss_ngram = step > 0 ? c * std::max(1, batch) / step : 1.0;
+  const int32_t b = std::max(1, batch);
+  const int64_t n = step_tokens > 0 ? step_tokens : b;
+  const double step = std::max(1e-3, cost.ms(n));
+  // Tokens of the batch's progress lost to k drafts: the step grows by the
+  // window's extra verify time (and the draft model's time), and all b
+  // sequences wait for it.
+  auto loss = [&](int32_t k, double draft_ms) { return (cost.extra_ms(n, k) + k * draft_ms) * b / step; };
   // A fixed source (mode ngram or draft) always speculates when it has
   // drafts, with the k that pays best (or loses least); auto may choose none.
   const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft;
   double best_gain = fixed ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto consider = [&](DraftSource s, int32_t available, double a, double l) {
+  auto consider = [&](DraftSource s, int32_t available, double a, double draft_ms) {
     for (int32_t k = 1; k <= std::min(available, max_draft_); ++k) {
-      const double g = net_gain(a, k, l);
+      const double g = net_gain(a, k, loss(k, draft_ms));
       if (g > best_gain) best_gain = g, best = {s, k};
     }
   };
   const bool use_ngram = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::automatic;
   const bool use_model = model_available_ && (mode_ == SpeculationMode::draft || mode_ == SpeculationMode::automatic);
-  if (use_ngram) consider(DraftSource::ngram, ngram_available, acceptance(DraftSource::ngram), loss_ngram);
-  if (use_model) consider(DraftSource::model, max_draft_, acceptance(DraftSource::model), loss);
-  if (best.source == DraftSource::none && ++idle_steps_ >= kProbeEvery) {
-    // Judged useless: try again now and then, cheaply, in case the text changed.
+  if (use_ngram) consider(DraftSource::ngram, ngram_available, acceptance(DraftSource::ngram), 0.0);
+  if (use_model) consider(DraftSource::model, max_draft_, acceptance(DraftSource::model), draft_ms_per_token);
+  if (best.source == DraftSource::none && ++idle_steps_ >= (probed_ ? kProbeEvery : kFirstProbe)) {
+    // Judged useless: try again now and then, cheaply, in case the text
+    // changed (and to measure what a window costs). The draft model is
+    // probed only if it could pay were its drafts nearly always right: one
+    // that costs about a target step never can.
     idle_steps_ = 0;
-    // The draft model is probed only if it could pay were its drafts nearly
-    // always right: one that costs about a target step never can.
+    probed_ = true;
     if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, 1};
-    else if (use_model && net_gain(0.95, 1, loss) > 0) best = {DraftSource::model, 1};
+    else if (use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token)) > 0) best = {DraftSource::model, 1};
   }
   if (best.source != DraftSource::none) idle_steps_ = 0;
   return best;

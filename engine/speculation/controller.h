@@ -19,6 +19,8 @@
 // and `draft` fix the source and always speculate with it when it has
 // drafts, the controller choosing only k (the k that pays best, or loses
 // least); `off` never speculates.
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace troupe {
@@ -27,16 +29,30 @@ enum class SpeculationMode : uint8_t { off, ngram, draft, automatic };
 enum class DraftSource : uint8_t { none, ngram, model };
 const char* draft_source_name(DraftSource s);
 
-// The cost of a verify step, learned from measured steps: ms = base + per_token × tokens.
+// The cost of a step, learned from measured steps: ms as a function of the
+// step's tokens. Small steps (decode, verify windows) and large ones
+// (prefill chunks) run different kernels at different costs per token (on
+// these CPUs ~17 ms and ~7 ms a token for the 1.5B model), so one line
+// fitted through all of them makes windows look cheap. Steps are kept in
+// buckets by size (1..16 exactly, then powers of two), each an
+// exponentially weighted mean, and the cost at any size is read by
+// interpolating between the observed buckets around it.
 class StepCostModel {
  public:
   void observe(int64_t tokens, double ms);
-  double base_ms() const;
-  double per_token_ms() const;
+  double ms(int64_t tokens) const;                      // a step of this many tokens
+  double extra_ms(int64_t tokens, int64_t more) const;  // what `more` tokens add to it
+  // With one size observed only, what each further token is assumed to cost,
+  // as a share of that step's time per token (a cautious guess that the
+  // first windows then replace with measurements).
+  static constexpr double kUnknownSlopeShare = 0.5;
 
  private:
-  // Exponentially weighted least squares over (tokens, ms).
-  double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  struct Bucket {
+    double weight = 0, tokens = 0, ms = 0;  // decayed sums
+  };
+  static size_t bucket_of(int64_t tokens);
+  std::array<Bucket, 16 + 10> buckets_{};  // 1..16, 17-32, ..., 4097-8192 and beyond
 };
 
 struct SpeculationStats {
@@ -55,26 +71,30 @@ class SpeculationController {
   };
   // ngram_available: how many tokens the n-gram drafter proposes now.
   // batch: sequences in the step; cost: the step's cost model;
-  // draft_ms_per_token: a draft-model step per token (0 without one).
-  Choice choose(int32_t ngram_available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0);
+  // draft_ms_per_token: a draft-model step per token (0 without one);
+  // step_tokens: the step's tokens without drafts (0: one per sequence).
+  Choice choose(int32_t ngram_available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0,
+                int64_t step_tokens = 0);
   void observe(DraftSource source, int32_t drafted, int32_t accepted);
 
   double acceptance(DraftSource source) const;
   const SpeculationStats& stats() const { return stats_; }
 
   static constexpr int32_t kProbeEvery = 32;
+  static constexpr int32_t kFirstProbe = 8;  // the first probe comes sooner: costs are learned from it
 
  private:
   struct Estimate {
     double kept = 1.0, tried = 2.5;  // prior: acceptance 0.4, worth a few observations
   };
-  double net_gain(double a, int32_t k, double loss_per_token) const;
+  static double net_gain(double a, int32_t k, double loss);
 
   SpeculationMode mode_;
   int32_t max_draft_;
   bool model_available_;
   Estimate ngram_, model_;
   int32_t idle_steps_ = 0;  // steps since the last speculation (for probing)
+  bool probed_ = false;
   SpeculationStats stats_;
 };
 

@@ -13,9 +13,10 @@
 namespace troupe {
 
 struct ModelDrafter::Sequence {
-  Sequence(PagePool& pool, int32_t page_size, const SamplingParams& p) : kv(pool, page_size), sampler(p) {}
+  Sequence(PagePool& pool, int32_t page_size, const SamplingParams& p) : kv(pool, page_size), params(p), sampler(p) {}
   KvSequence kv;
   std::vector<int32_t> cached;  // the tokens at positions [0, cached.size()), whose K/V are computed
+  SamplingParams params;
   Sampler sampler;
   uint64_t used = 0;
 };
@@ -27,6 +28,12 @@ namespace {
 SamplingParams draft_params(SamplingParams p) {
   p.seed ^= 0x9e3779b97f4a7c15ULL;
   return p;
+}
+
+bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
+  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+         a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
+         a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {
@@ -68,7 +75,14 @@ int32_t ModelDrafter::computed(uint64_t id) const {
 
 ModelDrafter::Sequence& ModelDrafter::sequence(const Request& r) {
   auto& slot = sequences_[r.id];
-  if (!slot) slot = std::make_unique<Sequence>(backend_.pages(), backend_.page_size(), draft_params(r.sampling));
+  const SamplingParams p = draft_params(r.sampling);
+  if (!slot) {
+    slot = std::make_unique<Sequence>(backend_.pages(), backend_.page_size(), p);
+  } else if (!same_sampling(slot->params, p)) {
+    // The id now names another request (its caller restarted): its own draws.
+    slot->params = p;
+    slot->sampler = Sampler(p);
+  }
   return *slot;
 }
 

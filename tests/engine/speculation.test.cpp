@@ -133,11 +133,33 @@ TEST_CASE("sampled acceptance follows the target distribution exactly, with poin
   }
 }
 
+TEST_CASE("the step cost model keeps small steps apart from prefill chunks") {
+  StepCostModel m;
+  CHECK(m.ms(1) > 0);  // a guess before anything is measured
+  m.observe(1, 33.0);
+  // One size seen: each further token is assumed to cost half its per-token time.
+  CHECK(m.extra_ms(1, 2) == Approx(33.0).epsilon(0.01));
+  // Decode and verify steps at 16 ms a token, prefill chunks at 7 ms a token.
+  for (int i = 0; i < 20; ++i) {
+    for (int n = 1; n <= 5; ++n) m.observe(n, 17.0 + 16.0 * n);
+    m.observe(256, 17.0 + 7.0 * 256);
+  }
+  CHECK(m.extra_ms(1, 4) == Approx(64.0).epsilon(0.01));  // not 4 x 7: a window costs what small steps cost
+  CHECK(m.ms(3) == Approx(65.0).epsilon(0.01));
+  CHECK(m.ms(256) == Approx(17.0 + 7.0 * 256).epsilon(0.01));
+  CHECK(m.ms(100) > m.ms(5));
+  CHECK(m.ms(100) < m.ms(256));
+  m.observe(0, 5.0);  // nothing to learn from
+  m.observe(3, -1.0);
+  CHECK(m.ms(3) == Approx(65.0).epsilon(0.01));
+}
+
 TEST_CASE("the controller speculates when it pays and turns itself down when it does not") {
   StepCostModel cpu;  // a 2-core CPU: 15 ms a step plus 7 ms a token
   for (int i = 0; i < 40; ++i) cpu.observe(1 + i % 8, 15.0 + 7.0 * (1 + i % 8));
-  CHECK(cpu.per_token_ms() == Approx(7.0).epsilon(0.01));
-  CHECK(cpu.base_ms() == Approx(15.0).epsilon(0.01));
+  CHECK(cpu.ms(1) == Approx(22.0).epsilon(0.01));
+  CHECK(cpu.extra_ms(1, 4) == Approx(28.0).epsilon(0.01));
+  CHECK(cpu.ms(64) == Approx(15.0 + 7.0 * 64).epsilon(0.01));  // beyond what was seen: the last slope
 
   SpeculationController verbatim(SpeculationMode::ngram, 8);
   for (int i = 0; i < 10; ++i) verbatim.observe(DraftSource::ngram, 6, 6);  // copying its input
