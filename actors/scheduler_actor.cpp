@@ -126,6 +126,9 @@ struct SchedulerState {
     const bool drafter_up = cfg.drafter && steady_ns() >= draft_paused_until_ns;
     std::vector<messages::DraftSequenceSpec> model;
     drafting.clear();
+    // The step's tokens so far: each sequence's drafts are priced on top of
+    // those chosen before it.
+    int64_t step_tokens = std::max(1, decoding);
     for (auto& [seq, r] : requests) {
       r.drafted_with = DraftSource::none;
       r.draft_q.clear();
@@ -134,7 +137,9 @@ struct SchedulerState {
       if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
       const int32_t room = std::min(r.max_draft, r.sampling.max_tokens - r.completion - 1);
       std::vector<int32_t> drafts = room > 0 ? drafter.propose(s->tokens, room) : std::vector<int32_t>();
-      auto choice = r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost, draft_round_ms);
+      auto choice =
+          r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost, draft_round_ms, step_tokens);
+      step_tokens += choice.k;
       if (choice.source == DraftSource::model) {
         drafts.clear();
         if (drafter_up && room > 0) {

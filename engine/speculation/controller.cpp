@@ -17,9 +17,9 @@ const char* draft_source_name(DraftSource s) {
 }
 
 size_t StepCostModel::bucket_of(int64_t tokens) {
-  if (tokens <= 16) return static_cast<size_t>(std::max<int64_t>(1, tokens) - 1);
-  size_t b = 16;
-  for (int64_t top = 32; tokens > top && b + 1 < std::tuple_size_v<decltype(buckets_)>; top *= 2) ++b;
+  if (tokens <= kExact) return static_cast<size_t>(std::max<int64_t>(1, tokens) - 1);
+  size_t b = kExact;
+  for (int64_t top = 2 * kExact; tokens > top && b + 1 < std::tuple_size_v<decltype(buckets_)>; top *= 2) ++b;
   return b;
 }
 

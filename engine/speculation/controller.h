@@ -34,9 +34,12 @@ const char* draft_source_name(DraftSource s);
 // (prefill chunks) run different kernels at different costs per token (on
 // these CPUs ~17 ms and ~7 ms a token for the 1.5B model), so one line
 // fitted through all of them makes windows look cheap. Steps are kept in
-// buckets by size (1..16 exactly, then powers of two), each an
+// buckets by size (1..64 exactly, then powers of two), each an
 // exponentially weighted mean, and the cost at any size is read by
-// interpolating between the observed buckets around it.
+// interpolating between the observed buckets around it. Sizes up to 64 each
+// have their own bucket: the many-token kernels work in groups of 16
+// tokens, so 17 tokens cost nearly what 32 do, and a window that pushes a
+// step past such a boundary must be priced as such.
 class StepCostModel {
  public:
   void observe(int64_t tokens, double ms);
@@ -52,7 +55,8 @@ class StepCostModel {
     double weight = 0, tokens = 0, ms = 0;  // decayed sums
   };
   static size_t bucket_of(int64_t tokens);
-  std::array<Bucket, 16 + 10> buckets_{};  // 1..16, 17-32, ..., 4097-8192 and beyond
+  static constexpr int64_t kExact = 64;
+  std::array<Bucket, kExact + 8> buckets_{};  // 1..64, 65-128, ..., 4097-8192 and beyond
 };
 
 struct SpeculationStats {
