@@ -2,7 +2,8 @@
 // the draft model in process and with it in a `troupe worker --role draft`
 // process. Greedy output must equal the model's own, alone and batched; a
 // sampled stream must complete; a request for a draft model the server
-// lacks gets an Error; a draft worker that dies costs drafts, not requests.
+// lacks gets an Error; a draft worker that dies costs drafts, not requests;
+// a draft worker answers bad plans with the reason and goes on.
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -11,8 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "messages/client_connection.h"
 #include "messages/client_validation.h"
+#include "messages/draft_frames.h"
+#include "messages/step_frames.h"
+#include "messages/zmq_sockets.h"
 #include "tests/service/fixture.h"
 
 using namespace troupe;
@@ -163,4 +169,64 @@ TEST_CASE("serve refuses a draft worker that is a verifier, and a verifier worke
   const std::string other_path = Server::log("othervocab") + ".gguf";
   write_synthetic_model(other, other_path);
   CHECK_THROWS_WITH(Server("othervocab", {"--draft-model", other_path}), Catch::Contains("cannot draft for this model"));
+}
+
+TEST_CASE("a draft worker answers a malformed plan with an error, an unknown sequence with resync, and goes on",
+          "[service]") {
+  const std::string endpoint = ipc_endpoint("draftplans");
+  ChildProcess worker({troupe_binary(), "worker", "--role", "draft", "-m", draft_model_path(), "--listen", endpoint,
+                       "--threads", "1", "--kv-tokens", "4096"},
+                      Server::log("draftplans"), "listening on");
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer = messages::connect_dealer(ctx, endpoint);
+  auto call = [&](const std::string& bytes) {
+    dealer.send(zmq::buffer(bytes), zmq::send_flags::none);
+    zmq::message_t reply;
+    REQUIRE(dealer.recv(reply, zmq::recv_flags::none));
+    return reply.to_string();
+  };
+  // Garbage, and a step plan sent to the wrong worker: errors, not crashes.
+  for (const std::string& bad : {std::string("\x01garbage"), std::string(messages::step_plan(3, {}, {}))}) {
+    const std::string r = call(bad);
+    const auto* res = messages::check_draft_result(r);
+    REQUIRE(res);
+    REQUIRE(res->error());
+    CHECK_THAT(res->error()->str(), Catch::Contains("malformed draft plan"));
+  }
+  // A sequence continuing a history the worker never saw: resync, no drafts.
+  const std::vector<int32_t> tokens{1, 2, 3};
+  const messages::DraftSequenceSpec unknown{7, 40, tokens, 3, nullptr};
+  std::string r = call(messages::draft_plan(1, std::span(&unknown, 1), {}));
+  const auto* res = messages::check_draft_result(r);
+  REQUIRE(res);
+  CHECK_FALSE(res->error());
+  REQUIRE(res->proposals()->size() == 1);
+  CHECK(res->proposals()->Get(0)->resync());
+  // A bad k fails that plan with the reason.
+  messages::SamplingFields greedy_sampling;
+  greedy_sampling.temperature = 0;
+  const messages::DraftSequenceSpec too_many{8, 0, tokens, 9, &greedy_sampling};
+  r = call(messages::draft_plan(2, std::span(&too_many, 1), {}));
+  res = messages::check_draft_result(r);
+  REQUIRE(res);
+  REQUIRE(res->error());
+  CHECK_THAT(res->error()->str(), Catch::Contains("asks for 9 tokens"));
+  // And the worker still drafts: the whole history, then only what it gained.
+  const messages::DraftSequenceSpec fresh{9, 0, tokens, 3, &greedy_sampling};
+  r = call(messages::draft_plan(3, std::span(&fresh, 1), {}));
+  res = messages::check_draft_result(r);
+  REQUIRE(res);
+  CHECK_FALSE(res->error());
+  REQUIRE(res->proposals()->Get(0)->tokens());
+  CHECK(res->proposals()->Get(0)->tokens()->size() == 3);
+  CHECK(res->round_ms() > 0);
+  const std::vector<int32_t> more{res->proposals()->Get(0)->tokens()->Get(0), 5};
+  const messages::DraftSequenceSpec next{9, 3, more, 2, nullptr};
+  const uint64_t forget[] = {8};
+  r = call(messages::draft_plan(4, std::span(&next, 1), forget));
+  res = messages::check_draft_result(r);
+  REQUIRE(res);
+  CHECK_FALSE(res->error());
+  CHECK(res->proposals()->Get(0)->tokens()->size() == 2);
+  CHECK_FALSE(res->proposals()->Get(0)->resync());
 }
