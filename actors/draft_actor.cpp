@@ -17,7 +17,13 @@ struct DraftRunner::Impl {
   struct Sequence {
     std::vector<int32_t> history;  // as of its last plan
     SamplingParams sampling;
+    uint64_t used = 0;             // plan count when last drafted
   };
+  // A front end that dies never says which sequences ended: beyond this
+  // many, the least recently drafted are dropped (a plan for one of them
+  // again gets `resync`).
+  static constexpr size_t kMaxSequences = 4096;
+  uint64_t plans = 0;
   std::shared_ptr<Backend> backend;
   std::unique_ptr<ModelDrafter> drafter;
   messages::DrafterInfo info;
@@ -26,6 +32,7 @@ struct DraftRunner::Impl {
   std::string run(const std::string& bytes) {
     const auto* plan = messages::check_draft_plan(bytes);
     if (!plan) return messages::draft_result(0, {}, "malformed draft plan", 0, drafter->round_ms(), info);
+    ++plans;
     try {
       if (plan->forget())
         for (uint64_t id : *plan->forget()) {
@@ -53,6 +60,7 @@ struct DraftRunner::Impl {
             continue;
           }
           Sequence& s = it->second;
+          s.used = plans;
           s.history.resize(static_cast<size_t>(d->start()));
           if (d->tokens())
             for (int32_t t : *d->tokens()) {
@@ -65,6 +73,13 @@ struct DraftRunner::Impl {
           out.push_back(std::move(p));
         }
       auto proposals = requests.empty() ? std::vector<ModelDrafter::Proposal>() : drafter->propose(requests);
+      while (sequences.size() > kMaxSequences) {
+        auto oldest = sequences.begin();
+        for (auto it = sequences.begin(); it != sequences.end(); ++it)
+          if (it->second.used < oldest->second.used) oldest = it;
+        drafter->forget(oldest->first);
+        sequences.erase(oldest);
+      }
       for (size_t i = 0; i < proposals.size(); ++i) {
         out[slot[i]].tokens = std::move(proposals[i].tokens);
         out[slot[i]].q = std::move(proposals[i].dists);
