@@ -91,7 +91,7 @@ ep="ipc://$work/s.sock"
   "${draft_flags[@]}" >"$work/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work" "$raw"' EXIT
-until grep -q "listening on" "$work/serve.log"; do kill -0 $server || { cat "$work/serve.log"; exit 1; }; sleep 0.1; done
+until grep -qs "listening on" "$work/serve.log"; do kill -0 $server || { cat "$work/serve.log"; exit 1; }; sleep 0.1; done
 : >"$raw"
 for w in ${WORKLOADS:-summarization code chat}; do
   printf '%s' "${prompts[$w]}" >"$work/$w.txt"
