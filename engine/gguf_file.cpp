@@ -268,6 +268,15 @@ GgufFile GgufFile::open(const std::string& path) {
   return f;
 }
 
+void GgufFile::release(const void* p, size_t n) const {
+  if (!mapping_ || !mapping_->addr) return;
+  const auto base = reinterpret_cast<uintptr_t>(mapping_->addr), begin = reinterpret_cast<uintptr_t>(p);
+  if (begin < base || begin + n > base + mapping_->size) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + n) / page * page;
+  if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;

@@ -111,6 +111,10 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   // Pointer to a tensor's bytes inside the mapping (valid while this object lives).
   const uint8_t* tensor_data(const GgufTensorInfo& info) const;
+  // Lets the kernel drop the mapped pages wholly inside [p, p + n) from this
+  // process (a copy lives elsewhere); reading them again faults them back in
+  // from the file. No effect on files parsed from memory.
+  void release(const void* p, size_t n) const;
 
  private:
   GgufFile() = default;

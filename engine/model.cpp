@@ -1,10 +1,13 @@
 #include "engine/model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/isa.h"
 #include "engine/cpu/kv_kernels.h"
 #include "engine/cpu/quants.h"
 #include "engine/kv_cache.h"
@@ -33,7 +36,30 @@ Model::Model(GgufFile file, int n_threads)
       config_(read_model_config(file_)),
       weights_(bind_weights(file_, config_)),
       pool_(n_threads),
-      rope_(config_.head_dim, config_.rope_freq_base, config_.rope_freq_scale, config_.rope_order) {}
+      rope_(config_.head_dim, config_.rope_freq_base, config_.rope_freq_scale, config_.rope_order) {
+  use_lane_layouts();
+}
+
+// On AVX-512 the Q4_K/Q6_K matrices are read in the lane layout, about twice
+// as fast for a few tokens (repack.h). The copy replaces the mapped pages in
+// memory: they are released, and come back from the file only if a lower
+// instruction set is forced later. The embedding table stays as it is (one
+// row read per token); tied to the output, the output gets its own copy.
+// TROUPE_LANE_LAYOUT=off keeps the GGUF layout (same results: A/B benchmarks).
+void Model::use_lane_layouts() {
+  if (cpu::active_isa() != cpu::Isa::avx512) return;
+  if (const char* e = std::getenv("TROUPE_LANE_LAYOUT"); e && std::string_view(e) == "off") return;
+  const auto repack = [this](cpu::WeightMatrix& w) {
+    auto buffer = cpu::repack_lanes(w, pool_);
+    if (!buffer) return;
+    w.lanes = buffer.get();
+    lane_buffers_.push_back(std::move(buffer));
+    file_.release(w.data, static_cast<size_t>(row_bytes(w.type, w.cols) * w.rows));
+  };
+  for (LayerWeights& l : weights_.layers)
+    for (cpu::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) repack(*w);
+  repack(weights_.output);
+}
 
 void Model::prepare(const Batch& batch, const KvCache& cache) {
   rows_.clear();

@@ -9,6 +9,7 @@
 #include "engine/batch.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu/repack.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf_file.h"
 #include "engine/model_config.h"
@@ -43,11 +44,14 @@ class Model {
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l);
   void output_logits(const Batch& batch, Logits& out);
+  void use_lane_layouts();
 
   GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
   cpu::ThreadPool pool_;
+  // Lane-layout copies of the weights the AVX-512 kernels read (repack.h).
+  std::vector<std::unique_ptr<uint8_t, cpu::LaneBuffer>> lane_buffers_;
   cpu::MatmulScratch scratch_;
   cpu::Rope rope_;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/cpu/isa.h"
+#include "engine/cpu/repack.h"
 
 namespace troupe::cpu {
 
@@ -89,16 +90,37 @@ Kernel kernel_for(TensorType type) {
 // From this many tokens the 16-token-lane kernels win over the per-row tiles.
 constexpr int kPackedMinTokens = 12;
 
+// Over lane-layout weights the few-token kernels cost the same per token at
+// any count, about 10 % more than the 16-token-lane kernels pay per lane
+// (Q4_K/Q6_K, 1536 wide, 2 threads: ~1.2 vs ~1.07 ms per token per 138 MB),
+// and those pay for whole groups of 16: they win from 32 tokens when at most
+// a tenth of their lanes would be padding.
+bool lane_batch_pays(int n_tokens) {
+  const int lanes = (n_tokens + 15) / 16 * 16;
+  return n_tokens >= 32 && 10 * lanes <= 11 * n_tokens;
+}
+
 struct Choice {
   GemmFn fn;
   ActLayout layout;
   bool packed;
+  const void* data;
+  int64_t row_bytes;
 };
 
-Choice choose(TensorType type, int n_tokens) {
-  const Kernel k = kernel_for(type);
-  if (n_tokens >= kPackedMinTokens && k.packed_fn) return {k.packed_fn, k.packed_layout, true};
-  return {k.fn, k.layout, false};
+Choice choose(const WeightMatrix& w, int n_tokens) {
+  Kernel k{};
+  const void* data = w.data;
+  int64_t bytes = row_bytes(w.type, w.cols);
+#if defined(__x86_64__)
+  if (w.lanes && active_isa() == Isa::avx512) {
+    k = detail::avx512_lane_kernel(w.type);
+    if (k.fn) data = w.lanes, bytes = lane_row_bytes(w.type, w.cols);
+  }
+#endif
+  if (!k.fn) k = kernel_for(w.type);
+  if (k.packed_fn && (data == w.data ? n_tokens >= kPackedMinTokens : lane_batch_pays(n_tokens))) return {k.packed_fn, k.packed_layout, true, data, bytes};
+  return {k.fn, k.layout, false, data, bytes};
 }
 
 void validate(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys) {
@@ -200,14 +222,16 @@ void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens,
   if (ws.size() > choices.size()) throw std::invalid_argument("matmul_many: at most 16 matrices");
   bool any_packed = false;
   for (size_t i = 0; i < ws.size(); ++i) {
-    choices[i] = choose(ws[i].type, n_tokens);
+    choices[i] = choose(ws[i], n_tokens);
     needed[static_cast<int>(choices[i].layout)] = true;
     any_packed |= choices[i].packed;
   }
   const int64_t cols = ws[0].cols;
   prepare_activations(s, needed, x, cols, n_tokens, pool);
-  // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min.
-  const int64_t work_stride = any_packed ? (detail::kPackedRows * (cols + 12 * (cols / 16)) + 63) / 64 * 64 : 0;
+  // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min
+  // (rows from lane-layout weights take whole groups of 512 values).
+  const int64_t padded = (cols + 511) / 512 * 512;
+  const int64_t work_stride = any_packed ? (detail::kPackedRows * (padded + 12 * (padded / 16)) + 63) / 64 * 64 : 0;
   uint8_t* work = s.work.reserve(work_stride * pool.size());
 
   s.tasks.clear();
@@ -216,8 +240,8 @@ void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens,
     if (ws[i].rows == 0) continue;
     KernelArgs args{};
     args.type = ws[i].type;
-    args.w = static_cast<const uint8_t*>(ws[i].data);
-    args.row_bytes = row_bytes(ws[i].type, cols);
+    args.w = static_cast<const uint8_t*>(choices[i].data);
+    args.row_bytes = choices[i].row_bytes;
     args.cols = cols;
     args.act = &s.views[static_cast<int>(choices[i].layout)];
     args.n_tokens = n_tokens;

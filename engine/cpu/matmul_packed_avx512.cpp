@@ -59,18 +59,20 @@ void compute_biases(const int8_t* codes, int64_t units, int32_t* bias) {
 
 // Unpacked rows in the thread's work area: codes of row i at codes + i * cols;
 // per unit u (32 values, 16 for Q6_K) of row i at index i * units + u: the
-// float scale, -128 * sum of its codes, and (Q4_K/Q5_K) -dmin * min.
+// float scale, -128 * sum of its codes, and (Q4_K/Q5_K) -dmin * min. cols and
+// units cover whole groups of 16 units (lane layouts unpack whole groups);
+// real_units are the row's own.
 struct Unpacked {
   int8_t* codes;
   float* scale;
   int32_t* bias;
   float* minc;
-  int64_t cols, units;
+  int64_t cols, units, real_units;
 };
 
-inline Unpacked carve(uint8_t* work, int64_t cols, int64_t units) {
+inline Unpacked carve(uint8_t* work, int64_t cols, int64_t units, int64_t real_units) {
   Unpacked u{};
-  u.cols = cols, u.units = units;
+  u.cols = cols, u.units = units, u.real_units = real_units;
   u.codes = reinterpret_cast<int8_t*>(work);
   auto* p = reinterpret_cast<float*>(work + kRows * cols);
   u.scale = p;
@@ -89,7 +91,7 @@ struct UQ8_0 {
   static constexpr int kUnit = 32;
   static constexpr bool kMins = false;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    for (int64_t b = 0; b < u.units; ++b) put(u, i, b, load256(row + 34 * b + 2), f16_at(row + 34 * b));
+    for (int64_t b = 0; b < u.real_units; ++b) put(u, i, b, load256(row + 34 * b + 2), f16_at(row + 34 * b));
   }
 };
 
@@ -97,7 +99,7 @@ struct UQ4_0 {
   static constexpr int kUnit = 32;
   static constexpr bool kMins = false;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    for (int64_t b = 0; b < u.units; ++b) {
+    for (int64_t b = 0; b < u.real_units; ++b) {
       const uint8_t* p = row + 18 * b;
       const __m256i v = _mm256_broadcastsi128_si256(load128(p + 2));
       const __m256i q = _mm256_blend_epi32(nibbles_lo(v), nibbles_hi(v), 0xF0);
@@ -110,7 +112,7 @@ struct UQ5_0 {
   static constexpr int kUnit = 32;
   static constexpr bool kMins = false;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    for (int64_t b = 0; b < u.units; ++b) {
+    for (int64_t b = 0; b < u.real_units; ++b) {
       const uint8_t* p = row + 22 * b;
       const __m256i v = _mm256_broadcastsi128_si256(load128(p + 6));
       __m256i q = _mm256_blend_epi32(nibbles_lo(v), nibbles_hi(v), 0xF0);
@@ -126,7 +128,7 @@ struct UQ45_K {
   static constexpr int kUnit = 32;
   static constexpr bool kMins = true;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    for (int64_t s = 0; s < u.units / 8; ++s) {
+    for (int64_t s = 0; s < u.real_units / 8; ++s) {
       const uint8_t* p = row + (kBits5 ? 176 : 144) * s;
       const float d = f16_at(p), dmin = f16_at(p + 2);
       uint8_t sc[8], mn[8];
@@ -151,7 +153,7 @@ struct UQ6_K {
   static constexpr int kUnit = 16;
   static constexpr bool kMins = false;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    for (int64_t s = 0; s < u.units / 16; ++s) {
+    for (int64_t s = 0; s < u.real_units / 16; ++s) {
       const uint8_t* p = row + 210 * s;
       const float d = f16_at(p + 208);
       const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
@@ -174,6 +176,98 @@ struct UQ6_K {
   }
 };
 
+// Lane layout (repack.h) back to units in order. v[k] holds piece k (values
+// 4k..4k+3) of the group's 16 units, one per 32-bit lane; unpack/unpackhi
+// pairs gather each unit's pieces within 128-bit lanes, then 128-bit lanes
+// are transposed so that whole units come out in order.
+inline void lanes4x4(__m512i a, __m512i b, __m512i c, __m512i d, __m512i out[4]) {
+  const __m512i t0 = _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), t1 = _mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t2 = _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)), t3 = _mm512_shuffle_i32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2));
+  out[0] = _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+  out[2] = _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0));
+  out[3] = _mm512_shuffle_i32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+// b[m] 128-bit lane L: pieces 4h..4h+3 of unit 4L + m, from v[4h..4h+3].
+inline void gather_pieces(const __m512i v[4], __m512i b[4]) {
+  const __m512i a01l = _mm512_unpacklo_epi32(v[0], v[1]), a01h = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i a23l = _mm512_unpacklo_epi32(v[2], v[3]), a23h = _mm512_unpackhi_epi32(v[2], v[3]);
+  b[0] = _mm512_unpacklo_epi64(a01l, a23l);
+  b[1] = _mm512_unpackhi_epi64(a01l, a23l);
+  b[2] = _mm512_unpacklo_epi64(a01h, a23h);
+  b[3] = _mm512_unpackhi_epi64(a01h, a23h);
+}
+// 16 units of 32 values (8 pieces) to 512 bytes in order.
+inline void store_units32(const __m512i v[8], int8_t* out) {
+  __m512i lo[4], hi[4], o[4];
+  gather_pieces(v, lo);
+  gather_pieces(v + 4, hi);
+  for (int h = 0; h < 2; ++h) {  // units 4L + 2h and 4L + 2h + 1 share a 64-byte line
+    lanes4x4(lo[2 * h], hi[2 * h], lo[2 * h + 1], hi[2 * h + 1], o);
+    for (int L = 0; L < 4; ++L) _mm512_storeu_si512(out + 128 * L + 64 * h, o[L]);
+  }
+}
+// 16 units of 16 values (4 pieces) to 256 bytes in order.
+inline void store_units16(const __m512i v[4], int8_t* out) {
+  __m512i b[4], o[4];
+  gather_pieces(v, b);
+  lanes4x4(b[0], b[1], b[2], b[3], o);
+  for (int L = 0; L < 4; ++L) _mm512_storeu_si512(out + 64 * L, o[L]);
+}
+
+// Q4_K in the lane layout: codes 0..15 in order; scales and mins per unit
+// from the two headers, as UQ45_K computes them.
+struct ULQ4_K {
+  static constexpr int kUnit = 32;
+  static constexpr bool kMins = true;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t g = 0; g < u.units / 16; ++g) {
+      const uint8_t* p = row + 288 * g;
+      __m512i v[8];
+      for (int m = 0; m < 4; ++m) {
+        const __m512i z = _mm512_loadu_si512(p + 32 + 64 * m);
+        v[2 * m] = _mm512_and_si512(z, m4);
+        v[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+      }
+      store_units32(v, u.codes + i * u.cols + 512 * g);
+      for (int s = 0; s < 2 && 16 * g + 8 * s < u.real_units; ++s) {
+        const float d = f16_at(p + 16 * s), dmin = f16_at(p + 16 * s + 2);
+        uint8_t sc[8], mn[8];
+        unpack_k_scales(p + 16 * s + 4, sc, mn);
+        for (int j = 0; j < 8; ++j) {
+          u.scale[i * u.units + 16 * g + 8 * s + j] = d * static_cast<float>(sc[j]);
+          u.minc[i * u.units + 16 * g + 8 * s + j] = -dmin * static_cast<float>(mn[j]);
+        }
+      }
+    }
+  }
+};
+
+// Q6_K in the lane layout: codes q - 32 in order.
+struct ULQ6_K {
+  static constexpr int kUnit = 16;
+  static constexpr bool kMins = false;
+  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+    for (int64_t g = 0; g < u.units / 16; ++g) {
+      const uint8_t* p = row + 210 * g;
+      const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 64), h = _mm512_loadu_si512(p + 128);
+      const auto code = [&](__m512i low, __m512i high) {
+        return _mm512_sub_epi8(_mm512_ternarylogic_epi32(low, high, c30, 0xF8), c32);  // low | (high & 0x30)
+      };
+      const __m512i v[4] = {code(_mm512_and_si512(a, m4), _mm512_slli_epi16(h, 4)),
+                            code(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_slli_epi16(h, 2)),
+                            code(_mm512_and_si512(b, m4), h),
+                            code(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4), _mm512_srli_epi16(h, 2))};
+      store_units16(v, u.codes + i * u.cols + 256 * g);
+      const float d = f16_at(p + 208);
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      for (int j = 0; j < 16; ++j) u.scale[i * u.units + 16 * g + j] = d * static_cast<float>(sc[j]);
+    }
+  }
+};
+
 // R unpacked rows x the 16 tokens of group g in the canonical order
 // (matmul_units_avx512.cpp): chain c takes units c, c + 16, ... in turn (one
 // accumulator per row live at a time), then the chains meet in tree16's order.
@@ -187,7 +281,7 @@ void micro(const ActView& a, int64_t g, const Unpacked& u, __m512 out[R]) {
   for (int c = 0; c < 16; ++c) {
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int64_t k = c; k < u.units; k += 16) {
+    for (int64_t k = c; k < u.real_units; k += 16) {
       __m512i av[kVecs];
       for (int v = 0; v < kVecs; ++v) av[v] = _mm512_load_si512(ac + (k * U::kUnit + 4 * v) * 16);
       const __m512 da = _mm512_load_ps(ad + (k * U::kUnit / 32) * 16);
@@ -222,7 +316,7 @@ template <class U, int R>
 void row_block(const KernelArgs& a, int64_t r0, int64_t g0, int64_t g1, const Unpacked& u) {
   for (int i = 0; i < R; ++i) {
     U::unpack(a.w + (r0 + i) * a.row_bytes, u, i);
-    compute_biases<U::kUnit>(u.codes + i * u.cols, u.units, u.bias + i * u.units);
+    compute_biases<U::kUnit>(u.codes + i * u.cols, u.real_units, u.bias + i * u.units);
   }
   for (int64_t g = g0; g < g1; ++g) {
     __m512 acc[R];
@@ -238,7 +332,8 @@ void row_block(const KernelArgs& a, int64_t r0, int64_t g0, int64_t g1, const Un
 
 template <class U>
 void gemm_packed(const KernelArgs& a, int64_t r0, int64_t r1, int thread) {
-  const Unpacked u = carve(a.work + thread * a.work_stride, a.cols, a.cols / U::kUnit);
+  const int64_t units = a.cols / U::kUnit, padded = (units + 15) / 16 * 16;  // lane layouts unpack whole groups
+  const Unpacked u = carve(a.work + thread * a.work_stride, padded * U::kUnit, padded, units);
   const int64_t groups = (a.n_tokens + 15) / 16;
   for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerPass) {
     const int64_t g1 = groups - g0 < kGroupsPerPass ? groups : g0 + kGroupsPerPass;
@@ -263,6 +358,14 @@ GemmFn avx512_packed_kernel(TensorType type) {
   }
 }
 
+GemmFn avx512_packed_lane_kernel(TensorType type) {
+  switch (type) {
+    case TensorType::Q4_K: return gemm_packed<ULQ4_K>;
+    case TensorType::Q6_K: return gemm_packed<ULQ6_K>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace troupe::cpu::detail
 
 #else  // not x86-64
@@ -270,5 +373,6 @@ GemmFn avx512_packed_kernel(TensorType type) {
 #include "engine/cpu/matmul.h"
 namespace troupe::cpu::detail {
 GemmFn avx512_packed_kernel(TensorType) { return nullptr; }
+GemmFn avx512_packed_lane_kernel(TensorType) { return nullptr; }
 }  // namespace troupe::cpu::detail
 #endif

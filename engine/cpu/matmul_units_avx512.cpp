@@ -30,16 +30,6 @@
 namespace troupe::cpu::detail {
 namespace {
 
-inline __m512i nibbles_lo(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
-inline __m512i nibbles_hi(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
-// 64 bytes as two 256-bit loads: weight rows sit at any offset, and on Zen 4
-// a 512-bit load that splits a cache line (nearly all of them here) costs
-// more than two 256-bit ones (Q4_K/Q6_K decode about 6% faster).
-inline __m512i load512_split(const void* p) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(b)), load256(b + 32), 1);
-}
-inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }  // a | (b & c)
 inline __m512i four_lanes(const uint8_t* p, int stride) {
   __m512i v = _mm512_castsi128_si512(load128(p));
   v = _mm512_inserti32x4(v, load128(p + stride), 1);
@@ -103,14 +93,6 @@ inline __m512i unit_totals(const __m512i s[4], __m512i order) {
 inline __m512i in_order() { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
 // Q4_K/Q5_K vectors hold sub-blocks in positions 0,2,1,3.
 inline __m512i k_order() { return _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15); }
-
-// The canonical end: lane c + 8 onto c, then c + 4, c + 2, c + 1.
-inline float tree16(__m512 acc) {
-  const __m256 t = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-  const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));
-  return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-}
 
 // One token's activation arrays, resolved once per row.
 struct TokenAct {
@@ -259,23 +241,8 @@ struct VQ45_K {
   static __m512i order() { return k_order(); }
   // Up to two super-blocks: scales d * sc and mins -dmin * m, 8 each.
   static void scales(const uint8_t* row, int64_t u0, int n, __m512& ws, __m512& minc) {
-    uint64_t sc[2] = {}, mn[2] = {};
-    float d[2] = {}, neg_dmin[2] = {};
-    for (int s = 0; s < n / 8; ++s) {
-      const uint8_t* p = row + kBlockBytes * (u0 / 8 + s);
-      const uint32_t v0 = u32_at(p + 4), v1 = u32_at(p + 8), v2 = u32_at(p + 12);
-      sc[s] = (v0 & 0x3F3F3F3Fu) | static_cast<uint64_t>((v2 & 0x0F0F0F0Fu) | ((v0 >> 2) & 0x30303030u)) << 32;
-      mn[s] = (v1 & 0x3F3F3F3Fu) | static_cast<uint64_t>(((v2 >> 4) & 0x0F0F0F0Fu) | ((v1 >> 2) & 0x30303030u)) << 32;
-      d[s] = f16_at(p), neg_dmin[s] = -f16_at(p + 2);
-    }
-    const __m512 dv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1]));
-    const __m512 mv = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(neg_dmin[0]), _mm512_set1_ps(neg_dmin[1]));
-    const auto bytes = [](const uint64_t v[2]) {
-      return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-          _mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0]))));
-    };
-    ws = _mm512_mul_ps(dv, bytes(sc));
-    minc = _mm512_mul_ps(mv, bytes(mn));
+    const uint8_t* p = row + kBlockBytes * (u0 / 8);
+    k_scales_mins(p, n > 8 ? p + kBlockBytes : nullptr, ws, minc);
   }
   static int32_t unit_sum(const uint8_t*, const ActView&, int, int64_t) { return 0; }  // rows are whole super-blocks
 };

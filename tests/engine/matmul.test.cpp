@@ -11,6 +11,7 @@
 #include "engine/cpu/isa.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/quants.h"
+#include "engine/cpu/repack.h"
 #include "tests/engine/random_data.h"
 
 using troupe::TensorType;
@@ -290,4 +291,61 @@ TEST_CASE("an instruction set the CPU lacks cannot be forced", "[matmul]") {
   }
   CHECK_THROWS_AS(set_isa_override(Isa::avx512), std::invalid_argument);
   CHECK(active_isa() == detect_isa());
+}
+
+// The lane layout (repack.h) changes where the kernels find each weight, not
+// what they compute: every token count, both the few-token and the packed
+// kernels (from 32 tokens, see matmul.cpp), odd super-block counts (Q4_K pads
+// its last group), several threads.
+TEST_CASE("lane-layout weights give bitwise what the GGUF layout gives", "[matmul]") {
+  if (detect_isa() != Isa::avx512) {
+    SUCCEED("no AVX-512 here: the lane kernels are not used on this CPU");
+    return;
+  }
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  uint32_t seed = 1300;
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    for (int64_t cols : {256, 1280, 1536, 4864}) {
+      for (int64_t rows : {1, 7, 71}) {
+        const Matrix m = make_matrix(type, rows, cols, ++seed);
+        const auto lanes = repack_lanes(m.view(), pool);
+        REQUIRE(lanes != nullptr);
+        WeightMatrix laned = m.view();
+        laned.lanes = lanes.get();
+        for (int n_tokens : {1, 2, 3, 5, 8, 9, 12, 16, 17, 29, 32, 33, 48, 130, 144}) {
+          const auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
+          const auto want = run(m, x, n_tokens, pool, scratch);
+          std::vector<float> got(want.size(), NAN);
+          matmul(laned, x.data(), n_tokens, got.data(), pool, scratch);
+          INFO(troupe::tensor_type_name(type) << " cols " << cols << " rows " << rows << " tokens " << n_tokens);
+          REQUIRE(got == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("lane layouts exist for Q4_K and Q6_K only, and lower instruction sets ignore them", "[matmul]") {
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  CHECK(repack_lanes(make_matrix(TensorType::Q8_0, 4, 256, 1).view(), pool) == nullptr);
+  CHECK(repack_lanes(make_matrix(TensorType::Q5_K, 4, 256, 1).view(), pool) == nullptr);
+  CHECK(lane_row_bytes(TensorType::Q4_K, 1280) == 3 * 288);  // 5 super-blocks: 3 groups, the last half empty
+  CHECK(lane_row_bytes(TensorType::Q6_K, 1280) == 5 * 210);
+  CHECK_THROWS_AS(lane_row_bytes(TensorType::Q8_0, 256), std::invalid_argument);
+  // Scalar and AVX2 read data, never the lane copy: a lane copy of other
+  // weights must not change their results.
+  const Matrix m = make_matrix(TensorType::Q4_K, 9, 512, 2), other = make_matrix(TensorType::Q4_K, 9, 512, 3);
+  const auto wrong = repack_lanes(other.view(), pool);
+  WeightMatrix w = m.view();
+  w.lanes = wrong.get();
+  const auto x = gaussian(512 * 3, 4);
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::avx512) continue;
+    IsaGuard g(isa);
+    std::vector<float> y(9 * 3);
+    matmul(w, x.data(), 3, y.data(), pool, scratch);
+    CHECK(y == run(m, x, 3, pool, scratch));
+  }
 }

@@ -1,0 +1,172 @@
+// AVX-512 kernels for lane-layout weights (repack.h) and up to a dozen or so
+// tokens: 16 units side by side, so each vpdpbusd advances all 16 and every
+// unit's exact integer sum lands in its own lane. The kernels in
+// matmul_units_avx512.cpp spend most of their instructions gathering a unit's
+// partial sums from 8 lanes into one (shuffles that Zen 4 runs at half rate);
+// here a token costs 8 (Q4_K) or 4 (Q6_K) loads and vpdpbusd per group and
+// the per-unit scaling, and the weights are unpacked once per group for all
+// tokens of the call.
+//
+// The arithmetic is the canonical order of matmul_units_avx512.cpp (lane c
+// of the accumulator is chain c), so results equal the GGUF-layout kernels'
+// bit for bit.
+#if defined(__x86_64__)
+#include "engine/cpu/simd_avx512.h"
+
+#include "engine/cpu/matmul.h"
+
+namespace troupe::cpu::detail {
+namespace {
+
+// One token's activation arrays (matmul.h, ActView), resolved once per row.
+struct TokenAct {
+  const int8_t* lq;
+  const int32_t* lcorr;
+  const float* du;
+  const float* dsum;
+};
+
+// Q4_K: 8 vectors of codes 0..15 per group; scales d * sc and mins -dmin * m.
+struct LQ4_K {
+  static constexpr int kUnitElems = 32;
+  static constexpr int64_t kGroupBytes = 288;
+  static constexpr bool kMins = true;
+  struct W {
+    __m512i q[8];
+    __m512 ws, minc;
+  };
+  static void load(const uint8_t* g, int units, W& w) {
+    for (int m = 0; m < 4; ++m) {
+      const __m512i v = load512_split(g + 32 + 64 * m);
+      w.q[2 * m] = nibbles_lo(v);
+      w.q[2 * m + 1] = nibbles_hi(v);
+    }
+    // A missing second super-block gives +0 scales and mins, as in the GGUF-layout kernel.
+    k_scales_mins(g, units > 8 ? g + 16 : nullptr, w.ws, w.minc);
+  }
+  // Two chains of vpdpbusd halve the latency a lone token waits on.
+  static __m512i sums(const W& w, const int8_t* lq, const int32_t*) {
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[0], load512(lq));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[1], load512(lq + 64));
+    for (int k = 2; k < 8; k += 2) {
+      s0 = _mm512_dpbusd_epi32(s0, w.q[k], load512(lq + 64 * k));
+      s1 = _mm512_dpbusd_epi32(s1, w.q[k + 1], load512(lq + 64 * k + 64));
+    }
+    return _mm512_add_epi32(s0, s1);
+  }
+};
+
+// Q6_K: 4 vectors of codes 0..63 per group; the -32 comes in as the starting
+// value, -32 * the sum of each unit's activation codes (lcorr).
+struct LQ6_K {
+  static constexpr int kUnitElems = 16;
+  static constexpr int64_t kGroupBytes = 210;
+  static constexpr bool kMins = false;
+  struct W {
+    __m512i q[4];
+    __m512 ws, minc;
+  };
+  static void load(const uint8_t* g, int, W& w) {
+    const __m512i a = load512_split(g), b = load512_split(g + 64), h = load512_split(g + 128);
+    const __m512i c30 = _mm512_set1_epi8(0x30);
+    w.q[0] = or_and(nibbles_lo(a), _mm512_slli_epi16(h, 4), c30);
+    w.q[1] = or_and(nibbles_hi(a), _mm512_slli_epi16(h, 2), c30);
+    w.q[2] = or_and(nibbles_lo(b), h, c30);
+    w.q[3] = or_and(nibbles_hi(b), _mm512_srli_epi16(h, 2), c30);
+    w.ws = _mm512_mul_ps(_mm512_set1_ps(f16_at(g + 208)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(g + 192))));
+    w.minc = _mm512_setzero_ps();
+  }
+  static __m512i sums(const W& w, const int8_t* lq, const int32_t* lcorr) {
+    __m512i s0 = _mm512_dpbusd_epi32(load512(lcorr), w.q[0], load512(lq));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[1], load512(lq + 64));
+    s0 = _mm512_dpbusd_epi32(s0, w.q[2], load512(lq + 128));
+    s1 = _mm512_dpbusd_epi32(s1, w.q[3], load512(lq + 192));
+    return _mm512_add_epi32(s0, s1);
+  }
+};
+
+// Row r for tokens t0..t0+T-1, group by group.
+//
+// With several tokens, their activations for a wide row (8 KB a token at
+// 8960 values) crowd the weights out of L1 and the weight stream stalls; a
+// prefetch that skips the other cache levels, 1 KB ahead, keeps it going
+// (1.5B decode at 2-8 tokens a step about 10 % faster). A lone token streams
+// well on the hardware prefetchers alone.
+template <class F, int T>
+void row_tokens(const KernelArgs& a, int64_t r, int t0) {
+  const ActView& act = *a.act;
+  const uint8_t* row = a.w + r * a.row_bytes;
+  const int64_t units = a.cols / F::kUnitElems, groups = (units + 15) / 16;
+  TokenAct ta[T];
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) {
+    const int64_t tt = t0 + t;
+    ta[t] = {act.lq + tt * act.lq_stride, act.lcorr ? act.lcorr + tt * act.lcorr_stride : nullptr,
+             act.du + tt * act.du_stride, act.dsum ? act.dsum + tt * act.du_stride : nullptr};
+    acc[t] = _mm512_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    const int n = units - 16 * g < 16 ? static_cast<int>(units - 16 * g) : 16;
+    const __mmask16 valid = n == 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+    typename F::W w;
+    const uint8_t* gp = row + F::kGroupBytes * g;
+    if constexpr (T > 1)
+      for (int64_t i = 0; i < F::kGroupBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(gp + 1024 + i), _MM_HINT_NTA);
+    F::load(gp, n, w);
+    for (int t = 0; t < T; ++t) {
+      const __m512i s = F::sums(w, ta[t].lq + 16 * F::kUnitElems * g, F::kMins ? nullptr : ta[t].lcorr + 16 * g);
+      const __m512 scale = _mm512_mul_ps(w.ws, _mm512_maskz_loadu_ps(valid, ta[t].du + 16 * g));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
+      if constexpr (F::kMins) acc[t] = _mm512_fmadd_ps(w.minc, _mm512_maskz_loadu_ps(valid, ta[t].dsum + 16 * g), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = tree16(acc[t]);
+}
+
+template <class F, int T>
+void rows_tokens(const KernelArgs& a, int64_t r0, int64_t r1, int t0) {
+  for (int64_t r = r0; r < r1; ++r) row_tokens<F, T>(a, r, t0);
+}
+
+template <class F, int T>
+void tokens_tail(const KernelArgs& a, int64_t r0, int64_t r1, int t, int left) {
+  if (left == T) return rows_tokens<F, T>(a, r0, r1, t);
+  if constexpr (T > 1) tokens_tail<F, T - 1>(a, r0, r1, t, left);
+}
+
+// Tokens in blocks of 8, each block over all the rows: for rows up to a few
+// thousand values the block's activations stay in L1 while the rows stream
+// by, and a second block finds the chunk's rows in L2.
+template <class F>
+void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
+  constexpr int kT = 8;
+  for (int t = 0; t < a.n_tokens; t += kT) {
+    const int n = a.n_tokens - t < kT ? a.n_tokens - t : kT;
+    if (n == kT)
+      rows_tokens<F, kT>(a, r0, r1, t);
+    else
+      tokens_tail<F, kT>(a, r0, r1, t, n);
+  }
+}
+
+}  // namespace
+
+Kernel avx512_lane_kernel(TensorType type) {
+  switch (type) {
+    case TensorType::Q4_K:
+      return {gemm_lanes<LQ4_K>, ActLayout::lanes32, avx512_packed_lane_kernel(type), ActLayout::packed_k};
+    case TensorType::Q6_K:
+      return {gemm_lanes<LQ6_K>, ActLayout::lanes16, avx512_packed_lane_kernel(type), ActLayout::packed_k};
+    default: return {};
+  }
+}
+
+}  // namespace troupe::cpu::detail
+
+#else  // not x86-64
+
+#include "engine/cpu/matmul.h"
+namespace troupe::cpu::detail {
+Kernel avx512_lane_kernel(TensorType) { return {}; }
+}  // namespace troupe::cpu::detail
+#endif
