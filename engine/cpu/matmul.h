@@ -76,13 +76,14 @@ enum class ActLayout : uint8_t {
   // interleaved per 4 values (+128) so one vpdpbusd serves 16 tokens.
   packed32,
   packed_k,
-  // Lane-layout weights (repack.h): the k_sb32 / k_sb16 codes, plus a copy
-  // with 16 units side by side per group, 32-bit lane j of vector k holding
-  // values 4k..4k+3 of unit j, as the weights have them.
-  lanes32,
-  lanes16,
+  // Lane-layout weights (repack.h): the k_sb32 / k_sb16 / q8 codes, plus a
+  // copy with 16 units side by side per group, 32-bit lane j of vector k
+  // holding values 4k..4k+3 of unit j, as the weights have them.
+  lanes32,    // Q4_K
+  lanes16,    // Q6_K
+  lanes_b32,  // Q8_0, Q5_0, Q4_0
 };
-constexpr int kActLayouts = 11;
+constexpr int kActLayouts = 12;
 // Rows the packed kernels unpack at a time (sizes their per-thread work area).
 constexpr int kPackedRows = 4;
 
@@ -111,13 +112,13 @@ struct ActView {
   const float* pk_d = nullptr;       // scale of 32-block b of lane l at b * 16 + l
   const float* pk_dsum = nullptr;    // packed_k: scale * sum of the 32-block's codes, same places
   int64_t pk_d_stride = 0;           // floats per group
-  // lanes32 / lanes16, per token: 16 * unit size bytes per group of 16 units
-  // (units past the row's end zero), and for lanes16 -32 * the sum of each
+  // Lane layouts, per token: 16 * unit size bytes per group of 16 units
+  // (units past the row's end zero), and (lanes16, lanes_b32) the sum of each
   // unit's codes, one int32 per unit.
   const int8_t* lq = nullptr;
   int64_t lq_stride = 0;
-  const int32_t* lcorr = nullptr;
-  int64_t lcorr_stride = 0;
+  const int32_t* lsum = nullptr;
+  int64_t lsum_stride = 0;
 };
 
 struct KernelArgs {
@@ -148,8 +149,8 @@ Kernel avx2_kernel(TensorType type);    // fn == nullptr where none exists
 Kernel avx512_kernel(TensorType type);  // fn == nullptr where none exists
 GemmFn avx512_unit_kernel(TensorType type);    // quantized formats, few tokens; nullptr where none exists
 GemmFn avx512_packed_kernel(TensorType type);  // quantized formats, many tokens; nullptr where none exists
-// For lane-layout weights (repack.h): fn over lanes32/lanes16, packed_fn over
-// packed_k; fn == nullptr where none exists.
+// For lane-layout weights (repack.h): fn over a lane layout, packed_fn over
+// packed_k / packed32; fn == nullptr where none exists.
 Kernel avx512_lane_kernel(TensorType type);
 GemmFn avx512_packed_lane_kernel(TensorType type);
 

@@ -17,11 +17,11 @@ bool is_32_block(ActLayout l) {
 }
 bool is_k(ActLayout l) { return l == ActLayout::k_sb32 || l == ActLayout::k_sb16; }
 bool is_packed(ActLayout l) { return l == ActLayout::packed32 || l == ActLayout::packed_k; }
-bool is_lanes(ActLayout l) { return l == ActLayout::lanes32 || l == ActLayout::lanes16; }
+bool is_lanes(ActLayout l) { return l == ActLayout::lanes32 || l == ActLayout::lanes16 || l == ActLayout::lanes_b32; }
 
 // The per-token layout a packed or lane layout is made from.
 ActLayout source_of(ActLayout l) {
-  if (l == ActLayout::packed32) return ActLayout::q8;
+  if (l == ActLayout::packed32 || l == ActLayout::lanes_b32) return ActLayout::q8;
   if (l == ActLayout::packed_k || l == ActLayout::lanes16) return ActLayout::k_sb16;
   if (l == ActLayout::lanes32) return ActLayout::k_sb32;
   return l;
@@ -115,24 +115,31 @@ void pack_token(ActLayout l, const ActView& v, int t) {
 }
 
 // Token t's codes side by side, 16 units per group (ActView::lq), from the
-// k_sb32 (32-value units, stored in sub-block slots 0,2,1,3,...) or k_sb16
-// codes; for lanes16 also lcorr.
+// k_sb32 (32-value units, stored in sub-block slots 0,2,1,3,...), k_sb16 or
+// q8 codes; for lanes16 and lanes_b32 also the units' code sums.
 void lane_token(ActLayout l, const ActView& v, int t) {
   static constexpr int kSlot[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-  const bool wide = l == ActLayout::lanes32;
-  const int64_t unit = wide ? 32 : 16, units = v.cols / unit, groups = (units + 15) / 16;
+  const int64_t unit = l == ActLayout::lanes16 ? 16 : 32, units = v.cols / unit, groups = (units + 15) / 16;
   const int8_t* q = v.q + t * v.q_stride;
   auto* lq = const_cast<int8_t*>(v.lq + t * v.lq_stride);
   std::memset(lq, 0, static_cast<size_t>(groups * 16 * unit));
   for (int64_t u = 0; u < units; ++u) {
-    const int8_t* src = wide ? q + 256 * (u / 8) + 32 * kSlot[u % 8] : q + 16 * u;
+    const int8_t* src = l == ActLayout::lanes32 ? q + 256 * (u / 8) + 32 * kSlot[u % 8] : q + unit * u;
     int8_t* dst = lq + (u / 16) * 16 * unit + 4 * (u % 16);
     for (int64_t k = 0; k < unit / 4; ++k) std::memcpy(dst + 64 * k, src + 4 * k, 4);
   }
-  if (wide) return;
-  const int16_t* sums = v.sums + t * v.sums_stride;
-  auto* lcorr = const_cast<int32_t*>(v.lcorr + t * v.lcorr_stride);
-  for (int64_t u = 0; u < units; ++u) lcorr[u] = -32 * sums[u];
+  if (l == ActLayout::lanes32) return;
+  auto* lsum = const_cast<int32_t*>(v.lsum + t * v.lsum_stride);
+  if (l == ActLayout::lanes16) {
+    const int16_t* sums = v.sums + t * v.sums_stride;
+    for (int64_t u = 0; u < units; ++u) lsum[u] = sums[u];
+    return;
+  }
+  for (int64_t u = 0; u < units; ++u) {
+    int32_t sum = 0;
+    for (int64_t j = 0; j < 32; ++j) sum += q[32 * u + j];
+    lsum[u] = sum;
+  }
 }
 
 // Lanes after the last token: zero activations (code 0 is byte 128), zero scale.
@@ -197,12 +204,12 @@ int64_t place_activations(ActLayout l, int64_t cols, int n_tokens, uint8_t* base
     }
   }
   if (is_lanes(l)) {
-    const int64_t unit = l == ActLayout::lanes32 ? 32 : 16, units = cols / unit;
+    const int64_t unit = l == ActLayout::lanes16 ? 16 : 32, units = cols / unit;
     v.lq_stride = (units + 15) / 16 * 16 * unit;  // a multiple of 64
     v.lq = reinterpret_cast<int8_t*>(take(v.lq_stride * n_tokens));
-    if (l == ActLayout::lanes16) {
-      v.lcorr_stride = round_up(units, 16);
-      v.lcorr = reinterpret_cast<int32_t*>(take(4 * v.lcorr_stride * n_tokens));
+    if (l != ActLayout::lanes32) {
+      v.lsum_stride = round_up(units, 16);
+      v.lsum = reinterpret_cast<int32_t*>(take(4 * v.lsum_stride * n_tokens));
     }
   }
   if (is_packed(l)) {

@@ -1,18 +1,17 @@
-// AVX-512 kernels for lane-layout weights (repack.h) and up to a dozen or so
-// tokens: 16 units side by side, so each vpdpbusd advances all 16 and every
-// unit's exact integer sum lands in its own lane. The kernels in
-// matmul_units_avx512.cpp spend most of their instructions gathering a unit's
-// partial sums from 8 lanes into one (shuffles that Zen 4 runs at half rate);
-// here a token costs 8 (Q4_K) or 4 (Q6_K) loads and vpdpbusd per group and
-// the per-unit scaling, and the weights are unpacked once per group for all
-// tokens of the call.
+// AVX-512 kernels for lane-layout weights (repack.h, decoded by
+// lanes_avx512.h) and up to a few dozen tokens: 16 units side by side, so
+// each vpdpbusd advances all 16 and every unit's exact integer sum lands in
+// its own lane. The kernels in matmul_units_avx512.cpp spend most of their
+// instructions gathering a unit's partial sums from 8 lanes into one
+// (shuffles that Zen 4 runs at half rate); here a token costs 8 (4 for
+// Q6_K) loads and vpdpbusd per group and the per-unit scaling, and the
+// weights are unpacked once per group for 8 tokens.
 //
 // The arithmetic is the canonical order of matmul_units_avx512.cpp (lane c
 // of the accumulator is chain c), so results equal the GGUF-layout kernels'
 // bit for bit.
 #if defined(__x86_64__)
-#include "engine/cpu/simd_avx512.h"
-
+#include "engine/cpu/lanes_avx512.h"
 #include "engine/cpu/matmul.h"
 
 namespace troupe::cpu::detail {
@@ -21,69 +20,26 @@ namespace {
 // One token's activation arrays (matmul.h, ActView), resolved once per row.
 struct TokenAct {
   const int8_t* lq;
-  const int32_t* lcorr;
-  const float* du;
+  const int32_t* lsum;
+  const float* du;  // the scale of each unit's activations
   const float* dsum;
 };
 
-// Q4_K: 8 vectors of codes 0..15 per group; scales d * sc and mins -dmin * m.
-struct LQ4_K {
-  static constexpr int kUnitElems = 32;
-  static constexpr int64_t kGroupBytes = 288;
-  static constexpr bool kMins = true;
-  struct W {
-    __m512i q[8];
-    __m512 ws, minc;
-  };
-  static void load(const uint8_t* g, int units, W& w) {
-    for (int m = 0; m < 4; ++m) {
-      const __m512i v = load512_split(g + 32 + 64 * m);
-      w.q[2 * m] = nibbles_lo(v);
-      w.q[2 * m + 1] = nibbles_hi(v);
-    }
-    // A missing second super-block gives +0 scales and mins, as in the GGUF-layout kernel.
-    k_scales_mins(g, units > 8 ? g + 16 : nullptr, w.ws, w.minc);
+// The exact integer sums of 16 units with one token: code - kOffset times
+// the activation codes, the offset coming in as the starting value
+// -kOffset * (sum of the unit's activation codes). Two chains of vpdpbusd
+// halve the latency a lone token waits on.
+template <class F>
+inline __m512i unit_sums(const LaneGroup& w, const int8_t* lq, const int32_t* lsum, __mmask16 valid) {
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+  if constexpr (F::kOffset != 0)
+    s0 = _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(valid, lsum), _mm512_set1_epi32(-F::kOffset));
+  for (int k = 0; k < F::kPieces; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, w.q[k], load512(lq + 64 * k));
+    s1 = _mm512_dpbusd_epi32(s1, w.q[k + 1], load512(lq + 64 * k + 64));
   }
-  // Two chains of vpdpbusd halve the latency a lone token waits on.
-  static __m512i sums(const W& w, const int8_t* lq, const int32_t*) {
-    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[0], load512(lq));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[1], load512(lq + 64));
-    for (int k = 2; k < 8; k += 2) {
-      s0 = _mm512_dpbusd_epi32(s0, w.q[k], load512(lq + 64 * k));
-      s1 = _mm512_dpbusd_epi32(s1, w.q[k + 1], load512(lq + 64 * k + 64));
-    }
-    return _mm512_add_epi32(s0, s1);
-  }
-};
-
-// Q6_K: 4 vectors of codes 0..63 per group; the -32 comes in as the starting
-// value, -32 * the sum of each unit's activation codes (lcorr).
-struct LQ6_K {
-  static constexpr int kUnitElems = 16;
-  static constexpr int64_t kGroupBytes = 210;
-  static constexpr bool kMins = false;
-  struct W {
-    __m512i q[4];
-    __m512 ws, minc;
-  };
-  static void load(const uint8_t* g, int, W& w) {
-    const __m512i a = load512_split(g), b = load512_split(g + 64), h = load512_split(g + 128);
-    const __m512i c30 = _mm512_set1_epi8(0x30);
-    w.q[0] = or_and(nibbles_lo(a), _mm512_slli_epi16(h, 4), c30);
-    w.q[1] = or_and(nibbles_hi(a), _mm512_slli_epi16(h, 2), c30);
-    w.q[2] = or_and(nibbles_lo(b), h, c30);
-    w.q[3] = or_and(nibbles_hi(b), _mm512_srli_epi16(h, 2), c30);
-    w.ws = _mm512_mul_ps(_mm512_set1_ps(f16_at(g + 208)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(g + 192))));
-    w.minc = _mm512_setzero_ps();
-  }
-  static __m512i sums(const W& w, const int8_t* lq, const int32_t* lcorr) {
-    __m512i s0 = _mm512_dpbusd_epi32(load512(lcorr), w.q[0], load512(lq));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[1], load512(lq + 64));
-    s0 = _mm512_dpbusd_epi32(s0, w.q[2], load512(lq + 128));
-    s1 = _mm512_dpbusd_epi32(s1, w.q[3], load512(lq + 192));
-    return _mm512_add_epi32(s0, s1);
-  }
-};
+  return _mm512_add_epi32(s0, s1);
+}
 
 // Row r for tokens t0..t0+T-1, group by group.
 //
@@ -101,20 +57,21 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) {
     const int64_t tt = t0 + t;
-    ta[t] = {act.lq + tt * act.lq_stride, act.lcorr ? act.lcorr + tt * act.lcorr_stride : nullptr,
-             act.du + tt * act.du_stride, act.dsum ? act.dsum + tt * act.du_stride : nullptr};
+    ta[t] = {act.lq + tt * act.lq_stride, act.lsum ? act.lsum + tt * act.lsum_stride : nullptr,
+             act.du ? act.du + tt * act.du_stride : act.d + tt * act.d_stride,
+             act.dsum ? act.dsum + tt * act.du_stride : nullptr};
     acc[t] = _mm512_setzero_ps();
   }
   for (int64_t g = 0; g < groups; ++g) {
     const int n = units - 16 * g < 16 ? static_cast<int>(units - 16 * g) : 16;
     const __mmask16 valid = n == 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-    typename F::W w;
-    const uint8_t* gp = row + F::kGroupBytes * g;
+    LaneGroup w;
+    const uint8_t* gp = row + F::kGroupStride * g;
     if constexpr (T > 1)
-      for (int64_t i = 0; i < F::kGroupBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(gp + 1024 + i), _MM_HINT_NTA);
+      for (int64_t i = 0; i < F::kGroupStride; i += 64) _mm_prefetch(reinterpret_cast<const char*>(gp + 1024 + i), _MM_HINT_NTA);
     F::load(gp, n, w);
     for (int t = 0; t < T; ++t) {
-      const __m512i s = F::sums(w, ta[t].lq + 16 * F::kUnitElems * g, F::kMins ? nullptr : ta[t].lcorr + 16 * g);
+      const __m512i s = unit_sums<F>(w, ta[t].lq + 16 * F::kUnitElems * g, F::kOffset ? ta[t].lsum + 16 * g : nullptr, valid);
       const __m512 scale = _mm512_mul_ps(w.ws, _mm512_maskz_loadu_ps(valid, ta[t].du + 16 * g));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
       if constexpr (F::kMins) acc[t] = _mm512_fmadd_ps(w.minc, _mm512_maskz_loadu_ps(valid, ta[t].dsum + 16 * g), acc[t]);
@@ -157,6 +114,12 @@ Kernel avx512_lane_kernel(TensorType type) {
       return {gemm_lanes<LQ4_K>, ActLayout::lanes32, avx512_packed_lane_kernel(type), ActLayout::packed_k};
     case TensorType::Q6_K:
       return {gemm_lanes<LQ6_K>, ActLayout::lanes16, avx512_packed_lane_kernel(type), ActLayout::packed_k};
+    case TensorType::Q8_0:
+      return {gemm_lanes<LQ_0<TensorType::Q8_0>>, ActLayout::lanes_b32, avx512_packed_lane_kernel(type), ActLayout::packed32};
+    case TensorType::Q5_0:
+      return {gemm_lanes<LQ_0<TensorType::Q5_0>>, ActLayout::lanes_b32, avx512_packed_lane_kernel(type), ActLayout::packed32};
+    case TensorType::Q4_0:
+      return {gemm_lanes<LQ_0<TensorType::Q4_0>>, ActLayout::lanes_b32, avx512_packed_lane_kernel(type), ActLayout::packed32};
     default: return {};
   }
 }

@@ -11,7 +11,7 @@
 // (ActLayout::packed32 / packed_k, made in matmul_act.cpp) as code + 128, and
 // -128 * sum(codes) per unit, taken at unpack time, removes the +128.
 #if defined(__x86_64__)
-#include "engine/cpu/simd_avx512.h"
+#include "engine/cpu/lanes_avx512.h"
 
 #include <cstring>
 
@@ -215,55 +215,25 @@ inline void store_units16(const __m512i v[4], int8_t* out) {
   for (int L = 0; L < 4; ++L) _mm512_storeu_si512(out + 64 * L, o[L]);
 }
 
-// Q4_K in the lane layout: codes 0..15 in order; scales and mins per unit
-// from the two headers, as UQ45_K computes them.
-struct ULQ4_K {
-  static constexpr int kUnit = 32;
-  static constexpr bool kMins = true;
+// Lane-layout rows (lanes_avx512.h) back to signed codes in unit order.
+template <class F>
+struct ULanes {
+  static constexpr int kUnit = F::kUnitElems;
+  static constexpr bool kMins = F::kMins;
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(F::kOffset));
     for (int64_t g = 0; g < u.units / 16; ++g) {
-      const uint8_t* p = row + 288 * g;
-      __m512i v[8];
-      for (int m = 0; m < 4; ++m) {
-        const __m512i z = _mm512_loadu_si512(p + 32 + 64 * m);
-        v[2 * m] = _mm512_and_si512(z, m4);
-        v[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-      }
-      store_units32(v, u.codes + i * u.cols + 512 * g);
-      for (int s = 0; s < 2 && 16 * g + 8 * s < u.real_units; ++s) {
-        const float d = f16_at(p + 16 * s), dmin = f16_at(p + 16 * s + 2);
-        uint8_t sc[8], mn[8];
-        unpack_k_scales(p + 16 * s + 4, sc, mn);
-        for (int j = 0; j < 8; ++j) {
-          u.scale[i * u.units + 16 * g + 8 * s + j] = d * static_cast<float>(sc[j]);
-          u.minc[i * u.units + 16 * g + 8 * s + j] = -dmin * static_cast<float>(mn[j]);
-        }
-      }
-    }
-  }
-};
-
-// Q6_K in the lane layout: codes q - 32 in order.
-struct ULQ6_K {
-  static constexpr int kUnit = 16;
-  static constexpr bool kMins = false;
-  static void unpack(const uint8_t* row, const Unpacked& u, int i) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
-    for (int64_t g = 0; g < u.units / 16; ++g) {
-      const uint8_t* p = row + 210 * g;
-      const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 64), h = _mm512_loadu_si512(p + 128);
-      const auto code = [&](__m512i low, __m512i high) {
-        return _mm512_sub_epi8(_mm512_ternarylogic_epi32(low, high, c30, 0xF8), c32);  // low | (high & 0x30)
-      };
-      const __m512i v[4] = {code(_mm512_and_si512(a, m4), _mm512_slli_epi16(h, 4)),
-                            code(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_slli_epi16(h, 2)),
-                            code(_mm512_and_si512(b, m4), h),
-                            code(_mm512_and_si512(_mm512_srli_epi16(b, 4), m4), _mm512_srli_epi16(h, 2))};
-      store_units16(v, u.codes + i * u.cols + 256 * g);
-      const float d = f16_at(p + 208);
-      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-      for (int j = 0; j < 16; ++j) u.scale[i * u.units + 16 * g + j] = d * static_cast<float>(sc[j]);
+      const int n = u.real_units - 16 * g < 16 ? static_cast<int>(u.real_units - 16 * g) : 16;
+      LaneGroup w;
+      F::load(row + F::kGroupStride * g, n, w);
+      if constexpr (F::kOffset != 0)
+        for (int k = 0; k < F::kPieces; ++k) w.q[k] = _mm512_sub_epi8(w.q[k], offset);
+      if constexpr (kUnit == 32)
+        store_units32(w.q, u.codes + i * u.cols + 512 * g);
+      else
+        store_units16(w.q, u.codes + i * u.cols + 256 * g);
+      _mm512_storeu_ps(u.scale + i * u.units + 16 * g, w.ws);
+      if constexpr (kMins) _mm512_storeu_ps(u.minc + i * u.units + 16 * g, w.minc);
     }
   }
 };
@@ -360,8 +330,11 @@ GemmFn avx512_packed_kernel(TensorType type) {
 
 GemmFn avx512_packed_lane_kernel(TensorType type) {
   switch (type) {
-    case TensorType::Q4_K: return gemm_packed<ULQ4_K>;
-    case TensorType::Q6_K: return gemm_packed<ULQ6_K>;
+    case TensorType::Q4_K: return gemm_packed<ULanes<LQ4_K>>;
+    case TensorType::Q6_K: return gemm_packed<ULanes<LQ6_K>>;
+    case TensorType::Q8_0: return gemm_packed<ULanes<LQ_0<TensorType::Q8_0>>>;
+    case TensorType::Q5_0: return gemm_packed<ULanes<LQ_0<TensorType::Q5_0>>>;
+    case TensorType::Q4_0: return gemm_packed<ULanes<LQ_0<TensorType::Q4_0>>>;
     default: return nullptr;
   }
 }

@@ -1,14 +1,15 @@
 #pragma once
-// Weight rows rearranged for the AVX-512 lane kernels (matmul_lanes_avx512.cpp).
+// Weight rows rearranged for the AVX-512 lane kernels (matmul_lanes_avx512.cpp,
+// decoded by lanes_avx512.h).
 //
-// A GGUF K-quant row stores each unit (a 32-value sub-block of Q4_K, a
-// 16-value group of Q6_K) contiguously, so a vpdpbusd leaves one unit's sum
+// A GGUF row stores each unit (a 32-value block of Q8_0/Q5_0/Q4_0 or
+// sub-block of Q4_K, a 16-value group of Q6_K) contiguously, so a vpdpbusd leaves one unit's sum
 // spread over 8 or 4 lanes and every unit costs a horizontal reduction. The
 // lane layout puts 16 consecutive units side by side instead: 32-bit lane j of
 // vector k holds values 4k..4k+3 of unit j. One vpdpbusd then advances all 16
 // units, each unit's exact sum ends in its own lane, and no shuffles remain.
-// Scales stay in GGUF's packed encodings, so a row takes the same bytes
-// (Q4_K: plus zero padding up to an even number of super-blocks).
+// Scales stay in GGUF's encodings, so a row takes the same bytes (Q4_K: plus
+// zero padding up to an even number of super-blocks).
 //
 // Q4_K, per group of 16 units (2 super-blocks, 288 bytes):
 //   [0, 16)    super-block 2g's header as in GGUF: d, dmin, 12 scale bytes
@@ -20,6 +21,14 @@
 //              8h+p of unit j (low nibble) and of value 8h+4+p (high nibble)
 //   [128, 192) byte 4j+p: the high 2 bits of value 4k+p of unit j at bits 2k
 //   [192, 210) the 16 signed scales and d, as in GGUF
+// Q8_0, Q5_0, Q4_0, per group of n = 16 blocks (the row's last group may
+// hold fewer; the row keeps its GGUF size):
+//   n f16 scales;
+//   Q5_0: the fifth bits, 4n per piece k from bit 4n * k, bit 4j + p for
+//         value 4k + p of unit j;
+//   Q8_0: 8 pieces of 4n bytes, byte 4j + p of piece k = code + 128 of value
+//         4k + p of unit j; Q5_0/Q4_0: 4 vectors of 4n bytes of nibbles,
+//         low: piece 2m, high: piece 2m + 1 (the 4 low bits of the code).
 #include <cstdint>
 #include <memory>
 

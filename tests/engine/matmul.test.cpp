@@ -296,7 +296,8 @@ TEST_CASE("an instruction set the CPU lacks cannot be forced", "[matmul]") {
 // The lane layout (repack.h) changes where the kernels find each weight, not
 // what they compute: every token count, both the few-token and the packed
 // kernels (from 32 tokens, see matmul.cpp), odd super-block counts (Q4_K pads
-// its last group), several threads.
+// its last group), rows that end in a partial group of 1..15 blocks (the
+// legacy formats), several threads.
 TEST_CASE("lane-layout weights give bitwise what the GGUF layout gives", "[matmul]") {
   if (detect_isa() != Isa::avx512) {
     SUCCEED("no AVX-512 here: the lane kernels are not used on this CPU");
@@ -305,8 +306,10 @@ TEST_CASE("lane-layout weights give bitwise what the GGUF layout gives", "[matmu
   ThreadPool pool(2);
   MatmulScratch scratch;
   uint32_t seed = 1300;
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
-    for (int64_t cols : {256, 1280, 1536, 4864}) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
+    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864}
+                                                   : std::vector<int64_t>{32, 96, 160, 896, 960, 1536, 4864};
+    for (int64_t cols : shapes) {
       for (int64_t rows : {1, 7, 71}) {
         const Matrix m = make_matrix(type, rows, cols, ++seed);
         const auto lanes = repack_lanes(m.view(), pool);
@@ -326,14 +329,16 @@ TEST_CASE("lane-layout weights give bitwise what the GGUF layout gives", "[matmu
   }
 }
 
-TEST_CASE("lane layouts exist for Q4_K and Q6_K only, and lower instruction sets ignore them", "[matmul]") {
+TEST_CASE("lane layouts exist for the formats that have lane kernels, and lower instruction sets ignore them",
+          "[matmul]") {
   ThreadPool pool(1);
   MatmulScratch scratch;
-  CHECK(repack_lanes(make_matrix(TensorType::Q8_0, 4, 256, 1).view(), pool) == nullptr);
   CHECK(repack_lanes(make_matrix(TensorType::Q5_K, 4, 256, 1).view(), pool) == nullptr);
+  CHECK(repack_lanes(make_matrix(TensorType::F16, 4, 256, 1).view(), pool) == nullptr);
   CHECK(lane_row_bytes(TensorType::Q4_K, 1280) == 3 * 288);  // 5 super-blocks: 3 groups, the last half empty
   CHECK(lane_row_bytes(TensorType::Q6_K, 1280) == 5 * 210);
-  CHECK_THROWS_AS(lane_row_bytes(TensorType::Q8_0, 256), std::invalid_argument);
+  CHECK(lane_row_bytes(TensorType::Q5_0, 896) == row_bytes(TensorType::Q5_0, 896));
+  CHECK_THROWS_AS(lane_row_bytes(TensorType::Q5_K, 256), std::invalid_argument);
   // Scalar and AVX2 read data, never the lane copy: a lane copy of other
   // weights must not change their results.
   const Matrix m = make_matrix(TensorType::Q4_K, 9, 512, 2), other = make_matrix(TensorType::Q4_K, 9, 512, 3);
