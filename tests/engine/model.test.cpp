@@ -148,3 +148,40 @@ TEST_CASE("an empty batch runs nothing and returns no logits") {
   m.forward(Batch{}, cache, out);
   CHECK(out.rows() == 0);
 }
+
+// On AVX-512 the quantized matrices are repacked into the lane layout at load
+// (engine/cpu/repack.h); TROUPE_LANE_LAYOUT=off keeps the GGUF order. Both
+// must give the same logits bit for bit, for the few-token kernels (decode
+// steps) and the packed ones (a 48-token prefill), with a tied output too.
+TEST_CASE("the lane layout changes no logit") {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
+    for (bool tied : {false, true}) {
+      const auto path = std::filesystem::temp_directory_path() /
+                        ("troupe-model-test-lanes-" + std::string(tensor_type_name(type)) + (tied ? "-tied" : "") + ".gguf");
+      SyntheticModelSpec spec;
+      spec.weight_type = type;
+      spec.embedding_type = type;
+      spec.tied_output = tied;
+      spec.seed = 7;
+      write_synthetic_model(spec, path.string());
+      const auto tokens = random_tokens(56, 256, 3);  // byte tokens: in every vocabulary
+      std::vector<float> logits[2];
+      for (int lanes = 0; lanes < 2; ++lanes) {
+        if (lanes)
+          unsetenv("TROUPE_LANE_LAYOUT");
+        else
+          setenv("TROUPE_LANE_LAYOUT", "off", 1);
+        auto m = Model::load(path.string(), 2);
+        KvCache cache(m->config(), 8, 16);
+        const auto prefill = run_alone(*m, cache, std::vector<int32_t>(tokens.begin(), tokens.begin() + 48), 48);
+        KvCache cache2(m->config(), 8, 16);
+        logits[lanes] = run_alone(*m, cache2, tokens, 3);  // steps of 3 tokens: the few-token kernels
+        logits[lanes].insert(logits[lanes].end(), prefill.begin(), prefill.end());
+      }
+      unsetenv("TROUPE_LANE_LAYOUT");
+      INFO(tensor_type_name(type) << (tied ? " tied" : ""));
+      CHECK(logits[0] == logits[1]);
+      std::filesystem::remove(path);
+    }
+  }
+}
