@@ -7,7 +7,9 @@
 // results match the few-token kernels bit for bit.
 //
 // Weights are unpacked to signed codes (value / scale, offsets applied) for 4
-// rows at a time and reused for up to 128 tokens; activations arrive packed
+// rows at a time, from GGUF order or from the lane layout (ULanes: the lane
+// decoders, then a transpose back to unit order), and reused for up to 128
+// tokens; activations arrive packed
 // (ActLayout::packed32 / packed_k, made in matmul_act.cpp) as code + 128, and
 // -128 * sum(codes) per unit, taken at unpack time, removes the +128.
 #if defined(__x86_64__)

@@ -85,6 +85,9 @@ class SpeculationController {
   const SpeculationStats& stats() const { return stats_; }
 
   static constexpr int32_t kProbeEvery = 32;
+  // Tokens per step a draft-model window must promise at 95 % acceptance
+  // before the model is probed (see choose()).
+  static constexpr double kModelProbeMargin = 0.5;
   static constexpr int32_t kFirstProbe = 8;  // the first probe comes sooner: costs are learned from it
 
  private:

@@ -193,6 +193,18 @@ TEST_CASE("the controller speculates when it pays and turns itself down when it 
   CHECK(model.choose(0, 1, cpu, 2.0).source == DraftSource::model);  // a draft 10x cheaper than a step: pays
   CHECK(model.choose(0, 1, cpu, 2.0).k >= 2);
   CHECK(model.choose(0, 1, cpu, 40.0).k == 0);  // a draft as slow as the target: never pays
+  // Probes of the draft model (nothing else to draft): only where it would
+  // clearly pay at 95 % acceptance, since a probe also costs its catch-up.
+  StepCostModel cpu15;  // the 1.5B on 2 cores: ~33 ms a step, ~8 ms a token more
+  for (int i = 0; i < 40; ++i) cpu15.observe(1 + i % 8, 25.0 + 8.0 * (1 + i % 8));
+  const auto model_windows = [&cpu15](double draft_ms) {
+    SpeculationController c(SpeculationMode::automatic, 8, true);
+    int windows = 0;
+    for (int i = 0; i < 64; ++i) windows += c.choose(0, 1, cpu15, draft_ms).source == DraftSource::model;
+    return windows;
+  };
+  CHECK(model_windows(14.0) == 0);  // the 0.5B drafting for the 1.5B here: ~0.28 tokens a step at best, never tried
+  CHECK(model_windows(2.0) == 64);  // a cheap draft pays even at the prior's 40 %: used from the start
   SpeculationController no_model(SpeculationMode::draft, 8, false);
   CHECK(no_model.choose(8, 1, cpu, 2.0).k == 0);  // draft mode without a draft model: nothing
 
