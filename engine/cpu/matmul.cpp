@@ -110,16 +110,15 @@ struct Choice {
 
 Choice choose(const WeightMatrix& w, int n_tokens) {
   Kernel k{};
-  const void* data = w.data;
-  int64_t bytes = row_bytes(w.type, w.cols);
 #if defined(__x86_64__)
-  if (w.lanes && active_isa() == Isa::avx512) {
-    k = detail::avx512_lane_kernel(w.type);
-    if (k.fn) data = w.lanes, bytes = lane_row_bytes(w.type, w.cols);
-  }
+  if (w.lanes && active_isa() == Isa::avx512) k = detail::avx512_lane_kernel(w.type);
 #endif
-  if (!k.fn) k = kernel_for(w.type);
-  if (k.packed_fn && (data == w.data ? n_tokens >= kPackedMinTokens : lane_batch_pays(n_tokens))) return {k.packed_fn, k.packed_layout, true, data, bytes};
+  const bool lanes = k.fn != nullptr;
+  if (!lanes) k = kernel_for(w.type);
+  const void* data = lanes ? w.lanes : w.data;
+  const int64_t bytes = lanes ? lane_row_bytes(w.type, w.cols) : row_bytes(w.type, w.cols);
+  const bool packed = k.packed_fn && (lanes ? lane_batch_pays(n_tokens) : n_tokens >= kPackedMinTokens);
+  if (packed) return {k.packed_fn, k.packed_layout, true, data, bytes};
   return {k.fn, k.layout, false, data, bytes};
 }
 
