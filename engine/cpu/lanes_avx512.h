@@ -92,6 +92,15 @@ struct LQ_0 {
         // nibbles follow the bits).
         const uint8_t* bits = g + 2 * n;
         const __m512i c16 = _mm512_set1_epi8(16);
+        if (n == 16) {
+          // Whole groups: piece k's 64 bits start on byte 8k.
+          for (int k = 0; k < 8; ++k) {
+            uint64_t m;
+            std::memcpy(&m, bits + 8 * k, 8);
+            w.q[k] = _mm512_mask_add_epi8(w.q[k], _cvtu64_mask64(m), w.q[k], c16);
+          }
+          return;
+        }
         for (int k = 0; k < 8; ++k) {
           const int first = 4 * n * k;
           uint64_t m = 0;

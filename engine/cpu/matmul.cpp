@@ -90,14 +90,19 @@ Kernel kernel_for(TensorType type) {
 // From this many tokens the 16-token-lane kernels win over the per-row tiles.
 constexpr int kPackedMinTokens = 12;
 
-// Over lane-layout weights the few-token kernels cost the same per token at
-// any count, about 10 % more than the 16-token-lane kernels pay per lane
-// (Q4_K/Q6_K, 1536 wide, 2 threads: ~1.2 vs ~1.07 ms per token per 138 MB),
-// and those pay for whole groups of 16: they win from 32 tokens when at most
-// a tenth of their lanes would be padding.
-bool lane_batch_pays(int n_tokens) {
+// Over lane-layout weights the 16-token-lane kernels pay for whole groups of
+// 16, so they run only where at most a tenth of their lanes would be padding,
+// and from 16 tokens only where a group of 16 costs less than the few-token
+// kernels' two passes of 8. That holds (2 threads, both models' shapes, see
+// docs/DECISIONS.md) for Q5_0 and Q4_0, whose fifth bits and nibbles the
+// few-token kernels decode once per 8 tokens, and for rows wider than 4,096
+// values, where 8 tokens' activations overflow L1; Q8_0, and Q4_K/Q6_K rows
+// up to 1,536 values wide, run 10-40 % faster on the few-token kernels at
+// 16 tokens and break even at 32.
+bool lane_batch_pays(TensorType type, int64_t cols, int n_tokens) {
   const int lanes = (n_tokens + 15) / 16 * 16;
-  return n_tokens >= 32 && 10 * lanes <= 11 * n_tokens;
+  const bool from16 = type == TensorType::Q5_0 || type == TensorType::Q4_0 || cols > 4096;
+  return n_tokens >= (from16 ? 16 : 32) && 10 * lanes <= 11 * n_tokens;
 }
 
 struct Choice {
@@ -117,7 +122,7 @@ Choice choose(const WeightMatrix& w, int n_tokens) {
   if (!lanes) k = kernel_for(w.type);
   const void* data = lanes ? w.lanes : w.data;
   const int64_t bytes = lanes ? lane_row_bytes(w.type, w.cols) : row_bytes(w.type, w.cols);
-  const bool packed = k.packed_fn && (lanes ? lane_batch_pays(n_tokens) : n_tokens >= kPackedMinTokens);
+  const bool packed = k.packed_fn && (lanes ? lane_batch_pays(w.type, w.cols, n_tokens) : n_tokens >= kPackedMinTokens);
   if (packed) return {k.packed_fn, k.packed_layout, true, data, bytes};
   return {k.fn, k.layout, false, data, bytes};
 }

@@ -11,6 +11,8 @@
 // of the accumulator is chain c), so results equal the GGUF-layout kernels'
 // bit for bit.
 #if defined(__x86_64__)
+#include <bit>
+
 #include "engine/cpu/lanes_avx512.h"
 #include "engine/cpu/matmul.h"
 
@@ -29,11 +31,16 @@ struct TokenAct {
 // the activation codes, the offset coming in as the starting value
 // -kOffset * (sum of the unit's activation codes). Two chains of vpdpbusd
 // halve the latency a lone token waits on.
+// Offsets are powers of two: -kOffset * sum is a shift and a subtraction.
+template <class F>
+constexpr int kShift = std::countr_zero(static_cast<unsigned>(F::kOffset));
+
 template <class F>
 inline __m512i unit_sums(const LaneGroup& w, const int8_t* lq, const int32_t* lsum, __mmask16 valid) {
+  static_assert((F::kOffset & (F::kOffset - 1)) == 0, "offsets are powers of two");
   __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
   if constexpr (F::kOffset != 0)
-    s0 = _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(valid, lsum), _mm512_set1_epi32(-F::kOffset));
+    s0 = _mm512_sub_epi32(s0, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(valid, lsum), kShift<F>));
   for (int k = 0; k < F::kPieces; k += 2) {
     s0 = _mm512_dpbusd_epi32(s0, w.q[k], load512(lq + 64 * k));
     s1 = _mm512_dpbusd_epi32(s1, w.q[k + 1], load512(lq + 64 * k + 64));
@@ -53,30 +60,56 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   const ActView& act = *a.act;
   const uint8_t* row = a.w + r * a.row_bytes;
   const int64_t units = a.cols / F::kUnitElems, groups = (units + 15) / 16;
-  TokenAct ta[T];
+  const int64_t lq_s = act.lq_stride, ls_s = act.lsum_stride;
+  const int64_t du_s = act.du ? act.du_stride : act.d_stride;
+  const int8_t* lq = act.lq + t0 * lq_s;
+  const int32_t* lsum = F::kOffset ? act.lsum + t0 * ls_s : nullptr;
+  const float* du = act.du ? act.du + t0 * du_s : act.d + t0 * du_s;
+  const float* dsum = F::kMins ? act.dsum + t0 * du_s : nullptr;
+  // Every loop over acc unrolls, so the accumulators live in registers
+  // (an indexed one would put the array on the stack).
   __m512 acc[T];
-  for (int t = 0; t < T; ++t) {
-    const int64_t tt = t0 + t;
-    ta[t] = {act.lq + tt * act.lq_stride, act.lsum ? act.lsum + tt * act.lsum_stride : nullptr,
-             act.du ? act.du + tt * act.du_stride : act.d + tt * act.d_stride,
-             act.dsum ? act.dsum + tt * act.du_stride : nullptr};
-    acc[t] = _mm512_setzero_ps();
-  }
-  for (int64_t g = 0; g < groups; ++g) {
-    const int n = units - 16 * g < 16 ? static_cast<int>(units - 16 * g) : 16;
-    const __mmask16 valid = n == 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  // Whole groups with their masks and loads known at compile time, then a
+  // partial last one.
+  const auto group = [&]<bool kWhole>(int64_t g, int n) __attribute__((always_inline)) {
+    const __mmask16 valid = kWhole ? 0xFFFF : first_units(n);
     LaneGroup w;
     const uint8_t* gp = row + F::kGroupStride * g;
     if constexpr (T > 1)
       for (int64_t i = 0; i < F::kGroupStride; i += 64) _mm_prefetch(reinterpret_cast<const char*>(gp + 1024 + i), _MM_HINT_NTA);
-    F::load(gp, n, w);
-    for (int t = 0; t < T; ++t) {
-      const __m512i s = unit_sums<F>(w, ta[t].lq + 16 * F::kUnitElems * g, F::kOffset ? ta[t].lsum + 16 * g : nullptr, valid);
-      const __m512 scale = _mm512_mul_ps(w.ws, _mm512_maskz_loadu_ps(valid, ta[t].du + 16 * g));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
-      if constexpr (F::kMins) acc[t] = _mm512_fmadd_ps(w.minc, _mm512_maskz_loadu_ps(valid, ta[t].dsum + 16 * g), acc[t]);
+    F::load(gp, kWhole ? 16 : n, w);
+    __m512i sums[T];
+    if constexpr (T == 1) {
+      sums[0] = unit_sums<F>(w, lq + 16 * F::kUnitElems * g, F::kOffset ? lsum + 16 * g : nullptr, valid);
+    } else {
+      // Piece by piece across the tokens: T independent chains keep
+      // vpdpbusd busy where one token's chain would wait on its latency.
+      // Integer sums are exact, so the order changes no bit.
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        sums[t] = _mm512_setzero_si512();
+        if constexpr (F::kOffset != 0)
+          sums[t] = _mm512_sub_epi32(sums[t], _mm512_slli_epi32(_mm512_maskz_loadu_epi32(valid, lsum + t * ls_s + 16 * g), kShift<F>));
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < F::kPieces; ++k)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t)
+          sums[t] = _mm512_dpbusd_epi32(sums[t], w.q[k], load512(lq + t * lq_s + 16 * F::kUnitElems * g + 64 * k));
     }
-  }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 scale = _mm512_mul_ps(w.ws, _mm512_maskz_loadu_ps(valid, du + t * du_s + 16 * g));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), scale, acc[t]);
+      if constexpr (F::kMins) acc[t] = _mm512_fmadd_ps(w.minc, _mm512_maskz_loadu_ps(valid, dsum + t * du_s + 16 * g), acc[t]);
+    }
+  };
+  const int64_t whole = units / 16;
+  for (int64_t g = 0; g < whole; ++g) group.template operator()<true>(g, 16);
+  if (whole < groups) group.template operator()<false>(whole, static_cast<int>(units - 16 * whole));
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = tree16(acc[t]);
 }
 
