@@ -43,8 +43,10 @@ echo "$peer"
 import json, sys
 served, alone, peer = (json.loads(a) for a in sys.argv[1:4])
 s, a, p = served["aggregate_decode_tok_s"], alone["decode_tok_s"], peer["decode_tok_s"]
-print(f"{served['streams']} streams: troupe serve {s:.1f} tok/s aggregate decode, troupe engine alone "
-      f"{a:.1f}, llama.cpp batched {p:.1f}: serve/llama.cpp {s / p:.2f}x, engine/llama.cpp {a / p:.2f}x; "
+w = served["all_decoding_tok_s"] or 0.0
+print(f"{served['streams']} streams: troupe serve {s:.1f} tok/s aggregate decode ({w:.1f} while all decode), "
+      f"troupe engine alone {a:.1f}, llama.cpp batched {p:.1f}: serve/llama.cpp {s / p:.2f}x "
+      f"(while all decode {w / p:.2f}x), engine/llama.cpp {a / p:.2f}x; "
       f"service cost {100 * served['service_cost']:.2f} % of busy time")
 PY
 

@@ -65,6 +65,10 @@ def main():
             b.read()
             a.read()
             check(a.finish_reason is not None and b.finish_reason is not None, "both streams ended")
+            # Arrival times, kept for frames buffered while another stream was read.
+            for x in (a, b):
+                check(len(x.token_times) == len(x.tokens), "one arrival time per token")
+                check(x.token_times == sorted(x.token_times), "arrival times in order")
             # Cancel after the first text.
             s = c.generate("a long story", max_tokens=2000, temperature=0.9, seed=3)
             for _ in s:

@@ -122,11 +122,12 @@ class Stream:
         self.timings = None
         self.speculation = None  # from Done: source, drafted, accepted, windows, mean_accepted
         self.logprobs = []
+        self.token_times = []  # time.perf_counter() at which each token of sample 0 arrived
 
     def __iter__(self):
         """Text of sample 0; with n > 1 the others' ids land in `samples`."""
         while self._done < self.n and self.finish_reason != "error":
-            r = self._client._next_for(self.request_id)
+            r, arrived = self._client._next_for(self.request_id, with_time=True)
             kind = r.BodyType()
             if kind == ResponseBody.ResponseBody.Accepted:
                 a = Accepted.Accepted()
@@ -142,6 +143,7 @@ class Stream:
                     continue
                 text = (t.Text() or b"").decode("utf-8")
                 self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
+                self.token_times.extend([arrived] * t.TokenIdsLength())
                 self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
                 self.text += text
                 if text:
@@ -190,7 +192,7 @@ class Client:
         self._sock.connect(endpoint)
         self._ids = itertools.count(1)
         self._timeout = timeout
-        self._pending = {}  # request id -> responses that arrived while reading another stream
+        self._pending = {}  # request id -> (response, arrival time) that came while reading another stream
 
     def close(self):
         self._sock.close(0)
@@ -213,19 +215,23 @@ class Client:
         buf = self._sock.recv()
         return Response.Response.GetRootAs(buf, 0)
 
-    def _next_for(self, request_id):
+    def _next_for(self, request_id, with_time=False):
+        """The next response for request_id; frames for other requests are kept,
+        with the time they arrived, for their own readers."""
         queue = self._pending.get(request_id)
         if queue:
-            return queue.pop(0)
+            r, arrived = queue.pop(0)
+            return (r, arrived) if with_time else r
         deadline = time.monotonic() + self._timeout
         while True:
             left = deadline - time.monotonic()
             r = self.receive_raw(max(left, 0)) if left > 0 else None
             if r is None:
                 raise TimeoutError(f"no answer for request {request_id} within {self._timeout} s")
+            arrived = time.perf_counter()
             if r.ClientRequestId() == request_id:
-                return r
-            self._pending.setdefault(r.ClientRequestId(), []).append(r)
+                return (r, arrived) if with_time else r
+            self._pending.setdefault(r.ClientRequestId(), []).append((r, arrived))
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
