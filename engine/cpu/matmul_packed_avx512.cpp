@@ -320,6 +320,22 @@ void micro(const ActView& a, int64_t g, const Unpacked& u, __m512 out[R]) {
   }
 }
 
+// 4 rows x 16 tokens (acc[i] lane t: row i, token t) to y[t * stride + i]:
+// a 4x4 transpose within each 128-bit lane leaves token 4L + m's 4 rows in
+// lane L of v[m], one 16-byte store each instead of 64 scalar ones.
+inline void store_4rows(const __m512 acc[4], float* y, int64_t stride) {
+  const __m512 lo01 = _mm512_unpacklo_ps(acc[0], acc[1]), hi01 = _mm512_unpackhi_ps(acc[0], acc[1]);
+  const __m512 lo23 = _mm512_unpacklo_ps(acc[2], acc[3]), hi23 = _mm512_unpackhi_ps(acc[2], acc[3]);
+  const __m512 v[4] = {_mm512_shuffle_ps(lo01, lo23, 0x44), _mm512_shuffle_ps(lo01, lo23, 0xEE),
+                       _mm512_shuffle_ps(hi01, hi23, 0x44), _mm512_shuffle_ps(hi01, hi23, 0xEE)};
+  for (int m = 0; m < 4; ++m) {
+    _mm_storeu_ps(y + (m + 0) * stride, _mm512_castps512_ps128(v[m]));
+    _mm_storeu_ps(y + (m + 4) * stride, _mm512_extractf32x4_ps(v[m], 1));
+    _mm_storeu_ps(y + (m + 8) * stride, _mm512_extractf32x4_ps(v[m], 2));
+    _mm_storeu_ps(y + (m + 12) * stride, _mm512_extractf32x4_ps(v[m], 3));
+  }
+}
+
 template <class U, int R>
 void row_block(const KernelArgs& a, int64_t r0, int64_t g0, int64_t g1, const Unpacked& u) {
   for (int i = 0; i < R; ++i) {
@@ -330,6 +346,12 @@ void row_block(const KernelArgs& a, int64_t r0, int64_t g0, int64_t g1, const Un
     __m512 acc[R];
     micro<U, R>(*a.act, g, u, acc);
     const int64_t lanes = a.n_tokens - 16 * g < 16 ? a.n_tokens - 16 * g : 16;
+    if constexpr (R == 4) {
+      if (lanes == 16) {
+        store_4rows(acc, a.y + 16 * g * a.y_stride + r0, a.y_stride);
+        continue;
+      }
+    }
     for (int i = 0; i < R; ++i) {
       alignas(64) float out[16];
       _mm512_store_ps(out, acc[i]);
