@@ -19,22 +19,14 @@
 namespace troupe::cpu::detail {
 namespace {
 
-// One token's activation arrays (matmul.h, ActView), resolved once per row.
-struct TokenAct {
-  const int8_t* lq;
-  const int32_t* lsum;
-  const float* du;  // the scale of each unit's activations
-  const float* dsum;
-};
+// Offsets are powers of two: -kOffset * sum is a shift and a subtraction.
+template <class F>
+constexpr int kShift = std::countr_zero(static_cast<unsigned>(F::kOffset));
 
 // The exact integer sums of 16 units with one token: code - kOffset times
 // the activation codes, the offset coming in as the starting value
 // -kOffset * (sum of the unit's activation codes). Two chains of vpdpbusd
 // halve the latency a lone token waits on.
-// Offsets are powers of two: -kOffset * sum is a shift and a subtraction.
-template <class F>
-constexpr int kShift = std::countr_zero(static_cast<unsigned>(F::kOffset));
-
 template <class F>
 inline __m512i unit_sums(const LaneGroup& w, const int8_t* lq, const int32_t* lsum, __mmask16 valid) {
   static_assert((F::kOffset & (F::kOffset - 1)) == 0, "offsets are powers of two");
