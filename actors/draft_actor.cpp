@@ -85,7 +85,7 @@ struct DraftRunner::Impl {
         out[slot[i]].q = std::move(proposals[i].dists);
       }
       return messages::draft_result(plan->step(), out, "", requests.empty() ? 0 : drafter->last_ms(), drafter->round_ms(),
-                                    info);
+                                    info, requests.empty() ? 0 : drafter->catch_up_ms());
     } catch (const std::exception& e) {
       return messages::draft_result(plan->step(), {}, e.what(), 0, drafter->round_ms(), info);
     }

@@ -111,6 +111,8 @@ struct SchedulerState {
   std::vector<uint64_t> drafting;
   std::vector<uint64_t> draft_forget;
   double draft_round_ms = 0;
+  DraftCatchUpCost draft_catch_up;
+  int64_t plan_behind_tokens = 0;  // tokens the plan in flight asks the draft model to read
   int64_t draft_paused_until_ns = 0;  // after a failure, drafting pauses a while
 
   // Drafts for every speculating sequence about to decode, as its controller
@@ -126,6 +128,7 @@ struct SchedulerState {
     const bool drafter_up = cfg.drafter && steady_ns() >= draft_paused_until_ns;
     std::vector<messages::DraftSequenceSpec> model;
     drafting.clear();
+    plan_behind_tokens = 0;
     // The step's tokens so far: each sequence's drafts are priced on top of
     // those chosen before it.
     int64_t step_tokens = std::max(1, decoding);
@@ -137,14 +140,15 @@ struct SchedulerState {
       if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
       const int32_t room = std::min(r.max_draft, r.sampling.max_tokens - r.completion - 1);
       std::vector<int32_t> drafts = room > 0 ? drafter.propose(s->tokens, room) : std::vector<int32_t>();
-      auto choice =
-          r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost, draft_round_ms, step_tokens);
+      const auto tokens = static_cast<int32_t>(s->tokens.size());
+      const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
+      auto choice = r.spec->choose(static_cast<int32_t>(drafts.size()), std::max(1, decoding), step_cost, draft_round_ms,
+                                   step_tokens, draft_catch_up.ms(tokens - start));
       step_tokens += choice.k;
       if (choice.source == DraftSource::model) {
         drafts.clear();
         if (drafter_up && room > 0) {
-          const auto tokens = static_cast<int32_t>(s->tokens.size());
-          const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
+          plan_behind_tokens += tokens - start;
           model.push_back({seq, start, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(start)),
                            std::min(choice.k, room), start == 0 ? &r.sampling : nullptr});
           drafting.push_back(seq);
@@ -176,6 +180,7 @@ struct SchedulerState {
       return;
     }
     if (res->round_ms() > 0) draft_round_ms = draft_round_ms > 0 ? 0.7 * draft_round_ms + 0.3 * res->round_ms() : res->round_ms();
+    draft_catch_up.observe(res->catch_up_ms(), plan_behind_tokens);
     const auto n_vocab = static_cast<int32_t>(cfg.tokenizer->size());
     for (size_t i = 0; i < drafting.size(); ++i) {
       const auto* p = res->proposals()->Get(static_cast<uint32_t>(i));

@@ -80,6 +80,7 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
   NgramDrafter drafter;
   SpeculationController controller(options.speculation, options.max_draft, options.drafter != nullptr);
   StepCostModel cost;
+  DraftCatchUpCost catch_up;
   std::vector<int32_t> window;
   std::vector<int32_t> drafts;
   std::vector<Sampler::Distribution> draft_dists;  // the draft model's q, when it samples
@@ -88,12 +89,14 @@ GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<
     const int32_t pos = static_cast<int32_t>(history.size()) - 1;  // where `token` goes
     const int32_t room = std::min(options.max_draft, options.max_tokens - static_cast<int32_t>(result.tokens.size()) - 1);
     drafts = options.speculation != SpeculationMode::off && room > 0 ? drafter.propose(history, room) : std::vector<int32_t>();
+    const int64_t behind = options.drafter ? static_cast<int64_t>(history.size()) - options.drafter->computed(0) : 0;
     const auto choice = controller.choose(static_cast<int32_t>(drafts.size()), 1, cost,
-                                          options.drafter ? options.drafter->round_ms() : 0.0);
+                                          options.drafter ? options.drafter->round_ms() : 0.0, 0, catch_up.ms(behind));
     draft_dists.clear();
     if (choice.source == DraftSource::model) {
       const ModelDrafter::Request req{0, history, choice.k, options.sampling};
       auto proposal = std::move(options.drafter->propose(std::span(&req, 1)).front());
+      catch_up.observe(options.drafter->catch_up_ms(), behind);
       drafts = std::move(proposal.tokens);
       draft_dists = std::move(proposal.dists);
     }

@@ -20,7 +20,7 @@ Bytes draft_plan(uint64_t step, std::span<const DraftSequenceSpec> sequences, st
 }
 
 Bytes draft_result(uint64_t step, std::span<const DraftProposalFields> proposals, std::string_view error, double draft_ms,
-                   double round_ms, const DrafterInfo& info) {
+                   double round_ms, const DrafterInfo& info, double catch_up_ms) {
   flatbuffers::FlatBufferBuilder fbb(256);
   std::vector<flatbuffers::Offset<wire::draft::Proposal>> out;
   out.reserve(proposals.size());
@@ -32,7 +32,8 @@ Bytes draft_result(uint64_t step, std::span<const DraftProposalFields> proposals
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());
   const auto model = fbb.CreateString(info.model);
-  fbb.Finish(wire::draft::CreateDraftResult(fbb, step, list, err, draft_ms, round_ms, model, info.n_vocab, info.vocabulary),
+  fbb.Finish(wire::draft::CreateDraftResult(fbb, step, list, err, draft_ms, round_ms, model, info.n_vocab, info.vocabulary,
+                                                      catch_up_ms),
              wire::draft::DraftPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

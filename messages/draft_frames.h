@@ -36,7 +36,7 @@ struct DrafterInfo {
 };
 
 Bytes draft_result(uint64_t step, std::span<const DraftProposalFields> proposals, std::string_view error, double draft_ms,
-                   double round_ms, const DrafterInfo& info);
+                   double round_ms, const DrafterInfo& info, double catch_up_ms = 0);
 
 // Verified views (nullptr when the bytes are not such a message, including
 // a step plan or result sent to the wrong worker: the identifier differs).

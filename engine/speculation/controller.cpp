@@ -57,6 +57,12 @@ double StepCostModel::extra_ms(int64_t tokens, int64_t more) const {
   return more <= 0 ? 0.0 : std::max(0.0, ms(tokens + more) - ms(tokens));
 }
 
+void DraftCatchUpCost::observe(double catch_up_ms, int64_t behind_tokens) {
+  if (behind_tokens <= 0 || !(catch_up_ms >= 0)) return;
+  const double per_token = catch_up_ms / static_cast<double>(behind_tokens);
+  ms_per_token_ = ms_per_token_ > 0 ? 0.7 * ms_per_token_ + 0.3 * per_token : per_token;
+}
+
 SpeculationController::SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available)
     : mode_(mode), max_draft_(std::clamp(max_draft, 0, 8)), model_available_(draft_model_available) {}
 
@@ -75,42 +81,46 @@ double SpeculationController::net_gain(double a, int32_t k, double loss) {
 
 SpeculationController::Choice SpeculationController::choose(int32_t ngram_available, int32_t batch,
                                                             const StepCostModel& cost, double draft_ms_per_token,
-                                                            int64_t step_tokens) {
+                                                            int64_t step_tokens, double draft_catch_up_ms) {
   Choice best;
   if (mode_ == SpeculationMode::off || max_draft_ == 0) return best;
   const int32_t b = std::max(1, batch);
   const int64_t n = step_tokens > 0 ? step_tokens : b;
   const double step = std::max(1e-3, cost.ms(n));
   // Tokens of the batch's progress lost to k drafts: the step grows by the
-  // window's extra verify time (and the draft model's time), and all b
-  // sequences wait for it.
-  auto loss = [&](int32_t k, double draft_ms) { return (cost.extra_ms(n, k) + k * draft_ms) * b / step; };
+  // window's extra verify time (and the draft model's time: its catch-up
+  // and k rounds), and all b sequences wait for it.
+  auto loss = [&](int32_t k, double draft_ms, double catch_up_ms) {
+    return (cost.extra_ms(n, k) + catch_up_ms + k * draft_ms) * b / step;
+  };
   // A fixed source (mode ngram or draft) always speculates when it has
   // drafts, with the k that pays best (or loses least); auto may choose none.
   const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft;
   double best_gain = fixed ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto consider = [&](DraftSource s, int32_t available, double a, double draft_ms) {
+  auto consider = [&](DraftSource s, int32_t available, double a, double draft_ms, double catch_up_ms) {
     for (int32_t k = 1; k <= std::min(available, max_draft_); ++k) {
-      const double g = net_gain(a, k, loss(k, draft_ms));
+      const double g = net_gain(a, k, loss(k, draft_ms, catch_up_ms));
       if (g > best_gain) best_gain = g, best = {s, k};
     }
   };
   const bool use_ngram = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::automatic;
   const bool use_model = model_available_ && (mode_ == SpeculationMode::draft || mode_ == SpeculationMode::automatic);
-  if (use_ngram) consider(DraftSource::ngram, ngram_available, acceptance(DraftSource::ngram), 0.0);
-  if (use_model) consider(DraftSource::model, max_draft_, acceptance(DraftSource::model), draft_ms_per_token);
+  if (use_ngram) consider(DraftSource::ngram, ngram_available, acceptance(DraftSource::ngram), 0.0, 0.0);
+  if (use_model)
+    consider(DraftSource::model, max_draft_, acceptance(DraftSource::model), draft_ms_per_token, draft_catch_up_ms);
   if (best.source == DraftSource::none && ++idle_steps_ >= (probed_ ? kProbeEvery : kFirstProbe)) {
     // Judged useless: try again now and then, cheaply, in case the text
     // changed (and to measure what a window costs). The draft model is
     // probed only if it would clearly pay were its drafts nearly always
     // right: a probe also makes it read everything since its last window
-    // (32 steps and more of catch-up prefill, a cost the estimate above
-    // does not see), which on a 2-core CPU cost auto 5-15 % on free chat
-    // when any positive margin was enough.
+    // (32 steps and more of catch-up prefill; priced by draft_catch_up_ms
+    // once measured, unknown before the first window), which on a 2-core
+    // CPU cost auto 5-15 % on free chat when any positive margin was enough.
     idle_steps_ = 0;
     probed_ = true;
     if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, 1};
-    else if (use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token)) > kModelProbeMargin) best = {DraftSource::model, 1};
+    else if (use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token, draft_catch_up_ms)) > kModelProbeMargin)
+      best = {DraftSource::model, 1};
   }
   if (best.source != DraftSource::none) idle_steps_ = 0;
   return best;

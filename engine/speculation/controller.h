@@ -19,6 +19,7 @@
 // and `draft` fix the source and always speculate with it when it has
 // drafts, the controller choosing only k (the k that pays best, or loses
 // least); `off` never speculates.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +60,23 @@ class StepCostModel {
   std::array<Bucket, kExact + 8> buckets_{};  // 1..64, 65-128, ..., 4097-8192 and beyond
 };
 
+// What a draft-model window costs beyond its drafting rounds: the draft model
+// first reads every token of the sequence it has not seen (those accepted
+// from n-gram windows or decoded without speculation since its last
+// window), a prefill that grows with the gap. Learned from the draft
+// model's measured time per call.
+class DraftCatchUpCost {
+ public:
+  // One call: catch_up_ms outside its drafting rounds (ModelDrafter::
+  // catch_up_ms), after reading behind_tokens tokens it had not seen.
+  void observe(double catch_up_ms, int64_t behind_tokens);
+  // The catch-up before a window for a sequence behind_tokens behind.
+  double ms(int64_t behind_tokens) const { return ms_per_token_ * static_cast<double>(std::max<int64_t>(0, behind_tokens)); }
+
+ private:
+  double ms_per_token_ = 0;  // nothing measured: no catch-up cost assumed
+};
+
 struct SpeculationStats {
   DraftSource last_source = DraftSource::none;
   int64_t drafted = 0, accepted = 0, verify_steps = 0;
@@ -76,9 +94,11 @@ class SpeculationController {
   // ngram_available: how many tokens the n-gram drafter proposes now.
   // batch: sequences in the step; cost: the step's cost model;
   // draft_ms_per_token: a draft-model step per token (0 without one);
-  // step_tokens: the step's tokens without drafts (0: one per sequence).
+  // step_tokens: the step's tokens without drafts (0: one per sequence);
+  // draft_catch_up_ms: what the draft model would spend reading this
+  // sequence's tokens it has not seen before it can draft (DraftCatchUpCost).
   Choice choose(int32_t ngram_available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0,
-                int64_t step_tokens = 0);
+                int64_t step_tokens = 0, double draft_catch_up_ms = 0);
   void observe(DraftSource source, int32_t drafted, int32_t accepted);
 
   double acceptance(DraftSource source) const;

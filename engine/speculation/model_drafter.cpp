@@ -237,6 +237,7 @@ std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Reques
   }
   if (drafting_rounds > 0) round_ms_ = drafting_ms / drafting_rounds;
   last_ms_ = ms_since(t0);
+  catch_up_ms_ = std::max(0.0, last_ms_ - drafting_ms);
   return out;
 }
 

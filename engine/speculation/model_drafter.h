@@ -68,6 +68,9 @@ class ModelDrafter {
   // model's cost from the start).
   void calibrate();
   double last_ms() const { return last_ms_; }
+  // Of the last propose(): the time not spent in steady drafting rounds,
+  // mostly reading the tokens the sequences gained since their last window.
+  double catch_up_ms() const { return catch_up_ms_; }
 
   static constexpr size_t kMaxSupport = 64;
   static constexpr int32_t kMaxDraft = 8;
@@ -81,7 +84,7 @@ class ModelDrafter {
   int64_t max_batch_tokens_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   uint64_t clock_ = 0;  // LRU order of use
-  double round_ms_ = 0, last_ms_ = 0;
+  double round_ms_ = 0, last_ms_ = 0, catch_up_ms_ = 0;
 };
 
 }  // namespace troupe

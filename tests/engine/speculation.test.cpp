@@ -193,6 +193,19 @@ TEST_CASE("the controller speculates when it pays and turns itself down when it 
   CHECK(model.choose(0, 1, cpu, 2.0).source == DraftSource::model);  // a draft 10x cheaper than a step: pays
   CHECK(model.choose(0, 1, cpu, 2.0).k >= 2);
   CHECK(model.choose(0, 1, cpu, 40.0).k == 0);  // a draft as slow as the target: never pays
+  // ...and so does its catch-up on the tokens it has not read: a sequence far
+  // behind (n-gram windows since its last model window) waits for n-grams.
+  DraftCatchUpCost catch_up;
+  CHECK(catch_up.ms(40) == 0.0);  // nothing measured: no cost assumed
+  catch_up.observe(24.0, 12);     // 2 ms a token
+  catch_up.observe(-1.0, 5);      // nothing to learn from
+  catch_up.observe(3.0, 0);
+  CHECK(catch_up.ms(40) == Approx(80.0));
+  CHECK(catch_up.ms(-3) == 0.0);
+  CHECK(model.choose(0, 1, cpu, 2.0, 0, catch_up.ms(2)).source == DraftSource::model);  // just behind: pays
+  CHECK(model.choose(0, 1, cpu, 2.0, 0, catch_up.ms(40)).k == 0);                      // 80 ms behind: does not
+  catch_up.observe(10.0, 2);  // 5 ms a token now: the estimate moves 30 % of the way
+  CHECK(catch_up.ms(10) == Approx(29.0));
   // Probes of the draft model (nothing else to draft): only where it would
   // clearly pay at 95 % acceptance, since a probe also costs its catch-up.
   StepCostModel cpu15;  // the 1.5B on 2 cores: ~33 ms a step, ~8 ms a token more

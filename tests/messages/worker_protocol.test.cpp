@@ -34,10 +34,11 @@ TEST_CASE("a draft plan and its result carry sequences, drafts and q, and are no
   DraftProposalFields a{11, {8, 9}, {{{8, 0.75f}, {3, 0.25f}}, {{9, 1.0f}}}, false};
   DraftProposalFields b{12, {}, {}, true};
   const DraftProposalFields props[] = {a, b};
-  const Bytes result = draft_result(7, props, "", 3.5, 1.25, {"draft", 100, 42});
+  const Bytes result = draft_result(7, props, "", 3.5, 1.25, {"draft", 100, 42}, 0.75);
   const auto* r = check_draft_result(result);
   REQUIRE(r);
   CHECK(r->round_ms() == 1.25);
+  CHECK(r->catch_up_ms() == 0.75);
   CHECK(r->vocabulary() == 42);
   const auto* pa = r->proposals()->Get(0);
   const auto q = read_draft_q(pa->q_sizes(), pa->q_tokens(), pa->q_probs(), 2, 100);
