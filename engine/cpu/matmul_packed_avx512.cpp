@@ -229,7 +229,7 @@ struct ULanes {
   static constexpr int kUnit = F::kUnitElems;
   static constexpr bool kMins = F::kMins;
   static constexpr bool kLaneOrder = kInLaneOrder;
-  static constexpr bool kOwnBiases = true;
+  static constexpr bool kOwnBiases = true;  // row_block skips compute_biases
   static void unpack(const uint8_t* row, const Unpacked& u, int i) {
     const int64_t whole = u.real_units / 16;
     for (int64_t g = 0; g < whole; ++g) unpack_group<true>(row, u, i, g);
@@ -262,17 +262,15 @@ struct ULanes {
 // Where unit k's codes start in an unpacked row, and how far apart its
 // 4-value pieces lie: in unit order, or in the lane layout.
 template <class U>
-constexpr bool in_lane_order() {
+constexpr bool kCodesInLaneOrder = [] {
   if constexpr (requires { U::kLaneOrder; }) return U::kLaneOrder;
   return false;
-}
+}();
 template <class U>
-constexpr bool kLaneOrder = in_lane_order<U>();
-template <class U>
-constexpr int64_t kPieceStride = kLaneOrder<U> ? 64 : 4;
+constexpr int64_t kPieceStride = kCodesInLaneOrder<U> ? 64 : 4;
 template <class U>
 inline int64_t code_offset(int64_t k) {
-  if constexpr (kLaneOrder<U>) return k / 16 * 16 * U::kUnit + 4 * (k % 16);
+  if constexpr (kCodesInLaneOrder<U>) return k / 16 * 16 * U::kUnit + 4 * (k % 16);
   return k * U::kUnit;
 }
 
