@@ -52,6 +52,18 @@ std::filesystem::path default_data_dir() {
 }
 
 
+// The engine's threads own the cores; the actors on CAF's pool (scheduler,
+// ingestion, jobs) wake a few times per step. CAF's default work-stealing
+// pool runs max(cores, 4) workers that poll while idle (yield, then 50 us
+// sleeps), which took ~4 % of the CPU under load, and every tick taken from
+// an engine thread stalls both at the step's barrier. Work sharing blocks idle
+// workers on a condition variable; two of them keep a long tokenization in
+// ingestion from delaying the scheduler.
+static void configure_actor_pool(caf::actor_system_config& config) {
+  config.set("scheduler.policy", caf::atom("sharing"));
+  config.set("scheduler.max-threads", size_t{2});
+}
+
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
@@ -129,6 +141,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket);
   s.events = std::make_shared<EventSocket>();
   s.events->pub = messages::bind_publisher(s.events->ctx, s.options.events, s.options.socket);
+  configure_actor_pool(s.config);
   s.system = std::make_unique<caf::actor_system>(s.config);
   if (s.backend)
     s.verifier = s.system->spawn<caf::detached>(verifier_actor, s.backend);
