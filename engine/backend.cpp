@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine/cpu/ops.h"
 #include "engine/cpu_backend.h"
 #include "engine/model_config.h"
 #if TROUPE_HAVE_CUDA
@@ -78,7 +79,7 @@ int32_t choose_token(std::span<const float> logits, const TokenChoice& choice) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n == 0) throw std::invalid_argument("choose_token: empty logits");
   if (choice.temperature <= 0.0f)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return static_cast<int32_t>(cpu::argmax(logits.data(), n));
   std::vector<int32_t> ids(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0);
   // Highest first; ties by lower id, as the device kernel orders them.

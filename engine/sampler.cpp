@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/cpu/ops.h"
+
 namespace troupe {
 
 void SamplingParams::validate() const {
@@ -61,7 +63,7 @@ const Sampler::Distribution& Sampler::distribution(std::span<float> logits, std:
   apply_penalties(logits, history);
   dist_.clear();
   if (params_.temperature == 0.0f) {
-    dist_.emplace_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()), 1.0f);
+    dist_.emplace_back(static_cast<int32_t>(cpu::argmax(logits.data(), static_cast<int64_t>(logits.size()))), 1.0f);
     return dist_;
   }
 

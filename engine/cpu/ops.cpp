@@ -1,7 +1,11 @@
 #include "engine/cpu/ops.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
+
+#include "engine/cpu/isa.h"
 
 // Function multi-versioning: the loader picks the widest clone this CPU runs.
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -23,20 +27,60 @@ TROUPE_CLONES void add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-TROUPE_CLONES void silu_mul(float* gate, const float* up, int64_t n) {
+namespace {
+
+// Index reductions (max, argmax) run in kLanes interleaved lanes, the shape
+// of a vector; they are exact, so any order gives the same answer.
+constexpr int64_t kLanes = 16;
+
+}  // namespace
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  if (active_isa() == Isa::avx512) return avx512::silu_mul(gate, up, n);
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void softmax(float* x, int64_t n) {
+TROUPE_CLONES static float max_of(const float* x, int64_t n) {
+  const int64_t whole = n / kLanes * kLanes;
+  float lane[kLanes];
+  for (int64_t j = 0; j < kLanes; ++j) lane[j] = x[0];
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
   float max = x[0];
-  for (int64_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
+  for (int64_t i = whole; i < n; ++i) max = x[i] > max ? x[i] : max;
+  for (int64_t j = 0; j < kLanes; ++j) max = lane[j] > max ? lane[j] : max;
+  return max;
+}
+
+void softmax(float* x, int64_t n) {
+  const float max = max_of(x, n);
+  if (active_isa() == Isa::avx512) {
+    avx512::exp_shifted(x, n, max);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - max);
   }
+  // In order, one float add at a time: the sum's rounding is part of the
+  // result's bits (ops_avx512.cpp says why they matter).
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+TROUPE_CLONES int64_t argmax(const float* x, int64_t n) {
+  // The maximum first (order-free, so lanes may hold it), then the first
+  // block of kLanes that holds it, then its place there.
+  const float max = max_of(x, n);
+  const int64_t whole = n / kLanes * kLanes;
+  int64_t i = 0;
+  for (; i < whole; i += kLanes) {
+    int hit = 0;
+    for (int64_t j = 0; j < kLanes; ++j) hit |= x[i + j] == max;
+    if (hit) break;
+  }
+  for (; i < n; ++i)
+    if (x[i] == max) return i;
+  return 0;  // x[0] is NaN: as std::max_element, which never moves past it
 }
 
 Rope::Rope(int64_t head_dim, float freq_base, float freq_scale, RopeOrder order)

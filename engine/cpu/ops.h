@@ -16,6 +16,14 @@ void add(float* x, const float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
 // In place; returns nothing, the row sums to 1.
 void softmax(float* x, int64_t n);
+// Index of the first largest of x[0..n), n >= 1: std::max_element's answer,
+// NaNs aside, vectorized.
+int64_t argmax(const float* x, int64_t n);
+namespace avx512 {
+// e^x rounded to float as libm's expf rounds it, 16 at a time.
+void exp_shifted(float* x, int64_t n, float shift);  // x[i] = e^(x[i] - shift)
+void silu_mul(float* gate, const float* up, int64_t n);
+}  // namespace avx512
 
 // Rotary position embedding: precomputed inverse frequencies per head dim pair.
 class Rope {
