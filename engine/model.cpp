@@ -91,7 +91,7 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
   grow(up_, n * c.n_ff);
   if (max_ctx > max_ctx_) {
     max_ctx_ = max_ctx;
-    scores_.assign(static_cast<size_t>(pool_.size() * max_ctx_), 0.0f);
+    scores_.assign(static_cast<size_t>(pool_.size() * cpu::attention_scratch(max_ctx_)), 0.0f);
   }
 }
 
@@ -145,7 +145,7 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   pool_.run([&](int t) {
     const int64_t items = n * c.n_head;
     const int64_t begin = items * t / pool_.size(), end = items * (t + 1) / pool_.size();
-    float* scores = &scores_[static_cast<size_t>(t * max_ctx_)];
+    float* scores = &scores_[static_cast<size_t>(t * cpu::attention_scratch(max_ctx_))];
     for (int64_t it = begin; it < end;) {
       const int64_t r = it / c.n_head, h0 = it % c.n_head;
       const int64_t h1 = std::min<int64_t>(c.n_head, h0 + (end - it));

@@ -58,7 +58,7 @@ class Model {
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
-  std::vector<float> scores_;  // [threads][max context]
+  std::vector<float> scores_;  // [threads][cpu::attention_scratch(max context)]
   int64_t max_ctx_ = 0;
 };
 

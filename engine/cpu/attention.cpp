@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/cpu/isa.h"
 #include "engine/cpu/kv_kernels.h"
 #include "engine/cpu/ops.h"
 #include "engine/kv_cache.h"
@@ -12,6 +13,8 @@ namespace troupe::cpu {
 void paged_attention(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
                      int32_t n_ctx, const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out,
                      float* scores) {
+  if (active_isa() == Isa::avx512 && avx512::paged_attention_fits(shape.head_dim))
+    return avx512::paged_attention(q, cache, layer, block_table, n_ctx, shape, head_begin, head_end, out, scores);
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int32_t ps = cache.page_size();
