@@ -24,16 +24,7 @@ if [ -n "$draft" ]; then
   modes="off ngram draft auto"
   draft_flags=(--draft-model "$(ops/models.sh --path "$draft")")
 fi
-papers="$(cat examples/summarize-papers/papers/0[1-4]*.txt)"
-declare -A prompts=(
-  [summarization]="Summarize each of these four papers in two sentences, quoting its key finding.
-
-$papers"
-  [code]="Rewrite this Python module, adding a docstring to every function. Keep the code exactly as it is.
-
-$(cat ops/bench/spec/code.txt)"
-  [chat]="Write a short story about a lighthouse keeper who finds a message in a bottle."
-)
+source ops/bench/spec/prompts.sh
 phases="${PHASES:-engine service}"
 rounds="${REPEAT:-3}"
 raw="$(mktemp -t troupe-spec-raw.XXXXXX)"
