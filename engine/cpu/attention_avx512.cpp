@@ -63,9 +63,7 @@ void load_block(const KvCache& cache, int64_t layer, std::span<const int32_t> bl
     const uint16_t* row =
         (kKeys ? cache.key(layer, block_table[p / ps], p % ps) : cache.value(layer, block_table[p / ps], p % ps)) +
         kv_offset;
-    for (int c = 0; c < vecs; ++c)
-      _mm512_store_ps(block + (j * vecs + c) * 16,
-                      load_half16(row + c * 16));
+    for (int c = 0; c < vecs; ++c) _mm512_store_ps(block + (j * vecs + c) * 16, load_half16(row + c * 16));
   }
   // Rows past the end compute scores that are never stored; zeros keep them finite.
   std::memset(block + n * vecs * 16, 0, sizeof(float) * (kBlock - n) * vecs * 16);

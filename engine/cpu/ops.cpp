@@ -1,7 +1,5 @@
 #include "engine/cpu/ops.h"
 
-#include <algorithm>
-#include <bit>
 #include <cmath>
 #include <stdexcept>
 

@@ -20,7 +20,8 @@ void softmax(float* x, int64_t n);
 // NaNs aside, vectorized.
 int64_t argmax(const float* x, int64_t n);
 namespace avx512 {
-// e^x rounded to float as libm's expf rounds it, 16 at a time.
+// e^x correctly rounded to float (libm's expf but for rare last-bit cases),
+// 16 at a time.
 void exp_shifted(float* x, int64_t n, float shift);  // x[i] = e^(x[i] - shift)
 void silu_mul(float* gate, const float* up, int64_t n);
 }  // namespace avx512
