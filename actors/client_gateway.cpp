@@ -2,7 +2,6 @@
 
 #include <caf/send.hpp>
 
-#include "actors/local_messages.h"
 
 namespace troupe::actors {
 
@@ -22,7 +21,7 @@ ClientGateway::ClientGateway(const std::string& endpoint, const messages::Socket
 
 ClientGateway::~ClientGateway() { stop(); }
 
-void ClientGateway::start(caf::actor ingestion) {
+void ClientGateway::start(ingestion_actor ingestion) {
   ingestion_ = std::move(ingestion);
   thread_ = std::thread([this] { loop(); });
 }
@@ -31,7 +30,7 @@ void ClientGateway::stop() {
   if (stopping_.exchange(true)) return;
   send("", "");  // wakes the socket thread
   if (thread_.joinable()) thread_.join();
-  ingestion_ = caf::actor();
+  ingestion_ = ingestion_actor();
 }
 
 void ClientGateway::send(const std::string& peer, const messages::Bytes& payload) {

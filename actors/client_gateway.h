@@ -5,14 +5,13 @@
 // send responses from any thread through send(), which hands them to the
 // socket thread over an inproc pipe. A peer the ROUTER can no longer reach
 // (heartbeat timeout, closed connection) is reported as (gone, peer).
-#include <caf/actor.hpp>
-
 #include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
 
+#include "actors/interfaces.h"
 #include "messages/client_frames.h"
 #include "messages/zmq_sockets.h"
 
@@ -25,7 +24,7 @@ class ClientGateway {
   ClientGateway(const ClientGateway&) = delete;
   ClientGateway& operator=(const ClientGateway&) = delete;
 
-  void start(caf::actor ingestion);  // begins reading; frames before this wait in the socket
+  void start(ingestion_actor ingestion);  // begins reading; frames before this wait in the socket
   void stop();
   // Thread-safe: queues one response frame for `peer`.
   void send(const std::string& peer, const messages::Bytes& payload);
@@ -39,7 +38,7 @@ class ClientGateway {
   zmq::socket_t outbox_;  // PUSH, shared by senders under mutex_
   std::mutex mutex_;
   std::string inbox_endpoint_;
-  caf::actor ingestion_;
+  ingestion_actor ingestion_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -4,11 +4,9 @@
 #include <stdexcept>
 #include <zmq.hpp>
 
-#include "actors/local_messages.h"
 #include "messages/zmq_sockets.h"
 
 namespace troupe::actors {
-namespace {
 
 // One request-reply exchange over a DEALER; nullopt on timeout.
 class WorkerLink {
@@ -28,41 +26,49 @@ class WorkerLink {
   zmq::socket_t socket_;
 };
 
+RemoteWorkerState::RemoteWorkerState() = default;
+RemoteWorkerState::~RemoteWorkerState() = default;
+
+namespace {
+
+void connect(RemoteWorkerState& st, std::string endpoint, std::chrono::milliseconds timeout) {
+  st.endpoint = std::move(endpoint);
+  st.timeout = timeout;
+  st.link = std::make_unique<WorkerLink>(st.endpoint);
+}
+
+// The worker's reply if `check` can read it; else why not (and a new
+// connection: a lost or late reply would pair with the wrong plan).
+template <typename Check>
+std::optional<std::string> call(RemoteWorkerState& st, const std::string& plan, Check check, std::string& why) {
+  auto reply = st.link->call(plan, st.timeout);
+  if (reply && check(*reply)) return reply;
+  st.link = std::make_unique<WorkerLink>(st.endpoint);
+  why = "worker " + st.endpoint + (reply ? " sent an unreadable result" : " did not answer in time");
+  return std::nullopt;
+}
+
 }  // namespace
 
-struct RemoteWorkerState {
-  std::string endpoint;
-  std::chrono::milliseconds timeout{0};
-  std::unique_ptr<WorkerLink> link;
-
-  // The worker's reply if it is readable by `check`; else why not (and a
-  // new connection: a lost or late reply would pair with the wrong plan).
-  template <typename Check>
-  std::optional<std::string> call(const std::string& plan, Check check, std::string& why) {
-    auto reply = link->call(plan, timeout);
-    if (reply && check(*reply)) return reply;
-    link = std::make_unique<WorkerLink>(endpoint);
-    why = "worker " + endpoint + (reply ? " sent an unreadable result" : " did not answer in time");
-    return std::nullopt;
-  }
-};
-
-caf::behavior remote_worker_actor(caf::stateful_actor<std::shared_ptr<RemoteWorkerState>>* self, std::string endpoint,
-                                  std::chrono::milliseconds timeout) {
-  self->state = std::make_shared<RemoteWorkerState>();
-  self->state->endpoint = std::move(endpoint);
-  self->state->timeout = timeout;
-  self->state->link = std::make_unique<WorkerLink>(self->state->endpoint);
+verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+                                              std::chrono::milliseconds timeout) {
+  connect(self->state, std::move(endpoint), timeout);
   return {
-      [self](step_atom, const std::string& plan) -> std::string {
+      [self](step_atom, const std::string& plan) {
         std::string why;
-        auto reply = self->state->call(plan, [](const std::string& r) { return messages::check_step_result(r) != nullptr; }, why);
+        auto reply = call(self->state, plan, [](const std::string& r) { return messages::check_step_result(r) != nullptr; }, why);
         return reply ? *reply : messages::step_result(0, {}, why, 0);
       },
-      [self](propose_atom, const std::string& plan) -> std::string {
+  };
+}
+
+draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+                                          std::chrono::milliseconds timeout) {
+  connect(self->state, std::move(endpoint), timeout);
+  return {
+      [self](propose_atom, const std::string& plan) {
         std::string why;
-        auto reply =
-            self->state->call(plan, [](const std::string& r) { return messages::check_draft_result(r) != nullptr; }, why);
+        auto reply = call(self->state, plan, [](const std::string& r) { return messages::check_draft_result(r) != nullptr; }, why);
         return reply ? *reply : messages::draft_result(0, {}, why, 0, 0, {});
       },
   };

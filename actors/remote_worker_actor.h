@@ -1,28 +1,36 @@
 #pragma once
 // A role that runs in another process (`troupe worker`), reached over
 // ZeroMQ: the target verifier (StepPlan → StepResult) or the draft model
-// (DraftPlan → DraftResult). This actor forwards each plan's bytes on a
+// (DraftPlan → DraftResult). The actor forwards each plan's bytes on a
 // DEALER socket and answers with the worker's result, so the scheduler
-// cannot tell it from the in-process actor. It runs detached: the blocking
-// socket wait occupies its own thread only. A worker that does not answer in
-// time turns into a failed step (its requests end with the reason) or a step
-// without drafts, not a hang.
-#include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
-
+// cannot tell it from the in-process actor: it has the same typed
+// interface. It runs detached: the blocking socket wait occupies its own
+// thread only. A worker that does not answer in time turns into a failed
+// step (its requests end with the reason) or a step without drafts, not a hang.
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "actors/interfaces.h"
 #include "messages/draft_frames.h"
 #include "messages/step_frames.h"
 
 namespace troupe::actors {
 
-struct RemoteWorkerState;
+class WorkerLink;
 
-caf::behavior remote_worker_actor(caf::stateful_actor<std::shared_ptr<RemoteWorkerState>>* self, std::string endpoint,
-                                  std::chrono::milliseconds timeout);
+struct RemoteWorkerState {
+  std::string endpoint;
+  std::chrono::milliseconds timeout{0};
+  std::unique_ptr<WorkerLink> link;
+  RemoteWorkerState();
+  ~RemoteWorkerState();
+};
+
+verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+                                              std::chrono::milliseconds timeout);
+draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+                                          std::chrono::milliseconds timeout);
 
 // Asks a verifier worker what it serves (an empty StepPlan); throws when it does not answer.
 messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::milliseconds timeout);

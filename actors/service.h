@@ -1,7 +1,7 @@
 #pragma once
 // The service in one process: the model on its backend, the client socket,
 // and the troupe of actors wired together (gateway → ingestion → scheduler
-// ⇄ verifier). `troupe serve` runs one; the end-to-end tests start it as a
+// ⇄ verifier, KV allocator, persistence, jobs). `troupe serve` runs one; the end-to-end tests start it as a
 // separate process and talk to it as clients do.
 #include <chrono>
 #include <filesystem>

@@ -13,12 +13,12 @@
 #include <memory>
 #include <zmq.hpp>
 
-#include "actors/draft_actor.h"
-#include "actors/verifier_actor.h"
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "cli/model_path.h"
 #include "messages/zmq_sockets.h"
+#include "worker/draft_runner.h"
+#include "worker/step_runner.h"
 
 namespace troupe::cli {
 namespace {
@@ -42,11 +42,11 @@ int run_worker(WorkerArgs& a) {
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
   std::function<std::string(const std::string&)> answer;
   if (a.role == "draft") {
-    answer = [runner = std::make_shared<actors::DraftRunner>(backend, a.model)](const std::string& plan) {
+    answer = [runner = std::make_shared<worker::DraftRunner>(backend, a.model)](const std::string& plan) {
       return runner->run(plan);
     };
   } else {
-    answer = [runner = std::make_shared<actors::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
+    answer = [runner = std::make_shared<worker::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
   }
   zmq::context_t ctx(1);
   messages::SocketLimits limits;

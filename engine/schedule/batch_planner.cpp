@@ -356,6 +356,12 @@ int32_t BatchPlanner::queue_position(uint64_t id) const {
   return ahead;
 }
 
+int32_t BatchPlanner::running() const {
+  int32_t n = 0;
+  for (const auto& [id, s] : seqs_) n += s->state == RequestState::running;
+  return n;
+}
+
 PlannerStats BatchPlanner::stats() const {
   PlannerStats st;
   std::unordered_map<int32_t, int32_t> live;  // page -> tokens it holds for some sequence

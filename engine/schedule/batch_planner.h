@@ -146,6 +146,7 @@ class BatchPlanner {
 
   const PlannedSequence* find(uint64_t id) const;
   PlannerStats stats() const;
+  int32_t running() const;  // sequences running (cheaper than stats())
   int32_t queue_position(uint64_t id) const;  // requests ahead in the queue, or -1
   bool idle() const { return seqs_.empty(); }
 

@@ -4,7 +4,7 @@
 #include "engine/sampler.h"
 #include "messages/step_generated.h"
 
-namespace troupe::actors {
+namespace troupe::worker {
 
 inline SamplingParams sampling_params(const wire::step::SequenceSampling* s) {
   SamplingParams p;
@@ -21,4 +21,4 @@ inline SamplingParams sampling_params(const wire::step::SequenceSampling* s) {
   return p;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::worker

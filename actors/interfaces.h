@@ -1,0 +1,124 @@
+#pragma once
+// Each role's interface as a typed actor: what it accepts and what it
+// answers, so sending a role a message it does not take is a compile error,
+// not a silent drop. Anything that may cross a process (scheduler ↔
+// verifier and draft model) travels as FlatBuffers bytes in a std::string,
+// so those hops work over ZeroMQ unchanged; hops inside the front end carry
+// the plain structs of service/ and persistence/.
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "persistence/jobs.h"
+#include "persistence/session_turns.h"
+#include "service/admit_request.h"
+#include "service/batch_jobs.h"
+#include "service/outbound.h"
+
+namespace troupe::actors {
+
+// The step: StepPlan → StepResult, DraftPlan → DraftResult (bytes).
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using propose_atom = caf::atom_constant<caf::atom("propose")>;
+// Clients, through the gateway and ingestion.
+using request_atom = caf::atom_constant<caf::atom("request")>;  // (peer, bytes)
+using gone_atom = caf::atom_constant<caf::atom("gone")>;        // (peer): unreachable
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;    // (peer, id, target)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;      // (peer, id)
+using tick_atom = caf::atom_constant<caf::atom("tick")>;        // periodic housekeeping
+// Sessions.
+using session_begin_atom = caf::atom_constant<caf::atom("sbegin")>;
+using session_release_atom = caf::atom_constant<caf::atom("srelease")>;
+using session_commit_atom = caf::atom_constant<caf::atom("scommit")>;
+using list_sessions_atom = caf::atom_constant<caf::atom("slist")>;
+using show_session_atom = caf::atom_constant<caf::atom("sshow")>;
+using delete_session_atom = caf::atom_constant<caf::atom("sdelete")>;
+using session_idle_atom = caf::atom_constant<caf::atom("sidle")>;
+using session_active_atom = caf::atom_constant<caf::atom("sactive")>;
+using expire_atom = caf::atom_constant<caf::atom("sexpire")>;  // -> sessions idle long enough
+// KV tiers.
+using kv_spill_atom = caf::atom_constant<caf::atom("kvspill")>;
+using swap_keep_atom = caf::atom_constant<caf::atom("swkeep")>;
+using swap_fetch_atom = caf::atom_constant<caf::atom("swfetch")>;
+using swap_drop_atom = caf::atom_constant<caf::atom("swdrop")>;
+// Jobs.
+using submit_job_atom = caf::atom_constant<caf::atom("jsubmit")>;
+using job_query_atom = caf::atom_constant<caf::atom("jquery")>;
+using job_item_atom = caf::atom_constant<caf::atom("jitem")>;  // (item request id, response bytes)
+using job_create_atom = caf::atom_constant<caf::atom("jcreate")>;
+using job_result_atom = caf::atom_constant<caf::atom("jresult")>;
+using job_header_atom = caf::atom_constant<caf::atom("jheader")>;
+using job_load_atom = caf::atom_constant<caf::atom("jload")>;
+
+using JobRecords = std::vector<persistence::JobRecord>;
+
+// The target verifier, in process or a `troupe worker` behind a socket.
+using verifier_actor = caf::typed_actor<caf::replies_to<step_atom, std::string>::with<std::string>>;
+
+// The draft model, in process or a `troupe worker --role draft`.
+using draft_actor = caf::typed_actor<caf::replies_to<propose_atom, std::string>::with<std::string>>;
+
+// The only actor touching RocksDB. Writes answer "" when durable, else why not.
+using persistence_actor = caf::typed_actor<
+    caf::replies_to<session_begin_atom, std::string>::with<persistence::SessionStart>,
+    caf::reacts_to<session_release_atom, std::string>,
+    caf::reacts_to<session_commit_atom, persistence::SessionCommit>,  // sends the Done once durable
+    caf::replies_to<kv_spill_atom, persistence::KvSpill>::with<int32_t>,  // pages written
+    caf::reacts_to<list_sessions_atom, std::string, uint64_t>,
+    caf::reacts_to<show_session_atom, std::string, uint64_t, std::string>,
+    caf::reacts_to<delete_session_atom, std::string, uint64_t, std::string>,
+    caf::replies_to<job_create_atom, persistence::JobRecord>::with<std::string>,
+    caf::replies_to<job_result_atom, persistence::JobRecord, messages::JobItemFields>::with<std::string>,
+    caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
+    caf::replies_to<job_load_atom>::with<JobRecords>>;
+
+// The KV-page allocator: what becomes of page contents between steps.
+using kv_allocator_actor = caf::typed_actor<
+    caf::reacts_to<kv_spill_atom, persistence::KvSpill>,
+    caf::reacts_to<swap_keep_atom, service::SwappedPages>,
+    caf::replies_to<swap_fetch_atom, uint64_t>::with<service::SwappedPages>,
+    caf::reacts_to<swap_drop_atom, uint64_t>,
+    caf::reacts_to<session_idle_atom, service::SessionPages>,
+    caf::reacts_to<session_active_atom, std::string>,
+    caf::replies_to<expire_atom>::with<std::vector<service::SessionPages>>,
+    caf::replies_to<stats_atom>::with<uint64_t>>;  // pages spilled to the store
+
+using scheduler_actor = caf::typed_actor<
+    caf::reacts_to<admit_atom, service::AdmitRequest>,
+    caf::reacts_to<cancel_atom, std::string, uint64_t, uint64_t>,
+    caf::reacts_to<gone_atom, std::string>,
+    caf::reacts_to<stats_atom, std::string, uint64_t>,
+    caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
+
+using job_actor = caf::typed_actor<
+    caf::reacts_to<submit_job_atom, service::JobSubmission>,
+    caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string>,
+    caf::reacts_to<job_item_atom, uint64_t, std::string>,
+    caf::reacts_to<tick_atom>>;
+
+using ingestion_actor = caf::typed_actor<
+    caf::reacts_to<request_atom, std::string, std::string>,
+    caf::reacts_to<gone_atom, std::string>>;
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobSubmission)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobQuery)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SwappedPages)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SessionPages)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::SessionPages>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionStart)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionCommit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::KvSpill)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::JobRecord)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::JobRecords)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::JobItemFields)

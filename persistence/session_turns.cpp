@@ -1,0 +1,193 @@
+#include "persistence/session_turns.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "messages/session_frames.h"
+
+namespace troupe::persistence {
+namespace {
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void log_transfer(const char* verb, const std::string& session, const std::vector<std::string>& data, int64_t us) {
+  size_t bytes = 0;
+  for (const auto& d : data) bytes += d.size();
+  std::fprintf(stderr, "troupe serve: kv: session '%s' %s %zu pages (%.2f MiB) in %.1f ms\n", session.c_str(), verb,
+               data.size(), static_cast<double>(bytes) / (1 << 20), static_cast<double>(us) / 1000.0);
+}
+
+std::vector<messages::RoleContent> role_content(const std::vector<ChatMessage>& history) {
+  std::vector<messages::RoleContent> out;
+  out.reserve(history.size());
+  for (const auto& m : history) out.emplace_back(m.role, m.content);
+  return out;
+}
+
+}  // namespace
+
+int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int32_t page_size) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return static_cast<int32_t>(n / static_cast<size_t>(page_size));
+}
+
+SessionTurns::SessionTurns(Store& store, SessionPolicy policy)
+    : store_(store),
+      policy_(std::move(policy)),
+      sessions_(store),
+      kv_(store, policy_.kv_identity, policy_.page_size, policy_.page_bytes) {}
+
+bool SessionTurns::kv_valid(const SessionRecord& s) const {
+  return policy_.kv && s.kv_pages > 0 && s.kv_model == policy_.kv_identity.model &&
+         s.kv_layout == policy_.kv_identity.layout;
+}
+
+const SessionRecord* SessionTurns::find(const std::string& id) {
+  if (auto it = cache_.find(id); it != cache_.end()) return &it->second;
+  auto loaded = sessions_.load(id);
+  if (!loaded) return nullptr;
+  return &cache_.emplace(id, std::move(*loaded)).first->second;
+}
+
+SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
+  SessionStart start;
+  if (busy_.count(id)) {
+    start.error = wire::ErrorCode::session_busy;
+    start.message = "session '" + id + "' has a turn running; send the next turn after its Done";
+    return start;
+  }
+  try {
+    if (const SessionRecord* s = find(id)) {
+      start.history = s->history();
+      if (kv_valid(*s)) {
+        start.kv_stored = s->kv_pages;
+        start.kv_tokens = s->tokens;
+        auto last = last_turn_ms_.find(id);
+        const bool in_memory = last != last_turn_ms_.end() && now_ms - last->second < policy_.idle_ms;
+        if (!in_memory) {
+          const int64_t t0 = now_us();
+          start.kv_data = kv_.get(s->tokens, s->kv_pages);
+          if (!start.kv_data.empty()) log_transfer("read", id, start.kv_data, now_us() - t0);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    start = SessionStart{};
+    start.error = wire::ErrorCode::storage_failed;
+    start.message = "session '" + id + "' cannot be read: " + e.what();
+    return start;
+  }
+  busy_.insert(id);
+  return start;
+}
+
+messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t unix_now_ms) {
+  busy_.erase(c.session_id);
+  SessionRecord next;
+  try {
+    if (const SessionRecord* s = find(c.session_id)) next = *s;
+  } catch (const std::exception&) {
+    // Unreadable before (begin answered the same): write a fresh session.
+  }
+  if (next.id.empty()) {
+    next.id = c.session_id;
+    next.created_ms = unix_now_ms;
+  }
+  next.updated_ms = unix_now_ms;
+  // Stored pages stay valid for the prefix the new history shares.
+  next.kv_pages = kv_valid(next) ? std::min(next.kv_pages, common_pages(next.tokens, c.tokens, policy_.page_size)) : 0;
+  next.kv_model = policy_.kv_identity.model;
+  next.kv_layout = policy_.kv_identity.layout;
+  next.model = policy_.model_name;
+  next.model_fingerprint = policy_.model_fingerprint;
+  next.tokens = std::move(c.tokens);
+  next.sampling = std::move(c.sampling);
+  SessionTurnRecord turn;
+  turn.messages = std::move(c.messages);
+  turn.finish_reason = c.done.reason;
+  turn.prompt_tokens = c.done.prompt_tokens;
+  turn.completion_tokens = c.done.completion_tokens;
+  turn.time_ms = unix_now_ms;
+  next.turns.push_back(std::move(turn));
+  try {
+    sessions_.append_last_turn(next);
+  } catch (const std::exception& e) {
+    return messages::error_response(c.client_id, wire::ErrorCode::storage_failed,
+                                    "the turn was not saved, session '" + c.session_id + "' is unchanged: " + e.what());
+  }
+  last_turn_ms_[c.session_id] = now_ms;
+  cache_[c.session_id] = std::move(next);
+  return messages::done_response(c.client_id, c.done);
+}
+
+int32_t SessionTurns::spill(const KvSpill& spill) {
+  if (!policy_.kv || spill.data.empty()) return 0;
+  try {
+    const SessionRecord* s = find(spill.session_id);
+    if (!s) return 0;  // deleted meanwhile
+    SessionRecord next = *s;
+    // Only pages of the history the session has now, contiguous with what is stored.
+    const int32_t valid = common_pages(next.tokens, spill.tokens, policy_.page_size);
+    const int32_t have = kv_valid(next) ? next.kv_pages : 0;
+    if (spill.first > have) return 0;
+    Batch b;
+    kv_.put(spill.tokens, spill.first, spill.data, b);
+    next.kv_pages = std::max(have, std::min(valid, spill.first + static_cast<int32_t>(spill.data.size())));
+    next.kv_model = policy_.kv_identity.model;
+    next.kv_layout = policy_.kv_identity.layout;
+    sessions_.write_header(next, b);
+    const int64_t t0 = now_us();
+    store_.write(b, false);  // a page lost in a crash is recomputed
+    if (spill.data.size() >= 32) log_transfer("wrote", spill.session_id, spill.data, now_us() - t0);
+    cache_[spill.session_id] = std::move(next);
+    return static_cast<int32_t>(spill.data.size());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: KV pages of session '%s' not spilled: %s\n", spill.session_id.c_str(), e.what());
+    return 0;
+  }
+}
+
+messages::Bytes SessionTurns::list(uint64_t request_id) {
+  try {
+    const auto all = sessions_.list();
+    return messages::session_list_response(request_id, all);
+  } catch (const std::exception& e) {
+    return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
+  }
+}
+
+messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id) {
+  try {
+    const SessionRecord* s = find(id);
+    if (!s) return messages::error_response(request_id, wire::ErrorCode::unknown_session, "no session '" + id + "'");
+    const auto msgs = role_content(s->history());
+    return messages::session_response(request_id, s->summary(), msgs);
+  } catch (const std::exception& e) {
+    return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
+  }
+}
+
+messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id) {
+  if (busy_.count(id))
+    return messages::error_response(request_id, wire::ErrorCode::session_busy, "session '" + id + "' has a turn running");
+  try {
+    if (const SessionRecord* s = find(id); s && s->kv_pages > 0) {
+      Batch b;
+      kv_.erase(s->tokens, s->kv_pages, b);
+      store_.write(b, false);
+    }
+    if (!sessions_.remove(id))
+      return messages::error_response(request_id, wire::ErrorCode::unknown_session, "no session '" + id + "'");
+    cache_.erase(id);
+    last_turn_ms_.erase(id);
+    return messages::ack_response(request_id, "deleted session '" + id + "'");
+  } catch (const std::exception& e) {
+    return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
+  }
+}
+
+}  // namespace troupe::persistence

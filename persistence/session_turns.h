@@ -1,0 +1,109 @@
+#pragma once
+// The session turn policy, as the persistence actor applies it: one turn of
+// a session at a time; a turn is acknowledged (its Done sent) only once it
+// is durable; spilled KV pages stay valid for the prefix of the token
+// history that later turns keep, under the model and layout that wrote them.
+//
+//   begin(id)     → the stored history (and stored KV pages, unless the
+//                   session's pages are still in the server's memory); the
+//                   session is busy until commit() or release()
+//   commit(turn)  → turn + header in one sync batch, then the Done
+//   spill(pages)  → pages of the current history, contiguous with those stored
+//
+// Sessions read or written are cached (the store is read once per session).
+// Large KV transfers are logged on stderr, one line each (what operators and
+// ops/bench/sessions.sh read).
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/model_identity.h"
+#include "messages/client_frames.h"
+#include "persistence/kv_pages.h"
+#include "persistence/sessions.h"
+
+namespace troupe::persistence {
+
+// The answer to begin(): the stored history (empty for a new session), or
+// why the turn cannot start.
+struct SessionStart {
+  wire::ErrorCode error = wire::ErrorCode::none;
+  std::string message;
+  std::vector<ChatMessage> history;
+  // Stored KV of the session's token history: kv_data[i] holds the page of
+  // kv_tokens[i * page_size, (i + 1) * page_size). kv_data is empty when
+  // the session's pages are still in memory, or none is stored for this
+  // model and layout.
+  std::vector<int32_t> kv_tokens;
+  std::vector<std::string> kv_data;
+  int32_t kv_stored = 0;  // stored pages of kv_tokens (kv_data may be empty)
+};
+
+// A finished session turn, to be made durable before its Done is sent.
+struct SessionCommit {
+  std::string peer;
+  uint64_t client_id = 0;
+  std::string session_id;
+  std::vector<ChatMessage> messages;  // the turn's new messages, then the answer
+  std::vector<int32_t> tokens;        // prompt + answer
+  messages::SamplingFields sampling;
+  messages::DoneFields done;
+};
+
+// Pages of a session's token history leaving memory for the store.
+struct KvSpill {
+  std::string session_id;
+  std::vector<int32_t> tokens;    // the history its pages hold (full pages)
+  int32_t first = 0;              // index of the first page in `data`
+  std::vector<std::string> data;  // engine/kv_page_codec.h
+};
+
+struct SessionPolicy {
+  std::string model_name;  // recorded with each turn
+  uint64_t model_fingerprint = 0;
+  bool kv = false;  // spilled pages are kept and restored
+  KvIdentity kv_identity;
+  int32_t page_size = 16;
+  int64_t page_bytes = 0;  // one encoded page
+  // A session that ended a turn here more recently than this still has its
+  // pages in memory (the server frees them after the same time).
+  int64_t idle_ms = 300000;
+};
+
+class SessionTurns {
+ public:
+  SessionTurns(Store& store, SessionPolicy policy);
+
+  // `now_ms`: a steady clock, for the in-memory window.
+  SessionStart begin(const std::string& id, int64_t now_ms);
+  void release(const std::string& id) { busy_.erase(id); }
+  // The reply to send: the turn's Done once durable, else storage_failed
+  // (the session then stays at its last acknowledged turn).
+  messages::Bytes commit(SessionCommit turn, int64_t now_ms, int64_t unix_now_ms);
+  // Pages stored (0 when none fit the session's current history).
+  int32_t spill(const KvSpill& spill);
+
+  messages::Bytes list(uint64_t request_id);
+  messages::Bytes show(uint64_t request_id, const std::string& id);
+  messages::Bytes remove(uint64_t request_id, const std::string& id);
+
+ private:
+  bool kv_valid(const SessionRecord& s) const;
+  const SessionRecord* find(const std::string& id);
+
+  Store& store_;
+  SessionPolicy policy_;
+  SessionBook sessions_;
+  KvPageStore kv_;
+  std::set<std::string> busy_;  // sessions with a turn running
+  std::unordered_map<std::string, SessionRecord> cache_;
+  std::unordered_map<std::string, int64_t> last_turn_ms_;  // steady ms of each session's last turn here
+};
+
+// Leading full pages in which `a` and `b` hold the same tokens.
+int32_t common_pages(std::span<const int32_t> a, std::span<const int32_t> b, int32_t page_size);
+
+}  // namespace troupe::persistence

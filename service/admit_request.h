@@ -1,0 +1,45 @@
+#pragma once
+// The "admit request" hop of a request's path (client Request → AdmitRequest
+// → StepPlan → StepResult → token delta): a validated, tokenized Generate or
+// ChatTurn on its way from ingestion, or from the job runner, to the
+// scheduler.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/schedule/batch_planner.h"
+#include "engine/speculation/controller.h"
+#include "messages/client_frames.h"
+
+namespace troupe::service {
+
+struct AdmitRequest {
+  std::string peer;  // ZeroMQ routing id of the client connection, or an internal_peer()
+  uint64_t client_id = 0;
+  std::vector<int32_t> prompt;
+  messages::SamplingFields sampling;
+  Priority priority = Priority::interactive;
+  bool logprobs = false;
+  bool ignore_eos = false;
+  int32_t samples = 1;  // n parallel samples
+  SpeculationMode speculation = SpeculationMode::off;  // resolved against the server's default
+  int32_t max_draft = 0;
+  int64_t accepted_ns = 0;  // steady clock, for queue time and TTFT
+  // A session turn: the session it appends to and the turn's new messages.
+  std::string session_id;
+  std::vector<ChatMessage> turn_messages;
+  // A session turn whose leading pages are already stored: how many, and
+  // those to restore (their data; fewer when some are still in memory).
+  int32_t persisted_pages = 0;
+  std::vector<std::string> restore_pages;
+};
+
+// Peers of requests the server makes itself (batch job items): their
+// responses go to the job runner, not to a socket. ZeroMQ's own routing ids
+// are 5 bytes starting with 0x00 and a client's chosen id may not start
+// with 0x00, so a longer id starting with 0x00 is never a client's.
+inline std::string internal_peer(const std::string& name) { return std::string(1, '\0').append("troupe/").append(name); }
+inline bool is_internal_peer(const std::string& peer) { return peer.size() > 5 && peer[0] == '\0'; }
+
+}  // namespace troupe::service

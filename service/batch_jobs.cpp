@@ -1,0 +1,250 @@
+#include "service/batch_jobs.h"
+
+#include <cstdio>
+
+#include "messages/client_validation.h"
+#include "service/clock.h"
+
+namespace troupe::service {
+namespace {
+
+Priority priority_of(wire::Priority p) {
+  switch (p) {
+    case wire::Priority::interactive: return Priority::interactive;
+    case wire::Priority::chat: return Priority::chat;
+    default: return Priority::batch;
+  }
+}
+
+std::string job_peer(const std::string& job_id) { return internal_peer("job/" + job_id); }
+
+}  // namespace
+
+BatchJobs::BatchJobs(BatchJobsConfig config) : cfg_(std::move(config)) {
+  if (!cfg_.clock) cfg_.clock = steady_ns;
+  if (!cfg_.unix_clock) cfg_.unix_clock = unix_ms;
+}
+
+std::string BatchJobs::new_job_id() {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "job-%llx-%04llx", static_cast<unsigned long long>(cfg_.unix_clock()),
+                static_cast<unsigned long long>(rng_() & 0xffff));
+  return buf;
+}
+
+void BatchJobs::publish(wire::JobEventKind kind, const persistence::JobRecord& job, const messages::JobItemFields* item) {
+  const int64_t now = cfg_.clock();
+  auto started = started_ns_.find(job.id);
+  const double secs = static_cast<double>(now - (started != started_ns_.end() ? started->second : now)) / 1e9;
+  const double tps = secs > 0 ? static_cast<double>(tokens_this_run_[job.id]) / secs : 0.0;
+  work_.events.emplace_back(job.id, messages::job_event(kind, job.summary(), item, tps));
+}
+
+void BatchJobs::queue_unfinished(const persistence::JobRecord& job) {
+  started_ns_.emplace(job.id, cfg_.clock());
+  for (int32_t i = 0; i < static_cast<int32_t>(job.items.size()); ++i)
+    if (!job.results.count(i)) pending_.emplace_back(job.id, i);
+}
+
+void BatchJobs::load(std::vector<persistence::JobRecord> stored) {
+  for (auto& job : stored) {
+    const bool resume = job.state == wire::JobState::running;
+    auto& j = jobs_.emplace(job.id, std::move(job)).first->second;
+    if (!resume) continue;
+    queue_unfinished(j);
+    publish(wire::JobEventKind::job_resumed, j, nullptr);
+    std::fprintf(stderr, "troupe serve: resuming job %s (%zu of %zu items done)\n", j.id.c_str(), j.results.size(),
+                 j.items.size());
+  }
+  loaded_ = true;
+  for (auto& s : std::exchange(early_, {})) submit(std::move(s));
+  for (auto& q : std::exchange(early_queries_, {})) query(q.peer, q.client_id, q.query, q.job);
+  pump();
+}
+
+void BatchJobs::submit(JobSubmission s) {
+  if (!loaded_) return early_.push_back(std::move(s));
+  persistence::JobRecord job;
+  do job.id = new_job_id();
+  while (jobs_.count(job.id));
+  job.items = std::move(s.items);
+  job.item_template = std::move(s.item_template);
+  job.sampling = std::move(s.sampling);
+  job.priority = s.priority;
+  job.created_ms = job.updated_ms = cfg_.unix_clock();
+  work_.creates.push_back({std::move(job), s.peer, s.client_id});
+}
+
+void BatchJobs::created(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id,
+                        const std::string& error) {
+  if (!error.empty())
+    return reply(peer, client_id,
+                 messages::error_response(client_id, wire::ErrorCode::storage_failed,
+                                          "the job was not stored, nothing will run: " + error));
+  const auto& j = jobs_.emplace(job.id, job).first->second;
+  reply(peer, client_id, messages::job_accepted_response(client_id, j.summary()));
+  queue_unfinished(j);
+  pump();
+}
+
+// The item's chat prompt, or why it cannot run.
+std::optional<std::string> BatchJobs::item_prompt(const persistence::JobRecord& job, int32_t index, AdmitRequest& a) const {
+  try {
+    const std::vector<ChatMessage> chat{{"user", job.prompt(index)}};
+    a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+    if (static_cast<int64_t>(a.prompt.size()) >= cfg_.max_context)
+      return "the item's prompt has " + std::to_string(a.prompt.size()) + " tokens; the context holds " +
+             std::to_string(cfg_.max_context);
+  } catch (const std::exception& e) {
+    return std::string("the item's prompt: ") + e.what();
+  }
+  return std::nullopt;
+}
+
+void BatchJobs::pump() {
+  while (static_cast<int32_t>(in_flight_.size()) < cfg_.max_in_flight && !pending_.empty()) {
+    auto [job_id, index] = pending_.front();
+    pending_.pop_front();
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || it->second.state != wire::JobState::running || it->second.results.count(index)) continue;
+    const persistence::JobRecord& job = it->second;
+    AdmitRequest a;
+    a.peer = job_peer(job_id);
+    a.client_id = next_id_++;
+    a.sampling = job.sampling;
+    a.priority = priority_of(job.priority);
+    a.accepted_ns = cfg_.clock();
+    if (auto problem = item_prompt(job, index, a)) {
+      messages::JobItemFields r;
+      r.index = index;
+      r.error = *problem;
+      finish_item(job_id, r);
+      continue;
+    }
+    in_flight_.emplace(a.client_id, InFlight{job_id, index, {}, 0});
+    work_.admits.push_back(std::move(a));
+  }
+}
+
+// The item's result goes to the store; only once stored is it in memory and published.
+void BatchJobs::finish_item(const std::string& job_id, messages::JobItemFields result) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.state != wire::JobState::running) return;
+  persistence::JobRecord next = it->second;
+  next.results[result.index] = result;
+  next.updated_ms = cfg_.unix_clock();
+  if (next.results.size() == next.items.size()) next.state = wire::JobState::finished;
+  ++writing_[job_id];
+  work_.results.push_back({std::move(next), std::move(result)});
+}
+
+void BatchJobs::on_item(uint64_t client_id, const std::string& bytes) {
+  auto it = in_flight_.find(client_id);
+  if (it == in_flight_.end()) return;
+  InFlight& f = it->second;
+  const auto* r = messages::check_response(bytes);
+  if (!r) return;
+  messages::JobItemFields res;
+  res.index = f.index;
+  const std::string job = f.job;
+  switch (r->body_type()) {
+    case wire::ResponseBody::Accepted: f.prompt_tokens = r->body_as_Accepted()->prompt_tokens(); return;
+    case wire::ResponseBody::Tokens:
+      if (const auto* t = r->body_as_Tokens()->text()) f.text += t->string_view();
+      return;
+    case wire::ResponseBody::Done: {
+      const auto* d = r->body_as_Done();
+      res.text = std::move(f.text);
+      res.finish_reason = d->finish_reason();
+      res.prompt_tokens = d->usage() ? d->usage()->prompt_tokens() : f.prompt_tokens;
+      res.completion_tokens = d->usage() ? d->usage()->completion_tokens() : 0;
+      in_flight_.erase(it);
+      if (res.finish_reason != wire::FinishReason::cancelled) finish_item(job, std::move(res));
+      break;
+    }
+    case wire::ResponseBody::Error: {
+      const auto* e = r->body_as_Error();
+      in_flight_.erase(it);
+      if (e->code() == wire::ErrorCode::queue_full || e->code() == wire::ErrorCode::shutting_down) {
+        pending_.emplace_back(job, res.index);  // not the item's fault: later
+        work_.retry_after_ms = 500;
+        return;
+      }
+      res.error = std::string(messages::error_code_name(e->code())) + ": " + (e->message() ? e->message()->str() : "");
+      finish_item(job, std::move(res));
+      break;
+    }
+    default: return;
+  }
+  pump();
+}
+
+void BatchJobs::stored(const std::string& job_id, const messages::JobItemFields& result, const std::string& error) {
+  --writing_[job_id];
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  persistence::JobRecord& job = it->second;
+  if (!error.empty()) {
+    // Not stored, so not done: it runs again later (the disk may recover).
+    std::fprintf(stderr, "troupe serve: job %s item %d not stored, will retry: %s\n", job_id.c_str(), result.index,
+                 error.c_str());
+    work_.retry_after_ms = 2000;
+    pending_.emplace_back(job_id, result.index);
+    return;
+  }
+  job.results[result.index] = result;
+  job.updated_ms = cfg_.unix_clock();
+  tokens_this_run_[job_id] += result.completion_tokens;
+  publish(wire::JobEventKind::item_finished, job, &result);
+  if (job.state == wire::JobState::running && job.results.size() == job.items.size()) {
+    job.state = wire::JobState::finished;
+    // Results written concurrently may each have carried "running": the
+    // last one out writes the final state.
+    if (writing_[job_id] == 0) work_.headers.push_back(job);
+    publish(wire::JobEventKind::job_finished, job, nullptr);
+  }
+  pump();
+}
+
+void BatchJobs::query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id) {
+  if (!loaded_) return early_queries_.push_back({peer, client_id, q, job_id});
+  if (q == JobQuery::list) {
+    std::vector<messages::JobSummaryFields> all;
+    for (const auto& [jid, job] : jobs_) all.push_back(job.summary());
+    return reply(peer, client_id, messages::job_list_response(client_id, all));
+  }
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end())
+    return reply(peer, client_id, messages::error_response(client_id, wire::ErrorCode::unknown_job, "no job '" + job_id + "'"));
+  const persistence::JobRecord& job = it->second;
+  if (q == JobQuery::results) {
+    std::vector<messages::JobItemFields> results;
+    for (const auto& [i, r] : job.results) results.push_back(r);
+    return reply(peer, client_id, messages::job_reply_response(client_id, job.summary(), results));
+  }
+  if (q == JobQuery::cancel && job.state == wire::JobState::running) {
+    persistence::JobRecord next = job;
+    next.state = wire::JobState::cancelled;
+    next.updated_ms = cfg_.unix_clock();
+    work_.cancel_writes.push_back({std::move(next), peer, client_id});
+    return;
+  }
+  reply(peer, client_id, messages::job_reply_response(client_id, job.summary()));
+}
+
+void BatchJobs::cancel_stored(const persistence::JobRecord& next, const std::string& peer, uint64_t client_id,
+                              const std::string& error) {
+  if (!error.empty())
+    return reply(peer, client_id,
+                 messages::error_response(client_id, wire::ErrorCode::storage_failed, "the job was not cancelled: " + error));
+  auto it = jobs_.find(next.id);
+  if (it == jobs_.end()) return;
+  it->second.state = wire::JobState::cancelled;
+  it->second.updated_ms = next.updated_ms;
+  for (const auto& [cid, f] : in_flight_)
+    if (f.job == next.id) work_.cancels.emplace_back(job_peer(next.id), cid);
+  reply(peer, client_id, messages::job_reply_response(client_id, it->second.summary()));
+  publish(wire::JobEventKind::job_cancelled, it->second, nullptr);
+}
+
+}  // namespace troupe::service

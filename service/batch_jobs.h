@@ -1,0 +1,139 @@
+#pragma once
+// Batch jobs' decisions (the job actor's state): a SubmitJob becomes a
+// durable job before JobAccepted; its items then run as requests the server
+// makes itself (internal peers, admit_request.h) at the job's priority, at
+// most `max_in_flight` at a time, all jobs together, so interactive streams
+// keep the engine. Each finished item is stored before its event is
+// published. On start, every stored job still running resumes with exactly
+// its items that have no stored result.
+//
+// Every call leaves what is to be done in the work list (take()): replies,
+// items to admit, writes for the store (whose outcomes come back through
+// created(), stored() and cancel_stored()), events and cancels.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/tokenizer.h"
+#include "messages/job_frames.h"
+#include "persistence/jobs.h"
+#include "service/admit_request.h"
+#include "service/outbound.h"
+
+namespace troupe::service {
+
+// A validated SubmitJob.
+struct JobSubmission {
+  std::string peer;
+  uint64_t client_id = 0;
+  std::vector<std::string> items;
+  std::string item_template;
+  messages::SamplingFields sampling;
+  wire::Priority priority = wire::Priority::batch;
+};
+
+enum class JobQuery : uint8_t { status, results, cancel, list };
+
+struct JobWork {
+  struct Create {  // a new job to store durably; then created()
+    persistence::JobRecord job;
+    std::string peer;
+    uint64_t client_id = 0;
+  };
+  struct Result {  // an item's result with the job as it then is; then stored()
+    persistence::JobRecord job;
+    messages::JobItemFields result;
+  };
+  struct CancelWrite {  // the cancelled job's header; then cancel_stored()
+    persistence::JobRecord job;
+    std::string peer;
+    uint64_t client_id = 0;
+  };
+  std::vector<Reply> replies;
+  std::vector<AdmitRequest> admits;
+  std::vector<Create> creates;
+  std::vector<Result> results;
+  std::vector<persistence::JobRecord> headers;  // final states: written, failures only logged
+  std::vector<CancelWrite> cancel_writes;
+  std::vector<std::pair<std::string, messages::Bytes>> events;  // (topic = job id, JobEvent)
+  std::vector<std::pair<std::string, uint64_t>> cancels;        // (internal peer, item request id)
+  int64_t retry_after_ms = 0;  // > 0: call retry() then
+};
+
+struct BatchJobsConfig {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  ChatFormat chat_format = ChatFormat::chatml;
+  int64_t max_context = 4096;
+  int32_t max_in_flight = 4;
+  std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
+  std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
+};
+
+class BatchJobs {
+ public:
+  explicit BatchJobs(BatchJobsConfig config);
+
+  // The stored jobs (once, at start); submissions and queries before it wait.
+  void load(std::vector<persistence::JobRecord> stored);
+  void submit(JobSubmission submission);
+  void created(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id, const std::string& error);
+  // One response frame of an item's request.
+  void on_item(uint64_t client_id, const std::string& bytes);
+  void stored(const std::string& job_id, const messages::JobItemFields& result, const std::string& error);
+  void store_unreachable(const std::string& job_id) { --writing_[job_id]; }
+  void query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id);
+  void cancel_stored(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id,
+                     const std::string& error);
+  void retry() { pump(); }
+
+  JobWork take() { return std::exchange(work_, {}); }
+  size_t in_flight() const { return in_flight_.size(); }
+
+ private:
+  struct InFlight {
+    std::string job;
+    int32_t index = 0;
+    std::string text;
+    int32_t prompt_tokens = 0;
+  };
+  struct EarlyQuery {
+    std::string peer;
+    uint64_t client_id;
+    JobQuery query;
+    std::string job;
+  };
+  void pump();
+  std::optional<std::string> item_prompt(const persistence::JobRecord& job, int32_t index, AdmitRequest& a) const;
+  void finish_item(const std::string& job_id, messages::JobItemFields result);
+  void queue_unfinished(const persistence::JobRecord& job);
+  void publish(wire::JobEventKind kind, const persistence::JobRecord& job, const messages::JobItemFields* item);
+  void reply(const std::string& peer, uint64_t client_id, messages::Bytes bytes) {
+    work_.replies.push_back({peer, client_id, std::move(bytes)});
+  }
+  std::string new_job_id();
+
+  BatchJobsConfig cfg_;
+  bool loaded_ = false;
+  std::map<std::string, persistence::JobRecord> jobs_;
+  std::unordered_map<std::string, int64_t> started_ns_;       // when this server began running the job
+  std::unordered_map<std::string, int64_t> tokens_this_run_;  // completion tokens since then
+  std::deque<std::pair<std::string, int32_t>> pending_;       // items to run, in order
+  std::unordered_map<uint64_t, InFlight> in_flight_;          // by the item request's client id
+  std::unordered_map<std::string, int32_t> writing_;          // results being stored, per job
+  uint64_t next_id_ = 1;
+  std::vector<JobSubmission> early_;
+  std::vector<EarlyQuery> early_queries_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  JobWork work_;
+};
+
+}  // namespace troupe::service

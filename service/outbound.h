@@ -1,0 +1,54 @@
+#pragma once
+// What the scheduler's decisions send out, in order, for its actor to
+// deliver: frames to clients (or to the job runner, for the server's own
+// requests), finished session turns to make durable, and the KV tiers'
+// traffic (spills to the store, preempted pages to host memory and back).
+// The scheduler never sends anything itself, so its tests read this.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/client_frames.h"
+#include "persistence/session_turns.h"
+
+namespace troupe::service {
+
+struct Reply {
+  std::string peer;  // a client connection, or an internal_peer() (admit_request.h)
+  uint64_t client_id = 0;
+  messages::Bytes bytes;
+};
+
+// A preempted sequence's computed full pages, lossless (KvPageCodec::fp16),
+// on their way to host memory or back.
+struct SwappedPages {
+  uint64_t sequence = 0;
+  std::vector<int32_t> tokens;     // the full pages' tokens
+  std::vector<std::string> data;   // one page each
+  int64_t bytes() const;
+};
+
+// A session whose turn ended: its pages stay cached until it is idle.
+struct SessionPages {
+  std::string session_id;
+  std::vector<int32_t> tokens;
+};
+
+struct Outbound {
+  std::vector<Reply> replies;
+  std::vector<persistence::SessionCommit> commits;  // durable first, then their Done
+  std::vector<std::string> released_sessions;       // turns that ended unsaved
+  std::vector<persistence::KvSpill> spills;         // to the store
+  std::vector<SwappedPages> swap_outs;              // to host memory
+  std::vector<uint64_t> swap_fetches;               // their pages back, please (answer: swap_arrived)
+  std::vector<uint64_t> swap_drops;                 // no longer needed
+  std::vector<SessionPages> idle_sessions;          // ended a turn: pages cached until idle
+  std::vector<std::string> active_sessions;         // began a turn: not idle any more
+
+  bool empty() const {
+    return replies.empty() && commits.empty() && released_sessions.empty() && spills.empty() && swap_outs.empty() &&
+           swap_fetches.empty() && swap_drops.empty() && idle_sessions.empty() && active_sessions.empty();
+  }
+};
+
+}  // namespace troupe::service

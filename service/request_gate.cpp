@@ -1,0 +1,176 @@
+#include "service/request_gate.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace troupe::service {
+namespace {
+
+Priority priority_of(wire::Priority p) {
+  switch (p) {
+    case wire::Priority::chat: return Priority::chat;
+    case wire::Priority::batch: return Priority::batch;
+    default: return Priority::interactive;
+  }
+}
+
+messages::Rejection rejection(uint64_t id, wire::ErrorCode code, std::string message) {
+  messages::Rejection r;
+  r.code = code;
+  r.message = std::move(message);
+  r.client_request_id = id;
+  return r;
+}
+
+Query query(Query::Kind kind, const std::string& peer, uint64_t id, uint64_t number = 0, std::string name = {},
+            JobQuery job = JobQuery::status) {
+  return Query{kind, peer, id, number, std::move(name), job};
+}
+
+JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint64_t id) {
+  JobSubmission sub;
+  sub.peer = peer;
+  sub.client_id = id;
+  for (const auto* item : *j.items()) sub.items.push_back(item->str());
+  if (j.template_()) sub.item_template = j.template_()->str();
+  sub.sampling = messages::read_sampling(j.sampling());
+  sub.priority = j.priority();
+  return sub;
+}
+
+}  // namespace
+
+// The request's speculation against the server's default; why it cannot
+// have it, if it cannot. Sampled requests with logprobs or n > 1 do not
+// speculate: their per-token outputs are not defined for accepted drafts,
+// and their forks share pages.
+std::optional<std::string> RequestGate::resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
+                                                            const flatbuffers::String* draft_model) const {
+  switch (s) {
+    case wire::Speculation::off: a.speculation = SpeculationMode::off; break;
+    case wire::Speculation::ngram: a.speculation = SpeculationMode::ngram; break;
+    case wire::Speculation::draft: a.speculation = SpeculationMode::draft; break;
+    case wire::Speculation::auto_: a.speculation = SpeculationMode::automatic; break;
+    default: a.speculation = cfg_.speculation;
+  }
+  a.max_draft = max_draft > 0 ? max_draft : cfg_.max_draft;
+  if (a.logprobs || a.samples > 1) a.speculation = SpeculationMode::off;
+  if (a.speculation == SpeculationMode::draft && !cfg_.draft_model)
+    return "speculation: this server has no draft model (serve --draft-model NAME); use ngram or auto";
+  if (!draft_model || draft_model->size() == 0) return std::nullopt;
+  const std::string name = draft_model->str();
+  if (std::find(cfg_.draft_names.begin(), cfg_.draft_names.end(), name) != cfg_.draft_names.end()) return std::nullopt;
+  if (cfg_.draft_names.empty()) return "draft_model: this server has no draft model";
+  return "draft_model: this server drafts with " + cfg_.draft_names.front() + ", not " + name;
+}
+
+std::optional<messages::Rejection> RequestGate::read_generate(const wire::Generate& g, AdmitRequest& a) const {
+  a.sampling = messages::read_sampling(g.sampling());
+  a.priority = priority_of(g.priority());
+  a.logprobs = g.logprobs();
+  a.ignore_eos = g.ignore_eos();
+  a.samples = g.n();
+  if (auto why = resolve_speculation(a, g.speculation(), g.max_draft(), g.draft_model()))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  a.prompt = cfg_.tokenizer->encode(g.prompt()->string_view(), cfg_.tokenizer->add_bos_by_default(), g.special());
+  return std::nullopt;
+}
+
+std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& t, AdmitRequest& a,
+                                                          std::vector<ChatMessage>& chat) const {
+  for (const auto* m : *t.messages()) chat.push_back({m->role()->str(), m->content()->str()});
+  a.sampling = messages::read_sampling(t.sampling());
+  a.priority = priority_of(t.priority());
+  a.logprobs = t.logprobs();
+  a.samples = t.n();
+  if (auto why = resolve_speculation(a, t.speculation(), t.max_draft(), t.draft_model()))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  return std::nullopt;
+}
+
+Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes, int64_t now) const {
+  messages::Rejection why;
+  const wire::Request* req = messages::check_request(bytes, cfg_.limits, why);
+  if (!req) return why;
+  const uint64_t id = req->client_request_id();
+  AdmitRequest a;
+  a.peer = peer;
+  a.client_id = id;
+  a.accepted_ns = now;
+  try {
+    switch (req->body_type()) {
+      case wire::RequestBody::Ping: return query(Query::Kind::ping, peer, id, req->body_as_Ping()->nonce());
+      case wire::RequestBody::Stats: return query(Query::Kind::stats, peer, id);
+      case wire::RequestBody::Cancel:
+        return query(Query::Kind::cancel, peer, id, req->body_as_Cancel()->target_request_id());
+      case wire::RequestBody::Generate:
+        if (auto r = read_generate(*req->body_as_Generate(), a)) return *r;
+        return a;
+      case wire::RequestBody::ChatTurn: {
+        const auto* t = req->body_as_ChatTurn();
+        std::vector<ChatMessage> chat;
+        if (auto r = read_chat(*t, a, chat)) return *r;
+        if (t->session_id() && t->session_id()->size() > 0) {
+          a.session_id = t->session_id()->str();
+          a.turn_messages = std::move(chat);
+          return SessionTurn{std::move(a)};
+        }
+        a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+        return a;
+      }
+      case wire::RequestBody::ListSessions: return query(Query::Kind::list_sessions, peer, id);
+      case wire::RequestBody::ShowSession:
+        return query(Query::Kind::show_session, peer, id, 0, req->body_as_ShowSession()->session_id()->str());
+      case wire::RequestBody::DeleteSession:
+        return query(Query::Kind::delete_session, peer, id, 0, req->body_as_DeleteSession()->session_id()->str());
+      case wire::RequestBody::SubmitJob: return submission(*req->body_as_SubmitJob(), peer, id);
+      case wire::RequestBody::JobStatus:
+        return query(Query::Kind::job, peer, id, 0, req->body_as_JobStatus()->job_id()->str(), JobQuery::status);
+      case wire::RequestBody::JobResults:
+        return query(Query::Kind::job, peer, id, 0, req->body_as_JobResults()->job_id()->str(), JobQuery::results);
+      case wire::RequestBody::CancelJob:
+        return query(Query::Kind::job, peer, id, 0, req->body_as_CancelJob()->job_id()->str(), JobQuery::cancel);
+      case wire::RequestBody::ListJobs: return query(Query::Kind::job, peer, id, 0, {}, JobQuery::list);
+      default: break;  // check_request admits no other body
+    }
+  } catch (const std::exception& e) {
+    return rejection(id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
+  }
+  return rejection(id, wire::ErrorCode::invalid_field, "body: not a request this server answers");
+}
+
+std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(SessionTurn turn,
+                                                                          persistence::SessionStart start) const {
+  AdmitRequest& a = turn.request;
+  try {
+    std::vector<ChatMessage> all = std::move(start.history);
+    all.insert(all.end(), a.turn_messages.begin(), a.turn_messages.end());
+    a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, all, true);
+  } catch (const std::exception& e) {
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
+  }
+  size_t same = 0;
+  while (same < a.prompt.size() && same < start.kv_tokens.size() && a.prompt[same] == start.kv_tokens[same]) ++same;
+  const auto pages = static_cast<int32_t>(same / static_cast<size_t>(cfg_.page_size));
+  a.persisted_pages = std::min(pages, start.kv_stored);
+  start.kv_data.resize(std::min(start.kv_data.size(), static_cast<size_t>(a.persisted_pages)));
+  a.restore_pages = std::move(start.kv_data);
+  return std::move(a);
+}
+
+std::optional<messages::Rejection> RequestGate::check(const AdmitRequest& a) const {
+  if (a.samples > cfg_.max_samples)
+    return rejection(a.client_id, wire::ErrorCode::invalid_field,
+                     "n: " + std::to_string(a.samples) + " samples; this server's backend serves at most " +
+                         std::to_string(cfg_.max_samples));
+  if (a.prompt.empty()) return rejection(a.client_id, wire::ErrorCode::invalid_field, "prompt: no tokens");
+  if (static_cast<int64_t>(a.prompt.size()) >= cfg_.max_context) {
+    std::string problem = "the prompt has " + std::to_string(a.prompt.size()) + " tokens; the context holds " +
+                          std::to_string(cfg_.max_context);
+    if (!a.session_id.empty()) problem += " (session '" + a.session_id + "' has outgrown it)";
+    return rejection(a.client_id, wire::ErrorCode::too_long, problem);
+  }
+  return std::nullopt;
+}
+
+}  // namespace troupe::service

@@ -1,0 +1,82 @@
+#pragma once
+// Ingestion's decisions: what a client's frame is. Bytes pass the gate
+// (messages/client_validation.h: verifier limits, then field checks); a
+// Generate or ChatTurn is tokenized (the model's chat template for a
+// ChatTurn) into an AdmitRequest for the scheduler; a session turn first
+// needs its stored history; everything else is a query for the actor that
+// answers it. One bad client never affects another: each failure is a
+// Rejection for that client alone.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/speculation/controller.h"
+#include "engine/tokenizer.h"
+#include "messages/client_validation.h"
+#include "persistence/session_turns.h"
+#include "service/admit_request.h"
+#include "service/batch_jobs.h"
+
+namespace troupe::service {
+
+struct GateConfig {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  ChatFormat chat_format = ChatFormat::chatml;
+  messages::ClientLimits limits;
+  int64_t max_context = 4096;
+  int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
+  int32_t page_size = 16;
+  SpeculationMode speculation = SpeculationMode::off;  // the server's default
+  int32_t max_draft = 8;
+  bool draft_model = false;              // the server has a draft model
+  std::vector<std::string> draft_names;  // what requests may call it
+};
+
+// A request that is not a prompt: answered by ingestion (ping), the
+// scheduler (stats, cancel), the persistence actor (sessions) or the job
+// actor (jobs).
+struct Query {
+  enum class Kind : uint8_t { ping, stats, cancel, list_sessions, show_session, delete_session, job };
+  Kind kind = Kind::ping;
+  std::string peer;
+  uint64_t client_id = 0;
+  uint64_t number = 0;  // ping: the nonce; cancel: the target request id
+  std::string name;     // the session or job id
+  JobQuery job = JobQuery::status;
+};
+
+// A ChatTurn of a stored session: its prompt is the chat template over the
+// stored history and the new messages (with_history()).
+struct SessionTurn {
+  AdmitRequest request;
+};
+
+using Admission = std::variant<AdmitRequest, SessionTurn, Query, JobSubmission, messages::Rejection>;
+
+class RequestGate {
+ public:
+  explicit RequestGate(GateConfig config) : cfg_(std::move(config)) {}
+
+  // `now`: the steady clock, stamped on admitted requests.
+  Admission to_admit(const std::string& peer, std::string_view bytes, int64_t now) const;
+  // The session turn's prompt from its stored history (`start` without an
+  // error: the session is then busy with this turn); stored KV pages serve
+  // the prefix the new prompt shares with the stored token history.
+  std::variant<AdmitRequest, messages::Rejection> with_history(SessionTurn turn, persistence::SessionStart start) const;
+  // What every tokenized request must pass before the scheduler.
+  std::optional<messages::Rejection> check(const AdmitRequest& a) const;
+
+ private:
+  std::optional<messages::Rejection> read_generate(const wire::Generate& g, AdmitRequest& a) const;
+  std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
+  std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
+                                                 const flatbuffers::String* draft_model) const;
+  GateConfig cfg_;
+};
+
+}  // namespace troupe::service

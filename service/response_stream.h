@@ -1,0 +1,65 @@
+#pragma once
+// One sequence's answer as its client sees it: token ids become text
+// (whole UTF-8 characters), stop strings are held back and end the stream,
+// and the Done carries the request's usage and timings. A session turn also
+// keeps the answer's text, which is stored with the turn.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/speculation/controller.h"
+#include "engine/stop_strings.h"
+#include "engine/tokenizer.h"
+#include "service/outbound.h"
+
+namespace troupe::service {
+
+struct StreamTarget {
+  std::string peer;
+  uint64_t client_id = 0;
+  int32_t sample = 0;  // index among the request's n samples
+};
+
+class ResponseStream {
+ public:
+  ResponseStream(const Tokenizer& tokenizer, StreamTarget target, const messages::SamplingFields& sampling, bool logprobs,
+                 bool ignore_eos, bool keep_answer, int64_t accepted_ns);
+
+  const StreamTarget& target() const { return target_; }
+  int32_t completion() const { return completion_; }
+  int32_t max_tokens() const { return max_tokens_; }
+  int64_t accepted_ns() const { return accepted_ns_; }
+  bool logprobs() const { return logprobs_; }
+  bool ignore_eos() const { return ignore_eos_; }
+  void scheduled(int64_t now) {
+    if (!scheduled_ns_) scheduled_ns_ = now;
+  }
+  int64_t scheduled_ns() const { return scheduled_ns_; }
+
+  // One sampled token: its text (if any) goes out. Returns why the stream
+  // ends with it, if it does: the end-of-generation token, a stop string,
+  // or max_tokens.
+  std::optional<wire::FinishReason> push(int32_t token, float logprob, int64_t now, Outbound& out);
+  // The stream's held-back text, sent unless it ends by a stop string or a cancel.
+  void flush(wire::FinishReason reason, Outbound& out);
+  // Usage and timings for its Done; `prompt` and `cached` come from the planner.
+  messages::DoneFields done(wire::FinishReason reason, int32_t prompt, int32_t cached, const SpeculationStats* spec,
+                            int64_t now) const;
+  void send(const messages::Bytes& bytes, Outbound& out) const {
+    out.replies.push_back({target_.peer, target_.client_id, bytes});
+  }
+  std::string take_answer() { return std::move(answer_); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  StreamTarget target_;
+  StreamDecoder decoder_;
+  StopStrings stops_;
+  int32_t max_tokens_;
+  bool logprobs_, ignore_eos_, keep_answer_;
+  std::string answer_;
+  int32_t completion_ = 0;
+  int64_t accepted_ns_, scheduled_ns_ = 0, first_token_ns_ = 0, last_token_ns_ = 0;
+};
+
+}  // namespace troupe::service

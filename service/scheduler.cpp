@@ -1,0 +1,531 @@
+#include "service/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+
+#include "messages/draft_frames.h"
+#include "messages/step_frames.h"
+#include "service/clock.h"
+
+namespace troupe::service {
+namespace {
+
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+SchedulerConfig with_clock(SchedulerConfig c) {
+  if (!c.clock) c.clock = steady_ns;
+  return c;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config)
+    : cfg_(with_clock(std::move(config))),
+      pool_(cfg_.kv_pages),
+      planner_(pool_, cfg_.page_size, cfg_.planner),
+      speculation_(cfg_.draft_model),
+      swapped_(cfg_.swap_bytes) {}
+
+Scheduler::~Scheduler() = default;
+
+// ------------------------------------------------------------ arrivals and ends
+
+void Scheduler::refuse(const AdmitRequest& a, wire::ErrorCode code, const std::string& message) {
+  out_.replies.push_back({a.peer, a.client_id, messages::error_response(a.client_id, code, message)});
+  release_session(a.session_id);
+}
+
+void Scheduler::admit(AdmitRequest a) {
+  const RequestKey key{a.peer, a.client_id};
+  if (requests_.count(key))
+    return refuse(a, wire::ErrorCode::duplicate_id,
+                  "request id " + std::to_string(a.client_id) + " is already running on this connection");
+  const uint64_t seq = next_seq_++;
+  const auto prompt_tokens = static_cast<int32_t>(a.prompt.size());
+  if (!a.session_id.empty()) out_.active_sessions.push_back(a.session_id);
+  restore(a.prompt, a.restore_pages);
+  switch (planner_.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
+    case BatchPlanner::AddResult::queue_full:
+      return refuse(a, wire::ErrorCode::queue_full,
+                    "the queue is full (" + std::to_string(cfg_.planner.max_waiting) + " waiting); try again later");
+    case BatchPlanner::AddResult::too_long:
+    case BatchPlanner::AddResult::duplicate: return refuse(a, wire::ErrorCode::too_long, "the prompt does not fit the context");
+    case BatchPlanner::AddResult::accepted: break;
+  }
+  Sequence s{ResponseStream(*cfg_.tokenizer, {a.peer, a.client_id, 0}, a.sampling, a.logprobs, a.ignore_eos,
+                            !a.session_id.empty(), a.accepted_ns),
+             std::move(a.sampling)};
+  s.forks_pending = a.samples - 1;
+  s.session_id = std::move(a.session_id);
+  s.turn_messages = std::move(a.turn_messages);
+  s.persisted_pages = a.persisted_pages;
+  if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
+  s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
+  requests_.emplace(key, std::vector<uint64_t>{seq});
+  sequences_.emplace(seq, std::move(s));
+  account();
+}
+
+void Scheduler::cancel(const std::string& peer, uint64_t request_id, uint64_t target) {
+  auto it = requests_.find({peer, target});
+  if (it == requests_.end()) {
+    if (is_internal_peer(peer)) return;  // a job item that already ended
+    out_.replies.push_back({peer, request_id,
+                            messages::error_response(request_id, wire::ErrorCode::unknown_request,
+                                                     "no running request " + std::to_string(target) + " on this connection")});
+    return;
+  }
+  for (uint64_t seq : std::vector<uint64_t>(it->second)) end_or_defer(seq, true);
+  account();
+}
+
+void Scheduler::gone(const std::string& peer) {
+  std::vector<uint64_t> mine;
+  for (const auto& [key, seqs] : requests_)
+    if (key.first == peer) mine.insert(mine.end(), seqs.begin(), seqs.end());
+  for (uint64_t seq : mine) end_or_defer(seq, false);
+  account();
+}
+
+void Scheduler::end_or_defer(uint64_t seq, bool tell) {
+  if (plan_out()) deferred_.emplace_back(seq, tell);
+  else end(seq, wire::FinishReason::cancelled, tell);
+}
+
+void Scheduler::apply_deferred() {
+  for (auto [seq, tell] : std::exchange(deferred_, {})) end(seq, wire::FinishReason::cancelled, tell);
+}
+
+// Ends a sequence between steps: its Done (unless the client is gone), its pages freed.
+void Scheduler::end(uint64_t seq, wire::FinishReason reason, bool tell) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  if (tell) tell_done(seq, it->second, reason);
+  release_session(it->second.session_id);
+  drop(seq);
+}
+
+void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) {
+  s.stream.flush(reason, out_);
+  // Samples of an n > 1 request that were never forked end with it.
+  for (int32_t i = 1; i <= s.forks_pending; ++i) {
+    messages::DoneFields unforked;
+    unforked.reason = reason == wire::FinishReason::cancelled ? reason : wire::FinishReason::stop;
+    unforked.sample = i;
+    s.stream.send(messages::done_response(s.stream.target().client_id, unforked), out_);
+  }
+  const PlannedSequence* p = planner_.find(seq);
+  messages::DoneFields d = s.stream.done(reason, p ? p->prompt_tokens : 0, p ? p->cached_prompt_tokens : 0,
+                                         speculation_.stats(seq), now());
+  if (!s.session_id.empty() && reason != wire::FinishReason::cancelled && cfg_.commit_sessions)
+    commit_turn(seq, s, std::move(d));  // its Done is sent once the turn is durable
+  else
+    s.stream.send(messages::done_response(s.stream.target().client_id, d), out_);
+}
+
+// A finished session turn goes to the store; its computed full pages not yet
+// stored are spilled by the next step, before anything can reuse them.
+void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done) {
+  persistence::SessionCommit c;
+  c.peer = s.stream.target().peer;
+  c.client_id = s.stream.target().client_id;
+  c.session_id = s.session_id;
+  c.messages = std::move(s.turn_messages);
+  c.messages.push_back({"assistant", s.stream.take_answer()});
+  if (const PlannedSequence* p = planner_.find(seq)) {
+    c.tokens = p->tokens;
+    const int32_t full = p->computed / cfg_.page_size;
+    std::vector<int32_t> kept(p->tokens.begin(), p->tokens.begin() + static_cast<int64_t>(full) * cfg_.page_size);
+    if (cfg_.kv_transfer && full > s.persisted_pages) {
+      const auto table = p->kv.block_table();
+      transfers_.spill(s.session_id, kept, s.persisted_pages,
+                       std::vector<int32_t>(table.begin() + s.persisted_pages, table.begin() + full));
+    }
+    out_.idle_sessions.push_back({s.session_id, std::move(kept)});
+  }
+  c.sampling = s.sampling;
+  c.done = std::move(done);
+  out_.commits.push_back(std::move(c));
+  s.session_id.clear();
+}
+
+// Ends the whole request of `seq` (every sample) with one Error.
+void Scheduler::fail(uint64_t seq, wire::ErrorCode code, const std::string& message) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  const StreamTarget target = it->second.stream.target();
+  out_.replies.push_back({target.peer, target.client_id, messages::error_response(target.client_id, code, message)});
+  release_session(it->second.session_id);
+  auto g = requests_.find({target.peer, target.client_id});
+  const std::vector<uint64_t> members = g != requests_.end() ? g->second : std::vector<uint64_t>{seq};
+  for (uint64_t m : members) drop(m);
+}
+
+void Scheduler::fail_step(const std::string& message) {
+  for (uint64_t seq : in_step_) fail(seq, wire::ErrorCode::internal, message);
+}
+
+void Scheduler::drop(uint64_t seq) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  if (swapped_.erase(seq)) out_.swap_drops.push_back(seq);
+  planner_.finish(seq);
+  forget_.push_back(seq);
+  speculation_.remove(seq);
+  const StreamTarget& t = it->second.stream.target();
+  if (auto g = requests_.find({t.peer, t.client_id}); g != requests_.end()) {
+    std::erase(g->second, seq);
+    if (g->second.empty()) requests_.erase(g);
+  }
+  sequences_.erase(it);
+}
+
+void Scheduler::release_session(const std::string& session_id) {
+  if (!session_id.empty()) out_.released_sessions.push_back(session_id);
+}
+
+void Scheduler::drop_idle_session(const std::string& session_id, const std::vector<int32_t>& tokens) {
+  for (const auto& [seq, s] : sequences_)
+    if (s.session_id == session_id) return;  // a turn of it is live again
+  planner_.drop_prefix(tokens);
+}
+
+// ------------------------------------------------------------ KV tiers
+
+// Restored pages of an admitted session turn: into the prefix cache now,
+// their contents written by the next step (before its forward).
+void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string>& data) {
+  if (!cfg_.kv_transfer || data.empty()) return;
+  for (const auto& d : data)
+    if (static_cast<int64_t>(d.size()) != cfg_.page_bytes) return;  // not this layout: recompute instead
+  const auto n = static_cast<int32_t>(data.size());
+  std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), int64_t{n} * cfg_.page_size));
+  std::vector<messages::PageBytes> pages;
+  for (const auto& [index, page] : planner_.adopt_prefix(prompt, n)) pages.push_back({page, std::move(data[index])});
+  pages_restored_ += pages.size();
+  transfers_.restore(std::move(tokens), std::move(pages));
+}
+
+// The head of the queue, if preempted with its pages swapped out, asks for
+// them back once the pool has room for them; its admission then skips their
+// recompute. Planning waits for them (one actor hop, only at a swap-in).
+bool Scheduler::fetch_swap_in() {
+  int32_t room = -1;  // free + evictable pages, counted once (stats() walks the cache)
+  std::vector<uint64_t> gone;
+  uint64_t fetch = 0;
+  for (const auto& [seq, entry] : swapped_.entries()) {
+    const PlannedSequence* s = planner_.find(seq);
+    if (!s || s->state == RequestState::finished) {
+      gone.push_back(seq);
+      continue;
+    }
+    if (s->state != RequestState::waiting || planner_.queue_position(seq) != 0) continue;
+    if (room < 0) {
+      const PlannerStats ps = planner_.stats();
+      room = ps.pages_free + ps.pages_cached;
+    }
+    if (room >= entry.pages + 1) {
+      fetch = seq;
+      break;
+    }
+  }
+  for (uint64_t seq : gone)
+    if (swapped_.erase(seq)) out_.swap_drops.push_back(seq);
+  if (!fetch) return false;
+  swapped_.erase(fetch);
+  out_.swap_fetches.push_back(fetch);
+  return true;
+}
+
+void Scheduler::swap_arrived(SwappedPages pages) {
+  if (phase_ == Phase::fetching) phase_ = Phase::ready;
+  const PlannedSequence* s = planner_.find(pages.sequence);
+  if (!s || s->state != RequestState::waiting || pages.data.empty()) return;
+  const auto n = static_cast<int32_t>(pages.data.size());
+  std::vector<messages::PageBytes> imports;
+  for (const auto& [index, page] : planner_.adopt_prefix(pages.tokens, n))
+    imports.push_back({page, std::move(pages.data[index])});
+  pages_swapped_in_ += imports.size();
+  transfers_.restore(std::move(pages.tokens), std::move(imports));
+}
+
+// Sequences the last plan preempted: their pages are read by this step
+// (before it can reuse them) and kept in host memory, within the budget.
+std::vector<PreemptedPages> Scheduler::swaps_for_step() {
+  std::vector<PreemptedPages> swaps;
+  for (auto& p : planner_.take_preempted()) {
+    if (!cfg_.kv_transfer || !cfg_.planner.prefix_caching || p.pages.empty() || !swapped_.fits(p.pages.size(), cfg_.page_bytes))
+      continue;
+    swaps.push_back(std::move(p));
+  }
+  return swaps;
+}
+
+void Scheduler::take_swapped(SwappedPages pages) {
+  const PlannedSequence* s = planner_.find(pages.sequence);
+  if (!s || s->state != RequestState::waiting) return;
+  pages_swapped_out_ += pages.data.size();
+  swapped_.add(pages.sequence, pages.tokens, static_cast<int32_t>(pages.data.size()), pages.bytes());
+  out_.swap_outs.push_back(std::move(pages));
+}
+
+// ------------------------------------------------------------ the step
+
+SchedulerPlan Scheduler::next_step() {
+  SchedulerPlan plan;
+  while (phase_ == Phase::ready || phase_ == Phase::drafted) {
+    if (phase_ == Phase::ready) {
+      if (planner_.idle() && !transfers_.pending()) break;
+      if (!planner_.idle()) {
+        if (cfg_.kv_transfer && fetch_swap_in()) {
+          phase_ = Phase::fetching;
+          break;
+        }
+        auto remaining = [this](uint64_t seq) {
+          const auto& s = sequences_.at(seq).stream;
+          return s.max_tokens() - s.completion();
+        };
+        const auto model = speculation_.propose(planner_, remaining, now());
+        if (!model.empty() || speculation_.has_forget()) {
+          messages::Bytes bytes = messages::draft_plan(step_ + 1, model, speculation_.take_forget());
+          if (!model.empty()) {
+            plan.kind = SchedulerPlan::Kind::drafts;
+            plan.bytes = std::move(bytes);
+            phase_ = Phase::drafting;  // the step goes out when the draft model answers
+            break;
+          }
+          plan.draft_forget = std::move(bytes);  // only sequences to forget: no need to wait
+        }
+      }
+    }
+    const Built built = build_step(plan);
+    phase_ = built == Built::step ? Phase::stepping : Phase::ready;
+    if (built != Built::retry) break;
+  }
+  account();
+  return plan;
+}
+
+void Scheduler::apply_drafts(const std::string& result, const std::string& error) {
+  if (phase_ != Phase::drafting) return;
+  phase_ = Phase::drafted;
+  speculation_.take(result, error, step_ + 1, planner_, static_cast<int32_t>(cfg_.tokenizer->size()), now());
+  apply_deferred();  // cancels that came while the draft model worked: no step is out now
+  account();
+}
+
+// Plans the step. `retry`: a request that can never get its pages was failed; plan again.
+Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
+  const bool transfers = transfers_.pending();
+  static const std::vector<PlannedSlice> kNone;
+  const std::vector<PlannedSlice>* planned = &kNone;
+  if (!planner_.idle()) {
+    planned = &planner_.plan();
+    if (planned->empty()) {
+      // Nothing running and the head of the queue cannot get its pages: it never will.
+      const PlannerStats ps = planner_.stats();
+      if (ps.running == 0 && ps.waiting > 0) {
+        uint64_t head = 0;
+        int32_t best = INT32_MAX;
+        for (const auto& [seq, s] : sequences_) {
+          const int32_t pos = planner_.queue_position(seq);
+          if (pos >= 0 && pos < best) best = pos, head = seq;
+        }
+        fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
+        return Built::retry;
+      }
+      if (!transfers) return Built::nothing;
+    }
+  } else if (!transfers) {
+    return Built::nothing;
+  }
+  const std::vector<PlannedSlice>& slices = *planned;
+  step_has_slices_ = !slices.empty();
+  std::vector<PreemptedPages> swaps = swaps_for_step();
+  const Batch batch = slices.empty() ? Batch{} : planner_.batch();
+  const std::vector<messages::SliceSpec> specs = slice_specs(slices, batch);
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  if (!slices.empty())
+    for (const PageCopy& c : planner_.copies()) copies.emplace_back(c.src, c.dst);
+  // Spills and restores travel with this step (exports read before anything else).
+  const StepPages pages = transfers_.take(std::move(swaps));
+  plan.kind = SchedulerPlan::Kind::step;
+  plan.bytes = messages::step_plan(++step_, specs, forget_, copies, pages.exports, pages.imports, pages.swap_outs,
+                                   cfg_.spill_codec);
+  forget_.clear();
+  return Built::step;
+}
+
+std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<PlannedSlice>& slices, const Batch& batch) {
+  std::vector<messages::SliceSpec> specs;
+  specs.reserve(slices.size());
+  in_step_.clear();
+  const int64_t t = now();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    Sequence& s = sequences_.at(slices[i].id);
+    s.stream.scheduled(t);
+    const BatchSequence& b = batch.sequences[i];
+    // The verifier learns a sequence's sampling (and any cached prefix) with
+    // its first slice, and again after a preemption restarts it.
+    const PlannedSequence& ps = *planner_.find(slices[i].id);
+    const bool introduce = s.verifier_generation != ps.preemptions;
+    s.verifier_generation = ps.preemptions;
+    // The draft model's q for the drafts the window kept (the planner may cut it short).
+    specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
+                     introduce ? &s.sampling : nullptr,
+                     introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
+                     s.stream.logprobs(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts)});
+    in_step_.push_back(slices[i].id);
+  }
+  return specs;
+}
+
+void Scheduler::apply(const std::string& result, const std::string& error_text) {
+  if (phase_ != Phase::stepping) return;
+  phase_ = Phase::ready;
+  std::string error = error_text;
+  const auto* res = error.empty() ? messages::check_step_result(result) : nullptr;
+  if (error.empty() && !res) error = "the verifier sent an unreadable step result";
+  if (res && res->error()) error = res->error()->str();
+  if (!error.empty()) {
+    // The step's KV is unknown: its requests end with the reason; others go on.
+    fail_step("engine step failed: " + error);
+    // Restored pages may not have been written: they must not be reused.
+    for (const auto& tokens : transfers_.unwritten()) planner_.drop_prefix(tokens);
+  } else {
+    for (auto& spill : transfers_.exported(*res)) out_.spills.push_back(std::move(spill));
+    for (auto& pages : transfers_.swapped(*res)) take_swapped(std::move(pages));
+    try {
+      take_tokens(*res);
+    } catch (const std::exception& e) {
+      // A bad result (or a token the tokenizer rejects) must not stop the
+      // scheduler: the step's requests end with the reason, others go on.
+      fail_step(std::string("engine step failed: ") + e.what());
+    }
+  }
+  in_step_.clear();
+  transfers_.step_done();
+  apply_deferred();
+  account();
+}
+
+void Scheduler::take_tokens(const wire::step::StepResult& res) {
+  engine_ms_ += res.forward_ms();
+  std::vector<std::vector<int32_t>> sampled;  // per wanting slice: accepted drafts, then the next token
+  std::vector<std::pair<uint64_t, float>> who;
+  if (res.sampled())
+    for (const auto* s : *res.sampled()) {
+      std::vector<int32_t> kept;
+      if (s->accepted()) kept.assign(s->accepted()->begin(), s->accepted()->end());
+      kept.push_back(s->token());
+      sampled.push_back(std::move(kept));
+      who.emplace_back(s->sequence_id(), s->logprob());
+    }
+  int64_t step_tokens = 0;
+  std::map<uint64_t, int32_t> window_drafts;
+  std::vector<uint64_t> wanted;
+  for (const PlannedSlice& p : planner_.planned()) {
+    step_tokens += p.count;
+    if (p.drafts > 0) window_drafts[p.id] = p.drafts;
+    if (p.wants_token) wanted.push_back(p.id);
+  }
+  if (step_tokens > 0) speculation_.observe_step(step_tokens, res.forward_ms());
+  // The result must answer this step, slice for slice.
+  bool matches = res.step() == step_ && wanted.size() == who.size();
+  for (size_t i = 0; matches && i < who.size(); ++i) matches = who[i].first == wanted[i];
+  for (size_t i = 0; matches && i < sampled.size(); ++i)
+    for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
+  if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(step_));
+  if (step_has_slices_) planner_.commit(sampled);
+  auto deferred = [&](uint64_t seq) {
+    return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == seq; });
+  };
+  for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
+    auto s = sequences_.find(seq);
+    if (s != sequences_.end() && s->second.forks_pending > 0 && !deferred(seq)) fork_samples(seq);
+  }
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const uint64_t seq = who[i].first;
+    if (auto w = window_drafts.find(seq); w != window_drafts.end())
+      speculation_.observe_window(seq, w->second, static_cast<int32_t>(sampled[i].size()) - 1);
+    for (int32_t token : sampled[i]) {
+      if (!sequences_.count(seq)) break;  // ended (stop, length) part way through the window
+      deliver(seq, token, who[i].second);
+    }
+  }
+}
+
+// The prompt of a request with n samples is computed: fork the other n - 1
+// from it, sharing its pages (each recomputes the last prompt position into
+// its own copy of that page and samples from there).
+void Scheduler::fork_samples(uint64_t seq) {
+  Sequence& parent = sequences_.at(seq);
+  const int32_t forks = std::exchange(parent.forks_pending, 0);
+  // Copies, not references: adding children may rehash `sequences_`.
+  const StreamTarget target = parent.stream.target();
+  const messages::SamplingFields sampling = parent.sampling;
+  const bool logprobs = parent.stream.logprobs(), ignore_eos = parent.stream.ignore_eos();
+  const int64_t accepted_ns = parent.stream.accepted_ns(), scheduled_ns = parent.stream.scheduled_ns();
+  const int32_t at = planner_.find(seq)->prompt_tokens - 1;
+  std::vector<uint64_t>& group = requests_.at({target.peer, target.client_id});
+  for (int32_t i = 1; i <= forks; ++i) {
+    const uint64_t child = next_seq_++;
+    if (!planner_.fork(seq, child, at)) break;
+    messages::SamplingFields own = sampling;
+    own.seed = sampling.seed + static_cast<uint64_t>(i);  // distinct draws
+    Sequence s{ResponseStream(*cfg_.tokenizer, {target.peer, target.client_id, i}, own, logprobs, ignore_eos, false,
+                              accepted_ns),
+               own};
+    s.stream.scheduled(scheduled_ns);
+    group.push_back(child);
+    sequences_.emplace(child, std::move(s));
+  }
+}
+
+// One sampled token reaches its sequence.
+void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  ResponseStream& stream = it->second.stream;
+  const int32_t before = stream.completion();
+  const auto finished = stream.push(token, logprob, now(), out_);
+  tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);
+  if (finished) return end(seq, *finished, true);
+  const PlannedSequence* s = planner_.find(seq);
+  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
+}
+
+// ------------------------------------------------------------ accounting
+
+// Busy time: call after anything that may start or end work.
+void Scheduler::account() {
+  const bool busy = !planner_.idle();
+  const int64_t t = now();
+  if (busy_since_ns_) busy_ms_ += ms(t - busy_since_ns_);
+  busy_since_ns_ = busy ? t : 0;
+}
+
+messages::StatsFields Scheduler::stats() {
+  const PlannerStats ps = planner_.stats();
+  messages::StatsFields f;
+  f.running = ps.running;
+  f.waiting = ps.waiting;
+  f.pages_total = ps.pages_total;
+  f.pages_used = ps.pages_used;
+  f.pages_cached = ps.pages_cached;
+  f.pages_free = ps.pages_free;
+  f.live_token_fraction = ps.live_token_fraction;
+  f.steps = step_;
+  f.tokens_generated = tokens_generated_;
+  f.model = cfg_.model_name;
+  account();
+  f.engine_ms = engine_ms_;
+  f.busy_ms = busy_ms_;
+  f.pages_restored = pages_restored_;
+  f.pages_swapped_out = pages_swapped_out_;
+  f.pages_swapped_in = pages_swapped_in_;
+  return f;
+}
+
+}  // namespace troupe::service

@@ -1,0 +1,152 @@
+#pragma once
+// The scheduler's decisions, with no actor in sight: the requests'
+// lifecycle, continuous batching (engine/schedule/batch_planner.h, which
+// also accounts the KV pages of every step), speculation per sequence, and
+// what each step's result means for every stream. Its actor only receives,
+// calls and sends (actors/scheduler_actor.cpp):
+//
+//   admit / cancel / gone      a request arrives, is cancelled, its client is gone
+//   next_step()                → a DraftPlan (the draft model first) or a StepPlan
+//   apply_drafts(result)       the draft model's answer; next_step() then sends the step
+//   apply(result)              the step's result: tokens stream, requests end
+//   take_outbound()            → everything the calls above want sent, in order
+//
+// One plan is out at a time. Cancels that arrive meanwhile are applied when
+// it returns, so a step's pages never change under the engine. A result that
+// does not answer its step (wrong step, unknown sequences, tokens outside the
+// vocabulary) ends that step's requests with the reason; others go on.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/schedule/batch_planner.h"
+#include "engine/tokenizer.h"
+#include "service/admit_request.h"
+#include "service/kv_transfers.h"
+#include "service/outbound.h"
+#include "service/response_stream.h"
+#include "service/speculation_planner.h"
+
+namespace troupe::service {
+
+struct SchedulerConfig {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  int32_t kv_pages = 0;  // the verifier's KV capacity; the scheduler allocates its pages
+  int32_t page_size = 16;
+  PlannerLimits planner;
+  std::string model_name;
+  bool draft_model = false;     // a draft model proposes drafts (speculation draft and auto)
+  bool commit_sessions = true;  // session turns go to the store before their Done
+  // KV tiers: the verifier can export and import pages (spill and restore).
+  bool kv_transfer = false;
+  int64_t page_bytes = 0;   // one spilled page (engine/kv_page_codec.h)
+  uint8_t spill_codec = 0;  // its KvPageCodec
+  // Preempted sequences' pages swap out to host memory (lossless) up to
+  // this many bytes; beyond it they are recomputed. 0: always recompute.
+  int64_t swap_bytes = int64_t{1} << 30;
+  std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
+};
+
+struct SchedulerPlan {
+  enum class Kind : uint8_t { none, drafts, step };
+  Kind kind = Kind::none;
+  messages::Bytes bytes;  // the DraftPlan (drafts) or StepPlan (step)
+  // A DraftPlan naming only sequences the draft model may drop: send it, no
+  // answer is awaited. Empty: none.
+  messages::Bytes draft_forget;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerConfig config);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void admit(AdmitRequest request);
+  void cancel(const std::string& peer, uint64_t request_id, uint64_t target);
+  void gone(const std::string& peer);
+
+  // kind none: nothing to send now (idle, or a plan or a swap-in is out).
+  SchedulerPlan next_step();
+  void apply_drafts(const std::string& result, const std::string& error);
+  void apply(const std::string& result, const std::string& error);  // error: no result came
+  // A swap-in asked for by Outbound::swap_fetches (no data: recompute).
+  void swap_arrived(SwappedPages pages);
+  // The allocator found a session idle: its cached pages go back to the pool
+  // unless a turn of it is live again.
+  void drop_idle_session(const std::string& session_id, const std::vector<int32_t>& tokens);
+  void set_draft_round_ms(double ms) { speculation_.set_round_ms(ms); }
+
+  // Everything but pages_spilled, which the allocator counts as the store confirms.
+  messages::StatsFields stats();
+  Outbound take_outbound() { return std::exchange(out_, {}); }
+  bool plan_out() const { return phase_ == Phase::drafting || phase_ == Phase::stepping; }
+
+ private:
+  enum class Phase : uint8_t { ready, drafting, drafted, stepping, fetching };
+  enum class Built : uint8_t { step, nothing, retry };
+  // One sequence: the request's, or one of its n samples.
+  struct Sequence {
+    Sequence(ResponseStream s, messages::SamplingFields f) : stream(std::move(s)), sampling(std::move(f)) {}
+    ResponseStream stream;
+    messages::SamplingFields sampling;
+    int32_t verifier_generation = -1;  // planner preemptions when the verifier last got its sampling
+    int32_t forks_pending = 0;         // samples to fork once the prompt is computed
+    std::string session_id;            // a session turn: committed before its Done
+    std::vector<ChatMessage> turn_messages;
+    int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
+  };
+  using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
+
+  int64_t now() const { return cfg_.clock(); }
+  void refuse(const AdmitRequest& a, wire::ErrorCode code, const std::string& message);
+  void restore(std::span<const int32_t> prompt, std::vector<std::string>& data);
+  bool fetch_swap_in();
+  Built build_step(SchedulerPlan& plan);
+  std::vector<messages::SliceSpec> slice_specs(const std::vector<PlannedSlice>& slices, const Batch& batch);
+  std::vector<PreemptedPages> swaps_for_step();
+  void take_tokens(const wire::step::StepResult& result);
+  void take_swapped(SwappedPages pages);
+  void deliver(uint64_t seq, int32_t token, float logprob);
+  void fork_samples(uint64_t seq);
+  void end(uint64_t seq, wire::FinishReason reason, bool tell);
+  void tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason);
+  void commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done);
+  void end_or_defer(uint64_t seq, bool tell);
+  void apply_deferred();
+  void fail(uint64_t seq, wire::ErrorCode code, const std::string& message);
+  void fail_step(const std::string& message);
+  void drop(uint64_t seq);
+  void release_session(const std::string& session_id);
+  void account();
+
+  SchedulerConfig cfg_;
+  PagePool pool_;
+  BatchPlanner planner_;
+  SpeculationPlanner speculation_;
+  KvTransfers transfers_;
+  SwapLedger swapped_;
+  std::unordered_map<uint64_t, Sequence> sequences_;        // by sequence id
+  std::map<RequestKey, std::vector<uint64_t>> requests_;  // a request's sequences: one, or one per sample
+  Outbound out_;
+  Phase phase_ = Phase::ready;
+  uint64_t next_seq_ = 1;
+  uint64_t step_ = 0;
+  bool step_has_slices_ = false;
+  std::vector<uint64_t> in_step_;                     // sequences of the step in flight
+  std::vector<uint64_t> forget_;                      // ended sequences the verifier may drop
+  std::vector<std::pair<uint64_t, bool>> deferred_;  // (sequence, tell the client) ended while a plan was out
+  uint64_t tokens_generated_ = 0;
+  uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0;
+  double engine_ms_ = 0;      // sum of the verifier's step times
+  double busy_ms_ = 0;        // wall time with requests in the system
+  int64_t busy_since_ns_ = 0;  // 0 while idle
+};
+
+}  // namespace troupe::service

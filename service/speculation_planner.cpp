@@ -1,0 +1,128 @@
+#include "service/speculation_planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+namespace troupe::service {
+
+void SpeculationPlanner::add(uint64_t seq, SpeculationMode mode, int32_t max_draft,
+                             const messages::SamplingFields& sampling) {
+  Sequence s;
+  s.controller = std::make_unique<SpeculationController>(mode, max_draft, draft_model_);
+  s.max_draft = std::clamp(max_draft, 1, 8);
+  s.sampling = sampling;
+  seqs_.insert_or_assign(seq, std::move(s));
+}
+
+void SpeculationPlanner::remove(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  if (it->second.model_knows) forget_.push_back(seq);
+  seqs_.erase(it);
+}
+
+const SpeculationStats* SpeculationPlanner::stats(uint64_t seq) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? nullptr : &it->second.controller->stats();
+}
+
+std::vector<messages::DraftSequenceSpec> SpeculationPlanner::propose(BatchPlanner& planner,
+                                                                     const std::function<int32_t(uint64_t)>& remaining,
+                                                                     int64_t now) {
+  const int32_t decoding = std::max(1, planner.running());
+  const bool model_up = draft_model_ && now >= paused_until_ns_;
+  std::vector<messages::DraftSequenceSpec> model;
+  drafting_.clear();
+  plan_behind_tokens_ = 0;
+  // The step's tokens so far: each sequence's drafts are priced on top of
+  // those chosen before it.
+  int64_t step_tokens = decoding;
+  for (auto& [seq, r] : seqs_) {
+    r.drafted_with = DraftSource::none;
+    r.q.clear();
+    const PlannedSequence* s = planner.find(seq);
+    if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
+    const int32_t room = std::min(r.max_draft, remaining(seq) - 1);
+    std::vector<int32_t> drafts = room > 0 ? ngram_.propose(s->tokens, room) : std::vector<int32_t>();
+    const auto tokens = static_cast<int32_t>(s->tokens.size());
+    const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
+    auto choice = r.controller->choose(static_cast<int32_t>(drafts.size()), decoding, step_cost_, round_ms_, step_tokens,
+                                       catch_up_.ms(tokens - start));
+    step_tokens += choice.k;
+    if (choice.source == DraftSource::model) {
+      drafts.clear();
+      if (model_up && room > 0) {
+        plan_behind_tokens_ += tokens - start;
+        model.push_back({seq, start, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(start)),
+                         std::min(choice.k, room), start == 0 ? &r.sampling : nullptr});
+        drafting_.push_back(seq);
+        r.draft_synced = tokens;
+        r.model_knows = true;
+      }
+      choice.k = 0;  // set when the draft model answers
+    }
+    drafts.resize(static_cast<size_t>(choice.k));
+    r.drafted_with = choice.k > 0 ? choice.source : DraftSource::none;
+    planner.set_drafts(seq, std::move(drafts));
+  }
+  return model;
+}
+
+void SpeculationPlanner::fail_drafts(const std::string& error, int64_t now) {
+  std::fprintf(stderr, "troupe: draft model: %s; drafting pauses for 5 s\n", error.c_str());
+  paused_until_ns_ = now + kPauseAfterFailureNs;
+  for (uint64_t seq : drafting_)
+    if (auto r = seqs_.find(seq); r != seqs_.end()) r->second.draft_synced = 0;  // resend all next time
+}
+
+bool SpeculationPlanner::take_proposal(const wire::draft::Proposal& p, uint64_t seq, BatchPlanner& planner,
+                                       int32_t n_vocab) {
+  auto r = seqs_.find(seq);
+  const PlannedSequence* s = planner.find(seq);
+  if (r == seqs_.end() || !s || p.sequence_id() != seq) return false;
+  if (p.resync()) {
+    r->second.draft_synced = 0;
+    return false;
+  }
+  if (!p.tokens() || p.tokens()->size() == 0 || s->state != RequestState::running) return false;
+  std::vector<int32_t> drafts(p.tokens()->begin(), p.tokens()->end());
+  if (static_cast<int32_t>(drafts.size()) > r->second.max_draft ||
+      std::any_of(drafts.begin(), drafts.end(), [&](int32_t t) { return t < 0 || t >= n_vocab; }))
+    return false;
+  try {
+    r->second.q = messages::read_draft_q(p.q_sizes(), p.q_tokens(), p.q_probs(), static_cast<int32_t>(drafts.size()), n_vocab);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  r->second.drafted_with = DraftSource::model;
+  planner.set_drafts(seq, std::move(drafts));
+  return true;
+}
+
+void SpeculationPlanner::take(const std::string& bytes, std::string error, uint64_t step, BatchPlanner& planner,
+                              int32_t n_vocab, int64_t now) {
+  const auto* res = error.empty() ? messages::check_draft_result(bytes) : nullptr;
+  if (error.empty() && !res) error = "the draft model sent an unreadable result";
+  if (res && res->error()) error = res->error()->str();
+  if (res && error.empty() && (res->step() != step || !res->proposals() || res->proposals()->size() != drafting_.size()))
+    error = "the draft model's result does not answer its plan";
+  if (!error.empty()) return fail_drafts(error, now);
+  if (res->round_ms() > 0) round_ms_ = round_ms_ > 0 ? 0.7 * round_ms_ + 0.3 * res->round_ms() : res->round_ms();
+  catch_up_.observe(res->catch_up_ms(), plan_behind_tokens_);
+  for (size_t i = 0; i < drafting_.size(); ++i)
+    take_proposal(*res->proposals()->Get(static_cast<uint32_t>(i)), drafting_[i], planner, n_vocab);
+}
+
+std::span<const messages::DraftDistribution> SpeculationPlanner::q(uint64_t seq, int32_t drafts) const {
+  auto it = seqs_.find(seq);
+  if (drafts <= 0 || it == seqs_.end() || it->second.drafted_with != DraftSource::model || it->second.q.empty()) return {};
+  return std::span<const messages::DraftDistribution>(it->second.q).first(static_cast<size_t>(drafts));
+}
+
+void SpeculationPlanner::observe_window(uint64_t seq, int32_t drafts, int32_t accepted) {
+  if (auto it = seqs_.find(seq); it != seqs_.end())
+    it->second.controller->observe(it->second.drafted_with, drafts, accepted);
+}
+
+}  // namespace troupe::service

@@ -1,0 +1,85 @@
+#pragma once
+// The scheduler's speculation: per step, for every speculating sequence
+// about to decode, its controller (engine/speculation/controller.h) picks a
+// source and a draft length k for this step's load. N-gram drafts are made
+// here at once (microseconds); drafts the draft model is to propose become
+// one DraftPlan (messages/draft.fbs), whose answer joins the step's verify
+// windows. After the step, each window's acceptance is observed.
+//
+// The draft model keeps each sequence's history; a plan sends only what it
+// gained since the last (draft_synced). A failing draft model costs this
+// step's drafts and pauses drafting for a while, never a request.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <map>
+#include <vector>
+
+#include "engine/schedule/batch_planner.h"
+#include "engine/speculation/controller.h"
+#include "engine/speculation/ngram_drafter.h"
+#include "messages/draft_frames.h"
+
+namespace troupe::service {
+
+class SpeculationPlanner {
+ public:
+  static constexpr int64_t kPauseAfterFailureNs = 5'000'000'000;
+
+  explicit SpeculationPlanner(bool draft_model) : draft_model_(draft_model) {}
+
+  void add(uint64_t seq, SpeculationMode mode, int32_t max_draft, const messages::SamplingFields& sampling);
+  void remove(uint64_t seq);  // ended: a draft model that knows it may forget it
+  const SpeculationStats* stats(uint64_t seq) const;
+
+  // Sets this step's drafts in the planner: n-gram ones at once; returns
+  // those for the draft model to propose (empty: none). `remaining(seq)`:
+  // tokens the sequence may still generate.
+  std::vector<messages::DraftSequenceSpec> propose(BatchPlanner& planner, const std::function<int32_t(uint64_t)>& remaining,
+                                                   int64_t now);
+  // The draft model's answer to the plan for step `step`.
+  void take(const std::string& bytes, std::string error, uint64_t step, BatchPlanner& planner, int32_t n_vocab,
+            int64_t now);
+  // The draft model's q for the first `drafts` of a window it proposed (empty: fixed drafts).
+  std::span<const messages::DraftDistribution> q(uint64_t seq, int32_t drafts) const;
+
+  // After the step: what a window of `drafts` kept, and what the step cost.
+  void observe_window(uint64_t seq, int32_t drafts, int32_t accepted);
+  void observe_step(int64_t tokens, double ms) { step_cost_.observe(tokens, ms); }
+  // The draft model's cost of one drafting round, measured before any step.
+  void set_round_ms(double ms) {
+    if (round_ms_ == 0) round_ms_ = ms;
+  }
+
+  // Sequences the draft model may drop (sent with the next DraftPlan).
+  bool has_forget() const { return !forget_.empty(); }
+  std::vector<uint64_t> take_forget() { return std::exchange(forget_, {}); }
+
+ private:
+  struct Sequence {
+    std::unique_ptr<SpeculationController> controller;
+    int32_t max_draft = 0;
+    messages::SamplingFields sampling;
+    DraftSource drafted_with = DraftSource::none;  // the source of the window in flight
+    int32_t draft_synced = 0;  // history the draft model holds (0: send all of it)
+    bool model_knows = false;
+    std::vector<messages::DraftDistribution> q;
+  };
+  void fail_drafts(const std::string& error, int64_t now);
+  bool take_proposal(const wire::draft::Proposal& p, uint64_t seq, BatchPlanner& planner, int32_t n_vocab);
+
+  bool draft_model_;
+  std::map<uint64_t, Sequence> seqs_;  // ordered: each step prices drafts in arrival order
+  NgramDrafter ngram_;
+  StepCostModel step_cost_;  // the verifier's step time by tokens
+  std::vector<uint64_t> drafting_;  // sequences of the DraftPlan in flight, in its order
+  std::vector<uint64_t> forget_;
+  double round_ms_ = 0;
+  DraftCatchUpCost catch_up_;
+  int64_t plan_behind_tokens_ = 0;  // tokens the plan in flight asks the draft model to read
+  int64_t paused_until_ns_ = 0;
+};
+
+}  // namespace troupe::service

@@ -1,0 +1,188 @@
+#include "worker/step_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_page_codec.h"
+#include "engine/model_config.h"
+#include "engine/page_pool.h"
+#include "engine/sampler.h"
+#include "engine/speculation/acceptance.h"
+#include "messages/step_frames.h"
+#include "worker/sequence_sampling.h"
+
+namespace troupe::worker {
+namespace {
+
+using wire::step::StepPlan;
+
+std::string who(uint64_t seq) { return "sequence " + std::to_string(seq); }
+
+}  // namespace
+
+struct StepRunner::Impl {
+  struct SequenceSampler {
+    Sampler sampler;
+    std::vector<int32_t> history;
+    bool logprobs = false;
+  };
+  // A slice that wants a token: where its logits rows are and what they judge.
+  struct Wanting {
+    uint64_t sequence = 0;
+    int32_t drafts = 0;                 // 0: a plain next token
+    std::span<const int32_t> window;    // the drafted tokens
+    std::vector<Sampler::Distribution> q;  // the draft model's q per draft (empty: fixed drafts)
+  };
+
+  std::shared_ptr<Backend> backend;
+  messages::WorkerInfo info;
+  std::unordered_map<uint64_t, SequenceSampler> samplers;
+  Logits logits;
+  std::vector<float> original;
+
+  // A front end sized for another worker must not touch pages out of bounds.
+  void check_page(int32_t page) const {
+    if (page < 0 || page >= info.kv_pages)
+      throw std::out_of_range("KV page " + std::to_string(page) + " outside this worker's " + std::to_string(info.kv_pages) +
+                              " pages");
+  }
+
+  // Exports and swap-outs first: a page this step reuses still holds what left.
+  void export_pages(const StepPlan& plan, std::vector<messages::PageBytes>& exported,
+                    std::vector<messages::PageBytes>& swapped) const {
+    if (plan.exports()) {
+      const auto codec = static_cast<KvPageCodec>(plan.export_codec());
+      for (int32_t page : *plan.exports()) {
+        check_page(page);
+        if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4)
+          throw std::invalid_argument("unknown KV export codec " + std::to_string(plan.export_codec()));
+        exported.push_back({page, export_kv_page(*backend, page, codec)});
+      }
+    }
+    if (plan.swap_outs())
+      for (int32_t page : *plan.swap_outs()) {
+        check_page(page);
+        swapped.push_back({page, export_kv_page(*backend, page, KvPageCodec::fp16)});
+      }
+  }
+
+  void import_pages(const StepPlan& plan) const {
+    if (!plan.imports()) return;
+    for (const auto* p : *plan.imports()) {
+      check_page(p->page());
+      const auto* d = p->data();
+      if (!d || !import_kv_page(*backend, p->page(), std::string_view(reinterpret_cast<const char*>(d->data()), d->size())))
+        throw std::invalid_argument("KV page " + std::to_string(p->page()) + " to restore is not in this model's layout");
+    }
+  }
+
+  // The first slice of a sequence this worker sees (or a restart) brings its sampling.
+  void introduce(const wire::step::Slice& s) {
+    const SamplingParams p = sampling_params(s.sampling());
+    p.validate();
+    SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs()};
+    if (s.history()) fresh.history.assign(s.history()->begin(), s.history()->end());
+    if (static_cast<int32_t>(fresh.history.size()) != s.start())
+      throw std::invalid_argument(who(s.sequence_id()) + " starts at " + std::to_string(s.start()) + " with a history of " +
+                                  std::to_string(fresh.history.size()) + " tokens");
+    samplers.insert_or_assign(s.sequence_id(), std::move(fresh));
+  }
+
+  void read_slice(const wire::step::Slice& s, Batch& batch, std::vector<Wanting>& wanting) {
+    if (!s.tokens() || !s.block_table() || s.tokens()->size() == 0)
+      throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has no tokens");
+    const std::span<const int32_t> tokens(s.tokens()->data(), s.tokens()->size());
+    const std::span<const int32_t> table(s.block_table()->data(), s.block_table()->size());
+    for (int32_t page : table) check_page(page);
+    if (s.sampling()) introduce(s);
+    auto it = samplers.find(s.sequence_id());
+    if (it == samplers.end()) throw std::invalid_argument(who(s.sequence_id()) + " continues but never started");
+    const int32_t drafts = s.drafts();
+    if (drafts < 0 || drafts >= static_cast<int32_t>(tokens.size()) || (drafts > 0 && !s.wants_token()))
+      throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has " + std::to_string(drafts) + " drafts");
+    // Drafted tokens join the history only once accepted.
+    it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end() - drafts);
+    batch.sequences.push_back(
+        {tokens, s.start(), table, drafts > 0 ? LogitsWanted::all : s.wants_token() ? LogitsWanted::last : LogitsWanted::none});
+    if (s.wants_token())
+      wanting.push_back({s.sequence_id(), drafts, tokens.subspan(tokens.size() - static_cast<size_t>(drafts)),
+                         messages::read_draft_q(s.q_sizes(), s.q_tokens(), s.q_probs(), drafts, info.n_vocab)});
+  }
+
+  messages::SampledToken sample_row(SequenceSampler& ss, uint64_t seq, std::span<float> row) {
+    float logprob = 0;
+    double lse = 0;
+    if (ss.logprobs) {
+      original.assign(row.begin(), row.end());
+      const float mx = *std::max_element(row.begin(), row.end());
+      for (float v : row) lse += std::exp(static_cast<double>(v - mx));
+      lse = std::log(lse) + mx;
+    }
+    const int32_t token = ss.sampler.sample(row, ss.history);
+    if (ss.logprobs) logprob = static_cast<float>(original[token] - lse);
+    return {seq, token, logprob, {}};
+  }
+
+  std::vector<messages::SampledToken> sample(std::vector<Wanting>& wanting) {
+    std::vector<messages::SampledToken> sampled;
+    sampled.reserve(wanting.size());
+    int64_t next_row = 0;
+    for (Wanting& w : wanting) {
+      SequenceSampler& ss = samplers.at(w.sequence);
+      if (w.drafts == 0) {
+        sampled.push_back(sample_row(ss, w.sequence, logits.row(next_row++)));
+        continue;
+      }
+      const int64_t first = next_row;
+      next_row += w.drafts + 1;
+      const Acceptance a = accept_drafts(
+          ss.sampler, w.window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
+      ss.history.pop_back();  // `next` joins the history with the slice that carries it
+      sampled.push_back({w.sequence, a.next, 0.0f, std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted)});
+    }
+    return sampled;
+  }
+
+  std::string run(const std::string& bytes) {
+    const auto* plan = messages::check_step_plan(bytes);
+    if (!plan) return messages::step_result(0, {}, "malformed step plan", 0, info);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (plan->forget())
+        for (uint64_t id : *plan->forget()) samplers.erase(id);
+      std::vector<messages::PageBytes> exported, swapped;
+      export_pages(*plan, exported, swapped);
+      import_pages(*plan);
+      Batch batch;
+      std::vector<Wanting> wanting;
+      if (plan->slices())
+        for (const auto* s : *plan->slices()) read_slice(*s, batch, wanting);
+      if (plan->copies() && plan->copies()->size() > 0) {
+        std::vector<PageCopy> copies;
+        for (const auto* c : *plan->copies()) copies.push_back({c->src(), c->dst()});
+        backend->copy_pages(copies);
+      }
+      if (!batch.sequences.empty()) backend->forward(batch, logits);
+      const std::vector<messages::SampledToken> sampled = sample(wanting);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return messages::step_result(plan->step(), sampled, "", ms, info, exported, swapped);
+    } catch (const std::exception& e) {
+      return messages::step_result(plan->step(), {}, e.what(), 0, info);
+    }
+  }
+};
+
+StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
+  impl_->backend = std::move(backend);
+  Backend& b = *impl_->backend;
+  impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
+                 b.can_copy_pages(), b.can_transfer_pages()};
+}
+StepRunner::~StepRunner() = default;
+std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }
+
+}  // namespace troupe::worker

@@ -1,0 +1,31 @@
+#pragma once
+// The target verifier's work, outside any actor: one StepPlan
+// (messages/step.fbs) becomes one batched forward of the model (prefill
+// chunks, decode tokens and verify windows together), then every sequence
+// that wants a token is sampled with its own sampler and history, and each
+// verify window is accepted or cut (engine/speculation/acceptance.h). KV
+// pages are exported, swapped out and imported around the forward, in the
+// order the plan defines. The verifier actor and `troupe worker` both run
+// it; it links no actor framework.
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace troupe::worker {
+
+class StepRunner {
+ public:
+  explicit StepRunner(std::shared_ptr<Backend> backend);
+  ~StepRunner();
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+
+  std::string run(const std::string& plan_bytes);  // StepPlan bytes -> StepResult bytes, never throws
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::worker
