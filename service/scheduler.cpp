@@ -13,15 +13,18 @@ namespace {
 
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
-SchedulerConfig with_clock(SchedulerConfig c) {
+SchedulerConfig checked(SchedulerConfig c) {
   if (!c.clock) c.clock = steady_ns;
+  // A sequence can never hold more KV than the whole cache: admitting one
+  // that could would stall it mid-prefill.
+  c.planner.max_context = static_cast<int32_t>(std::min<int64_t>(c.planner.max_context, int64_t{c.kv_pages} * c.page_size));
   return c;
 }
 
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config)
-    : cfg_(with_clock(std::move(config))),
+    : cfg_(checked(std::move(config))),
       pool_(cfg_.kv_pages),
       planner_(pool_, cfg_.page_size, cfg_.planner),
       speculation_(cfg_.draft_model),

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/isa.h"
@@ -352,5 +353,41 @@ TEST_CASE("lane layouts exist for the formats that have lane kernels, and lower 
     std::vector<float> y(9 * 3);
     matmul(w, x.data(), 3, y.data(), pool, scratch);
     CHECK(y == run(m, x, 3, pool, scratch));
+  }
+}
+
+// matmul.h promises every quantizer the scalar one's bytes. The AVX2 and
+// AVX-512 ones share their layouts (matmul_skeleton.h) but round and sum with
+// their own instructions; token 0 starts with a zero block (scale 0), token 1
+// is all ties (scale 1, halves), token 2 spans 40 binades.
+TEST_CASE("every instruction set's activation quantizer writes the scalar quantizer's bytes", "[matmul]") {
+  using namespace troupe::cpu::detail;
+  const std::pair<Isa, QuantizeFn> quantizers[] = {{Isa::avx2, quantize_avx2}, {Isa::avx512, quantize_avx512}};
+  const int n_tokens = 3;
+  for (ActLayout l : {ActLayout::q8, ActLayout::q8_biased, ActLayout::nib8, ActLayout::nib16, ActLayout::k_sb32,
+                      ActLayout::k_sb16}) {
+    const bool k = l == ActLayout::k_sb32 || l == ActLayout::k_sb16;
+    for (int64_t cols : k ? std::vector<int64_t>{256, 512, 1280} : std::vector<int64_t>{32, 96, 160, 896}) {
+      auto x = gaussian(static_cast<size_t>(cols * n_tokens), static_cast<uint32_t>(cols));
+      for (int64_t i = 0; i < 32; ++i) x[i] = 0;
+      for (int64_t i = 0; i < cols; ++i)
+        x[cols + i] = i % 32 == 0 ? 127.0f : static_cast<float>((i * 37) % 254 - 127) / 2;
+      for (int64_t i = 0; i < cols; ++i) x[2 * cols + i] *= std::exp2(static_cast<float>((i / 32) % 40 - 20));
+      const auto quantized = [&](QuantizeFn fn) {
+        ActView v;
+        const int64_t bytes = place_activations(l, cols, n_tokens, nullptr, v);
+        std::vector<uint8_t> buf(static_cast<size_t>(bytes + 64), 0x5A);  // bytes no quantizer writes stay 0x5A
+        uint8_t* base = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+        place_activations(l, cols, n_tokens, base, v);
+        for (int t = 0; t < n_tokens; ++t) fn(l, &x[t * cols], v, t);
+        return std::vector<uint8_t>(base, base + bytes);
+      };
+      const auto want = quantized(quantize_scalar);
+      for (const auto& [isa, fn] : quantizers) {
+        if (isa > detect_isa()) continue;
+        INFO(isa_name(isa) << " layout " << static_cast<int>(l) << " cols " << cols);
+        CHECK(quantized(fn) == want);
+      }
+    }
   }
 }

@@ -19,7 +19,7 @@
 #include "messages/draft_frames.h"
 #include "messages/step_frames.h"
 #include "messages/zmq_sockets.h"
-#include "tests/service/fixture.h"
+#include "tests/e2e/fixture.h"
 
 using namespace troupe;
 using namespace troupe::test;

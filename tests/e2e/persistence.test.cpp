@@ -16,7 +16,7 @@
 #include "messages/client_validation.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
-#include "tests/service/fixture.h"
+#include "tests/e2e/fixture.h"
 
 using namespace troupe;
 using namespace troupe::test;

@@ -20,7 +20,7 @@
 #include "messages/client_connection.h"
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
-#include "tests/service/server_process.h"
+#include "tests/e2e/server_process.h"
 
 namespace troupe::test {
 

@@ -16,7 +16,7 @@
 #include "engine/vocabulary.h"
 #include "messages/client_connection.h"
 #include "messages/client_validation.h"
-#include "tests/service/fixture.h"
+#include "tests/e2e/fixture.h"
 
 using namespace troupe;
 using namespace troupe::test;

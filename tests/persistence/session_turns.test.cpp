@@ -1,0 +1,142 @@
+// The session turn policy on a real store: one turn at a time, the Done only
+// once the turn is durable, stored KV pages valid only for the history later
+// turns keep, under the model and layout that wrote them.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "messages/client_validation.h"
+#include "persistence/session_turns.h"
+
+using namespace troupe;
+using namespace troupe::persistence;
+
+namespace {
+
+std::filesystem::path temp_store(const std::string& tag) {
+  static int n = 0;
+  auto p = std::filesystem::temp_directory_path() /
+           ("troupe-turns-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(++n));
+  std::filesystem::remove_all(p);
+  return p;
+}
+
+SessionPolicy policy() {
+  SessionPolicy p;
+  p.model_name = "test";
+  p.kv = true;
+  p.kv_identity = {11, 22};
+  p.page_size = 4;
+  p.page_bytes = 8;
+  p.idle_ms = 1000;
+  return p;
+}
+
+SessionCommit turn(const std::string& id, std::vector<int32_t> tokens, const std::string& answer) {
+  SessionCommit c;
+  c.peer = "client";
+  c.client_id = 5;
+  c.session_id = id;
+  c.messages = {{"user", "question"}, {"assistant", answer}};
+  c.tokens = std::move(tokens);
+  c.done.reason = wire::FinishReason::stop;
+  c.done.completion_tokens = 3;
+  return c;
+}
+
+std::vector<int32_t> seq(int32_t n, int32_t first = 1) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+wire::ResponseBody kind(const messages::Bytes& b) { return messages::check_response(b)->body_type(); }
+
+}  // namespace
+
+TEST_CASE("a session runs one turn at a time, and its Done is sent once the turn is stored") {
+  const auto dir = temp_store("busy");
+  Store store(dir);
+  SessionTurns turns(store, policy());
+  SessionStart first = turns.begin("s", 0);
+  CHECK(first.error == wire::ErrorCode::none);
+  CHECK(first.history.empty());
+  CHECK(turns.begin("s", 0).error == wire::ErrorCode::session_busy);
+  CHECK(kind(turns.remove(1, "s")) == wire::ResponseBody::Error);  // busy: not deleted
+  CHECK(kind(turns.commit(turn("s", seq(10), "one"), 0, 1000)) == wire::ResponseBody::Done);
+  SessionStart second = turns.begin("s", 0);
+  REQUIRE(second.error == wire::ErrorCode::none);
+  REQUIRE(second.history.size() == 2);
+  CHECK(second.history[1].content == "one");
+  turns.release("s");
+  // Another server on the same store sees the stored turn.
+  SessionTurns fresh(store, policy());
+  CHECK(fresh.begin("s", 0).history.size() == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("spilled pages are stored only contiguously with those stored, and restored after the session went idle") {
+  const auto dir = temp_store("kv");
+  Store store(dir);
+  SessionTurns turns(store, policy());
+  REQUIRE(turns.begin("s", 0).error == wire::ErrorCode::none);
+  turns.commit(turn("s", seq(12), "a"), 0, 1);
+  const std::vector<std::string> pages{"AAAAAAAA", "BBBBBBBB"};
+  CHECK(turns.spill({"s", seq(8), 1, pages}) == 0);  // a gap: page 0 is not stored
+  CHECK(turns.spill({"s", seq(8), 0, pages}) == 2);
+  SessionStart soon = turns.begin("s", 500);  // pages still in the server's memory
+  CHECK(soon.kv_stored == 2);
+  CHECK(soon.kv_data.empty());
+  turns.release("s");
+  SessionStart later = turns.begin("s", 5000);  // idle: restore them
+  CHECK(later.kv_data == pages);
+  CHECK(later.kv_tokens == seq(12));
+  // A turn whose history parts after the first page keeps only that page valid.
+  std::vector<int32_t> parted = seq(12);
+  parted[5] = 99;
+  turns.commit(turn("s", parted, "b"), 6000, 2);
+  SessionStart after = turns.begin("s", 100000);
+  CHECK(after.kv_stored == 1);
+  CHECK(after.kv_data == std::vector<std::string>{"AAAAAAAA"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pages stored under another model or layout are never restored") {
+  const auto dir = temp_store("foreign");
+  Store store(dir);
+  {
+    SessionTurns turns(store, policy());
+    turns.begin("s", 0);
+    turns.commit(turn("s", seq(8), "a"), 0, 1);
+    REQUIRE(turns.spill({"s", seq(8), 0, {"AAAAAAAA", "BBBBBBBB"}}) == 2);
+  }
+  SessionPolicy other = policy();
+  other.kv_identity.layout = 23;
+  SessionTurns turns(store, other);
+  SessionStart start = turns.begin("s", 100000);
+  CHECK(start.history.size() == 2);  // the conversation is there
+  CHECK(start.kv_stored == 0);       // its pages are not this layout's
+  CHECK(start.kv_data.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("unknown sessions answer unknown_session; a deleted session is gone with its pages") {
+  const auto dir = temp_store("delete");
+  Store store(dir);
+  SessionTurns turns(store, policy());
+  CHECK(messages::check_response(turns.show(1, "nope"))->body_as_Error()->code() == wire::ErrorCode::unknown_session);
+  CHECK(messages::check_response(turns.remove(1, "nope"))->body_as_Error()->code() == wire::ErrorCode::unknown_session);
+  turns.begin("s", 0);
+  turns.commit(turn("s", seq(8), "a"), 0, 1);
+  turns.spill({"s", seq(8), 0, {"AAAAAAAA", "BBBBBBBB"}});
+  CHECK(kind(turns.list(1)) == wire::ResponseBody::SessionList);
+  CHECK(kind(turns.remove(2, "s")) == wire::ResponseBody::Ack);
+  CHECK(kind(turns.show(3, "s")) == wire::ResponseBody::Error);
+  SessionStart start = turns.begin("s", 100000);
+  CHECK(start.history.empty());
+  CHECK(start.kv_stored == 0);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,175 @@
+// Batch jobs' decisions: stored before accepted, items in flight up to the
+// limit, each result stored before its event, retries that are not the
+// item's fault, and cancellation.
+#include <catch2/catch.hpp>
+
+#include "messages/client_frames.h"
+#include "service/batch_jobs.h"
+#include "tests/service/harness.h"
+
+using namespace troupe;
+using namespace troupe::service;
+
+namespace {
+
+BatchJobs make_jobs(int32_t in_flight = 2) {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 512;
+  c.max_in_flight = in_flight;
+  int64_t t = 0;
+  c.clock = [t]() mutable { return t += 1000000; };
+  c.unix_clock = [] { return int64_t{1700000000000}; };
+  return BatchJobs(c);
+}
+
+JobSubmission submission(int n_items) {
+  JobSubmission s;
+  s.peer = "client";
+  s.client_id = 9;
+  for (int i = 0; i < n_items; ++i) s.items.push_back("paper " + std::to_string(i));
+  s.item_template = "Summarize: {item}";
+  s.sampling.max_tokens = 4;
+  return s;
+}
+
+// Stores what is asked and answers the item requests as a scheduler would.
+void finish_all(BatchJobs& jobs, JobWork& w, std::vector<std::string>& events) {
+  for (int round = 0; round < 100 && (!w.admits.empty() || !w.results.empty()); ++round) {
+    for (const auto& [topic, e] : w.events) events.push_back(topic);
+    std::vector<AdmitRequest> admits = std::move(w.admits);
+    std::vector<JobWork::Result> results = std::move(w.results);
+    for (const auto& r : results) jobs.stored(r.job.id, r.result, "");
+    for (const auto& a : admits) {
+      jobs.on_item(a.client_id, messages::tokens_response(a.client_id, "sum", {}));
+      messages::DoneFields d;
+      d.reason = wire::FinishReason::length;
+      d.completion_tokens = 1;
+      jobs.on_item(a.client_id, messages::done_response(a.client_id, d));
+    }
+    w = jobs.take();
+  }
+  for (const auto& [topic, e] : w.events) events.push_back(topic);
+}
+
+}  // namespace
+
+TEST_CASE("a job is accepted only once stored, and its items run as the server's own requests, a few at a time") {
+  BatchJobs jobs = make_jobs(2);
+  jobs.load({});
+  jobs.submit(submission(5));
+  JobWork w = jobs.take();
+  REQUIRE(w.creates.size() == 1);
+  CHECK(w.replies.empty());  // not yet: the store has not confirmed
+  const persistence::JobRecord job = w.creates[0].job;
+  CHECK(job.items.size() == 5);
+  jobs.created(job, "client", 9, "");
+  w = jobs.take();
+  REQUIRE(w.replies.size() == 1);
+  CHECK(messages::check_response(w.replies[0].bytes)->body_type() == wire::ResponseBody::JobAccepted);
+  REQUIRE(w.admits.size() == 2);
+  CHECK(is_internal_peer(w.admits[0].peer));
+  CHECK(w.admits[0].priority == Priority::batch);
+  std::vector<std::string> events;
+  finish_all(jobs, w, events);
+  CHECK(std::count(events.begin(), events.end(), job.id) == 6);  // 5 items, then the job
+  jobs.query("client", 10, JobQuery::results, job.id);
+  w = jobs.take();
+  const auto* reply = messages::check_response(w.replies.at(0).bytes)->body_as_JobReply();
+  REQUIRE(reply);
+  CHECK(reply->job()->state() == wire::JobState::finished);
+  CHECK(reply->results()->size() == 5);
+}
+
+TEST_CASE("a job that could not be stored is refused and never runs") {
+  BatchJobs jobs = make_jobs();
+  jobs.load({});
+  jobs.submit(submission(2));
+  JobWork w = jobs.take();
+  jobs.created(w.creates[0].job, "client", 9, "disk full");
+  w = jobs.take();
+  CHECK(messages::check_response(w.replies.at(0).bytes)->body_as_Error()->code() == wire::ErrorCode::storage_failed);
+  CHECK(w.admits.empty());
+}
+
+TEST_CASE("an item refused for a full queue runs again later; an item whose result was not stored runs again") {
+  BatchJobs jobs = make_jobs(1);
+  jobs.load({});
+  jobs.submit(submission(1));
+  JobWork w = jobs.take();
+  jobs.created(w.creates[0].job, "client", 9, "");
+  w = jobs.take();
+  REQUIRE(w.admits.size() == 1);
+  const uint64_t first = w.admits[0].client_id;
+  jobs.on_item(first, messages::error_response(first, wire::ErrorCode::queue_full, "full"));
+  w = jobs.take();
+  CHECK(w.retry_after_ms > 0);
+  CHECK(w.results.empty());
+  jobs.retry();
+  w = jobs.take();
+  REQUIRE(w.admits.size() == 1);
+  const uint64_t second = w.admits[0].client_id;
+  messages::DoneFields d;
+  d.reason = wire::FinishReason::stop;
+  jobs.on_item(second, messages::done_response(second, d));
+  w = jobs.take();
+  REQUIRE(w.results.size() == 1);
+  jobs.stored(w.results[0].job.id, w.results[0].result, "I/O error");
+  w = jobs.take();
+  CHECK(w.retry_after_ms > 0);
+  jobs.retry();
+  CHECK(jobs.take().admits.size() == 1);
+}
+
+TEST_CASE("a stored job resumes with exactly its unfinished items; queries before loading wait for it") {
+  BatchJobs jobs = make_jobs(8);
+  jobs.query("client", 1, JobQuery::list, "");
+  CHECK(jobs.take().replies.empty());
+  persistence::JobRecord stored;
+  stored.id = "job-1";
+  stored.items = {"a", "b", "c"};
+  stored.results[1] = messages::JobItemFields{1, "done", wire::FinishReason::stop, 1, 1, ""};
+  jobs.load({stored});
+  JobWork w = jobs.take();
+  CHECK(w.replies.size() == 1);  // the early query, answered
+  CHECK(w.admits.size() == 2);
+  CHECK(w.events.size() == 1);   // job_resumed
+}
+
+TEST_CASE("cancelling a job stores it cancelled first, then cancels its items in flight") {
+  BatchJobs jobs = make_jobs(2);
+  jobs.load({});
+  jobs.submit(submission(4));
+  JobWork w = jobs.take();
+  const persistence::JobRecord job = w.creates[0].job;
+  jobs.created(job, "client", 9, "");
+  w = jobs.take();
+  REQUIRE(w.admits.size() == 2);
+  jobs.query("client", 11, JobQuery::cancel, job.id);
+  w = jobs.take();
+  REQUIRE(w.cancel_writes.size() == 1);
+  CHECK(w.cancel_writes[0].job.state == wire::JobState::cancelled);
+  CHECK(w.cancels.empty());
+  jobs.cancel_stored(w.cancel_writes[0].job, "client", 11, "");
+  w = jobs.take();
+  CHECK(w.cancels.size() == 2);
+  CHECK(messages::check_response(w.replies.at(0).bytes)->body_as_JobReply()->job()->state() == wire::JobState::cancelled);
+  jobs.query("client", 12, JobQuery::status, "no-such-job");
+  w = jobs.take();
+  CHECK(messages::check_response(w.replies.at(0).bytes)->body_as_Error()->code() == wire::ErrorCode::unknown_job);
+}
+
+TEST_CASE("an item whose prompt does not fit the context is stored as failed with the reason, not run") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 8;
+  BatchJobs jobs(c);
+  jobs.load({});
+  jobs.submit(submission(1));
+  JobWork w = jobs.take();
+  jobs.created(w.creates[0].job, "client", 9, "");
+  w = jobs.take();
+  CHECK(w.admits.empty());
+  REQUIRE(w.results.size() == 1);
+  CHECK_THAT(w.results[0].result.error, Catch::Contains("the context holds 8"));
+}

@@ -1,0 +1,142 @@
+// Ingestion's decisions: what each client frame is, and the checks every
+// prompt passes before the scheduler.
+#include <catch2/catch.hpp>
+
+#include "messages/client_frames.h"
+#include "messages/job_frames.h"
+#include "messages/session_frames.h"
+#include "service/request_gate.h"
+#include "tests/service/harness.h"
+
+using namespace troupe;
+using namespace troupe::service;
+
+namespace {
+
+GateConfig gate_config() {
+  GateConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 64;
+  c.page_size = 4;
+  return c;
+}
+
+messages::SamplingFields greedy(int32_t max_tokens = 8) {
+  messages::SamplingFields s;
+  s.temperature = 0;
+  s.max_tokens = max_tokens;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a Generate becomes an AdmitRequest with its tokens, sampling and priority") {
+  RequestGate gate(gate_config());
+  const Admission a = gate.to_admit("peer", messages::generate_request(7, "hello world", greedy(), wire::Priority::batch), 42);
+  const auto* r = std::get_if<AdmitRequest>(&a);
+  REQUIRE(r);
+  CHECK(r->peer == "peer");
+  CHECK(r->client_id == 7);
+  CHECK(r->accepted_ns == 42);
+  CHECK(r->priority == Priority::batch);
+  CHECK(r->prompt == test::synthetic_tokenizer()->encode("hello world", false, false));
+  CHECK(r->sampling.max_tokens == 8);
+  CHECK_FALSE(gate.check(*r));
+}
+
+TEST_CASE("a ChatTurn without a session is templated at once; with one it waits for the session's history") {
+  RequestGate gate(gate_config());
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "hi"}};
+  const Admission plain = gate.to_admit("p", messages::chat_request(1, "", msgs, greedy()), 0);
+  REQUIRE(std::holds_alternative<AdmitRequest>(plain));
+  CHECK_FALSE(std::get<AdmitRequest>(plain).prompt.empty());
+  Admission turn = gate.to_admit("p", messages::chat_request(2, "s1", msgs, greedy()), 0);
+  REQUIRE(std::holds_alternative<SessionTurn>(turn));
+  const SessionTurn& t = std::get<SessionTurn>(turn);
+  CHECK(t.request.session_id == "s1");
+  CHECK(t.request.prompt.empty());
+  CHECK(t.request.turn_messages.size() == 1);
+}
+
+TEST_CASE("a session turn's stored pages serve only the prefix its new prompt shares with the stored tokens") {
+  RequestGate gate(gate_config());
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "and then?"}};
+  SessionTurn turn = std::get<SessionTurn>(gate.to_admit("p", messages::chat_request(2, "s1", msgs, greedy()), 0));
+  persistence::SessionStart start;
+  start.history = {{"user", "tell me a story"}, {"assistant", "once upon a time"}};
+  // The stored token history: the templated history, then tokens the new prompt does not have.
+  const std::vector<ChatMessage> old{{"user", "tell me a story"}, {"assistant", "once upon a time"}};
+  start.kv_tokens = encode_chat(*test::synthetic_tokenizer(), ChatFormat::chatml, old, false);
+  const size_t shared_pages = start.kv_tokens.size() / 4;
+  start.kv_stored = static_cast<int32_t>(shared_pages + 3);  // more stored than the new prompt can use
+  start.kv_data.assign(static_cast<size_t>(start.kv_stored), "page");
+  auto next = gate.with_history(std::move(turn), std::move(start));
+  const auto* a = std::get_if<AdmitRequest>(&next);
+  REQUIRE(a);
+  CHECK(a->persisted_pages <= static_cast<int32_t>(shared_pages));
+  CHECK(a->persisted_pages >= static_cast<int32_t>(shared_pages) - 1);
+  CHECK(a->restore_pages.size() == static_cast<size_t>(a->persisted_pages));
+}
+
+TEST_CASE("queries are routed, not admitted: ping, stats, cancel, sessions and jobs") {
+  RequestGate gate(gate_config());
+  auto kind_of = [&](const messages::Bytes& b) {
+    const Admission a = gate.to_admit("p", b, 0);
+    REQUIRE(std::holds_alternative<Query>(a));
+    return std::get<Query>(a);
+  };
+  CHECK(kind_of(messages::ping_request(1, 99)).kind == Query::Kind::ping);
+  CHECK(kind_of(messages::ping_request(1, 99)).number == 99);
+  CHECK(kind_of(messages::stats_request(1)).kind == Query::Kind::stats);
+  const Query c = kind_of(messages::cancel_request(2, 5));
+  CHECK(c.kind == Query::Kind::cancel);
+  CHECK(c.number == 5);
+  CHECK(kind_of(messages::list_sessions_request(3)).kind == Query::Kind::list_sessions);
+  CHECK(kind_of(messages::show_session_request(3, "s")).name == "s");
+  CHECK(kind_of(messages::delete_session_request(3, "s")).kind == Query::Kind::delete_session);
+  CHECK(kind_of(messages::job_status_request(4, "j")).job == JobQuery::status);
+  CHECK(kind_of(messages::job_results_request(4, "j")).job == JobQuery::results);
+  CHECK(kind_of(messages::cancel_job_request(4, "j")).job == JobQuery::cancel);
+  CHECK(kind_of(messages::list_jobs_request(4)).job == JobQuery::list);
+  const std::vector<std::string> items{"a", "b"};
+  const Admission job = gate.to_admit("p", messages::submit_job_request(5, items, "Summarize: {item}", greedy()), 0);
+  REQUIRE(std::holds_alternative<JobSubmission>(job));
+  CHECK(std::get<JobSubmission>(job).items == items);
+}
+
+TEST_CASE("bad frames and impossible requests are rejections naming the problem") {
+  RequestGate gate(gate_config());
+  const Admission garbage = gate.to_admit("p", "not a flatbuffer", 0);
+  REQUIRE(std::holds_alternative<messages::Rejection>(garbage));
+  CHECK(std::get<messages::Rejection>(garbage).code == wire::ErrorCode::malformed);
+
+  const Admission draft = gate.to_admit(
+      "p", messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, false, false, 1, wire::Speculation::draft), 0);
+  REQUIRE(std::holds_alternative<messages::Rejection>(draft));
+  CHECK_THAT(std::get<messages::Rejection>(draft).message, Catch::Contains("no draft model"));
+
+  AdmitRequest a;
+  a.client_id = 1;
+  CHECK(gate.check(a)->message == "prompt: no tokens");
+  a.prompt.assign(64, 70);
+  a.session_id = std::string("long-chat");
+  const auto too_long = gate.check(a);
+  REQUIRE(too_long);
+  CHECK(too_long->code == wire::ErrorCode::too_long);
+  CHECK_THAT(too_long->message, Catch::Contains("session 'long-chat' has outgrown it"));
+  a.prompt.resize(10);
+  a.samples = 17;
+  CHECK(gate.check(a)->code == wire::ErrorCode::invalid_field);
+}
+
+TEST_CASE("sampled requests with logprobs or n > 1 do not speculate; others get the server's default") {
+  GateConfig c = gate_config();
+  c.speculation = SpeculationMode::ngram;
+  RequestGate gate(c);
+  auto admitted = [&](const messages::Bytes& b) { return std::get<AdmitRequest>(gate.to_admit("p", b, 0)); };
+  CHECK(admitted(messages::generate_request(1, "x", greedy())).speculation == SpeculationMode::ngram);
+  CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, true)).speculation ==
+        SpeculationMode::off);
+  CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, false, false, 2))
+            .speculation == SpeculationMode::off);
+}
