@@ -5,15 +5,15 @@
 // |w| x sign(w)*a where |w| <= 128. One token runs the same per-row
 // arithmetic as a tile, so results do not depend on the batch.
 //
+// The tile GEMM, the float formats and the quantizer's layouts are shared
+// with the AVX-512 file (matmul_skeleton.h); this file supplies the AVX2
+// intrinsics (Avx2) and the quantized formats.
+//
 // Only plain code lives here: no standard-library templates, whose out-of-line
 // copies compiled with these flags could be picked by the linker for callers
 // on CPUs without AVX2.
 #if defined(__x86_64__)
-#include "engine/cpu/simd_loads.h"
-
-#include <cstring>
-
-#include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_skeleton.h"
 
 namespace troupe::cpu::detail {
 namespace {
@@ -35,12 +35,6 @@ inline __m256 spread2(__m128 v, int first) {
 inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 inline __m256i ones16() { return _mm256_set1_epi16(1); }
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Bytes equal to `value` where bit k of x is set, else 0.
 inline __m256i bits_to_bytes(uint32_t x, __m256i value) {
@@ -149,7 +143,6 @@ struct KW {
   __m128i mins;
   __m256 d, neg_dmin;
 };
-constexpr int kSlot[8] = {0, 2, 1, 3, 4, 6, 5, 7};  // Q4_K/Q5_K activation sub-block order
 
 inline void k45_scales(const uint8_t* p, KW& r) {
   const uint32_t u0 = u32_at(p), u1 = u32_at(p + 4), u2 = u32_at(p + 8);
@@ -239,198 +232,78 @@ struct Q6_Ky {
   }
 };
 
-// Two vectors per chunk, summed before they meet the accumulator: one add per
-// 16 values on the accumulator's dependency chain instead of two FMAs.
-template <TensorType kT, int kElemBytes>
-struct FloatY {
-  static constexpr TensorType kType = kT;
-  static constexpr int64_t kElems = 16, kBytes = 16 * kElemBytes, kBlockElems = 1;
-  struct W {
-    __m256 w0, w1;
-  };
-  static __m256 convert(const uint8_t* p) {
-    if constexpr (kT == TensorType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    if constexpr (kT == TensorType::F16) return _mm256_cvtph_ps(load128(p));
+// ------------------------------------------------------------------ traits
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V load_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static V load_f16(const uint8_t* p) { return _mm256_cvtph_ps(load128(p)); }
+  static V load_bf16(const uint8_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
   }
-  static W load(const uint8_t* p) { return {convert(p), convert(p + 8 * kElemBytes)}; }
-  static void dot(const W& w, const ActView& a, int t, int64_t c, __m256& acc) {
-    const float* x = a.x + t * a.x_stride + c * 16;
-    acc = _mm256_add_ps(acc, _mm256_fmadd_ps(w.w0, _mm256_loadu_ps(x), _mm256_mul_ps(w.w1, _mm256_loadu_ps(x + 8))));
+  static float reduce(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static constexpr int kFloatRows = 2, kFloatTokens = 4;
+
+  static float amax(const float* x, int n) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  }
+  struct Codes32 {
+    __m256i bytes;  // in order
+    int lo_sum, hi_sum;
+    __m128i lo() const { return _mm256_castsi256_si128(bytes); }
+    __m128i hi() const { return _mm256_extracti128_si256(bytes, 1); }
+    int sum_lo() const { return lo_sum; }
+    int sum_hi() const { return hi_sum; }
+    int sum() const { return lo_sum + hi_sum; }
+    void store(int8_t* dst, char flip) const { store256(dst, _mm256_xor_si256(bytes, _mm256_set1_epi8(flip))); }
+  };
+  static __m256i round_codes(__m256 x, __m256 inv) {
+    return _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(x, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static int hsum_i32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+  }
+  static Codes32 codes32(const float* x, V inv) {
+    const __m256i a = round_codes(_mm256_loadu_ps(x), inv), b = round_codes(_mm256_loadu_ps(x + 8), inv);
+    const __m256i c = round_codes(_mm256_loadu_ps(x + 16), inv), d = round_codes(_mm256_loadu_ps(x + 24), inv);
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return {_mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
+            hsum_i32(_mm256_add_epi32(a, b)), hsum_i32(_mm256_add_epi32(c, d))};
   }
 };
 
-// ------------------------------------------------------------------ activations
-// Same arithmetic as quantize_scalar (matmul.cpp), so the bytes are identical.
-
-inline __m256i round_codes(__m256 x, __m256 inv) {
-  return _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(x, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-inline float hmax_abs(const float* x, int n) {  // n a multiple of 8
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-}
-inline int hsum_i32(__m256i v) {
-  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-  return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
-}
-// 32 codes of x (scaled by inv) as bytes in order; sums of the two halves of 16.
-inline __m256i codes32(const float* x, __m256 inv, int& sum_lo, int& sum_hi) {
-  const __m256i a = round_codes(_mm256_loadu_ps(x), inv), b = round_codes(_mm256_loadu_ps(x + 8), inv);
-  const __m256i c = round_codes(_mm256_loadu_ps(x + 16), inv), d = round_codes(_mm256_loadu_ps(x + 24), inv);
-  sum_lo = hsum_i32(_mm256_add_epi32(a, b));
-  sum_hi = hsum_i32(_mm256_add_epi32(c, d));
-  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
-  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-void quantize_32(ActLayout l, const float* x, const ActView& v, int t) {
-  const int64_t nb = v.cols / 32;
-  auto* q = const_cast<int8_t*>(v.q + t * v.q_stride);
-  auto* d = const_cast<float*>(v.d + t * v.d_stride);
-  auto* dl = const_cast<float*>(v.dl + t * v.dl_stride);
-  auto* corr = const_cast<int32_t*>(v.corr + t * v.corr_stride);
-  const bool nib = l == ActLayout::nib8 || l == ActLayout::nib16;
-  const int offset = l == ActLayout::nib16 ? 16 : 8;
-  const __m256i flip = _mm256_set1_epi8(l == ActLayout::q8_biased ? static_cast<char>(0x80) : 0);
-  for (int64_t b = 0; b < nb; ++b) {
-    const float scale = hmax_abs(x + 32 * b, 32) / 127;
-    const __m256 inv = _mm256_set1_ps(scale != 0 ? 1 / scale : 0);
-    int sum_lo, sum_hi;
-    const __m256i bytes = codes32(x + 32 * b, inv, sum_lo, sum_hi);
-    d[b] = scale;
-    if (nib) {
-      const int64_t c = b / 4, k = b % 4, n = nb - 4 * c < 4 ? nb - 4 * c : 4;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 128 * c + 16 * k), _mm256_castsi256_si128(bytes));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 128 * c + 16 * n + 16 * k), _mm256_extracti128_si256(bytes, 1));
-      _mm_storeu_ps(dl + 4 * b, _mm_set1_ps(scale));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(corr + 4 * b), _mm_cvtsi32_si128(-offset * (sum_lo + sum_hi)));
-    } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_xor_si256(bytes, flip));
-      _mm256_storeu_ps(dl + 8 * b, _mm256_set1_ps(scale));
-    }
-  }
-}
-
-void quantize_256(ActLayout l, const float* x, const ActView& v, int t) {
-  const int64_t nsb = v.cols / 256;
-  auto* q = const_cast<int8_t*>(v.q + t * v.q_stride);
-  auto* d = const_cast<float*>(v.d + t * v.d_stride);
-  auto* sums = const_cast<int16_t*>(v.sums + t * v.sums_stride);
-  const bool sb32 = l == ActLayout::k_sb32;
-  for (int64_t s = 0; s < nsb; ++s) {
-    const float* xs = x + 256 * s;
-    const float scale = hmax_abs(xs, 256) / 127;
-    const __m256 inv = _mm256_set1_ps(scale != 0 ? 1 / scale : 0);
-    d[s] = scale;
-    for (int g = 0; g < 8; ++g) {
-      int sum_lo, sum_hi;
-      const __m256i bytes = codes32(xs + 32 * g, inv, sum_lo, sum_hi);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 256 * s + 32 * (sb32 ? kSlot[g] : g)), bytes);
-      if (sb32) {
-        sums[8 * s + g] = static_cast<int16_t>(sum_lo + sum_hi);
-      } else {
-        sums[16 * s + 2 * g] = static_cast<int16_t>(sum_lo);
-        sums[16 * s + 2 * g + 1] = static_cast<int16_t>(sum_hi);
-      }
-    }
-  }
-}
-
-// ------------------------------------------------------------------ drivers
-// Rows are handed out by row ranges; tokens go in tiles of T, rows in groups of R.
-
-template <class F>
-float tail(const KernelArgs& a, const uint8_t* row, int t, int64_t chunks) {
-  const int64_t first = chunks * (F::kElems / F::kBlockElems), end = a.cols / F::kBlockElems;
-  return first < end ? dot_blocks(F::kType, row, *a.act, t, first, end) : 0.0f;
-}
-
-template <class F, int R, int T>
-void tile(const KernelArgs& a, int64_t r0, int t0) {
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  const int64_t chunks = a.cols / F::kElems;
-  const uint8_t* base = a.w + r0 * a.row_bytes;
-  for (int64_t c = 0; c < chunks; ++c) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const typename F::W w = F::load(base + r * a.row_bytes + c * F::kBytes);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) F::dot(w, *a.act, t0 + t, c, acc[r][t]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t)
-      a.y[(t0 + t) * a.y_stride + r0 + r] = hsum(acc[r][t]) + tail<F>(a, base + r * a.row_bytes, t0 + t, chunks);
-}
-
-// One token: one row at a time (a single sequential stream for the
-// prefetchers), with exactly tile()'s arithmetic for that row and token.
-template <class F>
-void gemv(const KernelArgs& a, int64_t r0, int64_t r1) {
-  const int64_t chunks = a.cols / F::kElems;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = a.w + r * a.row_bytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t c = 0; c < chunks; ++c) F::dot(F::load(row + c * F::kBytes), *a.act, 0, c, acc);
-    a.y[r] = hsum(acc) + tail<F>(a, row, 0, chunks);
-  }
-}
-
-template <class F, int R, int T>
-void tile_tail(const KernelArgs& a, int64_t r, int t, int left) {
-  if (left == T) return tile<F, R, T>(a, r, t);
-  if constexpr (T > 1) tile_tail<F, R, T - 1>(a, r, t, left);
-}
-
-template <class F, int R, int T>
-void row_group(const KernelArgs& a, int64_t r, int t_begin, int t_end) {
-  int t = t_begin;
-  for (; t + T <= t_end; t += T) tile<F, R, T>(a, r, t);
-  if (t < t_end) tile_tail<F, R, T>(a, r, t, t_end - t);
-}
-
-constexpr int kTokenBlock = 64;
-
-template <class F, int R, int T>
-void gemm(const KernelArgs& a, int64_t r0, int64_t r1, int) {
-  if (a.n_tokens == 1) return gemv<F>(a, r0, r1);
-  for (int tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
-    const int te = a.n_tokens - tb < kTokenBlock ? a.n_tokens : tb + kTokenBlock;
-    int64_t r = r0;
-    for (; r + R <= r1; r += R) row_group<F, R, T>(a, r, tb, te);
-    for (; r < r1; ++r) row_group<F, 1, T>(a, r, tb, te);
-  }
-}
-
 }  // namespace
 
-void quantize_avx2(ActLayout layout, const float* x, const ActView& v, int t) {
-  if (layout == ActLayout::k_sb32 || layout == ActLayout::k_sb16)
-    quantize_256(layout, x, v, t);
-  else if (layout != ActLayout::f32)
-    quantize_32(layout, x, v, t);
-}
+void quantize_avx2(ActLayout layout, const float* x, const ActView& v, int t) { quantize<Avx2>(layout, x, v, t); }
 
 Kernel avx2_kernel(TensorType type) {
   switch (type) {
-    case TensorType::F32: return {gemm<FloatY<TensorType::F32, 4>, 2, 4>, ActLayout::f32};
-    case TensorType::F16: return {gemm<FloatY<TensorType::F16, 2>, 2, 4>, ActLayout::f32};
-    case TensorType::BF16: return {gemm<FloatY<TensorType::BF16, 2>, 2, 4>, ActLayout::f32};
-    case TensorType::Q8_0: return {gemm<Q8_0y, 2, 4>, ActLayout::q8};
-    case TensorType::Q4_0: return {gemm<Q4_0y, 1, 4>, ActLayout::nib8};
-    case TensorType::Q5_0: return {gemm<Q5_0y, 1, 4>, ActLayout::nib16};
-    case TensorType::Q4_K: return {gemm<Q45_Ky<false>, 1, 4>, ActLayout::k_sb32};
-    case TensorType::Q5_K: return {gemm<Q45_Ky<true>, 1, 4>, ActLayout::k_sb32};
-    case TensorType::Q6_K: return {gemm<Q6_Ky, 1, 4>, ActLayout::k_sb16};
-    default: return {};
+    case TensorType::Q8_0: return {gemm<Avx2, Q8_0y, 2, 4>, ActLayout::q8};
+    case TensorType::Q4_0: return {gemm<Avx2, Q4_0y, 1, 4>, ActLayout::nib8};
+    case TensorType::Q5_0: return {gemm<Avx2, Q5_0y, 1, 4>, ActLayout::nib16};
+    case TensorType::Q4_K: return {gemm<Avx2, Q45_Ky<false>, 1, 4>, ActLayout::k_sb32};
+    case TensorType::Q5_K: return {gemm<Avx2, Q45_Ky<true>, 1, 4>, ActLayout::k_sb32};
+    case TensorType::Q6_K: return {gemm<Avx2, Q6_Ky, 1, 4>, ActLayout::k_sb16};
+    default: return float_kernel<Avx2>(type);
   }
 }
 
