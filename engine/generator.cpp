@@ -29,112 +29,153 @@ const char* finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
+namespace {
+
+// One sequence's generation: its KV, sampler, text stream and speculation.
+class Generation {
+ public:
+  Generation(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt, const GenerateOptions& options,
+             const GenerateCallbacks& callbacks)
+      : backend_(backend), tokenizer_(tokenizer), options_(options), callbacks_(callbacks),
+        seq_(backend.pages(), backend.page_size()), history_(prompt.begin(), prompt.end()), sampler_(options.sampling),
+        decoder_(tokenizer), stops_(options.stop),
+        controller_(options.speculation, options.max_draft, options.drafter != nullptr) {
+    result_.prompt_tokens = static_cast<int32_t>(prompt.size());
+  }
+
+  void prefill(std::span<const int32_t> prompt) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+    if (!seq_.reserve(n_prompt)) throw std::runtime_error("the prompt does not fit in the KV cache");
+    for (int32_t pos = 0; pos < n_prompt; pos += options_.prefill_chunk) {
+      const int32_t len = std::min(options_.prefill_chunk, n_prompt - pos);
+      Batch batch;
+      batch.sequences.push_back({prompt.subspan(pos, len), pos, seq_.block_table(),
+                                 pos + len == n_prompt ? LogitsWanted::last : LogitsWanted::none});
+      backend_.forward(batch, logits_);
+    }
+    result_.prefill_seconds = seconds_since(t0);
+  }
+
+  GenerateResult decode() {
+    const auto t1 = std::chrono::steady_clock::now();
+    history_.reserve(history_.size() + static_cast<size_t>(options_.max_tokens) + 16);
+    int32_t token = sampler_.sample(logits_.row(0), history_);
+    while (keep(token) && step(token)) {
+    }
+    result_.speculation = controller_.stats();
+    if (options_.drafter) options_.drafter->forget(0);
+    // Every kept token but the last has its K/V computed.
+    if (callbacks_.on_kv) callbacks_.on_kv(seq_.block_table(), static_cast<int32_t>(history_.size()) - 1);
+    if (!stops_.stopped()) emit(stops_.push(decoder_.finish()) + stops_.finish());
+    result_.decode_seconds = seconds_since(t1);
+    return std::move(result_);
+  }
+
+ private:
+  void emit(const std::string& text) {
+    if (!text.empty() && callbacks_.on_text) callbacks_.on_text(text);
+  }
+
+  // One token reaches the output; false when generation ends with it.
+  bool keep(int32_t token) {
+    if (tokenizer_.is_end_of_generation(token)) {
+      result_.finish = FinishReason::end_of_generation;
+      return false;
+    }
+    history_.push_back(token);
+    result_.tokens.push_back(token);
+    if (callbacks_.on_token) callbacks_.on_token(token);
+    emit(stops_.push(decoder_.push(token)));
+    if (stops_.stopped()) {
+      result_.finish = FinishReason::stop_string;
+      return false;
+    }
+    return static_cast<int32_t>(result_.tokens.size()) < options_.max_tokens;
+  }
+
+  // This step's drafts (none without speculation), as the controller chooses.
+  SpeculationController::Choice choose_drafts() {
+    const int32_t room = std::min(options_.max_draft, options_.max_tokens - static_cast<int32_t>(result_.tokens.size()) - 1);
+    drafts_ = options_.speculation != SpeculationMode::off && room > 0 ? ngram_.propose(history_, room) : std::vector<int32_t>();
+    const int64_t behind = options_.drafter ? static_cast<int64_t>(history_.size()) - options_.drafter->computed(0) : 0;
+    const auto choice = controller_.choose(static_cast<int32_t>(drafts_.size()), 1, cost_,
+                                           options_.drafter ? options_.drafter->round_ms() : 0.0, 0, catch_up_.ms(behind));
+    draft_dists_.clear();
+    if (choice.source == DraftSource::model) {
+      const ModelDrafter::Request req{0, history_, choice.k, options_.sampling};
+      auto proposal = std::move(options_.drafter->propose(std::span(&req, 1)).front());
+      catch_up_.observe(options_.drafter->catch_up_ms(), behind);
+      drafts_ = std::move(proposal.tokens);
+      draft_dists_ = std::move(proposal.dists);
+    }
+    return choice;
+  }
+
+  // One forward: `token` and any drafts after it. Sets `token` to the next
+  // one to keep; false when generation ends here.
+  bool step(int32_t& token) {
+    const int32_t pos = static_cast<int32_t>(history_.size()) - 1;  // where `token` goes
+    const auto choice = choose_drafts();
+    const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts_.size()));
+    drafts_.resize(static_cast<size_t>(k));
+    if (pos + k + 1 > backend_.config().n_ctx_train || !seq_.reserve(pos + k + 1)) {
+      result_.finish = FinishReason::context_full;
+      return false;
+    }
+    window_.assign(1, token);
+    window_.insert(window_.end(), drafts_.begin(), drafts_.end());
+    Batch batch;
+    batch.sequences.push_back({window_, pos, seq_.block_table(), k > 0 ? LogitsWanted::all : LogitsWanted::last});
+    const auto ts = std::chrono::steady_clock::now();
+    backend_.forward(batch, logits_);
+    cost_.observe(k + 1, seconds_since(ts) * 1000.0);
+    ++result_.forward_steps;
+    if (k == 0) {
+      token = sampler_.sample(logits_.row(0), history_);
+      return true;
+    }
+    std::vector<int32_t> verified(history_);  // penalties see what is accepted as it is
+    const Acceptance acc = accept_drafts(sampler_, drafts_, [&](int32_t i) { return logits_.row(i); }, verified,
+                                         draft_dists_.empty() ? nullptr : &draft_dists_);
+    controller_.observe(choice.source, k, acc.accepted);
+    seq_.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
+    for (int32_t j = 0; j < acc.accepted; ++j)
+      if (!keep(drafts_[static_cast<size_t>(j)])) return false;
+    token = acc.next;
+    return true;
+  }
+
+  Backend& backend_;
+  const Tokenizer& tokenizer_;
+  const GenerateOptions& options_;
+  const GenerateCallbacks& callbacks_;
+  GenerateResult result_;
+  KvSequence seq_;
+  std::vector<int32_t> history_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  StopStrings stops_;
+  Logits logits_;
+  NgramDrafter ngram_;
+  SpeculationController controller_;
+  StepCostModel cost_;
+  DraftCatchUpCost catch_up_;
+  std::vector<int32_t> window_, drafts_;
+  std::vector<Sampler::Distribution> draft_dists_;  // the draft model's q, when it samples
+};
+
+}  // namespace
+
 GenerateResult generate(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const GenerateCallbacks& callbacks) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
   if (options.prefill_chunk <= 0) throw std::invalid_argument("prefill chunk must be positive");
-  GenerateResult result;
-  result.prompt_tokens = static_cast<int32_t>(prompt.size());
-  KvSequence seq(backend.pages(), backend.page_size());
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
-  Sampler sampler(options.sampling);
-  StreamDecoder decoder(tokenizer);
-  StopStrings stops(options.stop);
-  Logits logits;
-  auto emit = [&](const std::string& text) {
-    if (!text.empty() && callbacks.on_text) callbacks.on_text(text);
-  };
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
-  if (!seq.reserve(n_prompt)) throw std::runtime_error("the prompt does not fit in the KV cache");
-  for (int32_t pos = 0; pos < n_prompt; pos += options.prefill_chunk) {
-    const int32_t len = std::min(options.prefill_chunk, n_prompt - pos);
-    Batch batch;
-    batch.sequences.push_back({prompt.subspan(pos, len), pos, seq.block_table(),
-                               pos + len == n_prompt ? LogitsWanted::last : LogitsWanted::none});
-    backend.forward(batch, logits);
-  }
-  result.prefill_seconds = seconds_since(t0);
-
-  const auto t1 = std::chrono::steady_clock::now();
-  history.reserve(history.size() + static_cast<size_t>(options.max_tokens) + 16);
-  // One token reaches the output; false when generation ends with it.
-  auto keep = [&](int32_t token) {
-    if (tokenizer.is_end_of_generation(token)) {
-      result.finish = FinishReason::end_of_generation;
-      return false;
-    }
-    history.push_back(token);
-    result.tokens.push_back(token);
-    if (callbacks.on_token) callbacks.on_token(token);
-    emit(stops.push(decoder.push(token)));
-    if (stops.stopped()) {
-      result.finish = FinishReason::stop_string;
-      return false;
-    }
-    return static_cast<int32_t>(result.tokens.size()) < options.max_tokens;
-  };
   if (options.speculation == SpeculationMode::draft && !options.drafter)
     throw std::invalid_argument("speculation with a draft model needs the draft model");
-  NgramDrafter drafter;
-  SpeculationController controller(options.speculation, options.max_draft, options.drafter != nullptr);
-  StepCostModel cost;
-  DraftCatchUpCost catch_up;
-  std::vector<int32_t> window;
-  std::vector<int32_t> drafts;
-  std::vector<Sampler::Distribution> draft_dists;  // the draft model's q, when it samples
-  int32_t token = sampler.sample(logits.row(0), history);
-  while (keep(token)) {
-    const int32_t pos = static_cast<int32_t>(history.size()) - 1;  // where `token` goes
-    const int32_t room = std::min(options.max_draft, options.max_tokens - static_cast<int32_t>(result.tokens.size()) - 1);
-    drafts = options.speculation != SpeculationMode::off && room > 0 ? drafter.propose(history, room) : std::vector<int32_t>();
-    const int64_t behind = options.drafter ? static_cast<int64_t>(history.size()) - options.drafter->computed(0) : 0;
-    const auto choice = controller.choose(static_cast<int32_t>(drafts.size()), 1, cost,
-                                          options.drafter ? options.drafter->round_ms() : 0.0, 0, catch_up.ms(behind));
-    draft_dists.clear();
-    if (choice.source == DraftSource::model) {
-      const ModelDrafter::Request req{0, history, choice.k, options.sampling};
-      auto proposal = std::move(options.drafter->propose(std::span(&req, 1)).front());
-      catch_up.observe(options.drafter->catch_up_ms(), behind);
-      drafts = std::move(proposal.tokens);
-      draft_dists = std::move(proposal.dists);
-    }
-    const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts.size()));
-    drafts.resize(static_cast<size_t>(k));
-    if (pos + k + 1 > backend.config().n_ctx_train || !seq.reserve(pos + k + 1)) {
-      result.finish = FinishReason::context_full;
-      break;
-    }
-    window.assign(1, token);
-    window.insert(window.end(), drafts.begin(), drafts.end());
-    Batch step;
-    step.sequences.push_back({window, pos, seq.block_table(), k > 0 ? LogitsWanted::all : LogitsWanted::last});
-    const auto ts = std::chrono::steady_clock::now();
-    backend.forward(step, logits);
-    cost.observe(k + 1, seconds_since(ts) * 1000.0);
-    ++result.forward_steps;
-    if (k == 0) {
-      token = sampler.sample(logits.row(0), history);
-      continue;
-    }
-    std::vector<int32_t> verified(history);  // penalties see what is accepted as it is
-    const Acceptance acc = accept_drafts(sampler, drafts, [&](int32_t i) { return logits.row(i); }, verified,
-                                         draft_dists.empty() ? nullptr : &draft_dists);
-    controller.observe(choice.source, k, acc.accepted);
-    seq.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
-    bool going = true;
-    for (int32_t j = 0; j < acc.accepted && going; ++j) going = keep(drafts[static_cast<size_t>(j)]);
-    if (!going) break;
-    token = acc.next;
-  }
-  result.speculation = controller.stats();
-  if (options.drafter) options.drafter->forget(0);
-  // Every kept token but the last has its K/V computed.
-  if (callbacks.on_kv) callbacks.on_kv(seq.block_table(), static_cast<int32_t>(history.size()) - 1);
-  if (!stops.stopped()) emit(stops.push(decoder.finish()) + stops.finish());
-  result.decode_seconds = seconds_since(t1);
-  return result;
+  Generation g(backend, tokenizer, prompt, options, callbacks);
+  g.prefill(prompt);
+  return g.decode();
 }
 
 }  // namespace troupe

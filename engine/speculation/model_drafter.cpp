@@ -112,9 +112,19 @@ void ModelDrafter::calibrate() {
   forget(kId);
 }
 
-std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Request> requests) {
-  const auto t0 = std::chrono::steady_clock::now();
-  ++clock_;
+// A sequence's drafting within one call.
+struct ModelDrafter::Work {
+  Sequence* s = nullptr;
+  const Request* r = nullptr;
+  size_t slot = 0;  // its Proposal
+  int32_t k = 0;
+  std::vector<int32_t> feed;     // history not yet computed
+  size_t fed = 0;
+  std::vector<int32_t> context;  // history and drafts so far: what the penalties see
+  int32_t advance = 0;           // tokens this round feeds
+};
+
+void ModelDrafter::check(std::span<const Request> requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     if (r.history.empty()) throw std::invalid_argument("draft request for sequence " + std::to_string(r.id) + " has no tokens");
@@ -126,16 +136,11 @@ std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Reques
     r.sampling.validate();
     if (auto it = sequences_.find(r.id); it != sequences_.end()) it->second->used = clock_;
   }
+}
 
-  struct Work {
-    Sequence* s = nullptr;
-    const Request* r = nullptr;
-    int32_t k = 0;
-    std::vector<int32_t> feed;     // history not yet computed
-    size_t fed = 0;
-    std::vector<int32_t> context;  // history and drafts so far: what the penalties see
-  };
-  std::vector<Proposal> out(requests.size());
+// Each request's sequence keeps the longest prefix it has computed and gets
+// pages for the rest and its drafts; one that cannot gets no drafts.
+std::vector<ModelDrafter::Work> ModelDrafter::prepare(std::span<const Request> requests, std::vector<Proposal>& out) {
   std::vector<Work> work;
   work.reserve(requests.size());
   const int64_t n_ctx = backend_.config().n_ctx_train;
@@ -162,78 +167,83 @@ std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Reques
     Work w;
     w.s = &s;
     w.r = &r;
+    w.slot = i;
     w.k = k;
     w.feed.assign(r.history.begin() + static_cast<int64_t>(common), r.history.end());
     w.context.assign(r.history.begin(), r.history.end());
     work.push_back(std::move(w));
   }
+  return work;
+}
 
-  std::vector<size_t> slot_of(work.size());  // work index -> out index
-  for (size_t wi = 0, oi = 0; wi < work.size(); ++wi) {
-    while (out[oi].id != work[wi].r->id) ++oi;
-    slot_of[wi] = oi;
+bool ModelDrafter::round(std::vector<Work>& work, std::vector<Proposal>& out, double& drafting_ms, int32_t& drafting_rounds) {
+  Batch batch;
+  std::vector<Work*> rows;  // the sequence of each logits row
+  int64_t budget = max_batch_tokens_;
+  bool catch_up = false;
+  for (Work& w : work) {
+    w.advance = 0;
+    Proposal& p = out[w.slot];
+    if (static_cast<int32_t>(p.tokens.size()) >= w.k) continue;
+    const int32_t start = static_cast<int32_t>(w.s->cached.size());
+    std::span<const int32_t> tokens;
+    bool wants = true;
+    if (w.fed < w.feed.size()) {
+      if (budget <= 0) continue;
+      const size_t n = std::min<size_t>(w.feed.size() - w.fed, static_cast<size_t>(budget));
+      tokens = std::span<const int32_t>(w.feed).subspan(w.fed, n);
+      wants = w.fed + n == w.feed.size();
+      catch_up = catch_up || n > 2;  // steady state feeds the last accepted token and the next
+    } else {
+      tokens = std::span<const int32_t>(p.tokens).last(1);  // the last draft, to draft the next
+    }
+    budget -= static_cast<int64_t>(tokens.size());
+    w.advance = static_cast<int32_t>(tokens.size());
+    batch.sequences.push_back({tokens, start, w.s->kv.block_table(), wants ? LogitsWanted::last : LogitsWanted::none});
+    if (wants) rows.push_back(&w);
   }
-  Logits logits;
+  if (batch.sequences.empty()) return false;
+  const auto tr = std::chrono::steady_clock::now();
+  backend_.forward(batch, logits_);
+  if (!catch_up) drafting_ms += ms_since(tr), ++drafting_rounds;
+  for (Work& w : work) {
+    if (w.advance == 0) continue;
+    if (w.fed < w.feed.size()) {
+      w.s->cached.insert(w.s->cached.end(), w.feed.begin() + static_cast<int64_t>(w.fed),
+                         w.feed.begin() + static_cast<int64_t>(w.fed) + w.advance);
+      w.fed += static_cast<size_t>(w.advance);
+    } else {
+      w.s->cached.push_back(out[w.slot].tokens.back());
+    }
+  }
+  for (size_t row = 0; row < rows.size(); ++row) {
+    Work& w = *rows[row];
+    Proposal& p = out[w.slot];
+    const Sampler::Distribution& d = w.s->sampler.distribution(logits_.row(static_cast<int64_t>(row)), w.context);
+    int32_t token = d[0].first;
+    if (!w.s->sampler.greedy()) {
+      Sampler::Distribution q(d.begin(), d.begin() + static_cast<int64_t>(std::min(d.size(), kMaxSupport)));
+      float total = 0;
+      for (const auto& e : q) total += e.second;
+      for (auto& e : q) e.second /= total;
+      token = w.s->sampler.draw(q);
+      p.dists.push_back(std::move(q));
+    }
+    p.tokens.push_back(token);
+    w.context.push_back(token);
+  }
+  return true;
+}
+
+std::vector<ModelDrafter::Proposal> ModelDrafter::propose(std::span<const Request> requests) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ++clock_;
+  check(requests);
+  std::vector<Proposal> out(requests.size());
+  std::vector<Work> work = prepare(requests, out);
   double drafting_ms = 0;
   int32_t drafting_rounds = 0;
-  for (;;) {
-    Batch batch;
-    std::vector<size_t> rows;  // work index of each logits row
-    std::vector<int32_t> advance(work.size(), 0);
-    int64_t budget = max_batch_tokens_;
-    bool catch_up = false;
-    for (size_t wi = 0; wi < work.size(); ++wi) {
-      Work& w = work[wi];
-      Proposal& p = out[slot_of[wi]];
-      if (static_cast<int32_t>(p.tokens.size()) >= w.k) continue;
-      const int32_t start = static_cast<int32_t>(w.s->cached.size());
-      std::span<const int32_t> tokens;
-      bool wants = true;
-      if (w.fed < w.feed.size()) {
-        if (budget <= 0) continue;
-        const size_t n = std::min<size_t>(w.feed.size() - w.fed, static_cast<size_t>(budget));
-        tokens = std::span<const int32_t>(w.feed).subspan(w.fed, n);
-        wants = w.fed + n == w.feed.size();
-        catch_up = catch_up || n > 2;  // steady state feeds the last accepted token and the next
-      } else {
-        tokens = std::span<const int32_t>(p.tokens).last(1);  // the last draft, to draft the next
-      }
-      budget -= static_cast<int64_t>(tokens.size());
-      advance[wi] = static_cast<int32_t>(tokens.size());
-      batch.sequences.push_back({tokens, start, w.s->kv.block_table(), wants ? LogitsWanted::last : LogitsWanted::none});
-      if (wants) rows.push_back(wi);
-    }
-    if (batch.sequences.empty()) break;
-    const auto tr = std::chrono::steady_clock::now();
-    backend_.forward(batch, logits);
-    if (!catch_up) drafting_ms += ms_since(tr), ++drafting_rounds;
-    for (size_t wi = 0; wi < work.size(); ++wi) {
-      Work& w = work[wi];
-      if (advance[wi] == 0) continue;
-      if (w.fed < w.feed.size()) {
-        w.s->cached.insert(w.s->cached.end(), w.feed.begin() + static_cast<int64_t>(w.fed),
-                           w.feed.begin() + static_cast<int64_t>(w.fed) + advance[wi]);
-        w.fed += static_cast<size_t>(advance[wi]);
-      } else {
-        w.s->cached.push_back(out[slot_of[wi]].tokens.back());
-      }
-    }
-    for (size_t row = 0; row < rows.size(); ++row) {
-      Work& w = work[rows[row]];
-      Proposal& p = out[slot_of[rows[row]]];
-      const Sampler::Distribution& d = w.s->sampler.distribution(logits.row(static_cast<int64_t>(row)), w.context);
-      int32_t token = d[0].first;
-      if (!w.s->sampler.greedy()) {
-        Sampler::Distribution q(d.begin(), d.begin() + static_cast<int64_t>(std::min(d.size(), kMaxSupport)));
-        float total = 0;
-        for (const auto& e : q) total += e.second;
-        for (auto& e : q) e.second /= total;
-        token = w.s->sampler.draw(q);
-        p.dists.push_back(std::move(q));
-      }
-      p.tokens.push_back(token);
-      w.context.push_back(token);
-    }
+  while (round(work, out, drafting_ms, drafting_rounds)) {
   }
   if (drafting_rounds > 0) round_ms_ = drafting_ms / drafting_rounds;
   last_ms_ = ms_since(t0);

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/batch.h"
 #include "engine/sampler.h"
 
 namespace troupe {
@@ -77,14 +78,20 @@ class ModelDrafter {
 
  private:
   struct Sequence;
+  struct Work;
   Sequence& sequence(const Request& r);
   bool make_room(Sequence& s, int32_t tokens, std::span<const Request> keep);
+  void check(std::span<const Request> requests);
+  std::vector<Work> prepare(std::span<const Request> requests, std::vector<Proposal>& out);
+  // One batched forward for every sequence short of its drafts; false when none is.
+  bool round(std::vector<Work>& work, std::vector<Proposal>& out, double& drafting_ms, int32_t& drafting_rounds);
 
   Backend& backend_;
   int64_t max_batch_tokens_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
   uint64_t clock_ = 0;  // LRU order of use
   double round_ms_ = 0, last_ms_ = 0, catch_up_ms_ = 0;
+  Logits logits_;
 };
 
 }  // namespace troupe
