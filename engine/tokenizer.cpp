@@ -1,8 +1,5 @@
 #include "engine/tokenizer.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -12,31 +9,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "engine/pre_tokenizer.h"
 #include "engine/unicode.h"
 
 namespace troupe {
 namespace {
-
-// Pre-tokenizer patterns, as written in the models' tokenizer.json files.
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-struct PreTokenizer {
-  std::string_view pattern;
-  bool ignore_merges = false;  // HF's BPE option: a word that is a token is used whole
-};
-
-PreTokenizer pre_tokenizer_for(std::string_view pre) {
-  if (pre == "default" || pre == "gpt-2" || pre == "gpt2") return {kGpt2Pattern, false};
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return {kQwen2Pattern, false};
-  if (pre == "llama-bpe" || pre == "llama3") return {kLlama3Pattern, true};
-  throw TokenizerError("tokenizer.ggml.pre: unsupported pre-tokenizer '" + std::string(pre) +
-                       "' (supported: default, gpt-2, qwen2, deepseek-r1-qwen, llama-bpe)");
-}
 
 // Texts that llama.cpp treats as ending generation whatever the ids say.
 constexpr std::string_view kEndOfGenerationTexts[] = {
@@ -46,103 +23,6 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
 };
 
 constexpr std::string_view kSentencePieceSpace = "\xE2\x96\x81";  // U+2581
-
-// Per-call scratch for matching. PCRE2's default 32 KiB JIT stack has been
-// enough for every input tried (megabytes of one character class included),
-// so a larger one is only made if a match ever reports running out.
-struct MatchResources {
-  pcre2_match_data* data = nullptr;
-  pcre2_match_context* context = nullptr;
-  pcre2_jit_stack* stack = nullptr;
-
-  explicit MatchResources(const pcre2_code* code)
-      : data(pcre2_match_data_create_from_pattern(code, nullptr)), context(pcre2_match_context_create(nullptr)) {
-    if (!data || !context) {
-      release();
-      throw std::bad_alloc();
-    }
-  }
-  MatchResources(const MatchResources&) = delete;
-  MatchResources& operator=(const MatchResources&) = delete;
-  ~MatchResources() { release(); }
-
-  // False when the stack has already been grown: the failure is real.
-  bool grow_stack() {
-    if (stack) return false;
-    stack = pcre2_jit_stack_create(256 * 1024, 64 * 1024 * 1024, nullptr);
-    if (!stack) throw std::bad_alloc();
-    pcre2_jit_stack_assign(context, nullptr, stack);
-    return true;
-  }
-  void release() {  // each free function accepts null
-    pcre2_jit_stack_free(stack);
-    pcre2_match_context_free(context);
-    pcre2_match_data_free(data);
-  }
-};
-
-// A compiled pre-tokenizer pattern. Compiled code is read-only and shared by
-// all threads; match data lives per call.
-class Regex {
- public:
-  explicit Regex(std::string_view pattern) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    // MATCH_INVALID_UTF lets arbitrary bytes through: ill-formed sequences
-    // simply never match and end up in the gaps between matches.
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
-    if (!code_) {
-      throw TokenizerError("pre-tokenizer regex does not compile at offset " + std::to_string(offset) +
-                           ": " + message(error));
-    }
-    // Without JIT (unsupported CPU) the interpreter gives the same matches, slower.
-    (void)pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
-  }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
-  ~Regex() { pcre2_code_free(code_); }
-
-  const pcre2_code* code() const { return code_; }
-  // Calls emit(begin, end) for each match and each unmatched gap, in order,
-  // covering all of `text`. `res` must have been made for this regex.
-  template <class Emit>
-  void split(MatchResources& res, std::string_view text, Emit&& emit) const;
-
-  static std::string message(int error) {
-    std::array<PCRE2_UCHAR, 256> buffer{};
-    pcre2_get_error_message(error, buffer.data(), buffer.size());
-    return reinterpret_cast<const char*>(buffer.data());
-  }
-
- private:
-  pcre2_code* code_ = nullptr;
-};
-
-template <class Emit>
-void Regex::split(MatchResources& res, std::string_view text, Emit&& emit) const {
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0, emitted = 0;
-  while (pos < text.size()) {
-    const int rc = pcre2_match(code_, subject, text.size(), pos, 0, res.data, res.context);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && res.grow_stack()) continue;
-    if (rc < 0) throw TokenizerError("pre-tokenizer regex failed: " + message(rc));
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(res.data);
-    const size_t begin = ov[0], end = ov[1];
-    if (begin > emitted) emit(emitted, begin);
-    if (end > begin) {
-      emit(begin, end);
-      emitted = pos = end;
-    } else if (end < text.size()) {
-      // An empty match (none of our patterns has one) must still advance.
-      pos = end + std::max<size_t>(1, utf8_step(text, end).length);
-    } else {
-      break;
-    }
-  }
-  if (emitted < text.size()) emit(emitted, text.size());
-}
 
 struct MergeTarget {
   int32_t rank;
@@ -211,7 +91,7 @@ struct Tokenizer::Impl {
   // gpt2
   std::unordered_map<uint64_t, MergeTarget> merges;
   std::array<int32_t, 256> byte_ids{};
-  std::unique_ptr<Regex> regex;
+  std::unique_ptr<PreTokenizerRegex> regex;
   bool ignore_merges = false;
 
   // llama: the <0xAB> token of each byte, or kNoToken
@@ -296,7 +176,7 @@ void Tokenizer::Impl::init_specials_and_eog() {
 void Tokenizer::Impl::init_gpt2() {
   const PreTokenizer pre = pre_tokenizer_for(vocab.pre);
   ignore_merges = pre.ignore_merges;
-  regex = std::make_unique<Regex>(pre.pattern);
+  regex = std::make_unique<PreTokenizerRegex>(pre.pattern);
 
   for (int b = 0; b < 256; ++b) {
     std::string symbol;
@@ -511,7 +391,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   const std::vector<Segment> segments = im.split_special(text, parse_special);
   // Match scratch is made once per call: creating it costs more than
   // matching a short prompt.
-  std::optional<MatchResources> scratch;
+  PreTokenizerRegex::ScratchPtr scratch;
   for (size_t i = 0; i < segments.size(); ++i) {
     const Segment& s = segments[i];
     if (s.id != kNoToken) {
@@ -521,7 +401,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
       const bool fragment_starts = i == 0 || segments[i - 1].id != kNoToken;
       im.encode_llama(s.text, im.vocab.add_space_prefix && fragment_starts, out);
     } else {
-      if (!scratch) scratch.emplace(im.regex->code());
+      if (!scratch) scratch = im.regex->scratch();
       im.regex->split(*scratch, s.text, [&](size_t b, size_t e) { im.encode_gpt2_word(s.text.substr(b, e - b), out); });
     }
   }

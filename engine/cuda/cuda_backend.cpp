@@ -86,6 +86,9 @@ class CudaBackend final : public Backend {
 
   void allocate_inputs(int64_t table_entries);
   Step stage(const Batch& batch, std::span<const TokenChoice> choices, bool choose);
+  void stage_choices(const Step& st, std::span<const TokenChoice> choices);
+  void size_partials(Step& st, int32_t max_len);
+  void upload(const Step& st, int32_t table_entries, bool choose);
   void run(const Step& step, bool choose);
   void enqueue(const Step& step, bool choose);
   void enqueue_output(int first, int count, bool choose);
@@ -301,23 +304,34 @@ CudaBackend::Step CudaBackend::stage(const Batch& batch, std::span<const TokenCh
     logit_rows[wanted++] = r;
   }
   st.wanted = wanted;
-  if (choose) {
-    if (static_cast<int64_t>(choices.size()) < st.real_wanted)
-      throw std::invalid_argument("forward_choose: fewer choices than rows wanting logits");
-    auto* temp = reinterpret_cast<float*>(h + layout_.temperature);
-    auto* top_k = reinterpret_cast<int32_t*>(h + layout_.top_k);
-    auto* top_p = reinterpret_cast<float*>(h + layout_.top_p);
-    auto* seed = reinterpret_cast<uint64_t*>(h + layout_.seed);
-    auto* stepv = reinterpret_cast<uint64_t*>(h + layout_.step);
-    for (int i = 0; i < st.wanted; ++i) {
-      const TokenChoice c = i < st.real_wanted ? choices[i] : TokenChoice{};
-      temp[i] = c.temperature;
-      top_k[i] = c.top_k;
-      top_p[i] = c.top_p;
-      seed[i] = c.seed;
-      stepv[i] = c.step;
-    }
+  if (choose) stage_choices(st, choices);
+  size_partials(st, max_len);
+  upload(st, t_off + 1, choose);
+  return st;
+}
+
+// Each wanting row's sampling settings (padding rows: greedy).
+void CudaBackend::stage_choices(const Step& st, std::span<const TokenChoice> choices) {
+  if (static_cast<int64_t>(choices.size()) < st.real_wanted)
+    throw std::invalid_argument("forward_choose: fewer choices than rows wanting logits");
+  uint8_t* h = staging_.as<uint8_t>();
+  auto* temp = reinterpret_cast<float*>(h + layout_.temperature);
+  auto* top_k = reinterpret_cast<int32_t*>(h + layout_.top_k);
+  auto* top_p = reinterpret_cast<float*>(h + layout_.top_p);
+  auto* seed = reinterpret_cast<uint64_t*>(h + layout_.seed);
+  auto* stepv = reinterpret_cast<uint64_t*>(h + layout_.step);
+  for (int i = 0; i < st.wanted; ++i) {
+    const TokenChoice c = i < st.real_wanted ? choices[i] : TokenChoice{};
+    temp[i] = c.temperature;
+    top_k[i] = c.top_k;
+    top_p[i] = c.top_p;
+    seed[i] = c.seed;
+    stepv[i] = c.step;
   }
+}
+
+// Split-K attention: how many splits the longest sequence needs, and room for their partials.
+void CudaBackend::size_partials(Step& st, int32_t max_len) {
   st.splits = (max_len + kAttentionSplit - 1) / kAttentionSplit;
   if (st.graphed) st.splits = 1 << static_cast<int>(std::ceil(std::log2(st.splits)));  // fewer distinct graphs
   const int64_t partials = st.splits > 1 ? static_cast<int64_t>(st.rows) * config_.n_head * st.splits : 0;
@@ -327,21 +341,23 @@ CudaBackend::Step CudaBackend::stage(const Batch& batch, std::span<const TokenCh
     cap_partials_ = partials;
     drop_graphs();
   }
+}
 
-  // Copy the used part of each array.
+// Copies the used part of each staged array to the device.
+void CudaBackend::upload(const Step& st, int32_t table_entries, bool choose) {
+  const uint8_t* h = staging_.as<uint8_t>();
   auto copy = [&](int64_t off, int64_t bytes) {
     if (bytes > 0)
       TROUPE_CUDA_CHECK(cudaMemcpyAsync(inputs_.as<uint8_t>() + off, h + off, bytes, cudaMemcpyHostToDevice, stream_));
   };
   for (int64_t off : {layout_.token, layout_.pos, layout_.kv_slot, layout_.table_off}) copy(off, st.rows * 4);
   copy(layout_.logit_rows, st.wanted * 4);
-  copy(layout_.tables, (t_off + 1) * 4);
+  copy(layout_.tables, int64_t{table_entries} * 4);
   if (choose) {
     for (int64_t off : {layout_.temperature, layout_.top_k, layout_.top_p}) copy(off, st.wanted * 4);
     copy(layout_.seed, st.wanted * 8);
     copy(layout_.step, st.wanted * 8);
   }
-  return st;
 }
 
 void CudaBackend::linear(const DeviceMatrix& w, const float* x, int n, const GemvInput& in, float* y, bool accumulate) {

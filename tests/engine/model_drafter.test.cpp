@@ -181,6 +181,38 @@ TEST_CASE("generation with a draft model is token-identical to generation withou
   }
 }
 
+namespace {
+
+// Pearson's chi-square of observed counts against expected probabilities,
+// cells with fewer than 5 expected pooled into one, and the 0.001 critical
+// value for cells - 1 degrees of freedom (Wilson-Hilferty).
+struct ChiSquare {
+  double chi2 = 0, critical = 0, total = 0;
+  int cells = 0;
+};
+ChiSquare chi_square(const std::map<std::pair<int32_t, int32_t>, double>& expected,
+                     std::map<std::pair<int32_t, int32_t>, double>& counts, int runs) {
+  ChiSquare x;
+  double pooled_expected = 0, pooled_count = 0;
+  for (const auto& [cell, p] : expected) {
+    const double e = p * runs, c = counts.count(cell) ? counts[cell] : 0.0;
+    x.total += c;
+    if (e < 5) {
+      pooled_expected += e, pooled_count += c;
+      continue;
+    }
+    x.chi2 += (c - e) * (c - e) / e;
+    ++x.cells;
+  }
+  if (pooled_expected > 0)
+    x.chi2 += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) / pooled_expected, ++x.cells;
+  const double df = x.cells - 1, z = 3.0902;
+  x.critical = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
+  return x;
+}
+
+}  // namespace
+
 TEST_CASE("sampling with a draft model that differs from the target follows the target's distribution (chi-square)") {
   SyntheticModelSpec spec;
   spec.seed = 25;
@@ -256,24 +288,8 @@ TEST_CASE("sampling with a draft model that differs from the target follows the 
   INFO("accepted " << accepted << " drafts, " << rejected << " windows with a rejection");
   CHECK(accepted > kRuns / 4);  // both paths are exercised
   CHECK(rejected > kRuns / 10);
-  // Pearson's chi-square, cells with fewer than 5 expected pooled into one.
-  double chi2 = 0, pooled_expected = 0, pooled_count = 0, total = 0;
-  int cells = 0;
-  for (const auto& [cell, p] : expected) {
-    const double e = p * kRuns, c = counts.count(cell) ? counts[cell] : 0.0;
-    total += c;
-    if (e < 5) {
-      pooled_expected += e, pooled_count += c;
-      continue;
-    }
-    chi2 += (c - e) * (c - e) / e;
-    ++cells;
-  }
-  if (pooled_expected > 0) chi2 += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) / pooled_expected, ++cells;
-  CHECK(total == kRuns);  // every outcome lies in the target's support
-  // The 0.001 critical value for cells - 1 degrees of freedom (Wilson-Hilferty).
-  const double df = cells - 1, z = 3.0902;
-  const double critical = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
-  INFO("chi-square " << chi2 << " over " << cells << " cells; critical " << critical);
-  CHECK(chi2 < critical);
+  const ChiSquare x = chi_square(expected, counts, kRuns);
+  CHECK(x.total == kRuns);  // every outcome lies in the target's support
+  INFO("chi-square " << x.chi2 << " over " << x.cells << " cells; critical " << x.critical);
+  CHECK(x.chi2 < x.critical);
 }

@@ -13,9 +13,13 @@ import time
 from troupe_client import Client, TroupeError
 
 
-def main():
-    troupe, work = sys.argv[1], sys.argv[2]
-    os.makedirs(work, exist_ok=True)
+def greedy_ids(troupe, model, prompt):
+    out = subprocess.run([troupe, "generate", "-m", model, "-p", prompt, "-n", "12", "-t", "0", "--print-ids", "-q",
+                          "--threads", "1"], check=True, capture_output=True, text=True).stdout.split()
+    return [int(t) for t in out]
+
+
+def start_server(troupe, work):
     model = os.path.join(work, "python-client.gguf")
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
                    capture_output=True)
@@ -24,95 +28,111 @@ def main():
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1",
                                "--kv-tokens", "8192",
                                "--data-dir", os.path.join(work, f"python-client-{os.getpid()}.data")], stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(300):
+        if "listening on" in open(log.name).read():
+            break
+        time.sleep(0.05)
+    else:
+        server.terminate()
+        raise SystemExit("server did not start: " + open(log.name).read())
+    return server, model, endpoint
+
+
+def check_streams(c, troupe, model):
+    # Greedy streams equal the engine run alone.
+    for prompt in ["Hello there", "The fox and the dog", "one two three four"]:
+        stream = c.generate(prompt, max_tokens=12, temperature=0)
+        pieces = list(stream)
+        want = greedy_ids(troupe, model, prompt)
+        check(stream.tokens == want, f"tokens of {prompt!r}: {stream.tokens} vs {want}")
+        check("".join(pieces) == stream.text, "text deltas add up")
+        check(stream.finish_reason in ("length", "stop"), stream.finish_reason)
+        check(stream.usage["completion_tokens"] == len(stream.tokens), "usage counts the tokens")
+    # Three greedy samples of one prompt: each the greedy continuation.
+    multi = c.generate("Hello there", max_tokens=12, temperature=0, n=3)
+    multi.read()
+    first = greedy_ids(troupe, model, "Hello there")
+    check(all(s == first for s in multi.samples), f"samples {multi.samples}")
+    # Speculation: the same greedy tokens, and Done says what was drafted.
+    rep = "one two three four one two three four one two"
+    plain = c.generate(rep, max_tokens=24, temperature=0, speculation="off")
+    plain.read()
+    spec = c.generate(rep, max_tokens=24, temperature=0, speculation="ngram", max_draft=4)
+    spec.read()
+    check(spec.tokens == plain.tokens, f"speculation changed the tokens: {spec.tokens} vs {plain.tokens}")
+    check(plain.speculation is None, "no speculation reported when off")
+    # Chat, and two streams interleaved on one connection.
+    a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
+    b = c.generate("interleaved", max_tokens=8, temperature=0)
+    b.read()
+    a.read()
+    check(a.finish_reason is not None and b.finish_reason is not None, "both streams ended")
+    # Arrival times, kept for frames buffered while another stream was read.
+    for x in (a, b):
+        check(len(x.token_times) == len(x.tokens), "one arrival time per token")
+        check(x.token_times == sorted(x.token_times), "arrival times in order")
+    # Cancel after the first text.
+    s = c.generate("a long story", max_tokens=2000, temperature=0.9, seed=3)
+    for _ in s:
+        s.cancel()
+        break
+    s.read()
+    check(s.finish_reason in ("cancelled", "stop"), f"cancelled, not {s.finish_reason}")
+
+
+def check_bad_input(c):
+    # Bad input answered with its error; the connection goes on.
     try:
-        for _ in range(300):
-            if "listening on" in open(log.name).read():
-                break
-            time.sleep(0.05)
-        else:
-            raise SystemExit("server did not start: " + open(log.name).read())
+        c.generate("x", max_tokens=0).read()
+        check(False, "max_tokens 0 accepted")
+    except TroupeError as e:
+        check(e.code == "invalid_field" and "max_tokens" in e.message, str(e))
+    try:
+        c.generate("x", max_tokens=4, speculation="draft", draft_model="qwen2.5-coder-0.5b").read()
+        check(False, "a draft model request served by a server without one")
+    except TroupeError as e:
+        check(e.code == "invalid_field" and "draft model" in e.message, str(e))
+    c.send_raw(b"\x00garbage")
+    r = c.receive_raw(10)
+    check(r is not None and r.ClientRequestId() == 0, "malformed input answered")
+
+
+def check_sessions_and_jobs(c):
+    # A stored session: two turns, listed, shown, deleted.
+    for text in ("first", "second"):
+        c.chat([("user", text)], max_tokens=4, temperature=0, session_id="py").read()
+    shown = c.show_session("py")
+    check(shown["turns"] == 2 and [m[1] for m in shown["messages"]][::2] == ["first", "second"], str(shown))
+    check(any(s["session_id"] == "py" for s in c.list_sessions()), "listed")
+    check("deleted" in c.delete_session("py"), "deleted")
+    try:
+        c.show_session("py")
+        check(False, "a deleted session shows")
+    except TroupeError as e:
+        check(e.code == "unknown_session", str(e))
+    # A batch job: accepted durable, runs, its results come back by index.
+    job = c.submit_job(["alpha", "beta", "gamma"], "Say: {item}", max_tokens=4, temperature=0)
+    for _ in range(600):
+        if c.job_status(job["job_id"])["state"] != "running":
+            break
+        time.sleep(0.05)
+    results = c.job_results(job["job_id"])
+    check(sorted(r["index"] for r in results) == [0, 1, 2], str(results))
+    check(any(j["job_id"] == job["job_id"] for j in c.list_jobs()), "job listed")
+    stats = c.stats()
+    check(stats["running"] == 0 and stats["pages_used"] == 0, f"pages returned: {stats}")
+
+
+def main():
+    troupe, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    server, model, endpoint = start_server(troupe, work)
+    try:
         with Client(endpoint, timeout=60) as c:
             check(c.ping(42), "ping")
-            # Greedy streams equal the engine run alone.
-            for prompt in ["Hello there", "The fox and the dog", "one two three four"]:
-                stream = c.generate(prompt, max_tokens=12, temperature=0)
-                pieces = list(stream)
-                want = subprocess.run([troupe, "generate", "-m", model, "-p", prompt, "-n", "12", "-t", "0",
-                                       "--print-ids", "-q", "--threads", "1"], check=True, capture_output=True,
-                                      text=True).stdout.split()
-                check(stream.tokens == [int(t) for t in want], f"tokens of {prompt!r}: {stream.tokens} vs {want}")
-                check("".join(pieces) == stream.text, "text deltas add up")
-                check(stream.finish_reason in ("length", "stop"), stream.finish_reason)
-                check(stream.usage["completion_tokens"] == len(stream.tokens), "usage counts the tokens")
-            # Three greedy samples of one prompt: each the greedy continuation.
-            multi = c.generate("Hello there", max_tokens=12, temperature=0, n=3)
-            multi.read()
-            first = subprocess.run([troupe, "generate", "-m", model, "-p", "Hello there", "-n", "12", "-t", "0",
-                                    "--print-ids", "-q", "--threads", "1"], check=True, capture_output=True,
-                                   text=True).stdout.split()
-            check(all(s == [int(t) for t in first] for s in multi.samples), f"samples {multi.samples}")
-            # Speculation: the same greedy tokens, and Done says what was drafted.
-            rep = "one two three four one two three four one two"
-            plain = c.generate(rep, max_tokens=24, temperature=0, speculation="off")
-            plain.read()
-            spec = c.generate(rep, max_tokens=24, temperature=0, speculation="ngram", max_draft=4)
-            spec.read()
-            check(spec.tokens == plain.tokens, f"speculation changed the tokens: {spec.tokens} vs {plain.tokens}")
-            check(plain.speculation is None, "no speculation reported when off")
-            # Chat, and two streams interleaved on one connection.
-            a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
-            b = c.generate("interleaved", max_tokens=8, temperature=0)
-            b.read()
-            a.read()
-            check(a.finish_reason is not None and b.finish_reason is not None, "both streams ended")
-            # Arrival times, kept for frames buffered while another stream was read.
-            for x in (a, b):
-                check(len(x.token_times) == len(x.tokens), "one arrival time per token")
-                check(x.token_times == sorted(x.token_times), "arrival times in order")
-            # Cancel after the first text.
-            s = c.generate("a long story", max_tokens=2000, temperature=0.9, seed=3)
-            for _ in s:
-                s.cancel()
-                break
-            s.read()
-            check(s.finish_reason in ("cancelled", "stop"), f"cancelled, not {s.finish_reason}")
-            # Bad input answered with its error; the connection goes on.
-            try:
-                c.generate("x", max_tokens=0).read()
-                check(False, "max_tokens 0 accepted")
-            except TroupeError as e:
-                check(e.code == "invalid_field" and "max_tokens" in e.message, str(e))
-            try:
-                c.generate("x", max_tokens=4, speculation="draft", draft_model="qwen2.5-coder-0.5b").read()
-                check(False, "a draft model request served by a server without one")
-            except TroupeError as e:
-                check(e.code == "invalid_field" and "draft model" in e.message, str(e))
-            c.send_raw(b"\x00garbage")
-            r = c.receive_raw(10)
-            check(r is not None and r.ClientRequestId() == 0, "malformed input answered")
-            # A stored session: two turns, listed, shown, deleted.
-            for text in ("first", "second"):
-                c.chat([("user", text)], max_tokens=4, temperature=0, session_id="py").read()
-            shown = c.show_session("py")
-            check(shown["turns"] == 2 and [m[1] for m in shown["messages"]][::2] == ["first", "second"], str(shown))
-            check(any(s["session_id"] == "py" for s in c.list_sessions()), "listed")
-            check("deleted" in c.delete_session("py"), "deleted")
-            try:
-                c.show_session("py")
-                check(False, "a deleted session shows")
-            except TroupeError as e:
-                check(e.code == "unknown_session", str(e))
-            # A batch job: accepted durable, runs, its results come back by index.
-            job = c.submit_job(["alpha", "beta", "gamma"], "Say: {item}", max_tokens=4, temperature=0)
-            for _ in range(600):
-                if c.job_status(job["job_id"])["state"] != "running":
-                    break
-                time.sleep(0.05)
-            results = c.job_results(job["job_id"])
-            check(sorted(r["index"] for r in results) == [0, 1, 2], str(results))
-            check(any(j["job_id"] == job["job_id"] for j in c.list_jobs()), "job listed")
-            stats = c.stats()
-            check(stats["running"] == 0 and stats["pages_used"] == 0, f"pages returned: {stats}")
+            check_streams(c, troupe, model)
+            check_bad_input(c)
+            check_sessions_and_jobs(c)
     finally:
         server.terminate()
         server.wait(timeout=30)
