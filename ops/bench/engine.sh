@@ -5,7 +5,8 @@
 # made from it by `troupe quantize` (both engines read that same file).
 # The last line is the ratio summary.
 #   ops/bench/engine.sh [MODEL...]       default: qwen2.5-coder-0.5b qwen2.5-coder-1.5b
-# Env: THREADS (2), PROMPT_TOKENS (512), GEN_TOKENS (128), REPEAT (3), FORMATS ("Q4_K_M Q8_0")
+# Env: THREADS (2), PROMPT_TOKENS (512), GEN_TOKENS (128), REPEAT (3), FORMATS ("Q4_K_M Q8_0"),
+# BUILD_DIR (build: whose troupe runs, for before/after runs of two builds)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -16,7 +17,8 @@ models=("$@")
 
 python="$(ops/python-env.sh)"
 ops/models.sh "${models[@]}" >/dev/null
-[ -x build/troupe ] || ops/build.sh
+troupe="${BUILD_DIR:-$root/build}/troupe"
+[ -x "$troupe" ] || ops/build.sh
 
 summary=()
 printf '%-30s %-10s %12s %12s\n' "model (format)" engine "prefill t/s" "decode t/s"
@@ -26,9 +28,9 @@ for m in "${models[@]}"; do
     path="$shipped"
     if [ "$f" != Q4_K_M ]; then
       path="${shipped%.gguf}-${f,,}.gguf"
-      [ -f "$path" ] || build/troupe quantize "$shipped" "$path" --type "$f" >&2
+      [ -f "$path" ] || "$troupe" quantize "$shipped" "$path" --type "$f" >&2
     fi
-    ours="$(build/troupe bench --model "$path" --threads "$threads" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat "$repeat")"
+    ours="$("$troupe" bench --model "$path" --threads "$threads" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat "$repeat")"
     theirs="$("$python" ops/bench/llama_cpp_bench.py "$path" "$threads" "$prompt" "$gen" "$repeat")"
     out="$("$python" - "$m ($f)" "$ours" "$theirs" <<'PY'
 import json, sys
