@@ -60,11 +60,14 @@ std::vector<int32_t> reference_greedy(std::span<const int32_t> prompt, int32_t n
   return generate(*b, tok, prompt, o, {}).tokens;
 }
 
-const wire::step::StepResult& result(const std::string& bytes) {
-  const auto* r = messages::check_step_result(bytes);
-  REQUIRE(r);
-  return *r;
-}
+// A StepResult and the bytes it points into.
+struct Result {
+  explicit Result(std::string b) : bytes(std::move(b)), view(messages::check_step_result(bytes)) { REQUIRE(view); }
+  const wire::step::StepResult* operator->() const { return view; }
+  std::string bytes;
+  const wire::step::StepResult* view;
+};
+Result result(std::string bytes) { return Result(std::move(bytes)); }
 
 }  // namespace
 
@@ -79,10 +82,10 @@ TEST_CASE("a step runner's tokens, prefill then decode one slice at a time, are 
   int32_t start = 0;
   for (int step = 1; step <= 5; ++step) {
     const messages::SliceSpec slice{7, start, feed, table, true, step == 1 ? &s : nullptr, {}, false, 0, {}};
-    const auto& r = result(runner.run(messages::step_plan(static_cast<uint64_t>(step), {&slice, 1}, {})));
-    REQUIRE_FALSE(r.error());
-    REQUIRE(r.sampled()->size() == 1);
-    got.push_back(r.sampled()->Get(0)->token());
+    const Result r = result(runner.run(messages::step_plan(static_cast<uint64_t>(step), {&slice, 1}, {})));
+    REQUIRE_FALSE(r->error());
+    REQUIRE(r->sampled()->size() == 1);
+    got.push_back(r->sampled()->Get(0)->token());
     start += static_cast<int32_t>(feed.size());
     feed = {got.back()};
   }
@@ -96,13 +99,13 @@ TEST_CASE("a verify window keeps the drafts the model agrees with, up to the fir
   const std::vector<int32_t> table{0};
   const messages::SamplingFields s = greedy();
   messages::SliceSpec first{1, 0, prompt, table, true, &s, {}, false, 0, {}};
-  REQUIRE(result(runner.run(messages::step_plan(1, {&first, 1}, {}))).sampled()->Get(0)->token() == want[0]);
+  REQUIRE(result(runner.run(messages::step_plan(1, {&first, 1}, {})))->sampled()->Get(0)->token() == want[0]);
   // The window: the token just sampled, then two right drafts and a wrong one.
   const std::vector<int32_t> window{want[0], want[1], want[2], want[3] + 1};
   messages::SliceSpec verify{1, 7, window, table, true, nullptr, {}, false, 3, {}};
-  const auto& r = result(runner.run(messages::step_plan(2, {&verify, 1}, {})));
-  REQUIRE_FALSE(r.error());
-  const auto* t = r.sampled()->Get(0);
+  const Result r = result(runner.run(messages::step_plan(2, {&verify, 1}, {})));
+  REQUIRE_FALSE(r->error());
+  const auto* t = r->sampled()->Get(0);
   REQUIRE(t->accepted());
   CHECK(std::vector<int32_t>(t->accepted()->begin(), t->accepted()->end()) == std::vector<int32_t>{want[1], want[2]});
   CHECK(t->token() == want[3]);
@@ -110,23 +113,23 @@ TEST_CASE("a verify window keeps the drafts the model agrees with, up to the fir
 
 TEST_CASE("bad plans are answered with the reason, and the runner serves the next plan") {
   worker::StepRunner runner(backend());
-  CHECK_THAT(result(runner.run("garbage")).error()->str(), Catch::Contains("malformed step plan"));
+  CHECK_THAT(result(runner.run("garbage"))->error()->str(), Catch::Contains("malformed step plan"));
   const std::vector<int32_t> tokens{60, 61};
   const std::vector<int32_t> far{9999};
   const messages::SamplingFields s = greedy();
   messages::SliceSpec out_of_range{1, 0, tokens, far, true, &s, {}, false, 0, {}};
-  CHECK_THAT(result(runner.run(messages::step_plan(1, {&out_of_range, 1}, {}))).error()->str(),
+  CHECK_THAT(result(runner.run(messages::step_plan(1, {&out_of_range, 1}, {})))->error()->str(),
              Catch::Contains("outside this worker's 32 pages"));
   const std::vector<int32_t> table{0};
   messages::SliceSpec stranger{2, 5, tokens, table, true, nullptr, {}, false, 0, {}};
-  CHECK_THAT(result(runner.run(messages::step_plan(2, {&stranger, 1}, {}))).error()->str(),
+  CHECK_THAT(result(runner.run(messages::step_plan(2, {&stranger, 1}, {})))->error()->str(),
              Catch::Contains("continues but never started"));
   messages::SliceSpec too_many{3, 0, tokens, table, true, &s, {}, false, 2, {}};
-  CHECK_THAT(result(runner.run(messages::step_plan(3, {&too_many, 1}, {}))).error()->str(), Catch::Contains("2 drafts"));
+  CHECK_THAT(result(runner.run(messages::step_plan(3, {&too_many, 1}, {})))->error()->str(), Catch::Contains("2 drafts"));
   messages::SliceSpec fine{4, 0, tokens, table, true, &s, {}, false, 0, {}};
-  const auto& ok = result(runner.run(messages::step_plan(4, {&fine, 1}, {})));
-  CHECK_FALSE(ok.error());
-  CHECK(ok.kv_pages() == 32);
+  const Result ok = result(runner.run(messages::step_plan(4, {&fine, 1}, {})));
+  CHECK_FALSE(ok->error());
+  CHECK(ok->kv_pages() == 32);
 }
 
 TEST_CASE("a draft runner asks for the whole history of a sequence it does not know, and drafts for one it does") {
@@ -134,12 +137,14 @@ TEST_CASE("a draft runner asks for the whole history of a sequence it does not k
   const std::vector<int32_t> history{60, 61, 62, 63};
   const messages::SamplingFields s = greedy();
   const messages::DraftSequenceSpec unknown{1, 2, std::span<const int32_t>(history).subspan(2), 3, nullptr};
-  const auto* r = messages::check_draft_result(runner.run(messages::draft_plan(1, {&unknown, 1}, {})));
+  std::string bytes = runner.run(messages::draft_plan(1, {&unknown, 1}, {}));
+  const auto* r = messages::check_draft_result(bytes);
   REQUIRE(r);
   REQUIRE(r->proposals()->size() == 1);
   CHECK(r->proposals()->Get(0)->resync());
   const messages::DraftSequenceSpec whole{1, 0, history, 3, &s};
-  r = messages::check_draft_result(runner.run(messages::draft_plan(2, {&whole, 1}, {})));
+  bytes = runner.run(messages::draft_plan(2, {&whole, 1}, {}));
+  r = messages::check_draft_result(bytes);
   REQUIRE(r);
   CHECK_FALSE(r->error());
   CHECK(r->proposals()->Get(0)->tokens()->size() == 3);
