@@ -84,7 +84,7 @@ messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::mill
   if (!r) throw std::runtime_error("the worker at " + endpoint + " sent an unreadable answer");
   if (r->kv_pages() <= 0 || r->page_size() <= 0) throw std::runtime_error("the worker at " + endpoint + " reports no KV pages");
   return {r->kv_pages(), r->page_size(), r->n_vocab(), r->model() ? r->model()->str() : "", r->can_copy_pages(),
-          r->can_transfer_pages()};
+          r->can_transfer_pages(), r->kv_type(), r->can_shift_kv()};
 }
 
 messages::DrafterInfo query_draft_worker(const std::string& endpoint, std::chrono::milliseconds timeout) {

@@ -34,7 +34,8 @@ struct VerifierSide {
   const GgufFile* file = nullptr;
   ModelConfig config;
   int32_t kv_pages = 0, page_size = 0;
-  bool can_copy = false, can_transfer = false;
+  bool can_copy = false, can_transfer = false, can_shift = false;
+  KvType kv_type = KvType::f16;
   std::string text;
 };
 
@@ -94,13 +95,14 @@ VerifierSide Service::Impl::open_verifier() {
     bo.kv_pages = static_cast<int32_t>((options.kv_tokens + bo.page_size - 1) / bo.page_size);
     bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
     backend = open_backend(options.model_path, bo);
-    v = {&backend->file(), backend->config(), backend->pages().capacity(), backend->page_size(), backend->can_copy_pages(),
-         backend->can_transfer_pages(), backend->describe()};
+    v = {&backend->file(),       backend->config(),        backend->pages().capacity(), backend->page_size(),
+         backend->can_copy_pages(), backend->can_transfer_pages(), backend->can_shift_kv(),  backend->kv_type(),
+         backend->describe()};
     return v;
   }
   file = std::make_unique<GgufFile>(GgufFile::open(options.model_path));
   v.file = file.get();
-  v.config = read_model_config(*file);
+  v.config = read_model_config(*file, options.backend.overrides);
   const messages::WorkerInfo w = query_worker(options.worker, options.worker_timeout);
   if (w.n_vocab != v.config.n_vocab)
     throw std::runtime_error("the worker at " + options.worker + " serves a model with " + std::to_string(w.n_vocab) +
@@ -109,6 +111,8 @@ VerifierSide Service::Impl::open_verifier() {
   v.page_size = w.page_size;
   v.can_copy = w.can_copy_pages;
   v.can_transfer = w.can_transfer_pages;
+  v.can_shift = w.can_shift_kv;
+  v.kv_type = static_cast<KvType>(w.kv_type);
   v.text = "verifier in worker " + options.worker + " (" + w.model + ", KV " + std::to_string(v.kv_pages) + " pages x " +
            std::to_string(v.page_size) + " tokens)";
   return v;
@@ -144,15 +148,22 @@ void Service::Impl::open_draft_model() {
 persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) {
   persistence::SessionPolicy p;
   p.model_name = options.model_name.empty() ? v.config.name : options.model_name;
-  const KvPageShape shape = KvPageShape::of(v.config, v.page_size);
+  const KvPageShape shape = KvPageShape::of(v.config, v.page_size, v.kv_type);
   p.kv = v.can_transfer && options.kv_spill;
-  if (options.kv_spill_codec == 255)
+  if (v.kv_type != KvType::f16) {
+    // A quantized cache's pages are already small: they spill as they are.
+    if (options.kv_spill_codec != 255 && options.kv_spill_codec != static_cast<uint8_t>(KvPageCodec::raw))
+      throw std::runtime_error(std::string("--kv-spill-codec applies to an f16 KV cache; a ") + kv_type_name(v.kv_type) +
+                               " cache spills its pages as they are");
+    options.kv_spill_codec = static_cast<uint8_t>(KvPageCodec::raw);
+  } else if (options.kv_spill_codec == 255) {
     options.kv_spill_codec = static_cast<uint8_t>(shape.supports(KvPageCodec::k8v4) ? KvPageCodec::k8v4 : KvPageCodec::int8);
+  }
   const auto codec = static_cast<KvPageCodec>(options.kv_spill_codec);
   if (!shape.supports(codec))
     throw std::runtime_error("--kv-spill-codec k8v4 needs a head dimension that is a multiple of 32; this model's is " +
                              std::to_string(shape.head_dim));
-  p.kv_identity = kv_identity(*v.file, v.config, v.page_size, options.kv_spill_codec);
+  p.kv_identity = kv_identity(*v.file, v.config, v.page_size, options.kv_spill_codec, static_cast<uint8_t>(v.kv_type));
   p.model_fingerprint = p.kv_identity.model;
   p.page_size = v.page_size;
   p.page_bytes = shape.encoded_bytes(codec);
@@ -256,7 +267,8 @@ std::string Service::describe() const {
   return s.backend_text + s.draft_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
          "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
-                                (s.options.kv_spill_codec == 2 ? "k8v4" : "int8") : std::string());
+                                (s.options.kv_spill_codec == 2 ? "k8v4" : s.options.kv_spill_codec == 3 ? "its own format" : "int8")
+                                           : std::string());
 }
 
 const std::string& Service::events_endpoint() const { return impl_->options.events; }

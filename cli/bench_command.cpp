@@ -23,7 +23,7 @@ struct BenchArgs {
   std::vector<int> batches{1};
   int repeat = 3;
   BackendOptions backend;
-  std::string device = "cpu", weights = "auto";
+  BackendNames names;  // --device, --weights, --kv-type, --rope-*
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -68,7 +68,7 @@ std::pair<double, double> run_once(Backend& be, const std::vector<int32_t>& prom
 
 int run_bench(const BenchArgs& a) {
   BackendOptions options = a.backend;
-  apply_backend_names(options, a.device, a.weights);
+  apply_backend_names(options, a.names);
   const int max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   options.kv_pages = max_batch * ((a.prompt_tokens + a.gen_tokens) / options.page_size + 2) + 2;
   options.max_batch_tokens = std::clamp<int64_t>(static_cast<int64_t>(max_batch) * a.prompt_tokens, 256, 32768);
@@ -91,7 +91,7 @@ int run_bench(const BenchArgs& a) {
     std::printf("{\"engine\": \"troupe\", \"device\": \"%s\", \"weights\": \"%s\", \"threads\": %d, \"batch\": %d, "
                 "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
                 "\"backend\": \"%s\"}\n",
-                a.device.c_str(), a.weights.c_str(), options.threads, batch, a.prompt_tokens, a.gen_tokens,
+                a.names.device.c_str(), a.names.weights.c_str(), options.threads, batch, a.prompt_tokens, a.gen_tokens,
                 total_prompt / best_prefill, total_gen / best_decode, m.backend->describe().c_str());
     std::fflush(stdout);
   }
@@ -111,7 +111,7 @@ Run add_bench(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--repeat", a->repeat, "Runs; the best is reported")->check(CLI::Range(1, 100));
   a->backend.threads = default_threads();
-  add_backend_flags(*cmd, a->backend, a->device, a->weights);
+  add_backend_flags(*cmd, a->backend, a->names);
   return [a] { return run_bench(*a); };
 }
 

@@ -27,5 +27,6 @@ Run add_stats(CLI::App& app);
 Run add_worker(CLI::App& app);
 Run add_sessions(CLI::App& app);
 Run add_batch(CLI::App& app);
+Run add_perplexity(CLI::App& app);
 
 }  // namespace troupe::cli

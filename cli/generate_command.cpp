@@ -23,7 +23,7 @@ struct GenerateArgs {
   std::string system;
   SamplingOptions sampling;
   BackendOptions backend;
-  std::string device = "cpu", weights = "auto";
+  BackendNames names;  // --device, --weights, --kv-type, --rope-*
   int context = 4096;
   bool special = false;
   bool print_ids = false;
@@ -49,7 +49,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.chat.empty()) throw std::invalid_argument("give exactly one of --prompt and --chat");
   a.sampling.params.validate();  // before the model loads, so a typo fails at once
   BackendOptions options = a.backend;
-  apply_backend_names(options, a.device, a.weights);
+  apply_backend_names(options, a.names);
   options.context_tokens = a.context;
   options.kv_pages = static_cast<int32_t>((a.context + options.page_size - 1) / options.page_size);
   LoadedModel m = load_model(a.model, options);
@@ -114,7 +114,7 @@ Run add_generate(CLI::App& app) {
   cmd->add_option("--system", a->system, "System message for --chat");
   add_sampling_flags(*cmd, a->sampling);
   a->backend.threads = default_threads();
-  add_backend_flags(*cmd, a->backend, a->device, a->weights);
+  add_backend_flags(*cmd, a->backend, a->names);
   cmd->add_option("--context", a->context, "KV cache size in tokens")->check(CLI::Range(16, 1 << 20));
   cmd->add_flag("--special", a->special, "Parse special tokens such as <|im_start|> in --prompt");
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");

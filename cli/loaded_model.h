@@ -18,10 +18,19 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-// --device, --weights, --gpu-memory, --threads (into options).
-void add_backend_flags(CLI::App& cmd, BackendOptions& options, std::string& device, std::string& weights);
-// Parses the device/weights names into options; throws std::invalid_argument.
-void apply_backend_names(BackendOptions& options, const std::string& device, const std::string& weights);
+// What the backend flags say as text, before it is checked.
+struct BackendNames {
+  std::string device = "cpu", weights = "auto", kv_type = "f16";
+  std::string rope_scaling;  // empty: the file's
+  double rope_factor = 0;    // 0: unset
+  int64_t rope_orig_ctx = 0;
+};
+
+// --device, --weights, --gpu-memory, --threads, --kv-type, --rope-scaling,
+// --rope-factor, --rope-orig-ctx.
+void add_backend_flags(CLI::App& cmd, BackendOptions& options, BackendNames& names);
+// Parses the names into options; throws std::invalid_argument naming the flag.
+void apply_backend_names(BackendOptions& options, const BackendNames& names);
 
 LoadedModel load_model(const std::string& name_or_path, const BackendOptions& options);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& name_or_path);

@@ -19,7 +19,7 @@ struct LogitsArgs {
   std::string model, tokens, out;
   int chunk = 0;  // 0 = the whole sequence in one forward
   BackendOptions backend;
-  std::string device = "cpu", weights = "auto";
+  BackendNames names;  // --device, --weights, --kv-type, --rope-*
 };
 
 int run_logits(const LogitsArgs& a) {
@@ -28,7 +28,7 @@ int run_logits(const LogitsArgs& a) {
   for (int32_t t; in >> t;) ids.push_back(t);
   if (ids.empty()) throw std::invalid_argument("--tokens is empty");
   BackendOptions options = a.backend;
-  apply_backend_names(options, a.device, a.weights);
+  apply_backend_names(options, a.names);
   options.kv_pages = static_cast<int32_t>(ids.size() / options.page_size + 1);
   options.max_batch_tokens = std::max<int64_t>(options.max_batch_tokens, static_cast<int64_t>(ids.size()));
   LoadedModel m = load_model(a.model, options);
@@ -59,7 +59,7 @@ Run add_logits(CLI::App& app) {
   cmd->add_option("--out,-o", a->out, "Output file: n_tokens x n_vocab float32")->required();
   cmd->add_option("--chunk", a->chunk, "Prefill in chunks of this many tokens");
   a->backend.threads = default_threads();
-  add_backend_flags(*cmd, a->backend, a->device, a->weights);
+  add_backend_flags(*cmd, a->backend, a->names);
   return [a] { return run_logits(*a); };
 }
 

@@ -17,7 +17,7 @@ namespace {
 struct ServeArgs {
   std::string model;
   actors::ServiceOptions service;
-  std::string device = "cpu", weights = "auto";
+  BackendNames names;  // --device, --weights, --kv-type, --rope-*
   bool no_prefix_cache = false;
   bool no_kv_spill = false;
   std::string speculation = "off";
@@ -35,7 +35,7 @@ int run_serve(ServeArgs& a) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   actors::ServiceOptions o = a.service;
-  apply_backend_names(o.backend, a.device, a.weights);
+  apply_backend_names(o.backend, a.names);
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
   if (!a.draft_model.empty()) {
@@ -70,7 +70,7 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
   cmd->add_option("--listen", a->service.listen, "ZeroMQ endpoint to bind")->capture_default_str();
   a->service.backend.threads = default_threads();
-  add_backend_flags(*cmd, a->service.backend, a->device, a->weights);
+  add_backend_flags(*cmd, a->service.backend, a->names);
   cmd->add_option("--kv-tokens", a->service.kv_tokens, "KV cache capacity in tokens, all sequences together")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 26))
       ->capture_default_str();

@@ -30,14 +30,14 @@ struct WorkerArgs {
   std::string model;
   std::string listen = "tcp://127.0.0.1:7701";
   BackendOptions backend;
-  std::string device = "cpu", weights = "auto";
+  BackendNames names;  // --device, --weights, --kv-type, --rope-*
   int64_t kv_tokens = 32768;
   std::string role = "verifier";
 };
 
 int run_worker(WorkerArgs& a) {
   BackendOptions o = a.backend;
-  apply_backend_names(o, a.device, a.weights);
+  apply_backend_names(o, a.names);
   o.kv_pages = static_cast<int32_t>((a.kv_tokens + o.page_size - 1) / o.page_size);
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
   std::function<std::string(const std::string&)> answer;
@@ -92,7 +92,7 @@ Run add_worker(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--listen", a->listen, "ZeroMQ endpoint to bind")->capture_default_str();
   a->backend.threads = default_threads();
-  add_backend_flags(*cmd, a->backend, a->device, a->weights);
+  add_backend_flags(*cmd, a->backend, a->names);
   cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 26))
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "engine/backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -42,6 +43,39 @@ void Backend::write_page(int32_t, std::span<const uint16_t>, std::span<const uin
   throw std::runtime_error(describe() + ": moving KV pages to another tier is not supported");
 }
 
+std::string Backend::read_page_bytes(int32_t page) const {
+  const ModelConfig& c = config();
+  const size_t n = static_cast<size_t>(c.n_layer * page_size() * c.kv_dim());
+  std::vector<uint16_t> k(n), v(n);
+  read_page(page, k, v);
+  // KvCache's order: per layer, its K slots then its V slots.
+  std::string out;
+  out.reserve(4 * n);
+  const size_t per_layer = n / static_cast<size_t>(c.n_layer);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    out.append(reinterpret_cast<const char*>(k.data() + l * per_layer), per_layer * 2);
+    out.append(reinterpret_cast<const char*>(v.data() + l * per_layer), per_layer * 2);
+  }
+  return out;
+}
+
+void Backend::write_page_bytes(int32_t page, std::string_view bytes) {
+  const ModelConfig& c = config();
+  const size_t n = static_cast<size_t>(c.n_layer * page_size() * c.kv_dim());
+  if (bytes.size() != 4 * n) throw std::invalid_argument("KV page of " + std::to_string(bytes.size()) + " bytes for this layout");
+  std::vector<uint16_t> k(n), v(n);
+  const size_t per_layer = n / static_cast<size_t>(c.n_layer);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    std::memcpy(k.data() + l * per_layer, bytes.data() + l * per_layer * 4, per_layer * 2);
+    std::memcpy(v.data() + l * per_layer, bytes.data() + l * per_layer * 4 + per_layer * 2, per_layer * 2);
+  }
+  write_page(page, k, v);
+}
+
+void Backend::shift_kv(std::span<const KvShift> shifts) {
+  if (!shifts.empty()) throw std::runtime_error(describe() + ": shifting KV (context shift) is not supported");
+}
+
 void Backend::forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens) {
   Logits logits;
   forward(batch, logits);
@@ -59,11 +93,11 @@ std::unique_ptr<Backend> open_backend(const std::string& model_path, const Backe
     throw std::runtime_error("this build of troupe has no CUDA backend (configure with -DTROUPE_CUDA=ON)");
 #endif
   }
-  auto model = Model::load(model_path, std::max(1, options.threads));
+  auto model = Model::load(model_path, std::max(1, options.threads), options.overrides);
   const int32_t pages = options.kv_pages > 0
                             ? options.kv_pages
                             : static_cast<int32_t>((options.context_tokens + options.page_size - 1) / options.page_size);
-  return std::make_unique<CpuBackend>(std::move(model), pages, options.page_size);
+  return std::make_unique<CpuBackend>(std::move(model), pages, options.page_size, options.kv_type);
 }
 
 bool cuda_available(std::string* why) {

@@ -7,9 +7,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/kv_type.h"
+#include "engine/model_config.h"
 
 namespace troupe {
 
@@ -35,6 +38,8 @@ struct BackendOptions {
   DeviceWeights weights = DeviceWeights::automatic;
   double memory_fraction = 0.9;  // CUDA: share of free device memory after weights given to KV pages
   int64_t max_batch_tokens = 8192;  // CUDA: largest Batch::token_count() one forward accepts
+  KvType kv_type = KvType::f16;     // how the KV cache holds keys and values (engine/kv_type.h)
+  ModelOverrides overrides;         // over the file's metadata (RoPE scaling)
 };
 
 // Per-row choice of the next token on the device (CUDA) or host: greedy when
@@ -52,6 +57,18 @@ struct TokenChoice {
 struct PageCopy {
   int32_t src;
   int32_t dst;
+};
+
+// A context shift: the K/V of `count` positions move from src_start (read
+// through src_table) to dst_start (through dst_table), and the keys turn by
+// dst_start - src_start positions of RoPE. Overlapping moves within one
+// table are done in the order that reads each slot before it is written.
+struct KvShift {
+  std::span<const int32_t> src_table;
+  int32_t src_start = 0;
+  std::span<const int32_t> dst_table;
+  int32_t dst_start = 0;
+  int32_t count = 0;
 };
 
 class Backend {
@@ -79,6 +96,15 @@ class Backend {
   virtual bool can_transfer_pages() const { return false; }
   virtual void read_page(int32_t page, std::span<uint16_t> keys, std::span<uint16_t> values) const;
   virtual void write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values);
+  // The same in the cache's own format, whatever its KV type (KvCache::read_page):
+  // how quantized pages move, untouched. The defaults go through read_page (f16).
+  virtual KvType kv_type() const { return KvType::f16; }
+  virtual std::string read_page_bytes(int32_t page) const;
+  virtual void write_page_bytes(int32_t page, std::string_view bytes);
+
+  // Context shifts (KvShift), before the forward of a step. Backends without it throw.
+  virtual bool can_shift_kv() const { return false; }
+  virtual void shift_kv(std::span<const KvShift> shifts);
 
   // forward, then one token per wanted row chosen as `choices[row]` says;
   // on CUDA only the ids cross to the host.

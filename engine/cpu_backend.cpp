@@ -1,16 +1,19 @@
 #include "engine/cpu_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 namespace troupe {
 
-CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size)
-    : model_(std::move(model)), cache_(model_->config(), kv_pages, page_size) {}
+CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type)
+    : model_(std::move(model)), cache_(model_->config(), kv_pages, page_size, kv_type) {
+  if (kv_type != KvType::f16) cache_.set_key_offsets(model_->key_offsets());
+}
 
 std::string CpuBackend::describe() const {
-  return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " +
+  return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + " " +
          std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens";
 }
 
@@ -25,6 +28,7 @@ void check_page(const KvCache& cache, int32_t page, size_t keys, size_t values, 
 }  // namespace
 
 void CpuBackend::read_page(int32_t page, std::span<uint16_t> keys, std::span<uint16_t> values) const {
+  if (cache_.type() != KvType::f16) throw std::logic_error("read_page: a quantized KV cache moves its pages as bytes");
   const int64_t n_layer = model_->config().n_layer;
   check_page(cache_, page, keys.size(), values.size(), n_layer);
   const size_t n = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
@@ -35,12 +39,80 @@ void CpuBackend::read_page(int32_t page, std::span<uint16_t> keys, std::span<uin
 }
 
 void CpuBackend::write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values) {
+  if (cache_.type() != KvType::f16) throw std::logic_error("write_page: a quantized KV cache moves its pages as bytes");
   const int64_t n_layer = model_->config().n_layer;
   check_page(cache_, page, keys.size(), values.size(), n_layer);
   const size_t n = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
   for (int64_t l = 0; l < n_layer; ++l) {
     std::copy_n(keys.begin() + l * n, n, cache_.key(l, page, 0));
     std::copy_n(values.begin() + l * n, n, cache_.value(l, page, 0));
+  }
+}
+
+std::string CpuBackend::read_page_bytes(int32_t page) const {
+  std::string out(static_cast<size_t>(cache_.page_bytes()), '\0');
+  cache_.read_page(page, reinterpret_cast<uint8_t*>(out.data()));
+  return out;
+}
+
+void CpuBackend::write_page_bytes(int32_t page, std::string_view bytes) {
+  if (static_cast<int64_t>(bytes.size()) != cache_.page_bytes())
+    throw std::invalid_argument("KV page of " + std::to_string(bytes.size()) + " bytes; this cache's pages have " +
+                                std::to_string(cache_.page_bytes()));
+  cache_.write_page(page, reinterpret_cast<const uint8_t*>(bytes.data()));
+}
+
+// Each moved key is decoded, turned by the shift's distance and encoded
+// again (exact for f16 but for the rounding back to half; a requantization
+// for q8_0 keys); values move as they are.
+void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
+  const ModelConfig& c = model_->config();
+  const int32_t ps = cache_.page_size();
+  const KvRowFormat kf = key_format(cache_.type());
+  std::vector<float> k(static_cast<size_t>(c.kv_dim()));
+  for (const KvShift& s : shifts) {
+    if (s.count <= 0) continue;
+    const auto covers = [&](std::span<const int32_t> table, int32_t start) {
+      return start >= 0 && static_cast<int64_t>(start) + s.count <= static_cast<int64_t>(table.size()) * ps;
+    };
+    if (!covers(s.src_table, s.src_start) || !covers(s.dst_table, s.dst_start))
+      throw std::out_of_range("KV shift outside its block tables");
+    for (int32_t p : s.src_table)
+      if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
+    for (int32_t p : s.dst_table)
+      if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
+    const int32_t delta = s.dst_start - s.src_start;
+    const bool backwards = s.src_table.data() == s.dst_table.data() && delta > 0;  // read each slot before it is written
+    for (int32_t n = 0; n < s.count; ++n) {
+      const int32_t i = backwards ? s.count - 1 - n : n;
+      const int32_t sp = s.src_start + i, dp = s.dst_start + i;
+      const int32_t src_page = s.src_table[sp / ps], src_slot = sp % ps, dst_page = s.dst_table[dp / ps], dst_slot = dp % ps;
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        const float* m = cache_.key_offset(l);
+        for (int64_t h = 0; h < c.n_head_kv; ++h) {
+          float* row = k.data() + h * c.head_dim;
+          decode_kv_row(kf, cache_.key_row(l, src_page, src_slot, h), c.head_dim, row);
+          if (kv_rotated(kf)) {  // back to the key itself: RoPE's basis, its offset added back
+            kv_rotate(row, c.head_dim);
+            for (int64_t i = 0; i < c.head_dim; ++i) row[i] += m[h * c.head_dim + i];
+          }
+        }
+        model_->rope().shift(k.data(), c.n_head_kv, delta);
+        if (kf == KvRowFormat::f16) {
+          for (int64_t h = 0; h < c.n_head_kv; ++h)
+            encode_kv_row(kf, k.data() + h * c.head_dim, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));
+        } else {
+          for (int64_t h = 0; h < c.n_head_kv; ++h) {  // as KvCache::store
+            float* row = k.data() + h * c.head_dim;
+            for (int64_t i = 0; i < c.head_dim; ++i) row[i] -= m[h * c.head_dim + i];
+            kv_rotate(row, c.head_dim);
+            encode_kv_row(kf, row, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));
+          }
+        }
+        std::memmove(cache_.value_row(l, dst_page, dst_slot, 0), cache_.value_row(l, src_page, src_slot, 0),
+                     static_cast<size_t>(c.n_head_kv * cache_.value_row_bytes()));
+      }
+    }
   }
 }
 

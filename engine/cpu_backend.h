@@ -10,7 +10,7 @@ namespace troupe {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size);
+  CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type = KvType::f16);
 
   const ModelConfig& config() const override { return model_->config(); }
   const GgufFile& file() const override { return model_->file(); }
@@ -26,6 +26,11 @@ class CpuBackend final : public Backend {
   bool can_transfer_pages() const override { return true; }
   void read_page(int32_t page, std::span<uint16_t> keys, std::span<uint16_t> values) const override;
   void write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values) override;
+  KvType kv_type() const override { return cache_.type(); }
+  std::string read_page_bytes(int32_t page) const override;
+  void write_page_bytes(int32_t page, std::string_view bytes) override;
+  bool can_shift_kv() const override { return true; }
+  void shift_kv(std::span<const KvShift> shifts) override;
 
   Model& model() { return *model_; }
   KvCache& cache() { return cache_; }

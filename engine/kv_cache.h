@@ -1,13 +1,14 @@
 #pragma once
 // Paged KV storage for every layer, and the block tables that address it.
 //
-// Storage of one layer, K and V alike (IEEE half, see cpu/kv_kernels.h):
+// Storage of one layer, K and V alike:
 //
 //   page 0                     page 1
 //   +--------+--------+-----+  +--------+-----
 //   | slot 0 | slot 1 | ... |  | slot 0 | ...        page_size slots a page
 //   +--------+--------+-----+  +--------+-----
-//   slot = [n_head_kv][head_dim]
+//   slot = [n_head_kv] rows, a row = one head's head_dim values in the
+//   cache's format (engine/kv_type.h: f16, q8_0 or q4_0 rows)
 //
 // Token at position p of a sequence lives in page block_table[p / page_size],
 // slot p % page_size. All layers share the page numbering, so one block table
@@ -16,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/kv_type.h"
 #include "engine/page_pool.h"
 
 namespace troupe {
@@ -24,32 +26,70 @@ struct ModelConfig;
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size = 16);
+  KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size = 16, KvType type = KvType::f16);
 
+  KvType type() const { return type_; }
   int32_t page_size() const { return page_size_; }
-  int64_t slot_values() const { return slot_values_; }
-  int64_t bytes() const;
+  int64_t slot_values() const { return n_head_kv_ * head_dim_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t key_row_bytes() const { return key_row_; }
+  int64_t value_row_bytes() const { return value_row_; }
+  int64_t bytes() const { return static_cast<int64_t>(keys_.size() + values_.size()); }
+  // Bytes of one page, every layer's K and V: read_page()/write_page() move these.
+  int64_t page_bytes() const { return n_layer_ * page_size_ * n_head_kv_ * (key_row_ + value_row_); }
   PagePool& pool() { return pool_; }
   const PagePool& pool() const { return pool_; }
 
   // Copies every layer's K and V of page src into page dst (copy-on-write).
   void copy_page(int32_t src, int32_t dst);
+  // A page's contents in the cache's format: per layer, its K slots then its V slots.
+  void read_page(int32_t page, uint8_t* out) const;
+  void write_page(int32_t page, const uint8_t* in);
 
-  uint16_t* key(int64_t layer, int32_t page, int32_t slot) { return at(keys_, layer, page, slot); }
-  uint16_t* value(int64_t layer, int32_t page, int32_t slot) { return at(values_, layer, page, slot); }
-  const uint16_t* key(int64_t layer, int32_t page, int32_t slot) const { return at(keys_, layer, page, slot); }
-  const uint16_t* value(int64_t layer, int32_t page, int32_t slot) const { return at(values_, layer, page, slot); }
+  // One token's K and V (kv_dim floats each) into a slot, in the cache's format.
+  void store(int64_t layer, int32_t page, int32_t slot, const float* k, const float* v);
+
+  // Quantized keys are stored less a fixed vector per layer (kv_dim floats):
+  // every key of a query then loses the same q . m from its score, which
+  // softmax does not see, while the quantizer no longer spends its range on
+  // what all keys share (Qwen2's key bias: see Model::key_offsets). Zero
+  // unless set; f16 caches ignore it.
+  void set_key_offsets(std::span<const float> offsets);  // n_layer x kv_dim
+  const float* key_offset(int64_t layer) const { return key_offsets_.data() + layer * slot_values(); }
+
+  const uint8_t* key_row(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
+    return keys_.data() + slot_offset(layer, page, slot) * key_row_ + head * key_row_;
+  }
+  const uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
+    return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
+  }
+  uint8_t* key_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
+    return keys_.data() + slot_offset(layer, page, slot) * key_row_ + head * key_row_;
+  }
+  uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
+    return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
+  }
+  // An f16 cache's slot as half values (n_head_kv * head_dim).
+  uint16_t* key(int64_t layer, int32_t page, int32_t slot) { return half_at(keys_, layer, page, slot); }
+  uint16_t* value(int64_t layer, int32_t page, int32_t slot) { return half_at(values_, layer, page, slot); }
+  const uint16_t* key(int64_t layer, int32_t page, int32_t slot) const { return half_at(keys_, layer, page, slot); }
+  const uint16_t* value(int64_t layer, int32_t page, int32_t slot) const { return half_at(values_, layer, page, slot); }
 
  private:
-  uint16_t* at(const std::vector<uint16_t>& v, int64_t layer, int32_t page, int32_t slot) const {
-    return const_cast<uint16_t*>(v.data()) + ((layer * pool_.capacity() + page) * page_size_ + slot) * slot_values_;
+  // In rows of one head: the first row of (layer, page, slot).
+  int64_t slot_offset(int64_t layer, int32_t page, int32_t slot) const {
+    return ((layer * pool_.capacity() + page) * page_size_ + slot) * n_head_kv_;
   }
+  uint16_t* half_at(const std::vector<uint8_t>& v, int64_t layer, int32_t page, int32_t slot) const;
+
+  KvType type_;
   int32_t page_size_;
-  int64_t n_layer_;
-  int64_t slot_values_;
+  int64_t n_layer_, n_head_kv_, head_dim_;
+  int64_t key_row_, value_row_;
   PagePool pool_;
-  std::vector<uint16_t> keys_;
-  std::vector<uint16_t> values_;
+  std::vector<uint8_t> keys_;
+  std::vector<uint8_t> values_;
+  std::vector<float> key_offsets_;
 };
 
 // One sequence's pages. Grows a page at a time; truncation (rejected draft

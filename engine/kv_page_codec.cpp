@@ -16,8 +16,10 @@ namespace {
 constexpr char kMagic[4] = {'K', 'V', 'q', '8'};
 constexpr char kMagicRaw[4] = {'K', 'V', 'h', '1'};
 constexpr char kMagicK8V4[4] = {'K', 'V', '8', '4'};
+constexpr char kMagicQuantized[4] = {'K', 'V', 'r', '1'};
 constexpr uint16_t kVersion = 1;
 constexpr size_t kHeader = 4 + 5 * 2;
+constexpr size_t kRawHeader = kHeader + 2;  // + the KV type
 
 void put16(std::string& s, uint16_t v) { s.append({static_cast<char>(v & 0xff), static_cast<char>(v >> 8)}); }
 uint16_t get16(const char* p) { return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | static_cast<uint8_t>(p[1]) << 8); }
@@ -73,24 +75,34 @@ constexpr int32_t kV4Group = 32;
 
 }  // namespace
 
-KvPageShape KvPageShape::of(const ModelConfig& c, int32_t page_size) {
-  return {static_cast<int32_t>(c.n_layer), page_size, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim)};
+KvPageShape KvPageShape::of(const ModelConfig& c, int32_t page_size, KvType kv_type) {
+  return {static_cast<int32_t>(c.n_layer), page_size, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim),
+          kv_type};
 }
+
+KvPageCodec swap_codec(KvType type) { return type == KvType::f16 ? KvPageCodec::fp16 : KvPageCodec::raw; }
 
 int64_t KvPageShape::encoded_bytes(KvPageCodec codec) const {
   const int64_t rows = static_cast<int64_t>(n_layer) * page_size * n_head_kv;  // of K, and as many of V
   const int64_t int8_row = 2 + head_dim;
   switch (codec) {
+    case KvPageCodec::raw:
+      return static_cast<int64_t>(kRawHeader) +
+             rows * (kv_row_bytes(key_format(kv_type), head_dim) + kv_row_bytes(value_format(kv_type), head_dim));
     case KvPageCodec::fp16: return static_cast<int64_t>(kHeader) + rows * 2 * (2 * head_dim);
     case KvPageCodec::k8v4: return static_cast<int64_t>(kHeader) + rows * (int8_row + head_dim / kV4Group * (2 + kV4Group / 2));
     default: return static_cast<int64_t>(kHeader) + rows * 2 * int8_row;
   }
 }
 
-bool KvPageShape::supports(KvPageCodec codec) const { return codec != KvPageCodec::k8v4 || head_dim % kV4Group == 0; }
+bool KvPageShape::supports(KvPageCodec codec) const {
+  if (codec == KvPageCodec::raw) return kv_type_fits(kv_type, head_dim);
+  return kv_type == KvType::f16 && (codec != KvPageCodec::k8v4 || head_dim % kV4Group == 0);
+}
 
 std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> keys, std::span<const uint16_t> values,
                            KvPageCodec codec) {
+  if (codec == KvPageCodec::raw) throw std::invalid_argument("raw KV pages come from the cache itself (export_kv_page)");
   if (!shape.supports(codec)) throw std::invalid_argument("KV page codec k8v4 needs a head dim that is a multiple of 32");
   std::string out(codec == KvPageCodec::fp16 ? kMagicRaw : codec == KvPageCodec::k8v4 ? kMagicK8V4 : kMagic, 4);
   out.reserve(static_cast<size_t>(shape.encoded_bytes(codec)));
@@ -141,15 +153,39 @@ bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<
   return true;
 }
 
+namespace {
+
+std::string raw_header(const KvPageShape& shape) {
+  std::string out(kMagicQuantized, 4);
+  for (int32_t v : {static_cast<int32_t>(kVersion), shape.n_layer, shape.page_size, shape.n_head_kv, shape.head_dim,
+                    static_cast<int32_t>(shape.kv_type)})
+    put16(out, static_cast<uint16_t>(v));
+  return out;
+}
+
+}  // namespace
+
 std::string export_kv_page(const Backend& backend, int32_t page, KvPageCodec codec) {
-  const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size());
+  const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size(), backend.kv_type());
+  if (codec == KvPageCodec::raw) return raw_header(shape) + backend.read_page_bytes(page);
+  if (backend.kv_type() != KvType::f16)
+    throw std::invalid_argument(std::string("a ") + kv_type_name(backend.kv_type()) + " KV cache moves its pages raw");
   std::vector<uint16_t> k(static_cast<size_t>(shape.values())), v(k.size());
   backend.read_page(page, k, v);
   return encode_kv_page(shape, k, v, codec);
 }
 
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes) {
-  const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size());
+  const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size(), backend.kv_type());
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), kMagicQuantized, 4) == 0) {
+    const std::string header = raw_header(shape);
+    if (static_cast<int64_t>(bytes.size()) != shape.encoded_bytes(KvPageCodec::raw) ||
+        bytes.substr(0, header.size()) != header)
+      return false;  // another shape or KV type
+    backend.write_page_bytes(page, bytes.substr(header.size()));
+    return true;
+  }
+  if (backend.kv_type() != KvType::f16) return false;
   std::vector<uint16_t> k(static_cast<size_t>(shape.values())), v(k.size());
   if (!decode_kv_page(shape, bytes, k, v)) return false;
   backend.write_page(page, k, v);

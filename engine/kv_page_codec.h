@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "engine/kv_type.h"
+
 namespace troupe {
 
 class Backend;
@@ -27,11 +29,15 @@ struct ModelConfig;
 // per 32 values (0.40 of FP16 at head dim 64: under half, for a wider error
 // on V only; values are averaged by attention, keys pick what is attended).
 // fp16: lossless, for swapping.
-enum class KvPageCodec : uint8_t { int8 = 0, fp16 = 1, k8v4 = 2 };
+// raw: the page as a quantized KV cache holds it (engine/kv_type.h), header
+// "KVr1" with the KV type after the shape fields: lossless, already small,
+// so spilling and swapping such a cache's pages is a copy.
+enum class KvPageCodec : uint8_t { int8 = 0, fp16 = 1, k8v4 = 2, raw = 3 };
 
 struct KvPageShape {
   int32_t n_layer = 0, page_size = 0, n_head_kv = 0, head_dim = 0;
-  static KvPageShape of(const ModelConfig& config, int32_t page_size);
+  KvType kv_type = KvType::f16;  // of the cache the page comes from (raw pages only)
+  static KvPageShape of(const ModelConfig& config, int32_t page_size, KvType kv_type = KvType::f16);
   // FP16 values of K (or V) in one page, all layers: [layer][slot][head][dim].
   int64_t values() const { return static_cast<int64_t>(n_layer) * page_size * n_head_kv * head_dim; }
   int64_t encoded_bytes(KvPageCodec codec = KvPageCodec::int8) const;
@@ -43,7 +49,11 @@ std::string encode_kv_page(const KvPageShape& shape, std::span<const uint16_t> k
 // False (outputs untouched) when `bytes` is not a page of this shape.
 bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<uint16_t> keys, std::span<uint16_t> values);
 
+// The codec a cache of this KV type spills with by default, and swaps with.
+KvPageCodec swap_codec(KvType type);
+
 // Through a backend that can transfer pages (Backend::can_transfer_pages).
+// raw works for any KV type; int8, k8v4 and fp16 need an f16 cache.
 std::string export_kv_page(const Backend& backend, int32_t page, KvPageCodec codec = KvPageCodec::int8);
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes);
 

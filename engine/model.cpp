@@ -1,7 +1,7 @@
 #include "engine/model.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,16 +27,17 @@ void add_bias(float* rows, const std::vector<float>& bias, int64_t n_rows) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
-  return std::make_unique<Model>(GgufFile::open(path), n_threads);
+std::unique_ptr<Model> Model::load(const std::string& path, int n_threads, const ModelOverrides& overrides) {
+  return std::make_unique<Model>(GgufFile::open(path), n_threads, overrides);
 }
 
-Model::Model(GgufFile file, int n_threads)
+Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
     : file_(std::move(file)),
-      config_(read_model_config(file_)),
+      config_(read_model_config(file_, overrides)),
       weights_(bind_weights(file_, config_)),
       pool_(n_threads),
-      rope_(config_.head_dim, config_.rope_freq_base, config_.rope_freq_scale, config_.rope_order) {
+      rope_(config_.head_dim, rope_frequencies(config_.head_dim, config_.rope_freq_base, config_.rope_scaling),
+            rope_magnitude(config_.rope_scaling), config_.rope_order) {
   use_lane_layouts();
 }
 
@@ -61,9 +62,26 @@ void Model::use_lane_layouts() {
   repack(weights_.output);
 }
 
+std::vector<float> Model::key_offsets() const {
+  const auto& c = config_;
+  std::vector<float> m(static_cast<size_t>(c.n_layer * c.kv_dim()), 0.0f);
+  const std::vector<float> omega = rope_frequencies(c.head_dim, c.rope_freq_base, c.rope_scaling);
+  const int64_t half = c.head_dim / 2;
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    const std::vector<float>& bias = weights_.layers[layer].bk;
+    if (bias.empty()) continue;
+    for (int64_t h = 0; h < c.n_head_kv; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        if (static_cast<double>(omega[i]) * static_cast<double>(c.n_ctx_train) > kKeyOffsetTurn) continue;
+        for (int64_t d : {c.rope_order == RopeOrder::halves ? i : 2 * i, c.rope_order == RopeOrder::halves ? i + half : 2 * i + 1})
+          m[static_cast<size_t>(layer * c.kv_dim() + h * c.head_dim + d)] = bias[static_cast<size_t>(h * c.head_dim + d)];
+      }
+  }
+  return m;
+}
+
 void Model::prepare(const Batch& batch, const KvCache& cache) {
   rows_.clear();
-  int64_t max_ctx = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const BatchSequence& seq = batch.sequences[s];
     const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
@@ -76,7 +94,6 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
       if (tok < 0 || tok >= config_.n_vocab) throw std::out_of_range("token id " + std::to_string(tok) + " out of range");
       rows_.push_back({tok, static_cast<int32_t>(seq.start_pos + i), static_cast<int32_t>(s)});
     }
-    max_ctx = std::max(max_ctx, end);
   }
   const size_t n = rows_.size();
   const auto& c = config_;
@@ -89,10 +106,28 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
   grow(v_, n * c.kv_dim());
   grow(gate_, n * c.n_ff);
   grow(up_, n * c.n_ff);
-  if (max_ctx > max_ctx_) {
-    max_ctx_ = max_ctx;
-    scores_.assign(static_cast<size_t>(pool_.size() * cpu::attention_scratch(max_ctx_)), 0.0f);
+  plan_attention(batch);
+}
+
+// Tiles of up to kTileRows consecutive rows of one sequence, per KV head.
+// The split does not change any row's result (cpu/attention.h); the order,
+// costliest first, only balances the threads.
+void Model::plan_attention(const Batch& batch) {
+  units_.clear();
+  int32_t row = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const BatchSequence& seq = batch.sequences[s];
+    const auto len = static_cast<int32_t>(seq.tokens.size());
+    for (int32_t t = 0; t < len; t += cpu::kTileRows) {
+      const int32_t rows = std::min(cpu::kTileRows, len - t);
+      const int64_t cost = static_cast<int64_t>(rows) * (seq.start_pos + t + rows);
+      for (int64_t h = 0; h < config_.n_head_kv; ++h)
+        units_.push_back({row + t, rows, static_cast<int32_t>(s), static_cast<int32_t>(h), cost});
+    }
+    row += len;
   }
+  std::stable_sort(units_.begin(), units_.end(), [](const AttentionUnit& a, const AttentionUnit& b) { return a.cost > b.cost; });
+  if (static_cast<int>(attention_scratch_.size()) < pool_.size()) attention_scratch_.resize(static_cast<size_t>(pool_.size()));
 }
 
 void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
@@ -129,30 +164,33 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   add_bias(v_.data(), l.bv, n);
 
   const int32_t ps = cache.page_size();
+  const bool half = cache.type() == KvType::f16;
   for (int64_t r = 0; r < n; ++r) {
     const Row& row = rows_[r];
     rope_.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
     rope_.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
     const auto& table = batch.sequences[row.seq].block_table;
     const int32_t page = table[row.pos / ps], slot = row.pos % ps;
-    cpu::to_f16(&k_[r * c.kv_dim()], cache.key(layer, page, slot), c.kv_dim());
-    cpu::to_f16(&v_[r * c.kv_dim()], cache.value(layer, page, slot), c.kv_dim());
+    if (half) {
+      cpu::to_f16(&k_[r * c.kv_dim()], cache.key(layer, page, slot), c.kv_dim());
+      cpu::to_f16(&v_[r * c.kv_dim()], cache.value(layer, page, slot), c.kv_dim());
+    } else {
+      cache.store(layer, page, slot, &k_[r * c.kv_dim()], &v_[r * c.kv_dim()]);
+    }
   }
 
-  // Work items are (row, head) pairs, so a single decode token still spreads
-  // its heads over every thread.
+  // Units go to whichever thread is free: a tile's result does not depend on
+  // the thread, and prefill tiles cost far more than decode ones.
   const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  std::atomic<size_t> next{0};
   pool_.run([&](int t) {
-    const int64_t items = n * c.n_head;
-    const int64_t begin = items * t / pool_.size(), end = items * (t + 1) / pool_.size();
-    float* scores = &scores_[static_cast<size_t>(t * cpu::attention_scratch(max_ctx_))];
-    for (int64_t it = begin; it < end;) {
-      const int64_t r = it / c.n_head, h0 = it % c.n_head;
-      const int64_t h1 = std::min<int64_t>(c.n_head, h0 + (end - it));
-      const Row& row = rows_[r];
-      cpu::paged_attention(&q_[r * c.q_dim()], cache, layer, batch.sequences[row.seq].block_table, row.pos + 1, shape,
-                           h0, h1, &attn_[r * c.q_dim()], scores);
-      it += h1 - h0;
+    cpu::AttentionScratch& scratch = attention_scratch_[static_cast<size_t>(t)];
+    for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units_.size();) {
+      const AttentionUnit& unit = units_[u];
+      const BatchSequence& seq = batch.sequences[static_cast<size_t>(unit.seq)];
+      const cpu::AttentionTile tile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
+                                    unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head};
+      cpu::attend_tile(cache, layer, seq.block_table, shape, tile, scratch);
     }
   });
   cpu::matmul(l.wo, attn_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);

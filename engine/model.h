@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/cpu/attention.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/repack.h"
@@ -22,12 +23,19 @@ class KvCache;
 class Model {
  public:
   // Throws GgufError for an unreadable or inconsistent file.
-  static std::unique_ptr<Model> load(const std::string& path, int n_threads);
-  Model(GgufFile file, int n_threads);
+  static std::unique_ptr<Model> load(const std::string& path, int n_threads, const ModelOverrides& overrides = {});
+  Model(GgufFile file, int n_threads, const ModelOverrides& overrides = {});
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }
   cpu::ThreadPool& pool() { return pool_; }
+  const cpu::Rope& rope() const { return rope_; }
+  // What every key of a layer shares, for a quantized cache to store keys
+  // less (KvCache::set_key_offsets): the key bias over the dimension pairs
+  // that RoPE turns by at most kKeyOffsetTurn radians over the trained
+  // context, where the bias stays nearly where it was. n_layer x kv_dim.
+  std::vector<float> key_offsets() const;
+  static constexpr double kKeyOffsetTurn = 2.0;
 
   // Runs every sequence of the batch one step: writes the K/V of its new tokens
   // into the cache at their positions and fills `out` with the logits of the
@@ -41,6 +49,7 @@ class Model {
     int32_t seq;
   };
   void prepare(const Batch& batch, const KvCache& cache);
+  void plan_attention(const Batch& batch);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l);
   void output_logits(const Batch& batch, Logits& out);
@@ -58,8 +67,17 @@ class Model {
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
-  std::vector<float> scores_;  // [threads][cpu::attention_scratch(max context)]
-  int64_t max_ctx_ = 0;
+  // Attention work of the step: (tile of one sequence's rows, KV head), the
+  // costliest first; one scratch per thread.
+  struct AttentionUnit {
+    int32_t first_row;  // in rows_
+    int32_t rows;
+    int32_t seq;
+    int32_t kv_head;
+    int64_t cost;  // rows x context
+  };
+  std::vector<AttentionUnit> units_;
+  std::vector<cpu::AttentionScratch> attention_scratch_;
 };
 
 }  // namespace troupe

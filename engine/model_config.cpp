@@ -1,5 +1,8 @@
 #include "engine/model_config.h"
 
+#include <cmath>
+#include <stdexcept>
+
 #include "engine/gguf_file.h"
 
 namespace troupe {
@@ -12,9 +15,25 @@ int64_t required(const GgufFile& f, const std::string& key) {
   return static_cast<int64_t>(*v);
 }
 
+// rope.scaling.*: none, linear or yarn (llama.cpp's keys), checked.
+RopeScaling read_rope_scaling(const GgufFile& f, const std::string& p, int64_t n_ctx_train) {
+  RopeScaling s;
+  const auto type = f.get_string(p + "rope.scaling.type");
+  if (!type || *type == "none") return s;
+  if (*type != "linear" && *type != "yarn")
+    throw GgufError(f.name() + ": rope.scaling.type '" + *type + "' is not supported (none, linear, yarn)");
+  s.type = *type == "linear" ? RopeScalingType::linear : RopeScalingType::yarn;
+  s.factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
+  s.orig_ctx = static_cast<int64_t>(f.get_uint(p + "rope.scaling.original_context_length").value_or(static_cast<uint64_t>(n_ctx_train)));
+  s.attn_factor = f.get_float(p + "rope.scaling.attn_factor").value_or(1.0);
+  s.beta_fast = f.get_float(p + "rope.scaling.yarn_beta_fast").value_or(32.0);
+  s.beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow").value_or(1.0);
+  return s;
+}
+
 }  // namespace
 
-ModelConfig read_model_config(const GgufFile& f) {
+ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
@@ -29,13 +48,22 @@ ModelConfig read_model_config(const GgufFile& f) {
   c.n_head_kv = f.get_uint(p + "attention.head_count_kv").value_or(c.n_head);
   c.n_ff = required(f, p + "feed_forward_length");
   c.n_ctx_train = f.get_uint(p + "context_length").value_or(4096);
-  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6));
-  c.rope_freq_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
-  if (auto type = f.get_string(p + "rope.scaling.type"); type && *type == "linear") {
-    double factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
-    if (factor <= 0) throw GgufError(f.name() + ": rope.scaling.factor must be positive");
-    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6);
+  if (!std::isfinite(eps) || eps <= 0 || eps > 1)
+    throw GgufError(f.name() + ": attention.layer_norm_rms_epsilon = " + std::to_string(eps) + " is out of range (0, 1]");
+  c.rms_eps = static_cast<float>(eps);
+  const double base = f.get_float(p + "rope.freq_base").value_or(10000.0);
+  if (!std::isfinite(base) || base <= 1)
+    throw GgufError(f.name() + ": rope.freq_base = " + std::to_string(base) + " must be a finite number above 1");
+  c.rope_freq_base = static_cast<float>(base);
+  c.rope_scaling = overrides.rope ? overrides.rope_scaling : read_rope_scaling(f, p, c.n_ctx_train);
+  if (c.rope_scaling.type == RopeScalingType::yarn && c.rope_scaling.orig_ctx <= 0) c.rope_scaling.orig_ctx = c.n_ctx_train;
+  try {
+    validate(c.rope_scaling);
+  } catch (const std::invalid_argument& e) {
+    throw GgufError(f.name() + ": " + e.what());
   }
+  if (c.rope_scaling.type == RopeScalingType::linear) c.rope_freq_scale = static_cast<float>(1.0 / c.rope_scaling.factor);
   c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;
 
   if (c.n_embd % c.n_head != 0)

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/rope_scaling.h"
+
 namespace troupe {
 
 class GgufFile;
@@ -26,14 +28,21 @@ struct ModelConfig {
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-6f;
   float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // linear RoPE scaling: positions are multiplied by this
+  RopeScaling rope_scaling;      // from the file's rope.scaling.* keys, or an override
+  float rope_freq_scale = 1.0f;  // linear scaling's 1 / factor (1 otherwise): part of the KV identity
   RopeOrder rope_order = RopeOrder::halves;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// Throws GgufError naming the missing or inconsistent key.
-ModelConfig read_model_config(const GgufFile& file);
+// What a user may set over the file's metadata (`--rope-scaling` and friends).
+struct ModelOverrides {
+  bool rope = false;  // use rope_scaling instead of the file's
+  RopeScaling rope_scaling;
+};
+
+// Throws GgufError naming the missing, inconsistent or out-of-range key (or override).
+ModelConfig read_model_config(const GgufFile& file, const ModelOverrides& overrides = {});
 
 }  // namespace troupe

@@ -53,9 +53,10 @@ std::string KvIdentity::key_prefix() const {
   return k;
 }
 
-KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_size, uint8_t codec) {
+KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_size, uint8_t codec, uint8_t kv_type) {
   std::string layout = "kv-f16/page-codec-v1";
   add(layout, codec);
+  if (kv_type != 0) add(layout, kv_type);  // f16 stores keep the identity they had
   add(layout, page_size);
   add(layout, c.n_layer);
   add(layout, c.n_head_kv);
@@ -63,6 +64,12 @@ KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_
   add(layout, c.rope_freq_base);
   add(layout, c.rope_freq_scale);
   add(layout, static_cast<int32_t>(c.rope_order));
+  if (c.rope_scaling.type != RopeScalingType::none) {  // unscaled models keep the identity they had
+    add(layout, static_cast<int32_t>(c.rope_scaling.type));
+    add(layout, c.rope_scaling.factor);
+    add(layout, c.rope_scaling.orig_ctx);
+    add(layout, c.rope_scaling.attn_factor);
+  }
   const auto* p = reinterpret_cast<const uint8_t*>(layout.data());
   return {file_fingerprint(file), hash_bytes({p, layout.size()}, 1)};
 }

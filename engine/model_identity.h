@@ -23,7 +23,9 @@ struct KvIdentity {
   std::string key_prefix() const;
 };
 
-// `codec`: the KvPageCodec stored pages use (part of the layout).
-KvIdentity kv_identity(const GgufFile& file, const ModelConfig& config, int32_t page_size, uint8_t codec = 0);
+// `codec`: the KvPageCodec stored pages use, and the KV type of the cache
+// they come from (both part of the layout).
+KvIdentity kv_identity(const GgufFile& file, const ModelConfig& config, int32_t page_size, uint8_t codec = 0,
+                       uint8_t kv_type = 0);
 
 }  // namespace troupe

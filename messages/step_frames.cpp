@@ -75,10 +75,8 @@ std::vector<DraftDistribution> read_draft_q(const flatbuffers::Vector<int32_t>* 
   return out;
 }
 
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
-                std::span<const std::pair<int32_t, int32_t>> copies, std::span<const int32_t> exports,
-                std::span<const PageBytes> imports, std::span<const int32_t> swap_outs, uint8_t export_codec) {
-  flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(imports));
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(kv.imports));
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
   for (const SliceSpec& s : slices) {
@@ -97,14 +95,23 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
   std::vector<wire::step::PageCopy> pc;
-  pc.reserve(copies.size());
-  for (const auto& [src, dst] : copies) pc.emplace_back(src, dst);
+  pc.reserve(kv.copies.size());
+  for (const auto& [src, dst] : kv.copies) pc.emplace_back(src, dst);
   const auto copy_list = fbb.CreateVectorOfStructs(pc.data(), pc.size());
-  const auto export_list = exports.empty() ? 0 : fbb.CreateVector(exports.data(), exports.size());
-  const auto import_list = build_pages(fbb, imports);
-  const auto swap_list = swap_outs.empty() ? 0 : fbb.CreateVector(swap_outs.data(), swap_outs.size());
+  const auto export_list = kv.exports.empty() ? 0 : fbb.CreateVector(kv.exports.data(), kv.exports.size());
+  const auto import_list = build_pages(fbb, kv.imports);
+  const auto swap_list = kv.swap_outs.empty() ? 0 : fbb.CreateVector(kv.swap_outs.data(), kv.swap_outs.size());
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::step::KvShift>>> shift_list;
+  if (!kv.shifts.empty()) {
+    std::vector<flatbuffers::Offset<wire::step::KvShift>> shifts;
+    for (const ShiftSpec& sh : kv.shifts)
+      shifts.push_back(wire::step::CreateKvShift(fbb, fbb.CreateVector(sh.src_table.data(), sh.src_table.size()), sh.src_start,
+                                                 fbb.CreateVector(sh.dst_table.data(), sh.dst_table.size()), sh.dst_start,
+                                                 sh.count));
+    shift_list = fbb.CreateVector(shifts);
+  }
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
-                                        export_codec),
+                                        kv.export_codec, shift_list),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
@@ -125,7 +132,7 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto swaps = build_pages(fbb, swapped);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
-                                          swaps),
+                                          swaps, worker.kv_type, worker.can_shift_kv),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

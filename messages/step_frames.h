@@ -41,12 +41,27 @@ struct PageBytes {
   std::string data;  // engine/kv_page_codec.h format
 };
 
-// copies: (src, dst) page pairs, copied before the forward; exports and
-// imports: see StepPlan in step.fbs.
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget,
-                std::span<const std::pair<int32_t, int32_t>> copies = {}, std::span<const int32_t> exports = {},
-                std::span<const PageBytes> imports = {}, std::span<const int32_t> swap_outs = {},
-                uint8_t export_codec = 0);
+// A context shift of one sequence (engine/backend.h KvShift).
+struct ShiftSpec {
+  std::span<const int32_t> src_table;
+  int32_t src_start = 0;
+  std::span<const int32_t> dst_table;
+  int32_t dst_start = 0;
+  int32_t count = 0;
+};
+
+// What a step does to KV pages besides its forward, in this order: exports
+// and swap-outs read, imports written, copies (src, dst), shifts (see StepPlan).
+struct StepKv {
+  std::span<const std::pair<int32_t, int32_t>> copies;
+  std::span<const int32_t> exports;
+  std::span<const PageBytes> imports;
+  std::span<const int32_t> swap_outs;
+  uint8_t export_codec = 0;
+  std::span<const ShiftSpec> shifts;
+};
+
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv = {});
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;
@@ -54,6 +69,8 @@ struct WorkerInfo {
   std::string model;
   bool can_copy_pages = false;
   bool can_transfer_pages = false;
+  uint8_t kv_type = 0;  // engine/kv_type.h KvType
+  bool can_shift_kv = false;
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,

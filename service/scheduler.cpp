@@ -354,8 +354,13 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   // Spills and restores travel with this step (exports read before anything else).
   const StepPages pages = transfers_.take(std::move(swaps));
   plan.kind = SchedulerPlan::Kind::step;
-  plan.bytes = messages::step_plan(++step_, specs, forget_, copies, pages.exports, pages.imports, pages.swap_outs,
-                                   cfg_.spill_codec);
+  messages::StepKv kv;
+  kv.copies = copies;
+  kv.exports = pages.exports;
+  kv.imports = pages.imports;
+  kv.swap_outs = pages.swap_outs;
+  kv.export_codec = cfg_.spill_codec;
+  plan.bytes = messages::step_plan(++step_, specs, forget_, kv);
   forget_.clear();
   return Built::step;
 }

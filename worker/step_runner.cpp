@@ -58,7 +58,7 @@ struct StepRunner::Impl {
       const auto codec = static_cast<KvPageCodec>(plan.export_codec());
       for (int32_t page : *plan.exports()) {
         check_page(page);
-        if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4)
+        if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4 && codec != KvPageCodec::raw)
           throw std::invalid_argument("unknown KV export codec " + std::to_string(plan.export_codec()));
         exported.push_back({page, export_kv_page(*backend, page, codec)});
       }
@@ -66,7 +66,7 @@ struct StepRunner::Impl {
     if (plan.swap_outs())
       for (int32_t page : *plan.swap_outs()) {
         check_page(page);
-        swapped.push_back({page, export_kv_page(*backend, page, KvPageCodec::fp16)});
+        swapped.push_back({page, export_kv_page(*backend, page, swap_codec(backend->kv_type()))});
       }
   }
 
@@ -78,6 +78,20 @@ struct StepRunner::Impl {
       if (!d || !import_kv_page(*backend, p->page(), std::string_view(reinterpret_cast<const char*>(d->data()), d->size())))
         throw std::invalid_argument("KV page " + std::to_string(p->page()) + " to restore is not in this model's layout");
     }
+  }
+
+  void shift(const StepPlan& plan) const {
+    if (!plan.shifts() || plan.shifts()->size() == 0) return;
+    std::vector<KvShift> shifts;
+    for (const auto* sh : *plan.shifts()) {
+      if (!sh->src_table() || !sh->dst_table()) throw std::invalid_argument("KV shift without its block tables");
+      for (int32_t page : *sh->src_table()) check_page(page);
+      for (int32_t page : *sh->dst_table()) check_page(page);
+      shifts.push_back({std::span<const int32_t>(sh->src_table()->data(), sh->src_table()->size()), sh->src_start(),
+                        std::span<const int32_t>(sh->dst_table()->data(), sh->dst_table()->size()), sh->dst_start(),
+                        sh->count()});
+    }
+    backend->shift_kv(shifts);
   }
 
   // The first slice of a sequence this worker sees (or a restart) brings its sampling.
@@ -166,6 +180,7 @@ struct StepRunner::Impl {
         for (const auto* c : *plan->copies()) copies.push_back({c->src(), c->dst()});
         backend->copy_pages(copies);
       }
+      shift(*plan);
       if (!batch.sequences.empty()) backend->forward(batch, logits);
       const std::vector<messages::SampledToken> sampled = sample(wanting);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -180,7 +195,7 @@ StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_uniqu
   impl_->backend = std::move(backend);
   Backend& b = *impl_->backend;
   impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
-                 b.can_copy_pages(), b.can_transfer_pages()};
+                 b.can_copy_pages(), b.can_transfer_pages(), static_cast<uint8_t>(b.kv_type()), b.can_shift_kv()};
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

@@ -1,41 +1,55 @@
 #include "engine/cpu/attention.h"
 
-#include <cmath>
-#include <cstring>
-
+#include "engine/cpu/attention_tile.h"
 #include "engine/cpu/isa.h"
-#include "engine/cpu/kv_kernels.h"
-#include "engine/cpu/ops.h"
-#include "engine/kv_cache.h"
 
 namespace troupe::cpu {
 
-void paged_attention(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
-                     int32_t n_ctx, const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out,
-                     float* scores) {
-  if (active_isa() == Isa::avx512 && avx512::paged_attention_fits(shape.head_dim))
-    return avx512::paged_attention(q, cache, layer, block_table, n_ctx, shape, head_begin, head_end, out, scores);
-  const int64_t d = shape.head_dim;
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  const int32_t ps = cache.page_size();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  uint16_t qh[1024];
-  for (int64_t h = head_begin; h < head_end; ++h) {
-    const int64_t kvh = h / group;
-    to_f16(q + h * d, qh, d);
-    for (int32_t p = 0; p < n_ctx; ++p) {
-      const uint16_t* k = cache.key(layer, block_table[p / ps], p % ps) + kvh * d;
-      scores[p] = dot_f16(qh, k, d) * scale;
-    }
-    softmax(scores, n_ctx);
-    round_through_f16(scores, n_ctx);
-    float* oh = out + h * d;
-    std::memset(oh, 0, sizeof(float) * d);
-    for (int32_t p = 0; p < n_ctx; ++p) {
-      const uint16_t* v = cache.value(layer, block_table[p / ps], p % ps) + kvh * d;
-      axpy_f16(scores[p], v, oh, d);
-    }
-  }
+namespace avx2 {
+void attend_tile(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                 const AttentionTile& tile, float* qs, float* o, float* m, float* l, float* kt, float* vb);
+}  // namespace avx2
+namespace avx512 {
+void attend_tile(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                 const AttentionTile& tile, float* qs, float* o, float* m, float* l);
+}  // namespace avx512
+
+namespace {
+
+// Sizes the scratch for the largest tile of this shape (once: the shape is the model's).
+void size_scratch(const AttentionShape& shape, AttentionScratch& s) {
+  const auto rh = static_cast<size_t>(kTileRows * (shape.n_head / shape.n_head_kv));
+  const auto d = static_cast<size_t>(shape.head_dim);
+  if (s.q.size() >= rh * d && s.keys.size() >= kKvBlockPositions * d) return;
+  s.q.assign(rh * d, 0.0f);
+  s.o.assign(rh * d, 0.0f);
+  s.m.assign(rh, 0.0f);
+  s.l.assign(rh, 0.0f);
+  s.keys.assign(kKvBlockPositions * d + 16, 0.0f);  // + 16: room to align
+  s.values.assign(kKvBlockPositions * d + 16, 0.0f);
+}
+
+}  // namespace
+
+namespace portable {
+void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                 const AttentionTile& tile, AttentionScratch& s) {
+  size_scratch(shape, s);
+  attend_tile_portable(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(), s.l.data(),
+                       s.keys.data(), s.values.data());
+}
+}  // namespace portable
+
+void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                 const AttentionTile& tile, AttentionScratch& s) {
+  const Isa isa = active_isa();
+  if (isa == Isa::scalar) return portable::attend_tile(cache, layer, block_table, shape, tile, s);
+  size_scratch(shape, s);
+  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim))
+    return avx512::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(),
+                               s.l.data());
+  avx2::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(), s.l.data(),
+                    s.keys.data(), s.values.data());
 }
 
 }  // namespace troupe::cpu

@@ -1,8 +1,21 @@
 #pragma once
-// Attention of one query token over the KV of its sequence, read through the
-// block table. Grouped-query: query head h reads KV head h / (n_head / n_head_kv).
+// Causal attention over paged KV, tiled (flash-style): a tile is up to
+// kTileRows consecutive query rows of one sequence (a prefill chunk, a verify
+// window, or one decode token) and the query heads of one KV head. The KV is
+// read block by block (16 positions, through the block table), each block
+// converted once from the cache's format (engine/kv_type.h) for every row and
+// head of the tile, with an online softmax per (row, head): a running max and
+// sum, the output rescaled as the max grows. No row x context score matrix
+// exists; memory is the tile's state and two blocks.
+//
+// A row's arithmetic depends only on its own query, its context length and
+// the KV, never on the other rows or heads of its tile, so a token's output
+// is bitwise the same alone, in any tile, in any batch, on any thread (the
+// speculative verifier relies on it). Queries and attention probabilities are
+// rounded to half before their products, as half-precision kernels do.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace troupe {
 class KvCache;
@@ -16,25 +29,33 @@ struct AttentionShape {
   int64_t head_dim;
 };
 
-// Heads attended together at most, over one KV head's rows.
-constexpr int64_t kMaxAttentionHeads = 8;
-// Floats of scratch paged_attention needs for a context of n_ctx.
-constexpr int64_t attention_scratch(int64_t n_ctx) { return kMaxAttentionHeads * ((n_ctx + 15) / 16 * 16); }
+constexpr int32_t kTileRows = 16;
+constexpr int32_t kKvBlockPositions = 16;
 
-// q: [n_head][head_dim] of the token at position n_ctx - 1; attends positions
-// [0, n_ctx). Writes out: [n_head][head_dim] for heads [head_begin, head_end).
-// scores: scratch of attention_scratch(n_ctx) floats. A head's result does not
-// depend on the range it is computed in.
-void paged_attention(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
-                     int32_t n_ctx, const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out,
-                     float* scores);
+struct AttentionTile {
+  const float* q;   // rows x [n_head][head_dim], row stride q_stride floats
+  float* out;       // the same layout
+  int64_t q_stride;
+  int32_t rows;     // 1..kTileRows
+  int32_t first_ctx;  // row r attends positions [0, first_ctx + r)
+  int64_t kv_head;
+};
+
+// Per-thread working memory, sized for a shape by the first call.
+struct AttentionScratch {
+  std::vector<float> q, o, m, l, keys, values;
+};
+
+void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                 const AttentionTile& tile, AttentionScratch& scratch);
+
+namespace portable {
+void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                 const AttentionTile& tile, AttentionScratch& scratch);
+}  // namespace portable
 
 namespace avx512 {
-// The heads of a KV group share each row's conversion from half.
-bool paged_attention_fits(int64_t head_dim);
-void paged_attention(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
-                     int32_t n_ctx, const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out,
-                     float* scores);
+bool attention_fits(int64_t head_dim);  // 16, 32, ..., 128, 160, 192, 256
 }  // namespace avx512
 
 }  // namespace troupe::cpu

@@ -1,171 +1,219 @@
-// Attention over half-precision KV with AVX-512, for the common head
-// dimensions (32, 64, 80, 96, 128, 256).
-//
-// The per-head loop (attention.cpp) converts each key and value row from half
-// once per query head and reduces every dot product across its lanes alone.
-// Here the heads that share a KV head (7 in Qwen2.5-0.5B) take each row from
-// one conversion into a small float block in L1, and the dot products of 16
-// positions are reduced together, in one transpose-and-add tree. A head's
-// arithmetic does not depend on which other heads run with it, so splitting
-// heads over threads anywhere gives the same bits.
-#include <algorithm>
+// The tiled attention kernel (cpu/attention.h) with AVX-512: each block's 16
+// key rows are decoded from the cache's format and transposed once, so a
+// (row, head)'s 16 scores are one vector built by head_dim fused
+// multiply-adds, in the same order as the portable kernel's (same bits).
+#include "engine/cpu/simd_loads.h"
+
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "engine/cpu/attention.h"
-#include "engine/cpu/kv_kernels.h"
 #include "engine/cpu/ops.h"
-#include "engine/cpu/simd_loads.h"
 #include "engine/kv_cache.h"
 
 namespace troupe::cpu::avx512 {
 namespace {
 
-constexpr int kBlock = 16;    // positions per block: one vector of scores
+constexpr int kB = kKvBlockPositions;
 
-template <int kImm>
-__m512 shuffle_quarters(__m512 a, __m512 b) {
-  return _mm512_shuffle_f32x4(a, b, kImm);
+inline float exp_rounded(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+
+inline __m512 round_half(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+
+// One row of kVecs * 16 values from the cache's format.
+template <int kVecs>
+inline void decode_row(KvRowFormat f, const uint8_t* row, float* out) {
+  switch (f) {
+    case KvRowFormat::f16:
+      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_cvtph_ps(detail::load256(row + 32 * c)));
+      return;
+    case KvRowFormat::q8_0:
+      for (int b = 0; b < kVecs / 2; ++b) {
+        const uint8_t* blk = row + b * 34;
+        const __m512 d = _mm512_set1_ps(detail::f16_at(blk));
+        for (int h = 0; h < 2; ++h) {
+          const __m512i q = _mm512_cvtepi8_epi32(detail::load128(blk + 2 + 16 * h));
+          _mm512_storeu_ps(out + 32 * b + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
+        }
+      }
+      return;
+    case KvRowFormat::q4_0:
+      for (int b = 0; b < kVecs / 2; ++b) {
+        const uint8_t* blk = row + b * 18;
+        const __m512 d = _mm512_set1_ps(detail::f16_at(blk));
+        const __m128i bytes = detail::load128(blk + 2);
+        const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
+        const __m512i eight = _mm512_set1_epi32(8);
+        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(lo), eight))));
+        _mm512_storeu_ps(out + 32 * b + 16,
+                         _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(hi), eight))));
+      }
+      return;
+  }
 }
 
-__m512 load_half16(const uint16_t* p) { return _mm512_cvtph_ps(detail::load256(p)); }
-
-// Sixteen vectors to the vector of their lane sums, lane j summing v[j] when
-// the inputs arrive in kTreeOrder (below).
-__m512 sum16(const __m512 (&v)[kBlock]) {
-  __m512 w[8], x[4], y[2];
-  for (int j = 0; j < 8; ++j)  // halves: lanes 0-7 from v[j], 8-15 from v[j + 8]
-    w[j] = _mm512_add_ps(shuffle_quarters<_MM_SHUFFLE(1, 0, 1, 0)>(v[j], v[j + 8]),
-                         shuffle_quarters<_MM_SHUFFLE(3, 2, 3, 2)>(v[j], v[j + 8]));
-  for (int j = 0; j < 4; ++j)  // quarters: v[j], v[j + 8], v[j + 4], v[j + 12]
-    x[j] = _mm512_add_ps(shuffle_quarters<_MM_SHUFFLE(2, 0, 2, 0)>(w[j], w[j + 4]),
-                         shuffle_quarters<_MM_SHUFFLE(3, 1, 3, 1)>(w[j], w[j + 4]));
-  for (int j = 0; j < 2; ++j)  // pairs within each quarter: x[j], then x[j + 2]
-    y[j] = _mm512_add_ps(_mm512_shuffle_ps(x[j], x[j + 2], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(x[j], x[j + 2], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+// r[j] (row j of a 16 x 16 block) becomes column j: r[i][j] <- r[j][i].
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
 }
 
-// Which input of sum16 lands in lane j: feeding position j's partial sums as
-// input kTreeOrder[j] puts position j's dot product in lane j.
-constexpr int kTreeOrder[kBlock] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
-
-// Rows [p0, p0 + n) of one KV head, converted to float: block[j][0..d).
-template <bool kKeys>
-void load_block(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, int32_t p0, int n,
-                int64_t kv_offset, int vecs, float* block) {
+// Positions [b0, b0 + n) of one KV head: keys transposed into kt[i][16],
+// values as rows vb[j][d]; rows past n are zeros.
+template <int kVecs>
+void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32_t b0, int32_t n, int64_t kv_head,
+                float* kt, float* vb) {
+  constexpr int d = 16 * kVecs;
   const int32_t ps = cache.page_size();
-  for (int j = 0; j < n; ++j) {
-    const int32_t p = p0 + j;
-    const uint16_t* row =
-        (kKeys ? cache.key(layer, block_table[p / ps], p % ps) : cache.value(layer, block_table[p / ps], p % ps)) +
-        kv_offset;
-    for (int c = 0; c < vecs; ++c) _mm512_store_ps(block + (j * vecs + c) * 16, load_half16(row + c * 16));
+  const KvRowFormat kf = key_format(cache.type()), vf = value_format(cache.type());
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t p = b0 + j;
+    decode_row<kVecs>(kf, cache.key_row(layer, table[p / ps], p % ps, kv_head), vb + j * d);
   }
-  // Rows past the end compute scores that are never stored; zeros keep them finite.
-  std::memset(block + n * vecs * 16, 0, sizeof(float) * (kBlock - n) * vecs * 16);
+  std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
+  for (int c = 0; c < kVecs; ++c) {
+    __m512 r[16];
+    for (int j = 0; j < kB; ++j) r[j] = _mm512_loadu_ps(vb + j * d + 16 * c);
+    transpose16(r);
+    for (int i = 0; i < 16; ++i) _mm512_store_ps(kt + (16 * c + i) * kB, r[i]);
+  }
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t p = b0 + j;
+    decode_row<kVecs>(vf, cache.value_row(layer, table[p / ps], p % ps, kv_head), vb + j * d);
+  }
+  std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
+}
+
+inline float tree_sum16(const float* p) {
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = p[i] + p[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
 template <int kVecs>
-void attend_group(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
-                  int32_t n_ctx, int64_t kv_head, int64_t h0, int64_t h1, float scale, float* out, float* scores) {
-  constexpr int d = kVecs * 16;
-  const int64_t kv_offset = kv_head * d;
-  const int64_t stride = (n_ctx + kBlock - 1) / kBlock * kBlock;  // one head's scores
-  alignas(64) float block[kBlock * d];
-  alignas(64) float qf[kMaxAttentionHeads][d];
-  for (int64_t h = h0; h < h1; ++h) {  // queries rounded through half, as the KV
-    uint16_t qh[d];
-    to_f16(q + h * d, qh, d);
-    for (int c = 0; c < kVecs; ++c)
-      _mm512_store_ps(qf[h - h0] + c * 16, load_half16(qh + c * 16));
+void update_row_head(const float* q, const float* kt, const float* vb, int32_t valid, __m512 scale, float& m, float& l,
+                     float* o) {
+  constexpr int d = 16 * kVecs;
+  __m512 s = _mm512_mul_ps(_mm512_set1_ps(q[0]), _mm512_load_ps(kt));
+  for (int i = 1; i < d; ++i) s = _mm512_fmadd_ps(_mm512_set1_ps(q[i]), _mm512_load_ps(kt + i * kB), s);
+  s = _mm512_mul_ps(s, scale);
+  const __mmask16 live = static_cast<__mmask16>((1u << valid) - 1);
+  const float bmax = _mm512_mask_reduce_max_ps(live, s);
+  const float m_new = m > bmax ? m : bmax;
+  const float corr = exp_rounded(m - m_new);
+  alignas(64) float p[kB];
+  _mm512_store_ps(p, s);
+  exp_shifted(p, kB, m_new);
+  const __m512 pv = _mm512_maskz_mov_ps(live, _mm512_load_ps(p));
+  _mm512_store_ps(p, pv);
+  l = l * corr + tree_sum16(p);
+  alignas(64) float ph[kB];
+  _mm512_store_ps(ph, round_half(pv));
+  __m512 acc[kVecs];
+  const __m512 vc = _mm512_set1_ps(corr);
+  for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vc);
+  for (int j = 0; j < valid; ++j) {
+    const __m512 pj = _mm512_set1_ps(ph[j]);
+    for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_load_ps(vb + j * d + 16 * c), acc[c]);
   }
-
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += kBlock) {
-    const int n = std::min<int32_t>(kBlock, n_ctx - p0);
-    load_block<true>(cache, layer, block_table, p0, n, kv_offset, kVecs, block);
-    for (int64_t h = h0; h < h1; ++h) {
-      __m512 qv[kVecs];
-      for (int c = 0; c < kVecs; ++c) qv[c] = _mm512_load_ps(qf[h - h0] + c * 16);
-      __m512 part[kBlock];
-#pragma GCC unroll 16
-      for (int j = 0; j < kBlock; ++j) {
-        const float* k = block + j * d;
-        __m512 acc = _mm512_mul_ps(qv[0], _mm512_load_ps(k));
-        for (int c = 1; c < kVecs; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_load_ps(k + c * 16), acc);
-        part[kTreeOrder[j]] = acc;
-      }
-      const __m512 s = _mm512_mul_ps(sum16(part), vscale);
-      _mm512_mask_storeu_ps(scores + (h - h0) * stride + p0, static_cast<__mmask16>((1u << n) - 1), s);
-    }
-  }
-
-  for (int64_t h = h0; h < h1; ++h) {
-    float* sh = scores + (h - h0) * stride;
-    softmax(sh, n_ctx);
-    round_through_f16(sh, n_ctx);
-    std::memset(out + h * d, 0, sizeof(float) * d);
-  }
-
-  // out += p * v, position by position in order, one fma per element: the
-  // per-head path's arithmetic (axpy_f16), with each row converted once.
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += kBlock) {
-    const int n = std::min<int32_t>(kBlock, n_ctx - p0);
-    load_block<false>(cache, layer, block_table, p0, n, kv_offset, kVecs, block);
-    for (int64_t h = h0; h < h1; ++h) {
-      const float* sh = scores + (h - h0) * stride + p0;
-      float* oh = out + h * d;
-      __m512 acc[kVecs];
-      for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_loadu_ps(oh + c * 16);
-      for (int j = 0; j < n; ++j) {
-        const __m512 pj = _mm512_set1_ps(sh[j]);
-        for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_load_ps(block + j * d + c * 16), acc[c]);
-      }
-      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(oh + c * 16, acc[c]);
-    }
-  }
+  for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+  m = m_new;
 }
 
 template <int kVecs>
-void attend(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, int32_t n_ctx,
-            const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out, float* scores) {
+void attend(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+            const AttentionTile& tile, float* qs, float* o, float* m, float* l) {
+  constexpr int d = 16 * kVecs;
   const int64_t group = shape.n_head / shape.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  for (int64_t h0 = head_begin; h0 < head_end;) {
-    const int64_t kv_head = h0 / group;
-    const int64_t h1 = std::min({head_end, (kv_head + 1) * group, h0 + kMaxAttentionHeads});
-    attend_group<kVecs>(q, cache, layer, block_table, n_ctx, kv_head, h0, h1, scale, out, scores);
-    h0 = h1;
+  const int64_t rh_count = tile.rows * group;
+  alignas(64) float kt[d * kB];
+  alignas(64) float vb[kB * d];
+  const bool rotated_keys = kv_rotated(key_format(cache.type())), rotated_values = kv_rotated(value_format(cache.type()));
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int64_t g = 0; g < group; ++g) {
+      const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      float* dst = qs + (r * group + g) * d;
+      std::memcpy(dst, src, sizeof(float) * d);
+      if (rotated_keys) kv_rotate(dst, d);  // the keys' basis: dot products unchanged
+      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(dst + 16 * c, round_half(_mm512_loadu_ps(dst + 16 * c)));
+    }
+  for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
+  std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
+  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
+  for (int32_t b0 = 0; b0 < last_ctx; b0 += kB) {
+    const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
+    load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
+    for (int32_t r = 0; r < tile.rows; ++r) {
+      const int32_t ctx = tile.first_ctx + r;
+      if (ctx <= b0) continue;
+      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t rh = r * group + g;
+        update_row_head<kVecs>(qs + rh * d, kt, vb, valid, scale, m[rh], l[rh], o + rh * d);
+      }
+    }
   }
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t rh = r * group + g;
+      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      const __m512 inv_l = _mm512_set1_ps(l[rh]);
+      for (int c = 0; c < kVecs; ++c)
+        _mm512_storeu_ps(dst + 16 * c, _mm512_div_ps(_mm512_loadu_ps(o + rh * d + 16 * c), inv_l));
+      if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
+    }
 }
 
 }  // namespace
 
-bool paged_attention_fits(int64_t head_dim) {
-  switch (head_dim) {
-    case 32: case 64: case 80: case 96: case 128: case 256: return true;
+bool attention_fits(int64_t head_dim) {
+  switch (head_dim / 16) {
+    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 10: case 12: case 16: return head_dim % 16 == 0;
     default: return false;
   }
 }
 
-void paged_attention(const float* q, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
-                     int32_t n_ctx, const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* out,
-                     float* scores) {
-  const auto run = [&]<int kVecs>() {
-    attend<kVecs>(q, cache, layer, block_table, n_ctx, shape, head_begin, head_end, out, scores);
-  };
-  switch (shape.head_dim) {
-    case 32: return run.template operator()<2>();
-    case 64: return run.template operator()<4>();
-    case 80: return run.template operator()<5>();
-    case 96: return run.template operator()<6>();
-    case 128: return run.template operator()<8>();
-    case 256: return run.template operator()<16>();
-    default: throw std::invalid_argument("no AVX-512 attention for head dimension " + std::to_string(shape.head_dim));
+void attend_tile(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
+                 const AttentionTile& tile, float* qs, float* o, float* m, float* l) {
+  switch (shape.head_dim / 16) {
+    case 1: return attend<1>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 2: return attend<2>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 3: return attend<3>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 4: return attend<4>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 5: return attend<5>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 6: return attend<6>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 7: return attend<7>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 8: return attend<8>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 10: return attend<10>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 12: return attend<12>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 16: return attend<16>(cache, layer, t, shape, tile, qs, o, m, l);
+    default: return;  // attention_fits() said no
   }
 }
 

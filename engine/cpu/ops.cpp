@@ -81,21 +81,22 @@ TROUPE_CLONES int64_t argmax(const float* x, int64_t n) {
   return 0;  // x[0] is NaN: as std::max_element, which never moves past it
 }
 
-Rope::Rope(int64_t head_dim, float freq_base, float freq_scale, RopeOrder order)
-    : head_dim_(head_dim), freq_scale_(freq_scale), order_(order) {
-  if (head_dim <= 0 || head_dim > 1024 || head_dim % 2) throw std::invalid_argument("unsupported RoPE head dimension");
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    inv_freq_[i] = std::pow(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
+Rope::Rope(int64_t head_dim, std::span<const float> frequencies, float magnitude, RopeOrder order)
+    : head_dim_(head_dim), magnitude_(magnitude), order_(order) {
+  if (head_dim <= 0 || head_dim > 1024 || head_dim % 2 || static_cast<int64_t>(frequencies.size()) != head_dim / 2)
+    throw std::invalid_argument("unsupported RoPE head dimension");
+  for (int64_t i = 0; i < head_dim / 2; ++i) freq_[i] = frequencies[static_cast<size_t>(i)];
 }
 
-void Rope::apply(float* heads, int64_t n_heads, int64_t pos) const {
+void Rope::turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) const {
   const int64_t half = head_dim_ / 2;
-  const float p = static_cast<float>(pos) * freq_scale_;
+  const float p = static_cast<float>(pos);
   float cos_t[512], sin_t[512];
   for (int64_t i = 0; i < half; ++i) {
-    const float theta = p * inv_freq_[i];
+    const float theta = p * freq_[i];
     cos_t[i] = std::cos(theta);
     sin_t[i] = std::sin(theta);
+    if (magnitude != 1.0f) cos_t[i] *= magnitude, sin_t[i] *= magnitude;
   }
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = heads + h * head_dim_;

@@ -3,6 +3,7 @@
 // plain float arrays; the loops are written for the compiler to vectorize and
 // are cloned per instruction set (see ops.cpp).
 #include <cstdint>
+#include <span>
 
 #include "engine/model_config.h"
 
@@ -26,18 +27,23 @@ void exp_shifted(float* x, int64_t n, float shift);  // x[i] = e^(x[i] - shift)
 void silu_mul(float* gate, const float* up, int64_t n);
 }  // namespace avx512
 
-// Rotary position embedding: precomputed inverse frequencies per head dim pair.
+// Rotary position embedding: the angle per position of each head dim pair
+// (engine/rope_scaling.h), and the magnitude YaRN scales rotated vectors by.
 class Rope {
  public:
-  Rope(int64_t head_dim, float freq_base, float freq_scale, RopeOrder order);
+  Rope(int64_t head_dim, std::span<const float> frequencies, float magnitude, RopeOrder order);
   // Rotates n_heads consecutive heads of head_dim values at position pos.
-  void apply(float* heads, int64_t n_heads, int64_t pos) const;
+  void apply(float* heads, int64_t n_heads, int64_t pos) const { turn(heads, n_heads, pos, magnitude_); }
+  // Rotates them on by delta positions (a cached key moving in a context
+  // shift): the rotation alone, no magnitude.
+  void shift(float* heads, int64_t n_heads, int64_t delta) const { turn(heads, n_heads, delta, 1.0f); }
 
  private:
+  void turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) const;
   int64_t head_dim_;
-  float freq_scale_;
+  float magnitude_;
   RopeOrder order_;
-  float inv_freq_[512];  // head_dim / 2 entries; head_dim <= 1024
+  float freq_[512];  // head_dim / 2 entries; head_dim <= 1024
 };
 
 }  // namespace troupe::cpu

@@ -121,7 +121,13 @@ class CudaBackend final : public Backend {
 };
 
 CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
-    : file_(GgufFile::open(path)), config_(read_model_config(file_)), page_size_(o.page_size) {
+    : file_(GgufFile::open(path)), config_(read_model_config(file_, o.overrides)), page_size_(o.page_size) {
+  if (o.kv_type != KvType::f16)
+    throw std::runtime_error(std::string("the CUDA backend keeps its KV cache in f16; --kv-type ") + kv_type_name(o.kv_type) +
+                             " runs on the CPU backend");
+  if (rope_magnitude(config_.rope_scaling) != 1.0f)
+    throw std::runtime_error(std::string("the CUDA backend does not run RoPE scaling ") +
+                             rope_scaling_name(config_.rope_scaling.type) + " yet (its magnitude correction); use the CPU backend");
   std::string why;
   if (!device_available(&why)) throw std::runtime_error("CUDA backend: " + why);
   const auto& c = config_;
@@ -139,9 +145,7 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
     const ModelWeights host = bind_weights(file_, config_);
     w_ = upload_weights(host, config_, o.weights, std::max(1, o.threads));
   }
-  std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
-  for (int64_t i = 0; i < c.head_dim / 2; ++i)
-    inv[i] = std::pow(c.rope_freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(c.head_dim));  // as cpu::Rope
+  const std::vector<float> inv = rope_frequencies(c.head_dim, c.rope_freq_base, c.rope_scaling);  // as cpu::Rope
   inv_freq_.ensure(inv.size() * sizeof(float));
   TROUPE_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
 
@@ -398,7 +402,7 @@ void CudaBackend::enqueue(const Step& st, bool choose) {
     auto* k = k_cache_.as<uint16_t>() + li * layer_cache_values_;
     auto* v = v_cache_.as<uint16_t>() + li * layer_cache_values_;
     linear(l.qkv, x_.as<float>(), n, {GemvInput::rmsnorm, l.attn_norm, c.rms_eps, c.n_embd}, qkv_.as<float>(), false);
-    qkv_finish(qkv_.as<float>(), l.qkv_bias, n, dims, inv_freq_.as<float>(), c.rope_freq_scale,
+    qkv_finish(qkv_.as<float>(), l.qkv_bias, n, dims, inv_freq_.as<float>(), 1.0f,
                c.rope_order == RopeOrder::halves, rows, k, v, stream_);
     attention(qkv_.as<float>(), qkv_w, n, dims, rows, k, v, st.splits, partial_acc_.as<float>(), partial_ml_.as<float>(),
               attn_.as<float>(), stream_);

@@ -1,0 +1,124 @@
+#pragma once
+// The portable tiled attention kernel (cpu/attention.h), as inline code for
+// each translation unit that instantiates it: attention.cpp (any x86-64) and
+// attention_avx2.cpp (compiled with AVX2 and FMA, where the same source
+// vectorizes across the 16 positions of a block). Both give the same bits:
+// every product is an explicit fma in a fixed order, the exponential is
+// float(exp(double)), and the block sum is one fixed tree.
+//
+// Plain loops on raw pointers only, in an anonymous namespace: no library
+// templates whose out-of-line copies, compiled with AVX2, the linker could
+// hand to callers on CPUs without it.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/cpu/attention.h"
+#include "engine/cpu/half.h"
+#include "engine/kv_cache.h"
+#include "engine/kv_type.h"
+
+namespace troupe::cpu {
+namespace {
+
+constexpr int kB = kKvBlockPositions;
+
+inline float round_half(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+inline float exp_rounded(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+
+// The block's 16 values summed in one fixed tree: halves, quarters, pairs.
+inline float tree_sum16(const float* p) {
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = p[i] + p[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// Rows [b0, b0 + n) of one KV head, as floats: out[j][0..d); zeros past n.
+inline void load_rows(const KvCache& cache, int64_t layer, const int32_t* table, int32_t b0, int32_t n, int64_t kv_head,
+                      bool keys, float* out) {
+  const int64_t d = cache.head_dim();
+  const int32_t ps = cache.page_size();
+  const KvRowFormat f = keys ? key_format(cache.type()) : value_format(cache.type());
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t p = b0 + j;
+    const uint8_t* row = keys ? cache.key_row(layer, table[p / ps], p % ps, kv_head)
+                              : cache.value_row(layer, table[p / ps], p % ps, kv_head);
+    decode_kv_row(f, row, d, out + j * d);
+  }
+  std::memset(out + n * d, 0, sizeof(float) * static_cast<size_t>((kB - n) * d));
+}
+
+// One (row, head)'s step over a block: scores against the transposed keys
+// kt[i][j], the online softmax update, the values accumulated.
+inline void update_row_head(const float* q, const float* kt, const float* vb, int64_t d, int32_t valid, float scale,
+                            float& m, float& l, float* o) {
+  float s[kB];
+  for (int j = 0; j < kB; ++j) s[j] = q[0] * kt[j];
+  for (int64_t i = 1; i < d; ++i)
+    for (int j = 0; j < kB; ++j) s[j] = std::fma(q[i], kt[i * kB + j], s[j]);
+  float bmax = -INFINITY;
+  for (int j = 0; j < kB; ++j) {
+    s[j] *= scale;
+    if (j < valid && s[j] > bmax) bmax = s[j];
+  }
+  const float m_new = m > bmax ? m : bmax;
+  const float corr = exp_rounded(m - m_new);
+  float p[kB];
+  for (int j = 0; j < kB; ++j) p[j] = j < valid ? exp_rounded(s[j] - m_new) : 0.0f;
+  l = l * corr + tree_sum16(p);
+  for (int64_t i = 0; i < d; ++i) o[i] *= corr;
+  for (int j = 0; j < valid; ++j) {
+    const float ph = round_half(p[j]);
+    const float* v = vb + j * d;
+    for (int64_t i = 0; i < d; ++i) o[i] = std::fma(ph, v[i], o[i]);
+  }
+  m = m_new;
+}
+
+// scratch: q and o of rows x group x d floats, m and l of rows x group, two blocks of 16 x d.
+inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                                 const AttentionTile& tile, float* qs, float* o, float* m, float* l, float* kt,
+                                 float* vb) {
+  const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  const int64_t rh_count = tile.rows * group;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const bool rotated_keys = kv_rotated(key_format(cache.type())), rotated_values = kv_rotated(value_format(cache.type()));
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int64_t g = 0; g < group; ++g) {
+      const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      float* dst = qs + (r * group + g) * d;
+      std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(d));
+      if (rotated_keys) kv_rotate(dst, d);  // the keys' basis: dot products unchanged
+      for (int64_t i = 0; i < d; ++i) dst[i] = round_half(dst[i]);
+    }
+  for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
+  std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
+  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
+  for (int32_t b0 = 0; b0 < last_ctx; b0 += kB) {
+    const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
+    load_rows(cache, layer, table, b0, n, tile.kv_head, true, vb);
+    for (int j = 0; j < kB; ++j)
+      for (int64_t i = 0; i < d; ++i) kt[i * kB + j] = vb[j * d + i];
+    load_rows(cache, layer, table, b0, n, tile.kv_head, false, vb);
+    for (int32_t r = 0; r < tile.rows; ++r) {
+      const int32_t ctx = tile.first_ctx + r;
+      if (ctx <= b0) continue;
+      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t rh = r * group + g;
+        update_row_head(qs + rh * d, kt, vb, d, valid, scale, m[rh], l[rh], o + rh * d);
+      }
+    }
+  }
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t rh = r * group + g;
+      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      for (int64_t i = 0; i < d; ++i) dst[i] = o[rh * d + i] / l[rh];
+      if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
+    }
+}
+
+}  // namespace
+}  // namespace troupe::cpu

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# llama.cpp's own command-line tools (llama-bench, llama-batched-bench,
+# llama-perplexity), built natively from the llama.cpp source that the pinned
+# llama-cpp-python sdist carries (PyPI; nothing else is downloaded): the peer
+# the benchmarks measure against, with no Python in its timed loop.
+#
+#   ops/llama-tools.sh          builds once (~10 min on 2 cores), then prints the bin directory
+#
+# Cached in ${TROUPE_HOME:-$HOME/.cache/troupe}/llama-tools/<version>; the
+# build is GGML_NATIVE (-march=native), as the Python wheel's is.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+version="$(sed -n 's/^LLAMA_PIN=llama-cpp-python==//p' "$root/ops/python-env.sh")"
+home="${TROUPE_HOME:-$HOME/.cache/troupe}/llama-tools/$version"
+bin="$home/build/bin"
+log() { printf '[llama-tools] %s\n' "$*" >&2; }
+if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-perplexity" ] && [ -x "$bin/llama-batched-bench" ]; then
+  echo "$bin"
+  exit 0
+fi
+python="$("$root/ops/python-env.sh" --no-llama)"
+mkdir -p "$home"
+if [ ! -d "$home/src" ]; then
+  log "fetching the llama-cpp-python $version sdist from PyPI"
+  "$python" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$home/sdist" >&2
+  tarball="$(ls "$home"/sdist/llama_cpp_python-"$version".tar.gz)"
+  mkdir -p "$home/src"
+  tar -xzf "$tarball" -C "$home/src" --strip-components=1
+fi
+src="$home/src/vendor/llama.cpp"
+[ -f "$src/CMakeLists.txt" ] || { log "no llama.cpp source in the sdist ($src)"; exit 1; }
+log "building llama-bench, llama-batched-bench, llama-perplexity (native, $(nproc) jobs)"
+cmake -S "$src" -B "$home/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF >&2
+cmake --build "$home/build" -j"$(nproc)" --target llama-bench llama-batched-bench llama-perplexity >&2
+echo "$bin"
