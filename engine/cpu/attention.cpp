@@ -45,7 +45,7 @@ void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> b
   const Isa isa = active_isa();
   if (isa == Isa::scalar) return portable::attend_tile(cache, layer, block_table, shape, tile, s);
   size_scratch(shape, s);
-  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim))
+  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64)
     return avx512::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(),
                                s.l.data());
   avx2::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(), s.l.data(),

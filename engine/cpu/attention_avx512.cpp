@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "engine/cpu/attention.h"
-#include "engine/cpu/ops.h"
+#include "engine/cpu/attention_exp.h"
 #include "engine/kv_cache.h"
 
 namespace troupe::cpu::avx512 {
@@ -16,7 +16,21 @@ namespace {
 
 constexpr int kB = kKvBlockPositions;
 
-inline float exp_rounded(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+
+// attention_exp.h's steps, 16 lanes at a time: the same bits.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(kExpLow));
+  const __m512 round = _mm512_set1_ps(kExpRound);
+  const __m512 shifted = _mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), round);
+  const __m512 n = _mm512_sub_ps(shifted, round);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
+  const __m512i k = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x4B400000));
+  const __m512i two_n = _mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(two_n));
+}
 
 inline __m512 round_half(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
@@ -115,21 +129,55 @@ inline float tree_sum16(const float* p) {
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
-template <int kVecs>
-void update_row_head(const float* q, const float* kt, const float* vb, int32_t valid, __m512 scale, float& m, float& l,
-                     float* o) {
+// Scores of kHeads (row, head)s against one block: each (row, head) is one
+// chain of head_dim fmas in dimension order, as the portable kernel's, and
+// the chains run side by side so each transposed key row is loaded once.
+template <int kVecs, int kHeads>
+void score_heads(const float* q, const float* kt, __m512 scale, float* s) {
   constexpr int d = 16 * kVecs;
-  __m512 s = _mm512_mul_ps(_mm512_set1_ps(q[0]), _mm512_load_ps(kt));
-  for (int i = 1; i < d; ++i) s = _mm512_fmadd_ps(_mm512_set1_ps(q[i]), _mm512_load_ps(kt + i * kB), s);
-  s = _mm512_mul_ps(s, scale);
+  __m512 acc[kHeads];
+  const __m512 k0 = _mm512_load_ps(kt);
+#pragma GCC unroll 8
+  for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_mul_ps(_mm512_set1_ps(q[g * d]), k0);
+  for (int i = 1; i < d; ++i) {
+    const __m512 ki = _mm512_load_ps(kt + i * kB);
+#pragma GCC unroll 8
+    for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * d + i]), ki, acc[g]);
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < kHeads; ++g) _mm512_store_ps(s + g * kB, _mm512_mul_ps(acc[g], scale));
+}
+
+template <int kVecs>
+void score_group(const float* q, const float* kt, __m512 scale, int64_t heads, float* s) {
+  constexpr int d = 16 * kVecs;
+  for (int64_t g = 0; g < heads; g += 8) {
+    const float* qg = q + g * d;
+    float* sg = s + g * kB;
+    switch (heads - g < 8 ? heads - g : 8) {
+      case 1: score_heads<kVecs, 1>(qg, kt, scale, sg); break;
+      case 2: score_heads<kVecs, 2>(qg, kt, scale, sg); break;
+      case 3: score_heads<kVecs, 3>(qg, kt, scale, sg); break;
+      case 4: score_heads<kVecs, 4>(qg, kt, scale, sg); break;
+      case 5: score_heads<kVecs, 5>(qg, kt, scale, sg); break;
+      case 6: score_heads<kVecs, 6>(qg, kt, scale, sg); break;
+      case 7: score_heads<kVecs, 7>(qg, kt, scale, sg); break;
+      default: score_heads<kVecs, 8>(qg, kt, scale, sg); break;
+    }
+  }
+}
+
+// One (row, head)'s online softmax step over a block whose scores are s.
+template <int kVecs>
+void update_row_head(const float* s_block, const float* vb, int32_t valid, float& m, float& l, float* o) {
+  constexpr int d = 16 * kVecs;
+  const __m512 s = _mm512_load_ps(s_block);
   const __mmask16 live = static_cast<__mmask16>((1u << valid) - 1);
   const float bmax = _mm512_mask_reduce_max_ps(live, s);
   const float m_new = m > bmax ? m : bmax;
-  const float corr = exp_rounded(m - m_new);
+  const float corr = attention_exp(m - m_new);
+  const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
   alignas(64) float p[kB];
-  _mm512_store_ps(p, s);
-  exp_shifted(p, kB, m_new);
-  const __m512 pv = _mm512_maskz_mov_ps(live, _mm512_load_ps(p));
   _mm512_store_ps(p, pv);
   l = l * corr + tree_sum16(p);
   alignas(64) float ph[kB];
@@ -153,6 +201,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   const int64_t rh_count = tile.rows * group;
   alignas(64) float kt[d * kB];
   alignas(64) float vb[kB * d];
+  alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
   const bool rotated_keys = kv_rotated(key_format(cache.type())), rotated_values = kv_rotated(value_format(cache.type()));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
@@ -173,9 +222,10 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       const int32_t ctx = tile.first_ctx + r;
       if (ctx <= b0) continue;
       const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      score_group<kVecs>(qs + r * group * d, kt, scale, group, scores);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        update_row_head<kVecs>(qs + rh * d, kt, vb, valid, scale, m[rh], l[rh], o + rh * d);
+        update_row_head<kVecs>(scores + g * kB, vb, valid, m[rh], l[rh], o + rh * d);
       }
     }
   }

@@ -4,7 +4,7 @@
 // attention_avx2.cpp (compiled with AVX2 and FMA, where the same source
 // vectorizes across the 16 positions of a block). Both give the same bits:
 // every product is an explicit fma in a fixed order, the exponential is
-// float(exp(double)), and the block sum is one fixed tree.
+// attention_exp.h's, and the block sum is one fixed tree.
 //
 // Plain loops on raw pointers only, in an anonymous namespace: no library
 // templates whose out-of-line copies, compiled with AVX2, the linker could
@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/attention_exp.h"
 #include "engine/cpu/half.h"
 #include "engine/kv_cache.h"
 #include "engine/kv_type.h"
@@ -24,7 +25,6 @@ namespace {
 constexpr int kB = kKvBlockPositions;
 
 inline float round_half(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
-inline float exp_rounded(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
 
 // The block's 16 values summed in one fixed tree: halves, quarters, pairs.
 inline float tree_sum16(const float* p) {
@@ -63,9 +63,9 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
     if (j < valid && s[j] > bmax) bmax = s[j];
   }
   const float m_new = m > bmax ? m : bmax;
-  const float corr = exp_rounded(m - m_new);
+  const float corr = attention_exp(m - m_new);
   float p[kB];
-  for (int j = 0; j < kB; ++j) p[j] = j < valid ? exp_rounded(s[j] - m_new) : 0.0f;
+  for (int j = 0; j < kB; ++j) p[j] = j < valid ? attention_exp(s[j] - m_new) : 0.0f;
   l = l * corr + tree_sum16(p);
   for (int64_t i = 0; i < d; ++i) o[i] *= corr;
   for (int j = 0; j < valid; ++j) {
