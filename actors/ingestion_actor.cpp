@@ -22,6 +22,9 @@ void admit(Self self, service::AdmitRequest a) {
     if (!a.session_id.empty()) self->send(self->state.links.persistence, session_release_atom::value, a.session_id);
     return;
   }
+  if (a.summarize_through > 0)
+    self->send(self->state.links.jobs, summarize_atom::value,
+               service::SummaryTask{a.session_id, std::move(a.summary_messages), a.summarize_through});
   self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
 }
 

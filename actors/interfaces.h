@@ -57,6 +57,8 @@ using job_create_atom = caf::atom_constant<caf::atom("jcreate")>;
 using job_result_atom = caf::atom_constant<caf::atom("jresult")>;
 using job_header_atom = caf::atom_constant<caf::atom("jheader")>;
 using job_load_atom = caf::atom_constant<caf::atom("jload")>;
+using summarize_atom = caf::atom_constant<caf::atom("summarize")>;      // a session's summary to write
+using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... and to store
 
 using JobRecords = std::vector<persistence::JobRecord>;
 
@@ -78,7 +80,8 @@ using persistence_actor = caf::typed_actor<
     caf::replies_to<job_create_atom, persistence::JobRecord>::with<std::string>,
     caf::replies_to<job_result_atom, persistence::JobRecord, messages::JobItemFields>::with<std::string>,
     caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
-    caf::replies_to<job_load_atom>::with<JobRecords>>;
+    caf::replies_to<job_load_atom>::with<JobRecords>,
+    caf::reacts_to<session_summary_atom, service::SummaryResult>>;
 
 // The KV-page allocator: what becomes of page contents between steps.
 using kv_allocator_actor = caf::typed_actor<
@@ -102,6 +105,7 @@ using job_actor = caf::typed_actor<
     caf::reacts_to<submit_job_atom, service::JobSubmission>,
     caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string>,
     caf::reacts_to<job_item_atom, uint64_t, std::string>,
+    caf::reacts_to<summarize_atom, service::SummaryTask>,
     caf::reacts_to<tick_atom>>;
 
 using ingestion_actor = caf::typed_actor<
@@ -113,6 +117,8 @@ using ingestion_actor = caf::typed_actor<
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobSubmission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobQuery)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SummaryTask)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SummaryResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SwappedPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SessionPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::SessionPages>)

@@ -54,6 +54,7 @@ void deliver(Self self) {
   for (const auto& r : w.replies) to.replies->send(r.peer, r.client_id, r.bytes);
   for (auto& a : w.admits) self->send(to.scheduler, admit_atom::value, std::move(a));
   for (const auto& [peer, id] : w.cancels) self->send(to.scheduler, cancel_atom::value, peer, uint64_t{0}, id);
+  for (auto& s : w.summaries) self->send(to.persistence, session_summary_atom::value, std::move(s));
   if (to.events)
     for (const auto& [topic, event] : w.events) publish(*to.events, topic, event);
   store(self, w);
@@ -74,6 +75,7 @@ job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, 
         deliver(self);
       },
       [self](job_item_atom, uint64_t id, const std::string& bytes) { self->state.jobs->on_item(id, bytes); deliver(self); },
+      [self](summarize_atom, service::SummaryTask& t) { self->state.jobs->summarize(std::move(t)); deliver(self); },
       [self](tick_atom) { self->state.jobs->retry(); deliver(self); },  // after a failed write or a full queue
   };
 }

@@ -81,6 +81,9 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         return failure_of([&] { self->state.jobs->write_header(job); });
       },
       [self](job_load_atom) { return load_jobs(*self->state.jobs); },
+      [self](session_summary_atom, const service::SummaryResult& s) {
+        self->state.sessions->summarize(s.session_id, s.text, s.through);
+      },
   };
 }
 

@@ -191,6 +191,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.kv_transfer = policy.kv;
   sc.page_bytes = policy.page_bytes;
   sc.spill_codec = options.kv_spill_codec;
+  sc.kv_shift = v.can_shift;
   scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator});
 
   const ChatFormat chat_format = detect_chat_format(tokenizer->vocabulary(), v.config.architecture);

@@ -24,6 +24,7 @@ struct ClientArgs {
   std::string speculation = "default";
   int max_draft = 0;
   std::string draft_model;
+  std::string context_policy = "default";
   SamplingOptions sampling;
   bool special = false;
   bool quiet = false;
@@ -37,6 +38,13 @@ wire::Speculation speculation(const std::string& s) {
   if (s == "draft") return wire::Speculation::draft;
   if (s == "auto") return wire::Speculation::auto_;
   return wire::Speculation::server_default;
+}
+
+wire::ContextPolicy context_policy(const std::string& p) {
+  if (p == "refuse") return wire::ContextPolicy::refuse;
+  if (p == "window") return wire::ContextPolicy::window;
+  if (p == "summarize") return wire::ContextPolicy::summarize;
+  return wire::ContextPolicy::server_default;
 }
 
 wire::Priority priority(const std::string& p) {
@@ -74,6 +82,11 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
   cmd->add_option("--max-draft", a.max_draft, "Most drafted tokens per step (0: the server's)")->check(CLI::Range(0, 8));
   cmd->add_option("--draft-model", a.draft_model,
                   "The draft model expected on the server (an error names the one it has when they differ)");
+  cmd->add_option("--context-policy", a.context_policy,
+                  "When the conversation outgrows the context: window (drop old turns, keep the system prompt), "
+                  "summarize (a summary stands for them), refuse; default: window for sessions, refuse otherwise")
+      ->check(CLI::IsMember({"default", "window", "summarize", "refuse"}))
+      ->capture_default_str();
   add_sampling_flags(*cmd, a.sampling);
 }
 
@@ -89,7 +102,8 @@ int run_complete(const ClientArgs& a) {
   messages::StreamOutcome out;
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
   out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special, false,
-                                              false, 1, speculation(a.speculation), a.max_draft, a.draft_model),
+                                              false, 1, speculation(a.speculation), a.max_draft, a.draft_model,
+                                              context_policy(a.context_policy)),
                     id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
@@ -125,7 +139,8 @@ int run_chat(const ClientArgs& a) {
     history.emplace_back("user", user);
     const uint64_t id = conn.next_id();
     const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority),
-                                                        false, speculation(a.speculation), a.max_draft, a.draft_model),
+                                                        false, speculation(a.speculation), a.max_draft, a.draft_model,
+                                                        context_policy(a.context_policy)),
                                  id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);
@@ -157,12 +172,14 @@ int run_stats(const ClientArgs& a) {
   std::printf("{\"model\": \"%s\", \"running\": %d, \"waiting\": %d, \"pages_total\": %d, \"pages_used\": %d, "
               "\"pages_cached\": %d, \"pages_free\": %d, \"live_token_fraction\": %.3f, \"steps\": %llu, "
               "\"tokens_generated\": %llu, \"engine_ms\": %.1f, \"busy_ms\": %.1f, \"pages_spilled\": %llu, "
-              "\"pages_restored\": %llu, \"pages_swapped_out\": %llu, \"pages_swapped_in\": %llu}\n",
+              "\"pages_restored\": %llu, \"pages_swapped_out\": %llu, \"pages_swapped_in\": %llu, "
+              "\"tokens_shifted\": %llu}\n",
               s->model() ? s->model()->c_str() : "", s->running(), s->waiting(), s->pages_total(), s->pages_used(),
               s->pages_cached(), s->pages_free(), s->live_token_fraction(), static_cast<unsigned long long>(s->steps()),
               static_cast<unsigned long long>(s->tokens_generated()), s->engine_ms(), s->busy_ms(),
               static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
-              static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()));
+              static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()),
+              static_cast<unsigned long long>(s->tokens_shifted()));
   return 0;
 }
 

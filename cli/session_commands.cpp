@@ -47,9 +47,22 @@ int run_show(const SessionArgs& a) {
   const auto f = messages::read_session_summary(s->summary());
   std::printf("session %s: %d turns, %d tokens, started %s, updated %s, model %s\n", f.session_id.c_str(), f.turns,
               f.tokens, local_time(f.created_ms).c_str(), local_time(f.updated_ms).c_str(), f.model.c_str());
-  if (s->messages())
-    for (const auto* m : *s->messages())
-      std::printf("\n[%s]\n%s\n", m->role() ? m->role()->c_str() : "", m->content() ? m->content()->c_str() : "");
+  if (s->context_summary()) std::printf("\nsummary of the summarized turns:\n%s\n", s->context_summary()->c_str());
+  if (!s->messages()) return 0;
+  // Each turn with where it stands in the context the next turn sees.
+  const auto* sizes = s->turn_messages();
+  const auto* states = s->turn_states();
+  uint32_t turn = 0, left = sizes && sizes->size() > 0 ? static_cast<uint32_t>(sizes->Get(0)) : 0;
+  for (uint32_t i = 0; i < s->messages()->size(); ++i) {
+    if (sizes && turn < sizes->size() && left == static_cast<uint32_t>(sizes->Get(turn))) {
+      const auto state = states && turn < states->size() ? states->Get(turn) : wire::TurnState::window;
+      std::printf("\n--- turn %u (%s) ---\n", turn + 1,
+                  state == wire::TurnState::window ? "in the window" : wire::EnumNameTurnState(state));
+    }
+    const auto* m = s->messages()->Get(i);
+    std::printf("[%s]\n%s\n", m->role() ? m->role()->c_str() : "", m->content() ? m->content()->c_str() : "");
+    if (sizes && turn < sizes->size() && --left == 0 && ++turn < sizes->size()) left = static_cast<uint32_t>(sizes->Get(turn));
+  }
   return 0;
 }
 

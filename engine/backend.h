@@ -61,14 +61,16 @@ struct PageCopy {
 
 // A context shift: the K/V of `count` positions move from src_start (read
 // through src_table) to dst_start (through dst_table), and the keys turn by
-// dst_start - src_start positions of RoPE. Overlapping moves within one
-// table are done in the order that reads each slot before it is written.
+// `delta` positions of RoPE (their new position less their old one).
+// Overlapping moves within one table are done in the order that reads each
+// slot before it is written.
 struct KvShift {
   std::span<const int32_t> src_table;
   int32_t src_start = 0;
   std::span<const int32_t> dst_table;
   int32_t dst_start = 0;
   int32_t count = 0;
+  int32_t delta = 0;
 };
 
 class Backend {

@@ -81,8 +81,8 @@ void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
       if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
     for (int32_t p : s.dst_table)
       if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
-    const int32_t delta = s.dst_start - s.src_start;
-    const bool backwards = s.src_table.data() == s.dst_table.data() && delta > 0;  // read each slot before it is written
+    const int32_t delta = s.delta;
+    const bool backwards = s.src_table.data() == s.dst_table.data() && s.dst_start > s.src_start;  // read before written
     for (int32_t n = 0; n < s.count; ++n) {
       const int32_t i = backwards ? s.count - 1 - n : n;
       const int32_t sp = s.src_start + i, dp = s.dst_start + i;

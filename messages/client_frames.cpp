@@ -50,19 +50,19 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
                        bool special, bool logprobs, bool ignore_eos, int32_t n, wire::Speculation speculation,
-                       int32_t max_draft, std::string_view draft_model) {
+                       int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
   const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation,
-                                         max_draft, draft);
+                                         max_draft, draft, policy);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
                    const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
-                   int32_t max_draft, std::string_view draft_model) {
+                   int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
   for (const auto& [role, content] : messages)
@@ -71,7 +71,7 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
-  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft, draft);
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft, draft, policy);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 
@@ -133,7 +133,7 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
-                                           s.pages_swapped_out, s.pages_swapped_in);
+                                           s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

@@ -44,12 +44,13 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
                        wire::Priority priority = wire::Priority::interactive, bool special = false, bool logprobs = false,
                        bool ignore_eos = false, int32_t n = 1,
                        wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
-                       std::string_view draft_model = {});
+                       std::string_view draft_model = {},
+                       wire::ContextPolicy policy = wire::ContextPolicy::server_default);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
                    wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
-                   std::string_view draft_model = {});
+                   std::string_view draft_model = {}, wire::ContextPolicy policy = wire::ContextPolicy::server_default);
 Bytes cancel_request(uint64_t id, uint64_t target);
 Bytes stats_request(uint64_t id);
 Bytes ping_request(uint64_t id, uint64_t nonce);
@@ -72,6 +73,7 @@ struct StatsFields {
   std::string model;
   double engine_ms = 0, busy_ms = 0;
   uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
+  uint64_t tokens_shifted = 0;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

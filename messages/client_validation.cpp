@@ -72,12 +72,22 @@ bool check_speculation(Check& c, const std::string& where, wire::Speculation s, 
   return true;
 }
 
+bool check_policy(Check& c, const std::string& where, wire::ContextPolicy p) {
+  if (p < wire::ContextPolicy::MIN || p > wire::ContextPolicy::MAX)
+    return c.fail(where + ".context_policy", "unknown policy " + std::to_string(static_cast<int>(p)) +
+                                                 " (server_default, refuse, window, summarize)");
+  return true;
+}
+
 bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   if (!g->prompt() || g->prompt()->size() == 0) return c.fail("Generate.prompt", "is empty");
   if (g->prompt()->size() > l.max_prompt_bytes)
     return c.fail("Generate.prompt", std::to_string(g->prompt()->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
   if (g->n() < 1 || g->n() > 16) return c.fail("Generate.n", std::to_string(g->n()) + " is outside [1, 16]");
   if (!check_speculation(c, "Generate", g->speculation(), g->max_draft(), g->draft_model())) return false;
+  if (!check_policy(c, "Generate", g->context_policy())) return false;
+  if (g->context_policy() == wire::ContextPolicy::summarize)
+    return c.fail("Generate.context_policy", "summarize needs a conversation (a ChatTurn)");
   return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
 }
 
@@ -134,6 +144,9 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
   if (t->n() < 1 || t->n() > 16) return c.fail("ChatTurn.n", std::to_string(t->n()) + " is outside [1, 16]");
   if (!check_speculation(c, "ChatTurn", t->speculation(), t->max_draft(), t->draft_model())) return false;
+  if (!check_policy(c, "ChatTurn", t->context_policy())) return false;
+  if (t->context_policy() == wire::ContextPolicy::summarize && !(t->session_id() && t->session_id()->size() > 0))
+    return c.fail("ChatTurn.context_policy", "summarize needs a session (the summary is stored with it)");
   if (t->n() > 1 && t->session_id() && t->session_id()->size() > 0)
     return c.fail("ChatTurn.n", "a session turn has one answer (n = 1)");
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);

@@ -35,8 +35,10 @@ Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> s
   return response_bytes(id, wire::ResponseBody::SessionList, wire::CreateSessionList(fbb, v).Union(), fbb);
 }
 
-Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages) {
-  size_t bytes = 256;
+Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages,
+                       std::span<const wire::TurnState> turn_states, std::string_view context_summary,
+                       std::span<const int32_t> turn_messages) {
+  size_t bytes = 256 + turn_states.size() + context_summary.size();
   for (const auto& [role, content] : messages) bytes += role.size() + content.size() + 32;
   flatbuffers::FlatBufferBuilder fbb(bytes);
   const auto s = build_summary(fbb, summary);
@@ -44,7 +46,10 @@ Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::sp
   for (const auto& [role, content] : messages)
     msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
   const auto v = fbb.CreateVector(msgs.data(), msgs.size());
-  return response_bytes(id, wire::ResponseBody::Session, wire::CreateSession(fbb, s, v).Union(), fbb);
+  const auto states = fbb.CreateVector(turn_states.data(), turn_states.size());
+  const auto cs = context_summary.empty() ? 0 : fbb.CreateString(context_summary.data(), context_summary.size());
+  const auto sizes = fbb.CreateVector(turn_messages.data(), turn_messages.size());
+  return response_bytes(id, wire::ResponseBody::Session, wire::CreateSession(fbb, s, v, states, cs, sizes).Union(), fbb);
 }
 
 Bytes ack_response(uint64_t id, std::string_view message) {

@@ -107,7 +107,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     for (const ShiftSpec& sh : kv.shifts)
       shifts.push_back(wire::step::CreateKvShift(fbb, fbb.CreateVector(sh.src_table.data(), sh.src_table.size()), sh.src_start,
                                                  fbb.CreateVector(sh.dst_table.data(), sh.dst_table.size()), sh.dst_start,
-                                                 sh.count));
+                                                 sh.count, sh.delta));
     shift_list = fbb.CreateVector(shifts);
   }
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,

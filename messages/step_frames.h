@@ -48,6 +48,7 @@ struct ShiftSpec {
   std::span<const int32_t> dst_table;
   int32_t dst_start = 0;
   int32_t count = 0;
+  int32_t delta = 0;
 };
 
 // What a step does to KV pages besides its forward, in this order: exports

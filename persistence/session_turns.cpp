@@ -62,7 +62,9 @@ SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
   }
   try {
     if (const SessionRecord* s = find(id)) {
-      start.history = s->history();
+      for (const auto& t : s->turns) start.turns.push_back(t.messages);
+      start.summary_through = s->summary_through;
+      start.context_summary = s->context_summary;
       if (kv_valid(*s)) {
         start.kv_stored = s->kv_pages;
         start.kv_tokens = s->tokens;
@@ -106,6 +108,7 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
   next.model_fingerprint = policy_.model_fingerprint;
   next.tokens = std::move(c.tokens);
   next.sampling = std::move(c.sampling);
+  next.window_first_turn = c.window_first_turn;
   SessionTurnRecord turn;
   turn.messages = std::move(c.messages);
   turn.finish_reason = c.done.reason;
@@ -151,6 +154,25 @@ int32_t SessionTurns::spill(const KvSpill& spill) {
   }
 }
 
+bool SessionTurns::summarize(const std::string& id, const std::string& summary, int32_t through) {
+  try {
+    const SessionRecord* s = find(id);
+    if (!s) return false;
+    if (through <= s->summary_through || through > static_cast<int32_t>(s->turns.size())) return true;
+    SessionRecord next = *s;
+    next.context_summary = summary;
+    next.summary_through = through;
+    Batch b;
+    sessions_.write_header(next, b);
+    store_.write(b, false);  // lost in a crash: written again when next needed
+    cache_[id] = std::move(next);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: the summary of session '%s' was not stored: %s\n", id.c_str(), e.what());
+    return false;
+  }
+}
+
 messages::Bytes SessionTurns::list(uint64_t request_id) {
   try {
     const auto all = sessions_.list();
@@ -165,7 +187,10 @@ messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id) {
     const SessionRecord* s = find(id);
     if (!s) return messages::error_response(request_id, wire::ErrorCode::unknown_session, "no session '" + id + "'");
     const auto msgs = role_content(s->history());
-    return messages::session_response(request_id, s->summary(), msgs);
+    const auto states = s->turn_states();
+    std::vector<int32_t> sizes;
+    for (const auto& t : s->turns) sizes.push_back(static_cast<int32_t>(t.messages.size()));
+    return messages::session_response(request_id, s->summary(), msgs, states, s->context_summary, sizes);
   } catch (const std::exception& e) {
     return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
   }

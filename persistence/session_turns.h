@@ -32,7 +32,10 @@ namespace troupe::persistence {
 struct SessionStart {
   wire::ErrorCode error = wire::ErrorCode::none;
   std::string message;
-  std::vector<ChatMessage> history;
+  std::vector<std::vector<ChatMessage>> turns;  // each stored turn's messages (its new ones, then the answer)
+  // The summary so far (SessionRecord): it stands for turns [0, summary_through).
+  int32_t summary_through = 0;
+  std::string context_summary;
   // Stored KV of the session's token history: kv_data[i] holds the page of
   // kv_tokens[i * page_size, (i + 1) * page_size). kv_data is empty when
   // the session's pages are still in memory, or none is stored for this
@@ -51,6 +54,7 @@ struct SessionCommit {
   std::vector<int32_t> tokens;        // prompt + answer
   messages::SamplingFields sampling;
   messages::DoneFields done;
+  int32_t window_first_turn = 0;  // the first stored turn this turn's prompt kept
 };
 
 // Pages of a session's token history leaving memory for the store.
@@ -85,6 +89,10 @@ class SessionTurns {
   messages::Bytes commit(SessionCommit turn, int64_t now_ms, int64_t unix_now_ms);
   // Pages stored (0 when none fit the session's current history).
   int32_t spill(const KvSpill& spill);
+
+  // A summary of turns [0, through), written in the background:
+  // kept when it covers more than the stored one. False when the session is gone.
+  bool summarize(const std::string& id, const std::string& summary, int32_t through);
 
   messages::Bytes list(uint64_t request_id);
   messages::Bytes show(uint64_t request_id, const std::string& id);

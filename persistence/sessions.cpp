@@ -1,5 +1,7 @@
 #include "persistence/sessions.h"
 
+#include <algorithm>
+
 #include "messages/store_generated.h"
 
 namespace troupe::persistence {
@@ -33,6 +35,9 @@ SessionRecord decode_header(const std::string& bytes) {
   s.kv_pages = std::max(0, h->kv_pages());
   s.kv_model = h->kv_model();
   s.kv_layout = h->kv_layout();
+  s.window_first_turn = std::max(0, h->window_first_turn());
+  s.summary_through = std::max(0, h->summary_through());
+  if (h->context_summary()) s.context_summary = h->context_summary()->str();
   return s;
 }
 
@@ -58,6 +63,13 @@ std::vector<ChatMessage> SessionRecord::history() const {
   return all;
 }
 
+std::vector<wire::TurnState> SessionRecord::turn_states() const {
+  std::vector<wire::TurnState> out(turns.size(), wire::TurnState::window);
+  for (int32_t i = 0; i < static_cast<int32_t>(turns.size()) && i < std::max(window_first_turn, summary_through); ++i)
+    out[static_cast<size_t>(i)] = i < summary_through ? wire::TurnState::summarized : wire::TurnState::archived;
+  return out;
+}
+
 messages::SessionSummaryFields SessionRecord::summary() const {
   messages::SessionSummaryFields f;
   f.session_id = id;
@@ -75,8 +87,10 @@ std::string encode_session_header(const SessionRecord& s) {
   const auto model = fbb.CreateString(s.model);
   const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
   const auto sampling = messages::build_sampling(fbb, s.sampling);
+  const auto summary = s.context_summary.empty() ? 0 : fbb.CreateString(s.context_summary);
   fbb.Finish(store::CreateSessionHeader(fbb, id, s.created_ms, s.updated_ms, static_cast<int32_t>(s.turns.size()), model,
-                                        s.model_fingerprint, tokens, sampling, s.kv_pages, s.kv_model, s.kv_layout));
+                                        s.model_fingerprint, tokens, sampling, s.kv_pages, s.kv_model, s.kv_layout,
+                                        s.window_first_turn, s.summary_through, summary));
   return messages::finish_bytes(fbb);
 }
 

@@ -40,8 +40,15 @@ struct SessionRecord {
   // under the identity (kv_model, kv_layout): engine/model_identity.h.
   int32_t kv_pages = 0;
   uint64_t kv_model = 0, kv_layout = 0;
+  // The context window as the last turn used it (service/context_window.h):
+  // the leading system messages always stay (the attention sinks); turns
+  // [0, summary_through) are stood for by context_summary; the others
+  // before window_first_turn are archived (out of the context, still stored).
+  int32_t window_first_turn = 0, summary_through = 0;
+  std::string context_summary;
 
   std::vector<ChatMessage> history() const;  // every turn's messages, in order
+  std::vector<wire::TurnState> turn_states() const;
   messages::SessionSummaryFields summary() const;
 };
 

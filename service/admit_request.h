@@ -11,6 +11,7 @@
 #include "engine/schedule/batch_planner.h"
 #include "engine/speculation/controller.h"
 #include "messages/client_frames.h"
+#include "service/context_window.h"
 
 namespace troupe::service {
 
@@ -33,6 +34,18 @@ struct AdmitRequest {
   // those to restore (their data; fewer when some are still in memory).
   int32_t persisted_pages = 0;
   std::vector<std::string> restore_pages;
+  // What the restored pages hold when it is not the prompt's prefix (the
+  // session's stored token history, whose KV a window shift reuses).
+  std::vector<int32_t> restore_tokens;
+  // A session past its window: which KV of restore_tokens (or of the pages
+  // still cached for them) moves to which positions of the prompt.
+  KvReuse reuse;
+  ContextPolicy policy = ContextPolicy::refuse;
+  int32_t window_first_turn = 0;  // the first stored turn the prompt kept
+  // Turns the window dropped past the summary: a summary of turns
+  // [0, summarize_through) is to be written (summarize policy).
+  std::vector<ChatMessage> summary_messages;
+  int32_t summarize_through = 0;
 };
 
 // Peers of requests the server makes itself (batch job items): their

@@ -138,7 +138,43 @@ void BatchJobs::finish_item(const std::string& job_id, messages::JobItemFields r
   work_.results.push_back({std::move(next), std::move(result)});
 }
 
+void BatchJobs::summarize(SummaryTask task) {
+  for (const auto& [id, s] : summaries_)
+    if (s.session_id == task.session_id) return;
+  AdmitRequest a;
+  a.peer = internal_peer("summary/" + task.session_id);
+  a.client_id = next_id_++;
+  a.sampling.temperature = 0;
+  a.sampling.max_tokens = 200;
+  a.priority = Priority::batch;
+  a.accepted_ns = cfg_.clock();
+  try {
+    a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, task.messages, true);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: session '%s' cannot be summarized: %s\n", task.session_id.c_str(), e.what());
+    return;
+  }
+  if (static_cast<int64_t>(a.prompt.size()) >= cfg_.max_context) return;  // the window goes on without it
+  summaries_.emplace(a.client_id, SummaryInFlight{std::move(task.session_id), task.through, {}});
+  work_.admits.push_back(std::move(a));
+}
+
+// A response of a summary's request; false when the id is not a summary's.
+bool BatchJobs::on_summary(uint64_t client_id, const std::string& bytes) {
+  auto it = summaries_.find(client_id);
+  if (it == summaries_.end()) return false;
+  const auto* r = messages::check_response(bytes);
+  if (!r) return true;
+  if (const auto* t = r->body_as_Tokens(); t && t->text()) it->second.text += t->text()->string_view();
+  const bool done = r->body_type() == wire::ResponseBody::Done, failed = r->body_type() == wire::ResponseBody::Error;
+  if (done && !it->second.text.empty())
+    work_.summaries.push_back({it->second.session_id, std::move(it->second.text), it->second.through});
+  if (done || failed) summaries_.erase(it);
+  return true;
+}
+
 void BatchJobs::on_item(uint64_t client_id, const std::string& bytes) {
+  if (on_summary(client_id, bytes)) return;
   auto it = in_flight_.find(client_id);
   if (it == in_flight_.end()) return;
   InFlight& f = it->second;

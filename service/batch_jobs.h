@@ -43,6 +43,19 @@ struct JobSubmission {
 
 enum class JobQuery : uint8_t { status, results, cancel, list };
 
+// A session's summary to write (context_window.h, summarize policy): the
+// server asks it of the model at batch priority, like a job item.
+struct SummaryTask {
+  std::string session_id;
+  std::vector<ChatMessage> messages;  // the request to summarize
+  int32_t through = 0;                // the summary stands for turns [0, through)
+};
+struct SummaryResult {
+  std::string session_id;
+  std::string text;
+  int32_t through = 0;
+};
+
 struct JobWork {
   struct Create {  // a new job to store durably; then created()
     persistence::JobRecord job;
@@ -66,6 +79,7 @@ struct JobWork {
   std::vector<CancelWrite> cancel_writes;
   std::vector<std::pair<std::string, messages::Bytes>> events;  // (topic = job id, JobEvent)
   std::vector<std::pair<std::string, uint64_t>> cancels;        // (internal peer, item request id)
+  std::vector<SummaryResult> summaries;                          // to store with their sessions
   int64_t retry_after_ms = 0;  // > 0: call retry() then
 };
 
@@ -94,6 +108,8 @@ class BatchJobs {
   void cancel_stored(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id,
                      const std::string& error);
   void retry() { pump(); }
+  // One summary per session in flight; a later task for it waits for the next turn.
+  void summarize(SummaryTask task);
 
   JobWork take() { return std::exchange(work_, {}); }
   size_t in_flight() const { return in_flight_.size(); }
@@ -129,6 +145,13 @@ class BatchJobs {
   std::deque<std::pair<std::string, int32_t>> pending_;       // items to run, in order
   std::unordered_map<uint64_t, InFlight> in_flight_;          // by the item request's client id
   std::unordered_map<std::string, int32_t> writing_;          // results being stored, per job
+  struct SummaryInFlight {
+    std::string session_id;
+    int32_t through = 0;
+    std::string text;
+  };
+  std::unordered_map<uint64_t, SummaryInFlight> summaries_;   // by the request's client id
+  bool on_summary(uint64_t client_id, const std::string& bytes);
   uint64_t next_id_ = 1;
   std::vector<JobSubmission> early_;
   std::vector<EarlyQuery> early_queries_;

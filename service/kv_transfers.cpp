@@ -34,7 +34,10 @@ StepPages KvTransfers::take(std::vector<PreemptedPages> swaps) {
   for (const auto& s : swaps) out.swap_outs.insert(out.swap_outs.end(), s.pages.begin(), s.pages.end());
   spills_in_step_ = std::exchange(spills_, {});
   restores_in_step_ = std::exchange(restores_, {});
+  shifts_in_step_ = std::exchange(shifts_, {});
   swaps_in_step_ = std::move(swaps);
+  for (const PlannedShift& sh : shifts_in_step_)
+    for (const auto& m : sh.moves) out.shifts.push_back({sh.source, m.src_start, m.dst_table, m.dst_start, m.count, m.delta});
   return out;
 }
 
@@ -72,13 +75,18 @@ std::vector<SwappedPages> KvTransfers::swapped(const wire::step::StepResult& res
 std::vector<std::vector<int32_t>> KvTransfers::unwritten() const {
   std::vector<std::vector<int32_t>> out;
   for (const auto& r : restores_in_step_) out.push_back(r.tokens);
+  for (const auto& s : shifts_in_step_) out.push_back(s.tokens);
   return out;
 }
 
-void KvTransfers::step_done() {
+std::vector<int32_t> KvTransfers::step_done() {
+  std::vector<int32_t> held;
+  for (auto& s : shifts_in_step_) held.insert(held.end(), s.source.begin(), s.source.end());
   spills_in_step_.clear();
   restores_in_step_.clear();
+  shifts_in_step_.clear();
   swaps_in_step_.clear();
+  return held;
 }
 
 bool SwapLedger::fits(size_t pages, int64_t page_bytes) const {

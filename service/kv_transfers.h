@@ -27,6 +27,19 @@ struct StepPages {
   std::vector<int32_t> exports;
   std::vector<messages::PageBytes> imports;
   std::vector<int32_t> swap_outs;
+  std::vector<messages::ShiftSpec> shifts;  // views into KvTransfers, valid until step_done()
+};
+
+// A context shift's moves into pages adopted for `tokens` (a prompt), read
+// from `source` pages held until the step that moves them is done.
+struct PlannedShift {
+  std::vector<int32_t> tokens;  // the prompt whose prefix the destination pages hold
+  std::vector<int32_t> source;  // held pages: the history's block table
+  struct Move {
+    std::vector<int32_t> dst_table;  // one page
+    int32_t src_start = 0, dst_start = 0, count = 0, delta = 0;
+  };
+  std::vector<Move> moves;
 };
 
 class KvTransfers {
@@ -35,16 +48,18 @@ class KvTransfers {
   void spill(std::string session_id, std::vector<int32_t> tokens, int32_t first, std::vector<int32_t> pages);
   // Pages adopted into the prefix cache for `tokens`, written by the next step.
   void restore(std::vector<int32_t> tokens, std::vector<messages::PageBytes> pages);
-  bool pending() const { return !spills_.empty() || !restores_.empty(); }
+  void shift(PlannedShift shift) { shifts_.push_back(std::move(shift)); }
+  bool pending() const { return !spills_.empty() || !restores_.empty() || !shifts_.empty(); }
 
   // The step going out takes what is queued, and the preempted sequences it swaps out.
   StepPages take(std::vector<PreemptedPages> swaps);
   // Its result: the exported pages as spills, the swapped ones as host-tier pages.
   std::vector<persistence::KvSpill> exported(const wire::step::StepResult& result);
   std::vector<SwappedPages> swapped(const wire::step::StepResult& result);
-  // The step failed: prefixes whose restored pages may not have been written.
+  // The step failed: prefixes whose restored or shifted pages may not have been written.
   std::vector<std::vector<int32_t>> unwritten() const;
-  void step_done();
+  // The step is done: the source pages its shifts held, to release.
+  std::vector<int32_t> step_done();
 
  private:
   struct Spill {
@@ -59,6 +74,7 @@ class KvTransfers {
   };
   std::vector<Spill> spills_, spills_in_step_;
   std::vector<Restore> restores_, restores_in_step_;
+  std::vector<PlannedShift> shifts_, shifts_in_step_;
   std::vector<PreemptedPages> swaps_in_step_;
 };
 

@@ -73,6 +73,13 @@ std::optional<messages::Rejection> RequestGate::read_generate(const wire::Genera
   if (auto why = resolve_speculation(a, g.speculation(), g.max_draft(), g.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.prompt = cfg_.tokenizer->encode(g.prompt()->string_view(), cfg_.tokenizer->add_bos_by_default(), g.special());
+  a.policy = resolve_policy(g.context_policy(), false);
+  const int64_t budget = prompt_budget(a);
+  if (a.policy == ContextPolicy::window && static_cast<int64_t>(a.prompt.size()) > budget && budget > 2 * kSinkTokens) {
+    // The first tokens (attention sinks) and the most recent ones stay.
+    const auto tail = static_cast<size_t>(budget - kSinkTokens);
+    a.prompt.erase(a.prompt.begin() + kSinkTokens, a.prompt.end() - static_cast<int64_t>(tail));
+  }
   return std::nullopt;
 }
 
@@ -83,6 +90,7 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   a.priority = priority_of(t.priority());
   a.logprobs = t.logprobs();
   a.samples = t.n();
+  a.policy = resolve_policy(t.context_policy(), t.session_id() && t.session_id()->size() > 0);
   if (auto why = resolve_speculation(a, t.speculation(), t.max_draft(), t.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   return std::nullopt;
@@ -115,7 +123,15 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
           a.turn_messages = std::move(chat);
           return SessionTurn{std::move(a)};
         }
-        a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+        if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
+          a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+          return a;
+        }
+        // A one-off conversation under window: each earlier message is a turn that may go.
+        persistence::SessionStart earlier;
+        for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
+        const ChatMessage last[] = {chat.back()};
+        a.prompt = fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window).prompt;
         return a;
       }
       case wire::RequestBody::ListSessions: return query(Query::Kind::list_sessions, peer, id);
@@ -139,21 +155,41 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
   return rejection(id, wire::ErrorCode::invalid_field, "body: not a request this server answers");
 }
 
+// Room a prompt may take: the context less what the answer needs (its
+// max_tokens, at most a quarter of the context).
+int64_t RequestGate::prompt_budget(const AdmitRequest& a) const {
+  const int64_t reserve = std::clamp<int64_t>(a.sampling.max_tokens, 16, std::max<int64_t>(16, cfg_.max_context / 4));
+  return cfg_.max_context - reserve;
+}
+
 std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(SessionTurn turn,
                                                                           persistence::SessionStart start) const {
   AdmitRequest& a = turn.request;
   try {
-    std::vector<ChatMessage> all = std::move(start.history);
-    all.insert(all.end(), a.turn_messages.begin(), a.turn_messages.end());
-    a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, all, true);
+    const int64_t budget = prompt_budget(a);
+    ContextWindow w = fit_context(*cfg_.tokenizer, cfg_.chat_format, start, a.turn_messages, budget, a.policy);
+    a.prompt = std::move(w.prompt);
+    a.window_first_turn = w.first_turn;
+    if (w.summarize_through > 0) {
+      a.summary_messages = summary_request(*cfg_.tokenizer, cfg_.chat_format, start, w.summarize_through, budget);
+      a.summarize_through = w.summarize_through;
+    }
   } catch (const std::exception& e) {
     return rejection(a.client_id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
   }
+  const auto ps = static_cast<size_t>(cfg_.page_size);
   size_t same = 0;
   while (same < a.prompt.size() && same < start.kv_tokens.size() && a.prompt[same] == start.kv_tokens[same]) ++same;
-  const auto pages = static_cast<int32_t>(same / static_cast<size_t>(cfg_.page_size));
-  a.persisted_pages = std::min(pages, start.kv_stored);
-  start.kv_data.resize(std::min(start.kv_data.size(), static_cast<size_t>(a.persisted_pages)));
+  a.persisted_pages = std::min(static_cast<int32_t>(same / ps), start.kv_stored);
+  // Past the window, the kept turns' KV moves from where the history had it.
+  if (a.window_first_turn > 0) a.reuse = find_reuse(a.prompt, start.kv_tokens, cfg_.page_size);
+  size_t restore = static_cast<size_t>(a.persisted_pages);
+  if (a.reuse.count > 0) {
+    restore = std::min<size_t>((static_cast<size_t>(a.reuse.src_begin + a.reuse.count) + ps - 1) / ps,
+                               static_cast<size_t>(start.kv_stored));
+    a.restore_tokens = start.kv_tokens;
+  }
+  start.kv_data.resize(std::min(start.kv_data.size(), restore));
   a.restore_pages = std::move(start.kv_data);
   return std::move(a);
 }

@@ -76,6 +76,8 @@ class RequestGate {
   std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
   std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
                                                  const flatbuffers::String* draft_model) const;
+  int64_t prompt_budget(const AdmitRequest& a) const;
+  static constexpr int64_t kSinkTokens = 16;  // a Generate under window keeps its first page
   GateConfig cfg_;
 };
 

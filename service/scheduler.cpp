@@ -47,7 +47,8 @@ void Scheduler::admit(AdmitRequest a) {
   const uint64_t seq = next_seq_++;
   const auto prompt_tokens = static_cast<int32_t>(a.prompt.size());
   if (!a.session_id.empty()) out_.active_sessions.push_back(a.session_id);
-  restore(a.prompt, a.restore_pages);
+  restore(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.restore_pages);
+  plan_reuse(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.prompt, a.reuse);
   switch (planner_.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
     case BatchPlanner::AddResult::queue_full:
       return refuse(a, wire::ErrorCode::queue_full,
@@ -63,6 +64,7 @@ void Scheduler::admit(AdmitRequest a) {
   s.session_id = std::move(a.session_id);
   s.turn_messages = std::move(a.turn_messages);
   s.persisted_pages = a.persisted_pages;
+  s.window_first_turn = a.window_first_turn;
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
   s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
@@ -149,6 +151,7 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
   }
   c.sampling = s.sampling;
   c.done = std::move(done);
+  c.window_first_turn = s.window_first_turn;
   out_.commits.push_back(std::move(c));
   s.session_id.clear();
 }
@@ -208,6 +211,37 @@ void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string
   for (const auto& [index, page] : planner_.adopt_prefix(prompt, n)) pages.push_back({page, std::move(data[index])});
   pages_restored_ += pages.size();
   transfers_.restore(std::move(tokens), std::move(pages));
+}
+
+// A session past its window: the kept turns' KV moves from the history's
+// pages (cached, or restored just now) into pages adopted for the prompt,
+// turned to their new positions by the next step; admission then finds the
+// prompt's prefix cached and computes only what follows it. Only whole
+// destination pages move (the prefix cache holds whole pages).
+void Scheduler::plan_reuse(std::span<const int32_t> history, std::span<const int32_t> prompt, const KvReuse& r) {
+  if (!cfg_.kv_shift || r.count <= 0 || !cfg_.planner.prefix_caching) return;
+  const int32_t ps = cfg_.page_size;
+  std::vector<int32_t> source = planner_.retain_prefix(history, static_cast<size_t>((r.src_begin + r.count + ps - 1) / ps));
+  const int32_t count = std::min(r.count, static_cast<int32_t>(source.size()) * ps - r.src_begin);
+  const int32_t dst_end = std::min<int32_t>((r.dst_begin + count) / ps * ps, static_cast<int32_t>(prompt.size()) / ps * ps);
+  const auto fill = count > 0 && dst_end > r.dst_begin ? planner_.adopt_prefix(prompt, dst_end / ps)
+                                                       : std::vector<std::pair<int32_t, int32_t>>();
+  if (fill.empty()) return planner_.release_pages(source);
+  PlannedShift sh;
+  sh.tokens.assign(prompt.begin(), prompt.begin() + dst_end);
+  sh.source = std::move(source);
+  const int32_t gap = r.src_begin - r.dst_begin;
+  for (const auto& [index, page] : fill) {
+    const int32_t p0 = index * ps, p1 = p0 + ps;
+    if (p0 < r.dst_begin)  // the shared prefix's part of the page: the same positions
+      sh.moves.push_back({{page}, p0, 0, std::min(p1, r.dst_begin) - p0, 0});
+    if (p1 > r.dst_begin) {
+      const int32_t a = std::max(p0, r.dst_begin);
+      sh.moves.push_back({{page}, a + gap, a - p0, p1 - a, -gap});
+      tokens_shifted_ += static_cast<uint64_t>(p1 - a);
+    }
+  }
+  transfers_.shift(std::move(sh));
 }
 
 // The head of the queue, if preempted with its pages swapped out, asks for
@@ -360,6 +394,7 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   kv.imports = pages.imports;
   kv.swap_outs = pages.swap_outs;
   kv.export_codec = cfg_.spill_codec;
+  kv.shifts = pages.shifts;
   plan.bytes = messages::step_plan(++step_, specs, forget_, kv);
   forget_.clear();
   return Built::step;
@@ -413,7 +448,7 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
     }
   }
   in_step_.clear();
-  transfers_.step_done();
+  planner_.release_pages(transfers_.step_done());
   apply_deferred();
   account();
 }
@@ -533,6 +568,7 @@ messages::StatsFields Scheduler::stats() {
   f.pages_restored = pages_restored_;
   f.pages_swapped_out = pages_swapped_out_;
   f.pages_swapped_in = pages_swapped_in_;
+  f.tokens_shifted = tokens_shifted_;
   return f;
 }
 

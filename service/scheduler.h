@@ -49,6 +49,7 @@ struct SchedulerConfig {
   // Preempted sequences' pages swap out to host memory (lossless) up to
   // this many bytes; beyond it they are recomputed. 0: always recompute.
   int64_t swap_bytes = int64_t{1} << 30;
+  bool kv_shift = false;  // the verifier moves KV between positions (context shifts)
   std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
 };
 
@@ -101,12 +102,14 @@ class Scheduler {
     std::string session_id;            // a session turn: committed before its Done
     std::vector<ChatMessage> turn_messages;
     int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
+    int32_t window_first_turn = 0;     // the first stored turn its prompt kept
   };
   using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
 
   int64_t now() const { return cfg_.clock(); }
   void refuse(const AdmitRequest& a, wire::ErrorCode code, const std::string& message);
   void restore(std::span<const int32_t> prompt, std::vector<std::string>& data);
+  void plan_reuse(std::span<const int32_t> history, std::span<const int32_t> prompt, const KvReuse& reuse);
   bool fetch_swap_in();
   Built build_step(SchedulerPlan& plan);
   std::vector<messages::SliceSpec> slice_specs(const std::vector<PlannedSlice>& slices, const Batch& batch);
@@ -143,7 +146,7 @@ class Scheduler {
   std::vector<uint64_t> forget_;                      // ended sequences the verifier may drop
   std::vector<std::pair<uint64_t, bool>> deferred_;  // (sequence, tell the client) ended while a plan was out
   uint64_t tokens_generated_ = 0;
-  uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0;
+  uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
   double engine_ms_ = 0;      // sum of the verifier's step times
   double busy_ms_ = 0;        // wall time with requests in the system
   int64_t busy_since_ns_ = 0;  // 0 while idle

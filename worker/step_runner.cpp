@@ -89,7 +89,7 @@ struct StepRunner::Impl {
       for (int32_t page : *sh->dst_table()) check_page(page);
       shifts.push_back({std::span<const int32_t>(sh->src_table()->data(), sh->src_table()->size()), sh->src_start(),
                         std::span<const int32_t>(sh->dst_table()->data(), sh->dst_table()->size()), sh->dst_start(),
-                        sh->count()});
+                        sh->count(), sh->delta()});
     }
     backend->shift_kv(shifts);
   }

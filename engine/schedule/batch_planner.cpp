@@ -54,6 +54,15 @@ int32_t BatchPlanner::drop_prefix(std::span<const int32_t> tokens) {
   return limits_.prefix_caching ? cache_.drop(tokens) : 0;
 }
 
+std::vector<int32_t> BatchPlanner::retain_prefix(std::span<const int32_t> tokens, size_t max_pages) {
+  if (!limits_.prefix_caching) return {};
+  return cache_.match(tokens, max_pages);
+}
+
+void BatchPlanner::release_pages(std::span<const int32_t> pages) {
+  for (int32_t p : pages) pool_.release(p);
+}
+
 const PlannedSequence* BatchPlanner::find(uint64_t id) const {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? nullptr : it->second.get();

@@ -143,6 +143,10 @@ class BatchPlanner {
   std::vector<std::pair<int32_t, int32_t>> adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages);
   // An idle prefix's cached pages go back to the pool (PrefixCache::drop).
   int32_t drop_prefix(std::span<const int32_t> tokens);
+  // The cached pages of `tokens`' longest cached prefix (at most max_pages),
+  // held for the caller until release_pages(): a context shift reads them.
+  std::vector<int32_t> retain_prefix(std::span<const int32_t> tokens, size_t max_pages);
+  void release_pages(std::span<const int32_t> pages);
 
   const PlannedSequence* find(uint64_t id) const;
   PlannerStats stats() const;

@@ -63,18 +63,19 @@ TEST_CASE("a session runs one turn at a time, and its Done is sent once the turn
   SessionTurns turns(store, policy());
   SessionStart first = turns.begin("s", 0);
   CHECK(first.error == wire::ErrorCode::none);
-  CHECK(first.history.empty());
+  CHECK(first.turns.empty());
   CHECK(turns.begin("s", 0).error == wire::ErrorCode::session_busy);
   CHECK(kind(turns.remove(1, "s")) == wire::ResponseBody::Error);  // busy: not deleted
   CHECK(kind(turns.commit(turn("s", seq(10), "one"), 0, 1000)) == wire::ResponseBody::Done);
   SessionStart second = turns.begin("s", 0);
   REQUIRE(second.error == wire::ErrorCode::none);
-  REQUIRE(second.history.size() == 2);
-  CHECK(second.history[1].content == "one");
+  REQUIRE(second.turns.size() == 1);
+  REQUIRE(second.turns[0].size() == 2);
+  CHECK(second.turns[0][1].content == "one");
   turns.release("s");
   // Another server on the same store sees the stored turn.
   SessionTurns fresh(store, policy());
-  CHECK(fresh.begin("s", 0).history.size() == 2);
+  CHECK(fresh.begin("s", 0).turns.size() == 1);
   std::filesystem::remove_all(dir);
 }
 
@@ -117,7 +118,7 @@ TEST_CASE("pages stored under another model or layout are never restored") {
   other.kv_identity.layout = 23;
   SessionTurns turns(store, other);
   SessionStart start = turns.begin("s", 100000);
-  CHECK(start.history.size() == 2);  // the conversation is there
+  CHECK(start.turns.size() == 1);  // the conversation is there
   CHECK(start.kv_stored == 0);       // its pages are not this layout's
   CHECK(start.kv_data.empty());
   std::filesystem::remove_all(dir);
@@ -136,7 +137,7 @@ TEST_CASE("unknown sessions answer unknown_session; a deleted session is gone wi
   CHECK(kind(turns.remove(2, "s")) == wire::ResponseBody::Ack);
   CHECK(kind(turns.show(3, "s")) == wire::ResponseBody::Error);
   SessionStart start = turns.begin("s", 100000);
-  CHECK(start.history.empty());
+  CHECK(start.turns.empty());
   CHECK(start.kv_stored == 0);
   std::filesystem::remove_all(dir);
 }

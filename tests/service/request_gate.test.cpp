@@ -13,10 +13,10 @@ using namespace troupe::service;
 
 namespace {
 
-GateConfig gate_config() {
+GateConfig gate_config(int64_t max_context = 4096) {
   GateConfig c;
   c.tokenizer = test::synthetic_tokenizer();
-  c.max_context = 64;
+  c.max_context = max_context;
   c.page_size = 4;
   return c;
 }
@@ -63,7 +63,7 @@ TEST_CASE("a session turn's stored pages serve only the prefix its new prompt sh
   const std::vector<std::pair<std::string, std::string>> msgs{{"user", "and then?"}};
   SessionTurn turn = std::get<SessionTurn>(gate.to_admit("p", messages::chat_request(2, "s1", msgs, greedy()), 0));
   persistence::SessionStart start;
-  start.history = {{"user", "tell me a story"}, {"assistant", "once upon a time"}};
+  start.turns = {{{"user", "tell me a story"}, {"assistant", "once upon a time"}}};
   // The stored token history: the templated history, then tokens the new prompt does not have.
   const std::vector<ChatMessage> old{{"user", "tell me a story"}, {"assistant", "once upon a time"}};
   start.kv_tokens = encode_chat(*test::synthetic_tokenizer(), ChatFormat::chatml, old, false);
@@ -105,7 +105,7 @@ TEST_CASE("queries are routed, not admitted: ping, stats, cancel, sessions and j
 }
 
 TEST_CASE("bad frames and impossible requests are rejections naming the problem") {
-  RequestGate gate(gate_config());
+  RequestGate gate(gate_config(64));
   const Admission garbage = gate.to_admit("p", "not a flatbuffer", 0);
   REQUIRE(std::holds_alternative<messages::Rejection>(garbage));
   CHECK(std::get<messages::Rejection>(garbage).code == wire::ErrorCode::malformed);

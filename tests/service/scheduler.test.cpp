@@ -461,3 +461,42 @@ TEST_CASE("a prompt longer than the whole KV cache is refused as too_long, and t
   loop.run();
   CHECK(loop.of(2).back().kind == wire::ResponseBody::Done);
 }
+
+TEST_CASE("a session past its window moves its kept turns' KV instead of computing it: the plan shifts, the prefill starts after them") {
+  SchedulerConfig c = config(64, 4);
+  c.kv_shift = true;
+  Scheduler s(c);
+  Loop loop(s);
+  const std::vector<int32_t> history = tokens(40, 60);
+  s.admit(request(1, history, 1));  // the previous turn: its full pages stay cached
+  loop.run();
+  // The next prompt keeps the first 8 tokens, drops 12, keeps the last 20, then 6 new ones.
+  std::vector<int32_t> prompt(history.begin(), history.begin() + 8);
+  prompt.insert(prompt.end(), history.begin() + 20, history.end());
+  const std::vector<int32_t> fresh = tokens(6, 120);
+  prompt.insert(prompt.end(), fresh.begin(), fresh.end());
+  AdmitRequest a = request(2, prompt, 2);
+  a.restore_tokens = history;
+  a.reuse = {20, 8, 20};
+  s.admit(std::move(a));
+  SchedulerPlan plan = s.next_step();
+  REQUIRE(plan.kind == SchedulerPlan::Kind::step);
+  const auto& p = plan_of(plan.bytes);
+  REQUIRE(p.shifts());
+  int32_t moved = 0;
+  for (const auto* sh : *p.shifts()) {
+    moved += sh->count();
+    if (sh->src_start() >= 20) CHECK(sh->delta() == -12);
+    else CHECK(sh->delta() == 0);
+  }
+  CHECK(moved == 20);  // pages 2..6 of the prompt: [8, 28)
+  REQUIRE(p.slices()->size() == 1);
+  CHECK(p.slices()->Get(0)->start() == 28);  // the kept turns' whole pages are not computed again
+  s.apply(loop.engine.answer(plan.bytes), "");
+  loop.collect();
+  loop.run();
+  CHECK(loop.of(2).back().kind == wire::ResponseBody::Done);
+  CHECK(loop.of(2).back().cached_prompt_tokens == 28);
+  CHECK(s.stats().tokens_shifted == 20);
+  require_no_pages_in_use(s);
+}

@@ -322,7 +322,7 @@ class Client:
                 "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode(),
                 "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs(), "pages_spilled": s.PagesSpilled(),
                 "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
-                "pages_swapped_in": s.PagesSwappedIn()}
+                "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted()}
 
     def _ask(self, b, body_type, body, reply_kind):
         rid = next(self._ids)

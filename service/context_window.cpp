@@ -1,0 +1,128 @@
+#include "service/context_window.h"
+
+#include <algorithm>
+
+namespace troupe::service {
+namespace {
+
+constexpr const char* kSummaryLead = "Summary of the conversation so far: ";
+
+std::vector<ChatMessage> system_sink(const persistence::SessionStart& s) {
+  std::vector<ChatMessage> out;
+  if (s.turns.empty()) return out;
+  for (const ChatMessage& m : s.turns.front()) {
+    if (m.role != "system") break;
+    out.push_back(m);
+  }
+  return out;
+}
+
+// The prompt keeping turns [first, n): the sink, maybe the summary, those turns, the new messages.
+std::vector<int32_t> assemble(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
+                              std::span<const ChatMessage> turn, int32_t first, bool summary) {
+  std::vector<ChatMessage> all = system_sink(s);
+  const size_t sink = all.size();
+  if (summary) all.push_back({"system", kSummaryLead + s.context_summary});
+  for (int32_t t = first; t < static_cast<int32_t>(s.turns.size()); ++t) {
+    const auto& msgs = s.turns[static_cast<size_t>(t)];
+    const size_t skip = t == 0 ? sink : 0;  // turn 0's system messages are the sink already
+    all.insert(all.end(), msgs.begin() + static_cast<int64_t>(skip), msgs.end());
+  }
+  all.insert(all.end(), turn.begin(), turn.end());
+  return encode_chat(tok, format, all, true);
+}
+
+}  // namespace
+
+ContextPolicy resolve_policy(wire::ContextPolicy p, bool session) {
+  switch (p) {
+    case wire::ContextPolicy::refuse: return ContextPolicy::refuse;
+    case wire::ContextPolicy::window: return ContextPolicy::window;
+    case wire::ContextPolicy::summarize: return ContextPolicy::summarize;
+    default: return session ? ContextPolicy::window : ContextPolicy::refuse;
+  }
+}
+
+const char* context_policy_name(ContextPolicy p) {
+  switch (p) {
+    case ContextPolicy::refuse: return "refuse";
+    case ContextPolicy::window: return "window";
+    case ContextPolicy::summarize: return "summarize";
+  }
+  return "?";
+}
+
+ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
+                          std::span<const ChatMessage> turn, int64_t budget, ContextPolicy policy) {
+  const auto n = static_cast<int32_t>(s.turns.size());
+  const bool summary = policy == ContextPolicy::summarize && s.summary_through > 0 && !s.context_summary.empty();
+  const int32_t low = summary ? std::min(s.summary_through, n) : 0;
+  ContextWindow w;
+  w.uses_summary = summary;
+  w.first_turn = low;
+  w.prompt = assemble(tok, format, s, turn, low, summary);
+  if (policy == ContextPolicy::refuse || static_cast<int64_t>(w.prompt.size()) <= budget) return w;
+  // The fewest turns dropped: the prompt only shrinks as `first` grows.
+  int32_t lo = low + 1, hi = n;
+  std::vector<int32_t> best = assemble(tok, format, s, turn, n, summary);
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    auto p = assemble(tok, format, s, turn, mid, summary);
+    if (static_cast<int64_t>(p.size()) <= budget) {
+      hi = mid;
+      best = std::move(p);
+    } else {
+      lo = mid + 1;
+    }
+  }
+  w.first_turn = hi;
+  w.prompt = hi == n ? assemble(tok, format, s, turn, n, summary) : std::move(best);
+  if (policy == ContextPolicy::summarize && w.first_turn > s.summary_through) w.summarize_through = w.first_turn;
+  return w;
+}
+
+std::vector<ChatMessage> summary_request(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
+                                         int32_t through, int64_t budget) {
+  const size_t sink = system_sink(s).size();
+  auto build = [&](int32_t from) {
+    std::string text = "Summarize this conversation in a few sentences. Keep every fact, name, number and decision "
+                       "that later turns may need.\n\n";
+    if (!s.context_summary.empty()) text += "Earlier summary: " + s.context_summary + "\n\n";
+    for (int32_t t = from; t < through && t < static_cast<int32_t>(s.turns.size()); ++t) {
+      const auto& msgs = s.turns[static_cast<size_t>(t)];
+      for (size_t i = t == 0 ? sink : 0; i < msgs.size(); ++i)
+        text += (msgs[i].role == "assistant" ? "Assistant: " : "User: ") + msgs[i].content + "\n";
+    }
+    return std::vector<ChatMessage>{{"user", std::move(text)}};
+  };
+  int32_t from = std::min(s.summary_through, through);
+  auto msgs = build(from);
+  while (from + 1 < through && static_cast<int64_t>(encode_chat(tok, format, msgs, true).size()) > budget) msgs = build(++from);
+  return msgs;
+}
+
+KvReuse find_reuse(std::span<const int32_t> prompt, std::span<const int32_t> history, int32_t page_size) {
+  KvReuse r;
+  size_t same = 0;
+  while (same < prompt.size() && same < history.size() && prompt[same] == history[same]) ++same;
+  if (same == prompt.size()) return r;
+  // The kept turns start right after the shared prefix in the prompt, and
+  // somewhere later in the history: find where a probe of them recurs.
+  const size_t probe = std::min<size_t>(32, prompt.size() - same);
+  if (probe < 8) return r;
+  const auto needle = prompt.subspan(same, probe);
+  size_t best_at = 0, best_len = 0;
+  for (size_t at = same + 1; at + probe <= history.size(); ++at) {
+    if (!std::equal(needle.begin(), needle.end(), history.begin() + static_cast<int64_t>(at))) continue;
+    size_t len = probe;
+    while (same + len < prompt.size() && at + len < history.size() && prompt[same + len] == history[at + len]) ++len;
+    if (len > best_len) best_at = at, best_len = len;
+  }
+  if (best_len < static_cast<size_t>(page_size)) return r;
+  r.src_begin = static_cast<int32_t>(best_at);
+  r.dst_begin = static_cast<int32_t>(same);
+  r.count = static_cast<int32_t>(best_len);
+  return r;
+}
+
+}  // namespace troupe::service

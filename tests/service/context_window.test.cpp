@@ -1,0 +1,103 @@
+// A session's context past its window: which turns the prompt keeps, the
+// summary standing for dropped ones, and where the kept turns' KV was.
+#include <catch2/catch.hpp>
+
+#include "service/context_window.h"
+#include "tests/service/harness.h"
+
+using namespace troupe;
+using namespace troupe::service;
+
+namespace {
+
+persistence::SessionStart session(int turns, bool system = true) {
+  persistence::SessionStart s;
+  for (int t = 0; t < turns; ++t) {
+    std::vector<ChatMessage> msgs;
+    if (t == 0 && system) msgs.push_back({"system", "you are terse"});
+    msgs.push_back({"user", "question number " + std::to_string(t) + " about the weather in some city"});
+    msgs.push_back({"assistant", "answer number " + std::to_string(t) + ": it rains, as it always does there"});
+    s.turns.push_back(std::move(msgs));
+  }
+  return s;
+}
+
+const std::vector<ChatMessage> kTurn{{"user", "and tomorrow?"}};
+
+std::vector<int32_t> encode(const std::vector<ChatMessage>& m) {
+  return encode_chat(*test::synthetic_tokenizer(), ChatFormat::chatml, m, true);
+}
+
+}  // namespace
+
+TEST_CASE("under the window policy the oldest turns go first, and the system prompt and the new turn always stay") {
+  const auto tok = test::synthetic_tokenizer();
+  const auto s = session(20);
+  const auto all = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window);
+  CHECK(all.first_turn == 0);
+  const int64_t budget = static_cast<int64_t>(all.prompt.size()) / 2;
+  const auto w = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::window);
+  CHECK(static_cast<int64_t>(w.prompt.size()) <= budget);
+  CHECK(w.first_turn > 0);
+  // It is exactly the system prompt, turns [first_turn, 20) and the new turn.
+  std::vector<ChatMessage> want{{"system", "you are terse"}};
+  for (int t = w.first_turn; t < 20; ++t) {
+    const auto& m = s.turns[static_cast<size_t>(t)];
+    want.insert(want.end(), m.begin() + (t == 0 ? 1 : 0), m.end());
+  }
+  want.push_back(kTurn[0]);
+  CHECK(w.prompt == encode(want));
+  // And no more turns were dropped than needed.
+  auto one_more = want;
+  const auto& prev = s.turns[static_cast<size_t>(w.first_turn - 1)];
+  one_more.insert(one_more.begin() + 1, prev.begin(), prev.end());
+  CHECK(static_cast<int64_t>(encode(one_more).size()) > budget);
+}
+
+TEST_CASE("refuse keeps every turn; a turn that fits keeps every turn under any policy") {
+  const auto tok = test::synthetic_tokenizer();
+  const auto s = session(6);
+  const auto all = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window);
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, 10, ContextPolicy::refuse).prompt == all.prompt);
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::summarize).prompt == all.prompt);
+}
+
+TEST_CASE("under summarize a stored summary stands for its turns, and turns dropped past it ask for a new one") {
+  const auto tok = test::synthetic_tokenizer();
+  auto s = session(20);
+  s.context_summary = "they talked about rain";
+  s.summary_through = 5;
+  const auto full = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::summarize);
+  CHECK(full.uses_summary);
+  CHECK(full.first_turn == 5);
+  CHECK(full.summarize_through == 0);
+  std::vector<ChatMessage> want{{"system", "you are terse"}, {"system", "Summary of the conversation so far: they talked about rain"}};
+  for (int t = 5; t < 20; ++t) want.insert(want.end(), s.turns[static_cast<size_t>(t)].begin(), s.turns[static_cast<size_t>(t)].end());
+  want.push_back(kTurn[0]);
+  CHECK(full.prompt == encode(want));
+  const auto tight = fit_context(*tok, ChatFormat::chatml, s, kTurn, static_cast<int64_t>(full.prompt.size()) / 2,
+                                 ContextPolicy::summarize);
+  CHECK(tight.first_turn > 5);
+  CHECK(tight.summarize_through == tight.first_turn);
+  const auto request = summary_request(*tok, ChatFormat::chatml, s, tight.first_turn, 1 << 20);
+  REQUIRE(request.size() == 1);
+  CHECK_THAT(request[0].content, Catch::Contains("Earlier summary: they talked about rain"));
+  CHECK_THAT(request[0].content, Catch::Contains("question number 5"));
+  CHECK_THAT(request[0].content, !Catch::Contains("question number 4 "));
+}
+
+TEST_CASE("the kept turns' KV is found where the stored history had it") {
+  const auto tok = test::synthetic_tokenizer();
+  const auto s = session(20);
+  // The history the last turn ended with: every turn (what the store's tokens hold).
+  const auto history = fit_context(*tok, ChatFormat::chatml, s, {}, 1 << 20, ContextPolicy::window).prompt;
+  const auto all = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window);
+  const auto w = fit_context(*tok, ChatFormat::chatml, s, kTurn, static_cast<int64_t>(all.prompt.size()) / 2,
+                             ContextPolicy::window);
+  const KvReuse r = find_reuse(w.prompt, history, 16);
+  REQUIRE(r.count >= 16);
+  CHECK(r.src_begin > r.dst_begin);
+  for (int32_t i = 0; i < r.count; ++i) REQUIRE(w.prompt[r.dst_begin + i] == history[r.src_begin + i]);
+  for (int32_t i = 0; i < r.dst_begin; ++i) REQUIRE(w.prompt[i] == history[i]);
+  CHECK(find_reuse(all.prompt, history, 16).count == 0);  // nothing dropped: nothing moves
+}
