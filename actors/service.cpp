@@ -5,6 +5,7 @@
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <cstdlib>
 
 #include "actors/client_gateway.h"
@@ -219,10 +220,16 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   const VerifierSide v = s.open_verifier();
   s.tokenizer = std::make_shared<Tokenizer>(load_vocabulary(*v.file));
   PlannerLimits limits = s.options.planner;
-  if (limits.max_context <= 0) limits.max_context = static_cast<int32_t>(std::min<int64_t>(v.config.n_ctx_train, 8192));
   // A sequence can never hold more KV than the whole cache: admitting one
-  // that could would stall it mid-prefill.
-  limits.max_context = static_cast<int32_t>(std::min<int64_t>(limits.max_context, int64_t{v.kv_pages} * v.page_size));
+  // that could would stall it mid-prefill. The default shrinks to fit; an
+  // explicit --context that cannot is the user's mistake, told in numbers.
+  const int64_t pool = int64_t{v.kv_pages} * v.page_size;
+  if (limits.max_context > pool)
+    throw std::invalid_argument("--context " + std::to_string(limits.max_context) + " is more than the KV pool holds: " +
+                                std::to_string(pool) + " tokens (" + std::to_string(v.kv_pages) + " pages of " +
+                                std::to_string(v.page_size) + "); raise --kv-tokens or lower --context");
+  if (limits.max_context <= 0)
+    limits.max_context = static_cast<int32_t>(std::min<int64_t>({v.config.n_ctx_train, 8192, pool}));
   s.options.planner = limits;
   s.open_draft_model();
   const persistence::SessionPolicy policy = s.session_policy(v);

@@ -1,6 +1,7 @@
 #include "cli/loaded_model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
@@ -56,8 +57,12 @@ void apply_backend_names(BackendOptions& options, const BackendNames& names) {
   options.overrides.rope = true;
   // The rest (yarn's original context defaults to the file's) is checked with the model.
   if (r.type != RopeScalingType::none && (!std::isfinite(r.factor) || r.factor <= 0))
-    throw std::invalid_argument("--rope-factor: " + std::to_string(names.rope_factor) +
-                                " must be a finite number above 0 (with --rope-scaling " + names.rope_scaling + ")");
+  {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%g", names.rope_factor);
+    throw std::invalid_argument(std::string("--rope-factor: ") + factor + " must be a finite number above 0 (with --rope-scaling " +
+                                names.rope_scaling + ")");
+  }
 }
 
 LoadedModel load_model(const std::string& name_or_path, const BackendOptions& options) {

@@ -65,6 +65,7 @@ SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
       for (const auto& t : s->turns) start.turns.push_back(t.messages);
       start.summary_through = s->summary_through;
       start.context_summary = s->context_summary;
+      start.window_first_turn = s->window_first_turn;
       if (kv_valid(*s)) {
         start.kv_stored = s->kv_pages;
         start.kv_tokens = s->tokens;

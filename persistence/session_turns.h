@@ -36,6 +36,7 @@ struct SessionStart {
   // The summary so far (SessionRecord): it stands for turns [0, summary_through).
   int32_t summary_through = 0;
   std::string context_summary;
+  int32_t window_first_turn = 0;  // the first turn the last prompt kept (turns before it stay out)
   // Stored KV of the session's token history: kv_data[i] holds the page of
   // kv_tokens[i * page_size, (i + 1) * page_size). kv_data is empty when
   // the session's pages are still in memory, or none is stored for this

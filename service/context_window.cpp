@@ -57,18 +57,26 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
   const auto n = static_cast<int32_t>(s.turns.size());
   const bool summary = policy == ContextPolicy::summarize && s.summary_through > 0 && !s.context_summary.empty();
   const int32_t low = summary ? std::min(s.summary_through, n) : 0;
+  // A turn once dropped stays out: the window only moves forward, so the
+  // KV of what it keeps is the history's and the next turns just append.
+  const int32_t kept = policy == ContextPolicy::refuse ? 0 : std::clamp(s.window_first_turn, low, n);
   ContextWindow w;
   w.uses_summary = summary;
-  w.first_turn = low;
-  w.prompt = assemble(tok, format, s, turn, low, summary);
+  w.first_turn = kept;
+  w.prompt = assemble(tok, format, s, turn, kept, summary);
   if (policy == ContextPolicy::refuse || static_cast<int64_t>(w.prompt.size()) <= budget) return w;
-  // The fewest turns dropped: the prompt only shrinks as `first` grows.
-  int32_t lo = low + 1, hi = n;
+  // Dropping costs a shift of everything kept (and, under summarize, a new
+  // summary and one prefill of the window after it): drop to well under the
+  // budget, so that the turns after this one only append.
   std::vector<int32_t> best = assemble(tok, format, s, turn, n, summary);
+  const int64_t target = policy == ContextPolicy::summarize ? budget / 2 : budget * 3 / 4;
+  const int64_t limit = std::min(budget, std::max(target, static_cast<int64_t>(best.size())));
+  // The fewest turns dropped to reach it: the prompt only shrinks as `first` grows.
+  int32_t lo = kept + 1, hi = n;
   while (lo < hi) {
     const int32_t mid = lo + (hi - lo) / 2;
     auto p = assemble(tok, format, s, turn, mid, summary);
-    if (static_cast<int64_t>(p.size()) <= budget) {
+    if (static_cast<int64_t>(p.size()) <= limit) {
       hi = mid;
       best = std::move(p);
     } else {

@@ -1,9 +1,11 @@
 #pragma once
 // A session's context once it outgrows the window: which of its stored turns
 // the next prompt keeps. The leading system messages always stay (they, and
-// the first tokens they make, are the attention sinks); whole turns are
-// dropped from the front of the rest until the prompt fits its budget; the
-// most recent turns and the new messages stay. Nothing is deleted: the
+// the first tokens they make, are the attention sinks); when the prompt
+// outgrows its budget, whole turns are dropped from the front of the rest
+// until it fills 3/4 of it (window) or half (summarize), so that the next
+// turns append instead of moving the window again; the most recent turns and
+// the new messages stay. A dropped turn stays out. Nothing is deleted: the
 // dropped turns stay in the store, marked archived, or summarized when the
 // summarize policy has a summary standing for them.
 //

@@ -133,7 +133,7 @@ TEST_CASE("a session's turns survive kill -9 and the next turn continues the sto
   CHECK(stored_turns(endpoint, "s1").size() == 3);
 }
 
-TEST_CASE("a session runs one turn at a time; unknown and deleted sessions answer clear errors", "[service][persistence]") {
+TEST_CASE("a session runs one turn at a time, and unknown and deleted sessions answer clear errors", "[service][persistence]") {
   Server server("busy");
   messages::ClientConnection c(server.endpoint);
   const std::vector<std::pair<std::string, std::string>> msg{{"user", "count to a hundred"}};

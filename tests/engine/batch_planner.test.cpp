@@ -68,7 +68,7 @@ TEST_CASE("decode of running sequences comes before new prefill, and priority or
   CHECK(s[1].count == 7);
 }
 
-TEST_CASE("admission waits for free pages; finishing frees them") {
+TEST_CASE("admission waits for free pages, and finishing frees them") {
   PagePool pool(4);
   PlannerLimits l;
   l.prefix_caching = false;

@@ -292,7 +292,7 @@ TEST_CASE("ids out of range are reported, not read") {
   CHECK_FALSE(tok.is_end_of_generation(-5));
 }
 
-TEST_CASE("token_bytes undoes the byte-level mapping; control tokens render as text") {
+TEST_CASE("token_bytes undoes the byte-level mapping, and control tokens render as text") {
   TinyVocab t;
   t.merge("h", "i");
   const int32_t space_hi = t.merge(" ", "hi");

@@ -124,7 +124,7 @@ TEST_CASE("pages stored under another model or layout are never restored") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("unknown sessions answer unknown_session; a deleted session is gone with its pages") {
+TEST_CASE("unknown sessions answer unknown_session, and a deleted session is gone with its pages") {
   const auto dir = temp_store("delete");
   Store store(dir);
   SessionTurns turns(store, policy());

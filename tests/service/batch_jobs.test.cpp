@@ -92,7 +92,7 @@ TEST_CASE("a job that could not be stored is refused and never runs") {
   CHECK(w.admits.empty());
 }
 
-TEST_CASE("an item refused for a full queue runs again later; an item whose result was not stored runs again") {
+TEST_CASE("an item refused for a full queue runs again later, and an item whose result was not stored runs again") {
   BatchJobs jobs = make_jobs(1);
   jobs.load({});
   jobs.submit(submission(1));
@@ -121,7 +121,7 @@ TEST_CASE("an item refused for a full queue runs again later; an item whose resu
   CHECK(jobs.take().admits.size() == 1);
 }
 
-TEST_CASE("a stored job resumes with exactly its unfinished items; queries before loading wait for it") {
+TEST_CASE("a stored job resumes with exactly its unfinished items, and queries before loading wait for it") {
   BatchJobs jobs = make_jobs(8);
   jobs.query("client", 1, JobQuery::list, "");
   CHECK(jobs.take().replies.empty());

@@ -47,14 +47,36 @@ TEST_CASE("under the window policy the oldest turns go first, and the system pro
   }
   want.push_back(kTurn[0]);
   CHECK(w.prompt == encode(want));
-  // And no more turns were dropped than needed.
+  // Dropped to 3/4 of the budget (room for the next turns), and no further.
+  CHECK(static_cast<int64_t>(w.prompt.size()) <= budget * 3 / 4);
   auto one_more = want;
   const auto& prev = s.turns[static_cast<size_t>(w.first_turn - 1)];
   one_more.insert(one_more.begin() + 1, prev.begin(), prev.end());
-  CHECK(static_cast<int64_t>(encode(one_more).size()) > budget);
+  CHECK(static_cast<int64_t>(encode(one_more).size()) > budget * 3 / 4);
 }
 
-TEST_CASE("refuse keeps every turn; a turn that fits keeps every turn under any policy") {
+TEST_CASE("a dropped turn stays out, and the window moves again only when the budget is reached") {
+  const auto tok = test::synthetic_tokenizer();
+  auto s = session(20);
+  const auto all = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window);
+  const int64_t budget = static_cast<int64_t>(all.prompt.size()) / 2;
+  const auto w = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::window);
+  REQUIRE(w.first_turn > 0);
+  s.window_first_turn = w.first_turn;
+  // Two more turns fit in the room left: nothing else is dropped.
+  for (int t = 20; t < 22; ++t) {
+    s.turns.push_back({{"user", "one more"}, {"assistant", "sure"}});
+    const auto next = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::window);
+    CHECK(next.first_turn == w.first_turn);
+    CHECK(static_cast<int64_t>(next.prompt.size()) <= budget);
+  }
+  // Even with room for them, turns before the window do not come back.
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window).first_turn == w.first_turn);
+  // Refuse sees every turn again (a policy is chosen per turn).
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::refuse).first_turn == 0);
+}
+
+TEST_CASE("refuse keeps every turn, and a turn that fits keeps every turn under any policy") {
   const auto tok = test::synthetic_tokenizer();
   const auto s = session(6);
   const auto all = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::window);
@@ -79,6 +101,7 @@ TEST_CASE("under summarize a stored summary stands for its turns, and turns drop
                                  ContextPolicy::summarize);
   CHECK(tight.first_turn > 5);
   CHECK(tight.summarize_through == tight.first_turn);
+  CHECK(static_cast<int64_t>(tight.prompt.size()) <= static_cast<int64_t>(full.prompt.size()) / 4);  // half the budget
   const auto request = summary_request(*tok, ChatFormat::chatml, s, tight.first_turn, 1 << 20);
   REQUIRE(request.size() == 1);
   CHECK_THAT(request[0].content, Catch::Contains("Earlier summary: they talked about rain"));

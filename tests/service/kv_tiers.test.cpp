@@ -18,7 +18,7 @@ TEST_CASE("a swapped-out sequence's pages are kept until taken back or dropped, 
   CHECK(tiers.host_bytes() == 0);
 }
 
-TEST_CASE("a session idle past the limit is expired once; one that began a new turn is not") {
+TEST_CASE("a session idle past the limit is expired once, and one that began a new turn is not") {
   KvTiers tiers(1000);
   tiers.session_idle({"a", {1, 2}}, 0);
   tiers.session_idle({"b", {3, 4}}, 0);

@@ -44,7 +44,7 @@ TEST_CASE("a Generate becomes an AdmitRequest with its tokens, sampling and prio
   CHECK_FALSE(gate.check(*r));
 }
 
-TEST_CASE("a ChatTurn without a session is templated at once; with one it waits for the session's history") {
+TEST_CASE("a ChatTurn without a session is templated at once, and with one it waits for the session's history") {
   RequestGate gate(gate_config());
   const std::vector<std::pair<std::string, std::string>> msgs{{"user", "hi"}};
   const Admission plain = gate.to_admit("p", messages::chat_request(1, "", msgs, greedy()), 0);
@@ -129,7 +129,7 @@ TEST_CASE("bad frames and impossible requests are rejections naming the problem"
   CHECK(gate.check(a)->code == wire::ErrorCode::invalid_field);
 }
 
-TEST_CASE("sampled requests with logprobs or n > 1 do not speculate; others get the server's default") {
+TEST_CASE("sampled requests with logprobs or n > 1 do not speculate, and others get the server's default") {
   GateConfig c = gate_config();
   c.speculation = SpeculationMode::ngram;
   RequestGate gate(c);

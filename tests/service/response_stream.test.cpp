@@ -37,7 +37,7 @@ TEST_CASE("a stop string ends the stream and none of it reaches the client") {
   CHECK(stream.take_answer() == "hello ");
 }
 
-TEST_CASE("the end-of-generation token ends the stream without a frame; max_tokens ends it after the last token") {
+TEST_CASE("the end-of-generation token ends the stream without a frame, and max_tokens ends it after the last token") {
   const auto tok = test::synthetic_tokenizer();
   messages::SamplingFields s;
   s.max_tokens = 2;

@@ -156,7 +156,7 @@ TEST_CASE("a result for another step ends that step's requests with an internal 
   CHECK(loop.tokens_of(2).size() == 4);
 }
 
-TEST_CASE("a token outside the vocabulary ends only the requests in that step; a queued one goes on") {
+TEST_CASE("a token outside the vocabulary ends only the requests in that step, and a queued one goes on") {
   SchedulerConfig c = config();
   c.planner.max_running = 1;
   Scheduler s(c);
@@ -214,7 +214,7 @@ TEST_CASE("a cancel that arrives while a step is out takes effect when the resul
   CHECK(p.forget()->size() == 1);
 }
 
-TEST_CASE("a cancel of an unknown request is an Error naming it; a gone client's requests end without frames") {
+TEST_CASE("a cancel of an unknown request is an Error naming it, and a gone client's requests end without frames") {
   Scheduler s(config());
   Loop loop(s);
   s.cancel("client", 7, 42);
@@ -230,7 +230,7 @@ TEST_CASE("a cancel of an unknown request is an Error naming it; a gone client's
   require_no_pages_in_use(s);
 }
 
-TEST_CASE("a duplicate request id on one connection is refused; the same id on another connection is not") {
+TEST_CASE("a duplicate request id on one connection is refused, and the same id on another connection is not") {
   Scheduler s(config());
   Loop loop(s);
   s.admit(request(1, tokens(6), 3, "a"));
