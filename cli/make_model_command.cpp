@@ -39,6 +39,10 @@ Run add_make_model(CLI::App& app) {
   cmd->add_option("--merges", a->spec.n_merges, "BPE merges to learn")->capture_default_str();
   cmd->add_option("--context", a->spec.context_length, "Training context length")->capture_default_str();
   cmd->add_option("--seed", a->spec.seed, "Weight seed")->capture_default_str();
+  cmd->add_option("--rope-scaling", a->spec.rope_scaling, "Write rope.scaling metadata: linear or yarn")
+      ->check(CLI::IsMember({"linear", "yarn"}));
+  cmd->add_option("--rope-factor", a->spec.rope_factor, "rope.scaling.factor")->capture_default_str();
+  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx, "rope.scaling.original_context_length (yarn)");
   cmd->add_flag("!--untied", a->spec.tied_output, "Separate output matrix instead of the embedding");
   return [a] {
     a->spec.weight_type = parse_type(a->type);

@@ -65,7 +65,8 @@ std::vector<float> rope_frequencies(int64_t head_dim, double freq_base, const Ro
 
 float rope_magnitude(const RopeScaling& s) {
   if (s.type != RopeScalingType::yarn) return 1.0f;
-  return static_cast<float>(s.attn_factor * (1.0 + 0.1 * std::log(s.factor)));
+  // No correction when the context is not stretched (as transformers' yarn).
+  return static_cast<float>(s.attn_factor * (s.factor > 1 ? 1.0 + 0.1 * std::log(s.factor) : 1.0));
 }
 
 }  // namespace troupe

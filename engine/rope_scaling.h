@@ -9,7 +9,7 @@
 //   yarn    omega_i = f_i * ((1 - r_i) / factor + r_i), f_i = base^(-2i/d), where
 //           the ramp r_i is 1 for pairs that turn more than beta_fast times over the
 //           original context and 0 below beta_slow turns (those are interpolated);
-//           q and k are scaled by mscale = attn_factor * (1 + 0.1 ln factor)
+//           q and k are scaled by mscale = attn_factor * (1 + 0.1 ln factor), factor > 1
 //
 // YaRN follows llama.cpp's ggml_rope_yarn (and the YaRN paper): the ramp
 // runs over pair index i between floor(c(beta_fast)) and ceil(c(beta_slow)),

@@ -54,6 +54,10 @@ void SyntheticModelSpec::validate() const {
   check_blocks("n_embd", n_embd, weight_type);
   check_blocks("n_ff", n_ff, weight_type);
   check_blocks("n_embd", n_embd, embedding_type);
+  if (!rope_scaling.empty() && rope_scaling != "linear" && rope_scaling != "yarn")
+    throw std::invalid_argument("rope scaling must be linear or yarn (GGUF has no other)");
+  if (!rope_scaling.empty() && !(rope_factor > 0 && std::isfinite(rope_factor)))
+    throw std::invalid_argument("rope factor must be a finite number above 0");
 }
 
 void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
@@ -71,6 +75,12 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_f32(a + "rope.freq_base", 10000.0f);
+  if (!spec.rope_scaling.empty()) {
+    w.set_string(a + "rope.scaling.type", spec.rope_scaling);
+    w.set_f32(a + "rope.scaling.factor", static_cast<float>(spec.rope_factor));
+    if (spec.rope_orig_ctx > 0)
+      w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.rope_orig_ctx));
+  }
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", spec.architecture == "qwen2" ? "qwen2" : "llama-bpe");
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);

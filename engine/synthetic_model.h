@@ -25,6 +25,10 @@ struct SyntheticModelSpec {
   TensorType embedding_type = TensorType::F32;
   bool tied_output = true;
   uint64_t seed = 1;
+  // rope.scaling.* metadata: "" (none written), "linear" or "yarn".
+  std::string rope_scaling;
+  double rope_factor = 1.0;
+  int64_t rope_orig_ctx = 0;  // yarn: 0 writes none (the reader takes context_length)
 
   void validate() const;  // throws std::invalid_argument naming the problem
 };

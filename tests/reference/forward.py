@@ -19,8 +19,62 @@ def _field(reader, key):
     return v[0].item()
 
 
+def rope_frequencies(head_dim, base, scaling):
+    """The rotation frequency of each dimension pair under a RoPE scaling.
+
+    scaling: None or a dict with "type" (linear, ntk, yarn), "factor" and, for
+    yarn, "orig_ctx" (and optionally beta_fast, beta_slow, attn_factor). Written
+    from the methods' definitions: position interpolation (Chen et al. 2023),
+    NTK-aware base change (bloc97), and YaRN (Peng et al. 2023) as transformers
+    and vLLM compute it for Qwen2.5: the blend between interpolated and original
+    frequencies ramps linearly over the pair index between the pairs that turn
+    beta_fast and beta_slow times within the original context.
+    Returns (frequencies, magnitude applied to rotated q and k).
+    """
+    d = head_dim
+    pair = np.arange(0, d, 2, dtype=np.float64)  # 2i
+    kind = (scaling or {}).get("type", "none")
+    if kind == "none":
+        return base ** (-pair / d), 1.0
+    s = float(scaling["factor"])
+    if kind == "linear":
+        return base ** (-pair / d) / s, 1.0
+    if kind == "ntk":
+        return (base * s ** (d / (d - 2))) ** (-pair / d), 1.0
+    assert kind == "yarn", kind
+    orig = float(scaling["orig_ctx"])
+    beta_fast, beta_slow = scaling.get("beta_fast", 32.0), scaling.get("beta_slow", 1.0)
+
+    def pair_turning(turns):  # the (fractional) pair index that turns `turns` times over orig
+        return d * np.log(orig / (turns * 2 * np.pi)) / (2 * np.log(base))
+
+    low = max(np.floor(pair_turning(beta_fast)), 0.0)
+    high = min(np.ceil(pair_turning(beta_slow)), d - 1.0)
+    if high == low:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    keep = 1.0 - ramp  # 1: the pair keeps its frequency (it turns often), 0: interpolated
+    plain = base ** (-pair / d)
+    freqs = plain / s * (1.0 - keep) + plain * keep
+    magnitude = scaling.get("attn_factor", 1.0) * ((0.1 * np.log(s) + 1.0) if s > 1 else 1.0)
+    return freqs, magnitude
+
+
+def rope_scaling_of(reader, arch):
+    """rope.scaling.* of a GGUF file (llama.cpp's keys), or None."""
+    a = arch + "."
+    kind = _field(reader, a + "rope.scaling.type")
+    if kind in (None, "none"):
+        return None
+    out = {"type": kind, "factor": _field(reader, a + "rope.scaling.factor") or 1.0}
+    orig = _field(reader, a + "rope.scaling.original_context_length")
+    out["orig_ctx"] = orig if orig else _field(reader, a + "context_length")
+    return out
+
+
 class ReferenceModel:
-    def __init__(self, path):
+    def __init__(self, path, rope_scaling="file"):
+        """rope_scaling: "file" (the file's metadata), or a dict as rope_frequencies takes."""
         r = GGUFReader(path)
         self.arch = _field(r, "general.architecture")
         a = self.arch + "."
@@ -28,6 +82,7 @@ class ReferenceModel:
         self.n_head_kv = _field(r, a + "attention.head_count_kv") or self.n_head
         self.eps = _field(r, a + "attention.layer_norm_rms_epsilon")
         self.rope_base = _field(r, a + "rope.freq_base") or 10000.0
+        self.rope_scaling = rope_scaling_of(r, self.arch) if rope_scaling == "file" else rope_scaling
         self.n_layer = _field(r, a + "block_count")
         self.w = {}
         for t in r.tensors:
@@ -43,9 +98,9 @@ class ReferenceModel:
 
     def _rope(self, x, pos):
         d = x.shape[-1]
-        inv = self.rope_base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        inv, magnitude = rope_frequencies(d, self.rope_base, self.rope_scaling)
         ang = pos[:, None] * inv[None, :]
-        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        cos, sin = magnitude * np.cos(ang)[:, None, :], magnitude * np.sin(ang)[:, None, :]
         if self.halves:
             x1, x2 = x[..., : d // 2], x[..., d // 2 :]
             return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
