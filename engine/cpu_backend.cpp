@@ -1,6 +1,7 @@
 #include "engine/cpu_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -13,8 +14,16 @@ CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t p
 }
 
 std::string CpuBackend::describe() const {
-  return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + " " +
-         std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens";
+  std::string wide;
+  for (int64_t l = 0; l < model_->config().n_layer; ++l)
+    if (cache_.type() != KvType::f16 && cache_.key_format(l) == KvRowFormat::f16)
+      wide += (wide.empty() ? " (f16 keys in layer " : ", ") + std::to_string(l);
+  if (!wide.empty()) wide += ")";
+  const double per_token = static_cast<double>(cache_.page_bytes()) / cache_.page_size();
+  char bytes[48];
+  std::snprintf(bytes, sizeof bytes, ", %.0f bytes a token", per_token);
+  return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + wide + " " +
+         std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens" + bytes;
 }
 
 namespace {
@@ -68,7 +77,6 @@ void CpuBackend::write_page_bytes(int32_t page, std::string_view bytes) {
 void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
   const ModelConfig& c = model_->config();
   const int32_t ps = cache_.page_size();
-  const KvRowFormat kf = key_format(cache_.type());
   std::vector<float> k(static_cast<size_t>(c.kv_dim()));
   for (const KvShift& s : shifts) {
     if (s.count <= 0) continue;
@@ -88,6 +96,7 @@ void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
       const int32_t sp = s.src_start + i, dp = s.dst_start + i;
       const int32_t src_page = s.src_table[sp / ps], src_slot = sp % ps, dst_page = s.dst_table[dp / ps], dst_slot = dp % ps;
       for (int64_t l = 0; l < c.n_layer; ++l) {
+        const KvRowFormat kf = cache_.key_format(l);
         const float* m = cache_.key_offset(l);
         for (int64_t h = 0; h < c.n_head_kv; ++h) {
           float* row = k.data() + h * c.head_dim;

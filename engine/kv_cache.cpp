@@ -15,16 +15,26 @@ KvCache::KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size, 
       n_layer_(config.n_layer),
       n_head_kv_(config.n_head_kv),
       head_dim_(config.head_dim),
-      key_row_(kv_row_bytes(key_format(type), config.head_dim)),
-      value_row_(kv_row_bytes(value_format(type), config.head_dim)),
+      value_format_(troupe::value_format(type)),
+      value_row_(kv_row_bytes(value_format_, config.head_dim)),
       pool_(n_pages) {
   if (page_size <= 0) throw std::invalid_argument("KV page size must be positive");
   if (!kv_type_fits(type, head_dim_))
     throw std::invalid_argument(std::string("KV type ") + kv_type_name(type) + " needs a head dimension that is a multiple of " +
                                 std::to_string(kKvBlock) + "; this model's is " + std::to_string(head_dim_));
-  const size_t rows = static_cast<size_t>(n_layer_) * n_pages * page_size * n_head_kv_;
-  keys_.assign(rows * static_cast<size_t>(key_row_), 0);
-  values_.assign(rows * static_cast<size_t>(value_row_), 0);
+  const int64_t layer_rows = static_cast<int64_t>(n_pages) * page_size * n_head_kv_;
+  int64_t key_bytes = 0;
+  for (int64_t l = 0; l < n_layer_; ++l) {
+    const bool wide = type != KvType::f16 && std::find(config.wide_key_layers.begin(), config.wide_key_layers.end(), l) !=
+                                                 config.wide_key_layers.end();
+    key_formats_.push_back(wide ? KvRowFormat::f16 : troupe::key_format(type));
+    key_rows_.push_back(kv_row_bytes(key_formats_.back(), head_dim_));
+    key_base_.push_back(key_bytes);
+    key_bytes += layer_rows * key_rows_.back();
+    page_bytes_ += static_cast<int64_t>(page_size) * n_head_kv_ * (key_rows_.back() + value_row_);
+  }
+  keys_.assign(static_cast<size_t>(key_bytes), 0);
+  values_.assign(static_cast<size_t>(n_layer_ * layer_rows * value_row_), 0);
   key_offsets_.assign(static_cast<size_t>(n_layer_ * n_head_kv_ * head_dim_), 0.0f);
 }
 
@@ -43,7 +53,7 @@ void KvCache::copy_page(int32_t src, int32_t dst) {
     throw std::out_of_range("KV page copy " + std::to_string(src) + " -> " + std::to_string(dst) + " out of range");
   const int64_t rows = page_size_ * n_head_kv_;
   for (int64_t layer = 0; layer < n_layer_; ++layer) {
-    std::copy_n(key_row(layer, src, 0, 0), rows * key_row_, key_row(layer, dst, 0, 0));
+    std::copy_n(key_row(layer, src, 0, 0), rows * key_row_bytes(layer), key_row(layer, dst, 0, 0));
     std::copy_n(value_row(layer, src, 0, 0), rows * value_row_, value_row(layer, dst, 0, 0));
   }
 }
@@ -52,7 +62,7 @@ void KvCache::read_page(int32_t page, uint8_t* out) const {
   if (page < 0 || page >= pool_.capacity()) throw std::out_of_range("KV page " + std::to_string(page) + " out of range");
   const int64_t rows = page_size_ * n_head_kv_;
   for (int64_t layer = 0; layer < n_layer_; ++layer) {
-    out = std::copy_n(key_row(layer, page, 0, 0), rows * key_row_, out);
+    out = std::copy_n(key_row(layer, page, 0, 0), rows * key_row_bytes(layer), out);
     out = std::copy_n(value_row(layer, page, 0, 0), rows * value_row_, out);
   }
 }
@@ -61,8 +71,8 @@ void KvCache::write_page(int32_t page, const uint8_t* in) {
   if (page < 0 || page >= pool_.capacity()) throw std::out_of_range("KV page " + std::to_string(page) + " out of range");
   const int64_t rows = page_size_ * n_head_kv_;
   for (int64_t layer = 0; layer < n_layer_; ++layer) {
-    std::copy_n(in, rows * key_row_, key_row(layer, page, 0, 0));
-    in += rows * key_row_;
+    std::copy_n(in, rows * key_row_bytes(layer), key_row(layer, page, 0, 0));
+    in += rows * key_row_bytes(layer);
     std::copy_n(in, rows * value_row_, value_row(layer, page, 0, 0));
     in += rows * value_row_;
   }
@@ -78,8 +88,8 @@ void KvCache::store(int64_t layer, int32_t page, int32_t slot, const float* k, c
   };
   const float* m = key_offset(layer);
   for (int64_t h = 0; h < n_head_kv_; ++h) {
-    put(key_format(type_), k + h * head_dim_, m + h * head_dim_, key_row(layer, page, slot, h));
-    put(value_format(type_), v + h * head_dim_, nullptr, value_row(layer, page, slot, h));
+    put(key_format(layer), k + h * head_dim_, m + h * head_dim_, key_row(layer, page, slot, h));
+    put(value_format_, v + h * head_dim_, nullptr, value_row(layer, page, slot, h));
   }
 }
 

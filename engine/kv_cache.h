@@ -8,7 +8,9 @@
 //   | slot 0 | slot 1 | ... |  | slot 0 | ...        page_size slots a page
 //   +--------+--------+-----+  +--------+-----
 //   slot = [n_head_kv] rows, a row = one head's head_dim values in the
-//   cache's format (engine/kv_type.h: f16, q8_0 or q4_0 rows)
+//   cache's format (engine/kv_type.h: f16, q8_0 or q4_0 rows); a quantized
+//   cache keeps the keys of a model's wide key layers in f16
+//   (engine/kv_key_layers.h), so key rows differ in size between layers
 //
 // Token at position p of a sequence lives in page block_table[p / page_size],
 // slot p % page_size. All layers share the page numbering, so one block table
@@ -32,11 +34,13 @@ class KvCache {
   int32_t page_size() const { return page_size_; }
   int64_t slot_values() const { return n_head_kv_ * head_dim_; }
   int64_t head_dim() const { return head_dim_; }
-  int64_t key_row_bytes() const { return key_row_; }
+  KvRowFormat key_format(int64_t layer) const { return key_formats_[static_cast<size_t>(layer)]; }
+  KvRowFormat value_format() const { return value_format_; }
+  int64_t key_row_bytes(int64_t layer) const { return key_rows_[static_cast<size_t>(layer)]; }
   int64_t value_row_bytes() const { return value_row_; }
   int64_t bytes() const { return static_cast<int64_t>(keys_.size() + values_.size()); }
   // Bytes of one page, every layer's K and V: read_page()/write_page() move these.
-  int64_t page_bytes() const { return n_layer_ * page_size_ * n_head_kv_ * (key_row_ + value_row_); }
+  int64_t page_bytes() const { return page_bytes_; }
   PagePool& pool() { return pool_; }
   const PagePool& pool() const { return pool_; }
 
@@ -58,13 +62,13 @@ class KvCache {
   const float* key_offset(int64_t layer) const { return key_offsets_.data() + layer * slot_values(); }
 
   const uint8_t* key_row(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
-    return keys_.data() + slot_offset(layer, page, slot) * key_row_ + head * key_row_;
+    return keys_.data() + key_offset_bytes(layer, page, slot, head);
   }
   const uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
     return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
   }
   uint8_t* key_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
-    return keys_.data() + slot_offset(layer, page, slot) * key_row_ + head * key_row_;
+    return keys_.data() + key_offset_bytes(layer, page, slot, head);
   }
   uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
     return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
@@ -80,12 +84,20 @@ class KvCache {
   int64_t slot_offset(int64_t layer, int32_t page, int32_t slot) const {
     return ((layer * pool_.capacity() + page) * page_size_ + slot) * n_head_kv_;
   }
+  // Key rows: each layer's block of the pool, rows of that layer's size.
+  int64_t key_offset_bytes(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
+    const auto l = static_cast<size_t>(layer);
+    return key_base_[l] + ((static_cast<int64_t>(page) * page_size_ + slot) * n_head_kv_ + head) * key_rows_[l];
+  }
   uint16_t* half_at(const std::vector<uint8_t>& v, int64_t layer, int32_t page, int32_t slot) const;
 
   KvType type_;
   int32_t page_size_;
   int64_t n_layer_, n_head_kv_, head_dim_;
-  int64_t key_row_, value_row_;
+  std::vector<KvRowFormat> key_formats_;
+  std::vector<int64_t> key_rows_, key_base_;  // per layer: row bytes, first byte
+  KvRowFormat value_format_;
+  int64_t value_row_, page_bytes_ = 0;
   PagePool pool_;
   std::vector<uint8_t> keys_;
   std::vector<uint8_t> values_;

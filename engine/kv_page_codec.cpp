@@ -19,7 +19,7 @@ constexpr char kMagicK8V4[4] = {'K', 'V', '8', '4'};
 constexpr char kMagicQuantized[4] = {'K', 'V', 'r', '1'};
 constexpr uint16_t kVersion = 1;
 constexpr size_t kHeader = 4 + 5 * 2;
-constexpr size_t kRawHeader = kHeader + 2;  // + the KV type
+constexpr size_t kRawHeader = kHeader + 4;  // + the KV type, its count of f16-key layers
 
 void put16(std::string& s, uint16_t v) { s.append({static_cast<char>(v & 0xff), static_cast<char>(v >> 8)}); }
 uint16_t get16(const char* p) { return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | static_cast<uint8_t>(p[1]) << 8); }
@@ -77,7 +77,7 @@ constexpr int32_t kV4Group = 32;
 
 KvPageShape KvPageShape::of(const ModelConfig& c, int32_t page_size, KvType kv_type) {
   return {static_cast<int32_t>(c.n_layer), page_size, static_cast<int32_t>(c.n_head_kv), static_cast<int32_t>(c.head_dim),
-          kv_type};
+          kv_type, kv_type == KvType::f16 ? 0 : static_cast<int32_t>(c.wide_key_layers.size())};
 }
 
 KvPageCodec swap_codec(KvType type) { return type == KvType::f16 ? KvPageCodec::fp16 : KvPageCodec::raw; }
@@ -86,9 +86,12 @@ int64_t KvPageShape::encoded_bytes(KvPageCodec codec) const {
   const int64_t rows = static_cast<int64_t>(n_layer) * page_size * n_head_kv;  // of K, and as many of V
   const int64_t int8_row = 2 + head_dim;
   switch (codec) {
-    case KvPageCodec::raw:
+    case KvPageCodec::raw: {
+      const int64_t layer_rows = rows / std::max(1, n_layer);
       return static_cast<int64_t>(kRawHeader) +
-             rows * (kv_row_bytes(key_format(kv_type), head_dim) + kv_row_bytes(value_format(kv_type), head_dim));
+             rows * (kv_row_bytes(key_format(kv_type), head_dim) + kv_row_bytes(value_format(kv_type), head_dim)) +
+             layer_rows * wide_key_layers * (kv_row_bytes(KvRowFormat::f16, head_dim) - kv_row_bytes(key_format(kv_type), head_dim));
+    }
     case KvPageCodec::fp16: return static_cast<int64_t>(kHeader) + rows * 2 * (2 * head_dim);
     case KvPageCodec::k8v4: return static_cast<int64_t>(kHeader) + rows * (int8_row + head_dim / kV4Group * (2 + kV4Group / 2));
     default: return static_cast<int64_t>(kHeader) + rows * 2 * int8_row;
@@ -158,7 +161,7 @@ namespace {
 std::string raw_header(const KvPageShape& shape) {
   std::string out(kMagicQuantized, 4);
   for (int32_t v : {static_cast<int32_t>(kVersion), shape.n_layer, shape.page_size, shape.n_head_kv, shape.head_dim,
-                    static_cast<int32_t>(shape.kv_type)})
+                    static_cast<int32_t>(shape.kv_type), shape.wide_key_layers})
     put16(out, static_cast<uint16_t>(v));
   return out;
 }

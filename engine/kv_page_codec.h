@@ -37,6 +37,7 @@ enum class KvPageCodec : uint8_t { int8 = 0, fp16 = 1, k8v4 = 2, raw = 3 };
 struct KvPageShape {
   int32_t n_layer = 0, page_size = 0, n_head_kv = 0, head_dim = 0;
   KvType kv_type = KvType::f16;  // of the cache the page comes from (raw pages only)
+  int32_t wide_key_layers = 0;   // of them with f16 keys in a quantized cache (ModelConfig)
   static KvPageShape of(const ModelConfig& config, int32_t page_size, KvType kv_type = KvType::f16);
   // FP16 values of K (or V) in one page, all layers: [layer][slot][head][dim].
   int64_t values() const { return static_cast<int64_t>(n_layer) * page_size * n_head_kv * head_dim; }

@@ -18,7 +18,9 @@
 // A KV type pairs a key and a value format: f16 (both f16), q8_0 (both q8_0)
 // and k8v4 (keys q8_0, values q4_0: 0.41 of FP16). Keys decide which tokens
 // are attended, so they keep 8 bits; values are averaged by attention and
-// tolerate 4. Attention reads the rows as they are stored (cpu/attention),
+// tolerate 4. A model's few layers with a huge turning key bias keep f16
+// keys under any type (engine/kv_key_layers.h): on Qwen2.5-0.5B that is one
+// layer of 24, and q8_0 costs 0.54 of FP16, k8v4 0.42. Attention reads the rows as they are stored (cpu/attention),
 // converting a block of rows at a time into L1; nothing is kept in FP16.
 #include <cstdint>
 #include <string_view>

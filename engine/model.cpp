@@ -8,6 +8,7 @@
 
 #include "engine/cpu/attention.h"
 #include "engine/cpu/isa.h"
+#include "engine/kv_key_layers.h"
 #include "engine/cpu/kv_kernels.h"
 #include "engine/cpu/quants.h"
 #include "engine/kv_cache.h"

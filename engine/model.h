@@ -33,9 +33,9 @@ class Model {
   // What every key of a layer shares, for a quantized cache to store keys
   // less (KvCache::set_key_offsets): the key bias over the dimension pairs
   // that RoPE turns by at most kKeyOffsetTurn radians over the trained
-  // context, where the bias stays nearly where it was. n_layer x kv_dim.
+  // context (engine/kv_key_layers.h), where the bias stays nearly where it
+  // was. n_layer x kv_dim.
   std::vector<float> key_offsets() const;
-  static constexpr double kKeyOffsetTurn = 2.0;
 
   // Runs every sequence of the batch one step: writes the K/V of its new tokens
   // into the cache at their positions and fills `out` with the logits of the

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/gguf_file.h"
+#include "engine/kv_key_layers.h"
 
 namespace troupe {
 namespace {
@@ -80,6 +81,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
     throw GgufError(f.name() + ": token_embd.weight has width " + std::to_string(embd->dims[0]) +
                     ", expected embedding_length " + std::to_string(c.n_embd));
   c.n_vocab = embd->dims[1];
+  c.wide_key_layers = wide_key_layers(f, c);
   return c;
 }
 

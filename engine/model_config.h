@@ -3,6 +3,7 @@
 // (`<arch>.embedding_length` and friends) and checked for consistency.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/rope_scaling.h"
 
@@ -31,6 +32,8 @@ struct ModelConfig {
   RopeScaling rope_scaling;      // from the file's rope.scaling.* keys, or an override
   float rope_freq_scale = 1.0f;  // linear scaling's 1 / factor (1 otherwise): part of the KV identity
   RopeOrder rope_order = RopeOrder::halves;
+  // Layers whose keys a quantized KV cache keeps in f16 (engine/kv_key_layers.h).
+  std::vector<int32_t> wide_key_layers;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -56,7 +56,11 @@ std::string KvIdentity::key_prefix() const {
 KvIdentity kv_identity(const GgufFile& file, const ModelConfig& c, int32_t page_size, uint8_t codec, uint8_t kv_type) {
   std::string layout = "kv-f16/page-codec-v1";
   add(layout, codec);
-  if (kv_type != 0) add(layout, kv_type);  // f16 stores keep the identity they had
+  if (kv_type != 0) {  // f16 stores keep the identity they had
+    add(layout, kv_type);
+    add(layout, static_cast<int32_t>(c.wide_key_layers.size()));
+    for (int32_t l : c.wide_key_layers) add(layout, l);
+  }
   add(layout, page_size);
   add(layout, c.n_layer);
   add(layout, c.n_head_kv);

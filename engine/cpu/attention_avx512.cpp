@@ -103,7 +103,7 @@ void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32
                 float* kt, float* vb) {
   constexpr int d = 16 * kVecs;
   const int32_t ps = cache.page_size();
-  const KvRowFormat kf = key_format(cache.type()), vf = value_format(cache.type());
+  const KvRowFormat kf = cache.key_format(layer), vf = cache.value_format();
   for (int32_t j = 0; j < n; ++j) {
     const int32_t p = b0 + j;
     decode_row<kVecs>(kf, cache.key_row(layer, table[p / ps], p % ps, kv_head), vb + j * d);
@@ -202,7 +202,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   alignas(64) float kt[d * kB];
   alignas(64) float vb[kB * d];
   alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
-  const bool rotated_keys = kv_rotated(key_format(cache.type())), rotated_values = kv_rotated(value_format(cache.type()));
+  const bool rotated_keys = kv_rotated(cache.key_format(layer)), rotated_values = kv_rotated(cache.value_format());
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
       const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;

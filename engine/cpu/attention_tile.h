@@ -39,7 +39,7 @@ inline void load_rows(const KvCache& cache, int64_t layer, const int32_t* table,
                       bool keys, float* out) {
   const int64_t d = cache.head_dim();
   const int32_t ps = cache.page_size();
-  const KvRowFormat f = keys ? key_format(cache.type()) : value_format(cache.type());
+  const KvRowFormat f = keys ? cache.key_format(layer) : cache.value_format();
   for (int32_t j = 0; j < n; ++j) {
     const int32_t p = b0 + j;
     const uint8_t* row = keys ? cache.key_row(layer, table[p / ps], p % ps, kv_head)
@@ -83,7 +83,7 @@ inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int3
   const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const int64_t rh_count = tile.rows * group;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool rotated_keys = kv_rotated(key_format(cache.type())), rotated_values = kv_rotated(value_format(cache.type()));
+  const bool rotated_keys = kv_rotated(cache.key_format(layer)), rotated_values = kv_rotated(cache.value_format());
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
       const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;

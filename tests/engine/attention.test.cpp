@@ -19,8 +19,9 @@ using namespace troupe::cpu;
 
 namespace {
 
-ModelConfig make_config(int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
+ModelConfig make_config(int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool wide_keys = false) {
   ModelConfig c;
+  if (wide_keys) c.wide_key_layers = {0};
   c.n_layer = 1;
   c.n_head = n_head;
   c.n_head_kv = n_head_kv;
@@ -35,8 +36,8 @@ struct Filled {
   ModelConfig config;
   KvCache cache;
   std::vector<int32_t> table;
-  Filled(int64_t n_head, int64_t n_head_kv, int64_t head_dim, int32_t n_ctx, KvType type = KvType::f16)
-      : config(make_config(n_head, n_head_kv, head_dim)), cache(config, (n_ctx + 15) / 16 + 3, 16, type) {
+  Filled(int64_t n_head, int64_t n_head_kv, int64_t head_dim, int32_t n_ctx, KvType type = KvType::f16, bool wide = false)
+      : config(make_config(n_head, n_head_kv, head_dim, wide)), cache(config, (n_ctx + 15) / 16 + 3, 16, type) {
     const int32_t pages = (n_ctx + 15) / 16;
     for (int32_t i = 0; i < pages; ++i) table.push_back((i * 5 + 2) % (pages + 3));
     const auto k = troupe::test::gaussian(static_cast<size_t>(n_ctx * config.kv_dim()), 11, 1.5f);
@@ -69,10 +70,10 @@ struct Filled {
       for (int64_t h = 0; h < config.n_head_kv; ++h) {
         float* kr = &k[(p * config.n_head_kv + h) * d];
         float* vr = &v[(p * config.n_head_kv + h) * d];
-        decode_kv_row(key_format(cache.type()), cache.key_row(0, table[p / 16], p % 16, h), d, kr);
-        decode_kv_row(value_format(cache.type()), cache.value_row(0, table[p / 16], p % 16, h), d, vr);
-        if (kv_rotated(key_format(cache.type()))) kv_rotate(kr, d);  // stored rotated: the effective key
-        if (kv_rotated(value_format(cache.type()))) kv_rotate(vr, d);
+        decode_kv_row(cache.key_format(0), cache.key_row(0, table[p / 16], p % 16, h), d, kr);
+        decode_kv_row(cache.value_format(), cache.value_row(0, table[p / 16], p % 16, h), d, vr);
+        if (kv_rotated(cache.key_format(0))) kv_rotate(kr, d);  // stored rotated: the effective key
+        if (kv_rotated(cache.value_format())) kv_rotate(vr, d);
       }
     std::vector<double> out(q.size());
     std::vector<double> s(static_cast<size_t>(n_ctx));
@@ -123,9 +124,11 @@ TEST_CASE("tiled attention equals a float64 reference from 1 to 40,000 positions
 }
 
 TEST_CASE("tiled attention reads q8_0 and k8v4 pages directly, within the rounding of half-precision kernels") {
+  for (bool wide : {false, true})  // a wide key layer: f16 keys beside quantized values
   for (KvType type : {KvType::q8_0, KvType::k8v4}) {
     for (int32_t n_ctx : {7, 64, 1500}) {
-      const Filled f(14, 2, 64, n_ctx, type);
+      const Filled f(14, 2, 64, n_ctx, type, wide);
+      INFO("wide keys " << wide);
       const auto q = troupe::test::gaussian(static_cast<size_t>(3 * f.config.q_dim()), 7, 0.5f);
       const double err = max_abs_error(f.attend(q, 3, n_ctx - 2, kTileRows), f.reference(q, 3, n_ctx - 2));
       INFO(kv_type_name(type) << ", " << n_ctx << " positions: largest error " << err);
