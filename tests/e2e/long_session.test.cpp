@@ -135,11 +135,21 @@ void run_turns(const std::string& endpoint, const std::string& session, int from
 }
 
 // Waits until the session's stored summary covers some turns.
+// Waits until the session has a summary and no request runs (so no summary
+// is being written) and the summary held still over one poll: the summary
+// cannot change under the next turn.
 StoredSession wait_for_summary(const std::string& endpoint, const std::string& session) {
+  messages::ClientConnection c(endpoint);
   StoredSession s;
+  std::string last = "-";
   for (int i = 0; i < 300; ++i) {
     s = show(endpoint, session);
-    if (!s.summary.empty()) return s;
+    messages::Bytes keep;
+    const auto* st = stats(c, keep);
+    REQUIRE(st);
+    const bool idle = st->running() == 0 && st->waiting() == 0;
+    if (!s.summary.empty() && idle && s.summary == last) return s;
+    last = idle ? s.summary : "-";
     std::this_thread::sleep_for(100ms);
   }
   return s;
@@ -197,6 +207,7 @@ TEST_CASE("summarize: dropped turns are summarized in the background and the nex
   StoredSession s = wait_for_summary(server.endpoint, "sum");
   REQUIRE(!s.summary.empty());
   CHECK(s.turns == acked);
+  const std::string summary_seen = s.summary;
   const auto last = chat(server.endpoint, "sum", turn_messages(14), 12, wire::ContextPolicy::summarize);
   REQUIRE(last.done);
   const int32_t last_prompt = last.usage.prompt_tokens;
@@ -211,7 +222,9 @@ TEST_CASE("summarize: dropped turns are summarized in the background and the nex
   const auto first_window = std::find(s.states.begin(), s.states.end(), wire::TurnState::window) - s.states.begin();
   for (long t = 0; t < first_window; ++t) CHECK(s.states[static_cast<size_t>(t)] != wire::TurnState::window);
   CHECK(s.states.front() == wire::TurnState::summarized);
-  // The prompt of the last turn was the system prompt, the summary and the window.
+  // The prompt of the last turn was the system prompt, the summary it saw and
+  // the window (a summary written since, of turns that turn dropped, is not in it).
+  s.summary = summary_seen;
   Messages alone = in_window(s);
   alone.pop_back();
   const auto fresh = chat(server.endpoint, "", alone, 12, wire::ContextPolicy::refuse);
