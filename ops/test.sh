@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what is missing
 # (Debian packages, the Python reference environment with llama-cpp-python,
-# the default model), builds, and runs every CTest test.
-#   ops/test.sh                 everything
-#   ops/test.sh -L unit         only a label (unit, reference, tokenizer, oracle, e2e)
+# the default model), builds, and runs the CTest tests.
+#   ops/test.sh                 every test but those labelled slow (what CI runs)
+#   ops/test.sh -L slow         only the slow ones (minutes each: docs/TESTING.md)
+#   ops/test.sh -L unit         only a label (unit, reference, oracle, service, slow)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -14,4 +15,9 @@ ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b >/dev/null
 ops/build.sh -DTROUPE_PYTHON="$python" -DTROUPE_WERROR=ON
 
 cd "${BUILD_DIR:-$root/build}"
-ctest --output-on-failure -j"$(nproc)" --timeout 900 "$@"
+# A label or name filter given replaces the default, which leaves out slow.
+filter=(-LE slow)
+for a in "$@"; do
+  case "$a" in -L|-LE|-R|-E|--label-regex|--label-exclude|--tests-regex|--exclude-regex) filter=() ;; esac
+done
+ctest --output-on-failure -j"$(nproc)" --timeout 900 "${filter[@]}" "$@"
