@@ -103,6 +103,15 @@ def check_sessions_and_jobs(c):
         c.chat([("user", text)], max_tokens=4, temperature=0, session_id="py").read()
     shown = c.show_session("py")
     check(shown["turns"] == 2 and [m[1] for m in shown["messages"]][::2] == ["first", "second"], str(shown))
+    check(shown["turn_states"] == ["window", "window"] and shown["context_summary"] == "", str(shown))
+    # A context policy travels with the turn: summarize needs a session to keep its summary in.
+    try:
+        c.chat([("user", "x")], max_tokens=4, temperature=0, context_policy="summarize").read()
+        check(False, "summarize without a session was accepted")
+    except TroupeError as e:
+        check(e.code == "invalid_field" and "session" in e.message, str(e))
+    c.chat([("user", "third")], max_tokens=4, temperature=0, session_id="py", context_policy="window").read()
+    check(c.show_session("py")["turns"] == 3, "a window turn is stored")
     check(any(s["session_id"] == "py" for s in c.list_sessions()), "listed")
     check("deleted" in c.delete_session("py"), "deleted")
     try:

@@ -14,6 +14,9 @@ from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
 _SPECULATION = {"default": 0, "off": 1, "ngram": 2, "draft": 3, "auto": 4}
+# What a request does when it outgrows the context (messages/client.fbs ContextPolicy).
+_CONTEXT_POLICIES = {"default": 0, "refuse": 1, "window": 2, "summarize": 3}
+_TURN_STATES = {0: "window", 1: "summarized", 2: "archived"}
 _ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
 _FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
 _JOB_STATES = {v: k for k, v in vars(JobState.JobState).items() if not k.startswith("_")}
@@ -235,7 +238,8 @@ class Client:
 
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
-                 ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model=""):
+                 ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
+                 context_policy="default"):
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
@@ -250,6 +254,7 @@ class Client:
         Generate.AddN(b, n)
         Generate.AddSpeculation(b, _SPECULATION[speculation])
         Generate.AddMaxDraft(b, max_draft)
+        Generate.AddContextPolicy(b, _CONTEXT_POLICIES[context_policy])
         if draft is not None:
             Generate.AddDraftModel(b, draft)
         body = Generate.End(b)
@@ -259,8 +264,11 @@ class Client:
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
-             draft_model=""):
-        """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]."""
+             draft_model="", context_policy="default"):
+        """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
+        context_policy: what a session does past the context: "window" (the
+        server's default for sessions: drop the oldest turns), "summarize"
+        (and stand for them by a summary), "refuse"."""
         b = flatbuffers.Builder(1024)
         offsets = []
         for m in messages:
@@ -284,6 +292,7 @@ class Client:
         ChatTurn.AddPriority(b, _PRIORITIES[priority])
         ChatTurn.AddSpeculation(b, _SPECULATION[speculation])
         ChatTurn.AddMaxDraft(b, max_draft)
+        ChatTurn.AddContextPolicy(b, _CONTEXT_POLICIES[context_policy])
         if draft is not None:
             ChatTurn.AddDraftModel(b, draft)
         body = ChatTurn.End(b)
@@ -351,6 +360,8 @@ class Client:
         out = _session_summary(s.Summary())
         out["messages"] = [((s.Messages(i).Role() or b"").decode(), (s.Messages(i).Content() or b"").decode())
                            for i in range(s.MessagesLength())]
+        out["turn_states"] = [_TURN_STATES.get(s.TurnStates(i), str(s.TurnStates(i))) for i in range(s.TurnStatesLength())]
+        out["context_summary"] = (s.ContextSummary() or b"").decode()
         return out
 
     def delete_session(self, session_id):
