@@ -319,6 +319,7 @@ class Checker:
 # read as one more input: documented by their parent's README instead.
 DATA_FOLDERS = {
     "examples/summarize-papers/papers",  # every file is a batch job item (summarize.py, batch --dir)
+    "examples/summarize-papers/documents",  # the same, whole documents (the README one up says whence)
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarize every text file in a folder as one durable batch job on a
+"""Summarize every .txt file in a folder as one durable batch job on a
 running `troupe serve`: one summary per file, written as NAME.summary.txt.
 
     build/troupe serve -m qwen2.5-coder-0.5b &
@@ -40,9 +40,10 @@ def main():
     ap.add_argument("--job", help="follow an already submitted job instead of submitting")
     args = ap.parse_args()
 
-    names = sorted(f for f in os.listdir(args.folder) if os.path.isfile(os.path.join(args.folder, f)))
+    names = sorted(f for f in os.listdir(args.folder)
+                   if f.endswith(".txt") and os.path.isfile(os.path.join(args.folder, f)))
     if not names:
-        sys.exit(f"no files in {args.folder}")
+        sys.exit(f"no .txt files in {args.folder}")
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
