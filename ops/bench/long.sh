@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Long context on the default model (docs/BENCHMARKS.md, "Long context"):
+#   speed     prefill tok/s of an N-token prompt and decode tok/s at depth N,
+#             troupe (`troupe bench`) against llama.cpp's own llama-bench
+#             (`-p N` and `-n 64 -d N`, built natively by ops/llama-tools.sh),
+#             same GGUF file, same threads, same run; and troupe at 512 for
+#             its own long/short ratio;
+#   kv        KV bytes per token of each --kv-type, the longest context that
+#             fits in KV_MEMORY_GIB, and perplexity on GPL-3 at --context 512
+#             (troupe per type; llama-perplexity with f16 and q8_0 cache);
+#   session   a SESSION_TURNS-turn chat session on --context 1024 under the
+#             window policy: TTFT p50/p99 per quarter of the run (flat when a
+#             shift costs no prefill of the kept window);
+#   documents examples/summarize-papers/documents (ten documents, 4K-23K
+#             tokens) as one batch job at --context 32768: seconds per
+#             summary and the job's wall time.
+# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), LENGTHS ("4096 16384 32768"),
+# PHASES ("speed kv session documents"), KV_MEMORY_GIB (1), SESSION_TURNS (300).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" lengths=(${LENGTHS:-4096 16384 32768})
+phases="${PHASES:-speed kv session documents}" kv_gib="${KV_MEMORY_GIB:-1}" turns="${SESSION_TURNS:-300}"
+python="$(ops/python-env.sh)"
+path="$(ops/models.sh --path "$model")"
+troupe="${BUILD_DIR:-$root/build}/troupe"
+[ -x "$troupe" ] || ops/build.sh
+export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python:$root/ops/bench"
+echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads $threads, model $path"
+has() { [[ " $phases " == *" $1 "* ]]; }
+
+if has speed; then
+  bin="$(ops/llama-tools.sh)"
+  short="$("$troupe" bench -m "$path" --threads "$threads" --prompt-tokens 512 --gen-tokens 64 --repeat 2)"
+  rows=()
+  for n in "${lengths[@]}"; do
+    ours="$("$troupe" bench -m "$path" --threads "$threads" --prompt-tokens "$n" --gen-tokens 64 --repeat 1)"
+    pp="$("$bin/llama-bench" -m "$path" -t "$threads" -p "$n" -n 0 -r 1 -o json 2>/dev/null)"
+    tg="$("$bin/llama-bench" -m "$path" -t "$threads" -p 0 -n 64 -d "$n" -r 1 -o json 2>/dev/null)"
+    rows+=("$(jq -cn --argjson n "$n" --argjson ours "$ours" --argjson pp "$pp" --argjson tg "$tg" \
+      '{n: $n, ours: $ours, pp: $pp[0].avg_ts, tg: $tg[0].avg_ts}')")
+    echo "${rows[-1]}" >&2
+  done
+  printf '%s\n' "${rows[@]}" | jq -rs --argjson short "$short" '
+    "| tokens | troupe prefill | llama.cpp prefill | ratio | troupe decode at depth | llama.cpp decode at depth | ratio |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+    (.[] | "| \(.n) | \(.ours.prefill_tok_s) | \(.pp * 100 | round / 100) | **\(.ours.prefill_tok_s / .pp * 100 | round / 100)x** | \(.ours.decode_tok_s) | \(.tg * 100 | round / 100) | **\(.ours.decode_tok_s / .tg * 100 | round / 100)x** |"),
+    "troupe at 512: prefill \($short.prefill_tok_s), decode \($short.decode_tok_s); " +
+    (map("at \(.n): \(.ours.prefill_tok_s / $short.prefill_tok_s * 100 | round) % of the 512 prefill") | join(", "))'
+fi
+
+if has kv; then
+  text=/usr/share/common-licenses/GPL-3
+  bin="$(ops/llama-tools.sh)"
+  declare -A ppl bytes
+  for kv in f16 q8_0 k8v4; do
+    out="$("$troupe" perplexity -m "$path" "$text" --context 512 --kv-type "$kv" --threads "$threads" 2>&1)"
+    ppl[$kv]="$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' <<<"$out")"
+    bytes[$kv]="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
+                  jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
+  done
+  llama_ppl() {
+    "$bin/llama-perplexity" -m "$path" -f "$text" -c 512 -t "$threads" "$@" 2>&1 |
+      sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
+  }
+  lf16="$(llama_ppl -ctk f16 -ctv f16)" lq8="$(llama_ppl -fa on -ctk q8_0 -ctv q8_0)"
+  echo "| KV type | bytes a token | of f16 | tokens in $kv_gib GiB | troupe PPL | vs f16 | llama.cpp PPL | vs f16 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  for kv in f16 q8_0 k8v4; do
+    theirs="-" dtheirs="-"
+    [ "$kv" = f16 ] && theirs="$lf16" dtheirs="+0.00 %"
+    [ "$kv" = q8_0 ] && theirs="$lq8" dtheirs="$(awk -v a="$lq8" -v b="$lf16" 'BEGIN{printf "%+.2f %%", (a/b-1)*100}')"
+    awk -v kv="$kv" -v b="${bytes[$kv]}" -v f="${bytes[f16]}" -v g="$kv_gib" -v p="${ppl[$kv]}" -v pf="${ppl[f16]}" \
+        -v t="$theirs" -v dt="$dtheirs" \
+      'BEGIN{printf "| %s | %d | %.3f | %d | %.4f | %+.2f %% | %s | %s |\n", kv, b, b/f, g*1073741824/b, p, (p/pf-1)*100, t, dt}'
+  done
+fi
+
+work="$(mktemp -d -t troupe-bench-long.XXXXXX)"
+server=""
+trap '[ -n "$server" ] && kill -9 $server 2>/dev/null; rm -rf "$work"' EXIT
+serve() {  # serve NAME [flags...]: starts troupe serve on ipc://$work/NAME.sock
+  local name="$1"
+  shift
+  "$troupe" serve -m "$path" --threads "$threads" --listen "ipc://$work/$name.sock" --data-dir "$work/$name.data" "$@" \
+    >"$work/$name.log" 2>&1 &
+  server=$!
+  for _ in $(seq 600); do grep -q "listening on" "$work/$name.log" && return 0; sleep 0.1; done
+  cat "$work/$name.log" >&2
+  exit 1
+}
+stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
+
+if has session; then
+  serve session --context 1024
+  "$python" ops/bench/long_bench.py "ipc://$work/session.sock" session "$turns"
+  stop
+fi
+
+if has documents; then
+  serve documents --context 32768 --kv-tokens 34816
+  "$python" ops/bench/long_bench.py "ipc://$work/documents.sock" documents examples/summarize-papers/documents
+  stop
+fi
