@@ -36,6 +36,16 @@ messages::StreamOutcome turn(const std::string& endpoint, const std::string& ses
   return c.stream(messages::chat_request(id, session, msgs, greedy(tokens)), id, {}, timeout);
 }
 
+// A conversation's greedy answer with logprobs, as one request without a
+// session (on a server that stores no KV, a full prefill); `session` given,
+// the messages are that session's next turn instead.
+messages::StreamOutcome chat_logprobs(const std::string& endpoint, const std::string& session,
+                                      const std::vector<std::pair<std::string, std::string>>& msgs, int tokens) {
+  messages::ClientConnection c(endpoint);
+  const uint64_t id = c.next_id();
+  return c.stream(messages::chat_request(id, session, msgs, greedy(tokens), wire::Priority::chat, true), id, {}, 60s);
+}
+
 // The reply to one query; empty when none came in time.
 messages::Bytes ask(const std::string& endpoint, const std::function<messages::Bytes(uint64_t)>& make,
                     std::chrono::milliseconds timeout = 10s) {
@@ -366,10 +376,7 @@ TEST_CASE("restore equals recompute: after kill -9, a session's next turn from s
     server.process.stop(SIGKILL);
   }
   Server again("restore", {}, endpoint);
-  const std::vector<std::pair<std::string, std::string>> next{{"user", "Now shorter, please."}};
-  messages::ClientConnection c(endpoint);
-  const uint64_t id = c.next_id();
-  const auto resumed = c.stream(messages::chat_request(id, "r", next, greedy(12), wire::Priority::chat, true), id, {}, 60s);
+  const auto resumed = chat_logprobs(endpoint, "r", {{"user", "Now shorter, please."}}, 12);
   REQUIRE(resumed.done);
   INFO("restored " << resumed.usage.cached_prompt_tokens << " of " << resumed.usage.prompt_tokens << " prompt tokens");
   CHECK(resumed.usage.cached_prompt_tokens >= resumed.usage.prompt_tokens / 2);  // from the store, not recomputed
@@ -378,9 +385,7 @@ TEST_CASE("restore equals recompute: after kill -9, a session's next turn from s
   Server fresh("recompute", {"--no-kv-spill"});
   const std::vector<std::pair<std::string, std::string>> all{{"user", first.first}, {"assistant", first.second},
                                                              {"user", "Now shorter, please."}};
-  messages::ClientConnection f(fresh.endpoint);
-  const uint64_t fid = f.next_id();
-  const auto recomputed = f.stream(messages::chat_request(fid, "", all, greedy(12), wire::Priority::chat, true), fid, {}, 60s);
+  const auto recomputed = chat_logprobs(fresh.endpoint, "", all, 12);
   REQUIRE(recomputed.done);
   CHECK(recomputed.usage.cached_prompt_tokens == 0);
   CHECK(resumed.tokens == recomputed.tokens);
@@ -389,6 +394,40 @@ TEST_CASE("restore equals recompute: after kill -9, a session's next turn from s
     INFO("token " << i);
     CHECK(std::fabs(resumed.logprobs[i] - recomputed.logprobs[i]) <= 0.05f);  // docs/TESTING.md: INT8 spill
   }
+}
+
+TEST_CASE("a quantized KV cache's pages are cached, spilled and restored as they are: the same bits as a fresh prefill",
+          "[service][persistence]") {
+  const std::string type = GENERATE(std::string("q8_0"), std::string("k8v4"));
+  INFO("--kv-type " << type);
+  std::string long_text;
+  for (int i = 0; i < 30; ++i) long_text += "a slow red train " + std::to_string(i) + " leaves; ";
+  std::string endpoint;
+  std::vector<std::pair<std::string, std::string>> all;
+  {
+    Server server("rawkv-" + type, {"--kv-type", type});
+    endpoint = server.endpoint;
+    const auto one = turn(endpoint, "q", long_text, 8);
+    REQUIRE(one.done);
+    const auto two = turn(endpoint, "q", "And then?", 8);
+    REQUIRE(two.done);
+    CHECK(two.usage.cached_prompt_tokens >= two.usage.prompt_tokens / 2);  // the prefix cache, in the type's pages
+    all = {{"user", long_text}, {"assistant", one.text}, {"user", "And then?"}, {"assistant", two.text}};
+    std::this_thread::sleep_for(300ms);  // the spill rides on the step after the turn
+    server.process.stop(SIGKILL);
+  }
+  Server again("rawkv-" + type, {"--kv-type", type}, endpoint);
+  const std::vector<std::pair<std::string, std::string>> next{{"user", "Shorter."}};
+  const auto resumed = chat_logprobs(endpoint, "q", next, 12);
+  REQUIRE(resumed.done);
+  CHECK(resumed.usage.cached_prompt_tokens >= resumed.usage.prompt_tokens / 2);  // restored, not recomputed
+  Server fresh("rawkv-fresh-" + type, {"--kv-type", type, "--no-kv-spill"});
+  all.push_back(next.front());
+  const auto recomputed = chat_logprobs(fresh.endpoint, "", all, 12);
+  REQUIRE(recomputed.done);
+  CHECK(recomputed.usage.cached_prompt_tokens == 0);
+  CHECK(resumed.tokens == recomputed.tokens);
+  CHECK(resumed.logprobs == recomputed.logprobs);  // pages stored as the cache holds them: lossless
 }
 
 TEST_CASE("split topology: a session's pages spill from and restore into the worker process", "[service][persistence]") {

@@ -4,6 +4,7 @@
 // pages and dropping idle ones.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -121,6 +122,50 @@ TEST_CASE("pages restored into a fresh backend give the logits of the recomputed
   CHECK(worst <= tolerance * scale);
   const auto argmax = [](std::span<const float> r) { return std::max_element(r.begin(), r.end()) - r.begin(); };
   CHECK(argmax(la.row(0)) == argmax(lb.row(0)));
+}
+
+TEST_CASE("a quantized cache's pages move as they are: restored, they give the same logits bit for bit") {
+  const KvType type = GENERATE(KvType::q8_0, KvType::k8v4);
+  REQUIRE(swap_codec(type) == KvPageCodec::raw);
+  const std::string path = model_file(12);
+  BackendOptions o;
+  o.kv_pages = 16;
+  o.kv_type = type;
+  auto a = open_backend(path, o);
+  auto b = open_backend(path, o);
+  const int32_t ps = a->page_size();
+  std::vector<int32_t> prompt(static_cast<size_t>(2 * ps));
+  std::mt19937 rng(5);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(a->config().n_vocab));
+  KvSequence sa(a->pages(), ps), sb(b->pages(), ps);
+  REQUIRE(sa.reserve(2 * ps + 1));
+  REQUIRE(sb.reserve(2 * ps + 1));
+  Logits la, lb;
+  Batch prefill;
+  prefill.sequences.push_back({prompt, 0, sa.block_table(), LogitsWanted::none});
+  a->forward(prefill, la);
+  for (int i = 0; i < 2; ++i) {
+    const std::string bytes = export_kv_page(*a, sa.block_table()[i], KvPageCodec::raw);
+    CHECK(static_cast<int64_t>(bytes.size()) ==
+          KvPageShape::of(a->config(), ps, type).encoded_bytes(KvPageCodec::raw));
+    REQUIRE(import_kv_page(*b, sb.block_table()[i], bytes));
+  }
+  const std::vector<int32_t> next{prompt[3]};
+  Batch da, db;
+  da.sequences.push_back({next, 2 * ps, sa.block_table(), LogitsWanted::last});
+  db.sequences.push_back({next, 2 * ps, sb.block_table(), LogitsWanted::last});
+  a->forward(da, la);
+  b->forward(db, lb);
+  CHECK(std::equal(la.row(0).begin(), la.row(0).end(), lb.row(0).begin()));
+  // A page of another KV type is refused, and the cache is left as it was.
+  BackendOptions other = o;
+  other.kv_type = type == KvType::q8_0 ? KvType::k8v4 : KvType::q8_0;
+  auto c = open_backend(path, other);
+  CHECK_FALSE(import_kv_page(*c, 0, export_kv_page(*a, sa.block_table()[0], KvPageCodec::raw)));
+  BackendOptions f16 = o;
+  f16.kv_type = KvType::f16;
+  auto d = open_backend(path, f16);
+  CHECK_FALSE(import_kv_page(*d, 0, export_kv_page(*a, sa.block_table()[0], KvPageCodec::raw)));
 }
 
 TEST_CASE("stored KV is keyed by the model file's bytes and the KV layout") {
