@@ -28,7 +28,7 @@ def start_server(troupe, work):
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1",
                                "--kv-tokens", "8192",
                                "--data-dir", os.path.join(work, f"python-client-{os.getpid()}.data")], stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(300):
+    for _ in range(1200):  # 60 s: CI runs other servers beside this one
         if "listening on" in open(log.name).read():
             break
         time.sleep(0.05)
