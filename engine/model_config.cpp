@@ -48,7 +48,9 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   c.n_head = required(f, p + "attention.head_count");
   c.n_head_kv = f.get_uint(p + "attention.head_count_kv").value_or(c.n_head);
   c.n_ff = required(f, p + "feed_forward_length");
-  c.n_ctx_train = f.get_uint(p + "context_length").value_or(4096);
+  c.n_ctx_train = static_cast<int64_t>(f.get_uint(p + "context_length").value_or(4096));
+  if (c.n_ctx_train <= 0 || c.n_ctx_train > (int64_t{1} << 31))
+    throw GgufError(f.name() + ": '" + p + "context_length' is out of range (1 to 2^31)");
   const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6);
   if (!std::isfinite(eps) || eps <= 0 || eps > 1)
     throw GgufError(f.name() + ": attention.layer_norm_rms_epsilon = " + std::to_string(eps) + " is out of range (0, 1]");
@@ -73,7 +75,8 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   if (c.n_head_kv == 0 || c.n_head % c.n_head_kv != 0)
     throw GgufError(f.name() + ": head_count " + std::to_string(c.n_head) + " is not a multiple of head_count_kv " +
                     std::to_string(c.n_head_kv));
-  if (c.head_dim % 2 != 0) throw GgufError(f.name() + ": head dimension must be even for RoPE");
+  if (c.head_dim <= 0 || c.head_dim > 1024 || c.head_dim % 2 != 0)
+    throw GgufError(f.name() + ": head dimension " + std::to_string(c.head_dim) + " must be even, 2 to 1024");
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->dims.size() != 2) throw GgufError(f.name() + ": missing or malformed tensor 'token_embd.weight'");
@@ -81,6 +84,12 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
     throw GgufError(f.name() + ": token_embd.weight has width " + std::to_string(embd->dims[0]) +
                     ", expected embedding_length " + std::to_string(c.n_embd));
   c.n_vocab = embd->dims[1];
+  // Every token the tokenizer can produce needs an embedding row and a logit,
+  // and every logit a token: a mismatch would fail engine steps mid-stream.
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->as_array() &&
+                                                                  static_cast<int64_t>(tokens->as_array()->items.size()) != c.n_vocab)
+    throw GgufError(f.name() + ": the vocabulary has " + std::to_string(tokens->as_array()->items.size()) +
+                    " tokens but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   c.wide_key_layers = wide_key_layers(f, c);
   return c;
 }
