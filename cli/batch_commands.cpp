@@ -28,6 +28,7 @@ namespace {
 
 struct BatchArgs {
   std::string connect = "tcp://127.0.0.1:7700";
+  double connect_timeout_s = 5;
   std::string events;  // default: derived from connect
   std::string job;
   std::vector<std::string> items, files;
@@ -82,7 +83,7 @@ void draw(const messages::JobSummaryFields& j, double tokens_per_second, double 
 }
 
 int run_watch(const BatchArgs& a, const std::string& job) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   zmq::context_t ctx;
   const std::string endpoint = a.events.empty() ? messages::default_events_endpoint(a.connect) : a.events;
   zmq::socket_t sub = messages::connect_subscriber(ctx, endpoint, job);
@@ -147,7 +148,7 @@ int run_submit(const BatchArgs& a) {
   if (a.priority == "interactive") priority = wire::Priority::interactive;
   else if (a.priority == "chat") priority = wire::Priority::chat;
   else if (a.priority != "batch") throw std::invalid_argument("unknown priority '" + a.priority + "'");
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::submit_job_request(id, items, a.item_template, wire_sampling(a.sampling), priority), id,
                       wire::ResponseBody::JobAccepted, std::chrono::seconds(a.timeout_s));
@@ -158,13 +159,13 @@ int run_submit(const BatchArgs& a) {
 }
 
 int run_status(const BatchArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   print_summary(status(conn, a.job, a.timeout_s));
   return 0;
 }
 
 int run_results(const BatchArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::job_results_request(id, a.job), id, wire::ResponseBody::JobReply,
                       std::chrono::seconds(a.timeout_s));
@@ -190,7 +191,7 @@ int run_results(const BatchArgs& a) {
 }
 
 int run_cancel(const BatchArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::cancel_job_request(id, a.job), id, wire::ResponseBody::JobReply,
                       std::chrono::seconds(a.timeout_s));
@@ -199,7 +200,7 @@ int run_cancel(const BatchArgs& a) {
 }
 
 int run_list(const BatchArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::list_jobs_request(id), id, wire::ResponseBody::JobList, std::chrono::seconds(a.timeout_s));
   const auto* jobs = r.response->body_as_JobList()->jobs();
@@ -216,7 +217,7 @@ Run add_batch(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("batch", "Durable batch jobs on a running server");
   cmd->require_subcommand(1);
   auto common = [a](CLI::App* sub) {
-    sub->add_option("--connect", a->connect, "Server endpoint")->capture_default_str();
+    add_connect_options(sub, a->connect, a->connect_timeout_s);
     sub->add_option("--timeout", a->timeout_s, "Seconds to wait for an answer")->capture_default_str();
   };
   auto events = [a](CLI::App* sub) {

@@ -19,6 +19,7 @@ namespace {
 
 struct ClientArgs {
   std::string connect = "tcp://127.0.0.1:7700";
+  double connect_timeout_s = 5;
   std::string prompt, system, session;
   std::string priority = "interactive";
   std::string speculation = "default";
@@ -72,7 +73,7 @@ void report(const messages::StreamOutcome& out, bool quiet) {
 }
 
 void add_common(CLI::App* cmd, ClientArgs& a) {
-  cmd->add_option("--connect", a.connect, "Server endpoint")->capture_default_str();
+  add_connect_options(cmd, a.connect, a.connect_timeout_s);
   cmd->add_option("--priority", a.priority, "interactive, chat or batch")->capture_default_str();
   cmd->add_option("--timeout", a.timeout_s, "Seconds to wait for the whole answer")->capture_default_str();
   cmd->add_flag("--quiet,-q", a.quiet, "No statistics on stderr");
@@ -97,7 +98,7 @@ auto print_text = [](std::string_view t) {
 
 int run_complete(const ClientArgs& a) {
   a.sampling.params.validate();
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   messages::StreamOutcome out;
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
@@ -127,7 +128,7 @@ int32_t stored_turns(messages::ClientConnection& conn, const std::string& sessio
 
 int run_chat(const ClientArgs& a) {
   a.sampling.params.validate();
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   // Without a session the client keeps the conversation; with one, the
   // server does, and each turn sends only its new messages.
   std::vector<std::pair<std::string, std::string>> history;
@@ -161,7 +162,7 @@ int run_chat(const ClientArgs& a) {
 }
 
 int run_stats(const ClientArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   conn.send(messages::stats_request(id));
   auto frame = conn.receive(std::chrono::seconds(a.timeout_s));
@@ -209,7 +210,7 @@ Run add_chat(CLI::App& app) {
 Run add_stats(CLI::App& app) {
   auto a = std::make_shared<ClientArgs>();
   CLI::App* cmd = app.add_subcommand("stats", "A running server's queue and KV-page statistics (JSON)");
-  cmd->add_option("--connect", a->connect, "Server endpoint")->capture_default_str();
+  add_connect_options(cmd, a->connect, a->connect_timeout_s);
   cmd->add_option("--timeout", a->timeout_s, "Seconds to wait")->capture_default_str();
   return [a] { return run_stats(*a); };
 }

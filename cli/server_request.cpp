@@ -1,11 +1,32 @@
 #include "cli/server_request.h"
 
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
 #include <ctime>
 #include <stdexcept>
 
 #include "messages/client_validation.h"
 
 namespace troupe::cli {
+
+messages::ClientConnection connect_to_server(const std::string& endpoint, double timeout_s) {
+  messages::ClientConnection conn(endpoint);
+  if (!conn.ping(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", timeout_s);
+    throw std::runtime_error("no troupe server answers at " + endpoint + " (waited " + secs +
+                             " s; is `troupe serve` running there?)");
+  }
+  return conn;
+}
+
+void add_connect_options(CLI::App* cmd, std::string& endpoint, double& timeout_s) {
+  cmd->add_option("--connect", endpoint, "Server endpoint")->capture_default_str();
+  cmd->add_option("--connect-timeout", timeout_s, "Seconds to wait for the server to answer at all")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+}
 
 Reply ask(messages::ClientConnection& conn, const messages::Bytes& request, uint64_t id, wire::ResponseBody expected,
           std::chrono::milliseconds timeout) {

@@ -9,7 +9,18 @@
 
 #include "messages/client_connection.h"
 
+namespace CLI {
+class App;
+}
+
 namespace troupe::cli {
+
+// A connection whose server answered a Ping within `timeout_s`; otherwise
+// throws one line naming the endpoint (a dead server must not cost a
+// command's whole --timeout).
+messages::ClientConnection connect_to_server(const std::string& endpoint, double timeout_s);
+// --connect ENDPOINT and --connect-timeout SECONDS.
+void add_connect_options(CLI::App* cmd, std::string& endpoint, double& timeout_s);
 
 // An Error reply, with its code (callers may expect some, e.g. unknown_session).
 class ServerError : public std::runtime_error {

@@ -14,13 +14,14 @@ namespace {
 
 struct SessionArgs {
   std::string connect = "tcp://127.0.0.1:7700";
+  double connect_timeout_s = 5;
   std::string name;
   int timeout_s = 30;
   bool json = false;
 };
 
 int run_list(const SessionArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::list_sessions_request(id), id, wire::ResponseBody::SessionList,
                       std::chrono::seconds(a.timeout_s));
@@ -39,7 +40,7 @@ int run_list(const SessionArgs& a) {
 }
 
 int run_show(const SessionArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::show_session_request(id, a.name), id, wire::ResponseBody::Session,
                       std::chrono::seconds(a.timeout_s));
@@ -67,7 +68,7 @@ int run_show(const SessionArgs& a) {
 }
 
 int run_delete(const SessionArgs& a) {
-  messages::ClientConnection conn(a.connect);
+  auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::delete_session_request(id, a.name), id, wire::ResponseBody::Ack,
                       std::chrono::seconds(a.timeout_s));
@@ -83,7 +84,7 @@ Run add_sessions(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sessions", "List, show or delete the chat sessions a running server keeps");
   cmd->require_subcommand(1);
   auto common = [&](CLI::App* sub) {
-    sub->add_option("--connect", a->connect, "Server endpoint")->capture_default_str();
+    add_connect_options(sub, a->connect, a->connect_timeout_s);
     sub->add_option("--timeout", a->timeout_s, "Seconds to wait")->capture_default_str();
   };
   CLI::App* list = cmd->add_subcommand("list", "Every stored session");

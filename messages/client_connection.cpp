@@ -13,6 +13,20 @@ void ClientConnection::send(const Bytes& request) {
   socket_.send(zmq::buffer(request.data(), request.size()), zmq::send_flags::none);
 }
 
+bool ClientConnection::ping(std::chrono::milliseconds timeout) {
+  const uint64_t id = next_id();
+  send(ping_request(id, id));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    const auto frame = receive(left);
+    if (!frame) return false;
+    const auto* r = check_response(*frame);
+    if (r->client_request_id() == id && r->body_type() == wire::ResponseBody::Pong) return true;
+  }
+}
+
 std::optional<Bytes> ClientConnection::receive(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;

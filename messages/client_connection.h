@@ -31,6 +31,12 @@ struct StreamOutcome {
 class ClientConnection {
  public:
   explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = {});
+  ClientConnection(ClientConnection&&) = default;
+
+  // A Ping answered by its Pong within `timeout`. ZeroMQ connects lazily and
+  // queues what is sent, so this is how a client tells a dead endpoint from
+  // a slow answer (other responses that arrive meanwhile are dropped).
+  bool ping(std::chrono::milliseconds timeout);
 
   uint64_t next_id() { return ++last_id_; }
   void send(const Bytes& request);

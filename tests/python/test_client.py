@@ -145,7 +145,19 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=30)
+    check_dead_endpoint(work)
     print("python client: all checks passed")
+
+
+def check_dead_endpoint(work):
+    # Nothing listens there: the constructor says so after connect_timeout, not after timeout.
+    began = time.monotonic()
+    try:
+        Client(f"ipc://{work}/nobody-{os.getpid()}.sock", timeout=600, connect_timeout=0.5)
+        check(False, "a dead endpoint was accepted")
+    except ConnectionError as e:
+        check("no troupe server answers at ipc://" in str(e), str(e))
+    check(time.monotonic() - began < 5, "the dead endpoint was reported within the connect timeout")
 
 
 def check(ok, what):

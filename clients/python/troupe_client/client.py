@@ -186,7 +186,10 @@ class Stream:
 class Client:
     """One connection to `troupe serve`. Not thread-safe: one Client per thread."""
 
-    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout=600.0):
+    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout=600.0, connect_timeout=5.0):
+        """timeout: seconds to wait for any one answer. connect_timeout: seconds for
+        the server to answer a Ping at all (ZeroMQ connects lazily, so without it a
+        dead endpoint costs the whole timeout); None skips the check."""
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -196,6 +199,16 @@ class Client:
         self._ids = itertools.count(1)
         self._timeout = timeout
         self._pending = {}  # request id -> (response, arrival time) that came while reading another stream
+        if connect_timeout is not None:
+            self._timeout = connect_timeout
+            try:
+                self.ping()
+            except TimeoutError:
+                self.close()
+                raise ConnectionError(f"no troupe server answers at {endpoint} (waited {connect_timeout} s; "
+                                      "is `troupe serve` running there?)") from None
+            finally:
+                self._timeout = timeout
 
     def close(self):
         self._sock.close(0)
