@@ -60,7 +60,11 @@ using job_load_atom = caf::atom_constant<caf::atom("jload")>;
 using summarize_atom = caf::atom_constant<caf::atom("summarize")>;      // a session's summary to write
 using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... and to store
 
-using JobRecords = std::vector<persistence::JobRecord>;
+// The jobs the store holds, and why any could not be read ("" when none).
+struct JobRecords {
+  std::vector<persistence::JobRecord> jobs;
+  std::string damage;
+};
 
 // The target verifier, in process or a `troupe worker` behind a socket.
 using verifier_actor = caf::typed_actor<caf::replies_to<step_atom, std::string>::with<std::string>>;

@@ -67,7 +67,10 @@ job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, 
   self->state.jobs = std::make_unique<service::BatchJobs>(std::move(config));
   self->state.links = std::move(links);
   self->request(self->state.links.persistence, caf::infinite, job_load_atom::value)
-      .then([self](JobRecords& all) { self->state.jobs->load(std::move(all)); deliver(self); }, [](caf::error&) {});
+      .then([self](JobRecords& all) {
+        self->state.jobs->load(std::move(all.jobs), std::move(all.damage));
+        deliver(self);
+      }, [](caf::error&) {});
   return {
       [self](submit_job_atom, service::JobSubmission& s) { self->state.jobs->submit(std::move(s)); deliver(self); },
       [self](job_query_atom, const std::string& peer, uint64_t id, service::JobQuery q, const std::string& job) {

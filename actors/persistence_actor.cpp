@@ -21,19 +21,24 @@ std::string failure_of(Write&& write) {
   }
 }
 
+// Every job that can be read; a damaged record or block costs only what it holds.
 JobRecords load_jobs(persistence::JobBook& book) {
   JobRecords all;
-  try {
-    for (const auto& id : book.ids()) {
-      try {
-        if (auto j = book.load(id)) all.push_back(std::move(*j));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "troupe serve: job '%s' is not resumed: %s\n", id.c_str(), e.what());
-      }
+  std::string listing;
+  for (const auto& id : book.ids(&listing)) {
+    try {
+      if (auto j = book.load(id)) all.jobs.push_back(std::move(*j));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe serve: job '%s' is not resumed: %s\n", id.c_str(), e.what());
+      all.damage = e.what();
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "troupe serve: stored jobs cannot be listed: %s\n", e.what());
   }
+  if (!listing.empty()) {
+    std::fprintf(stderr, "troupe serve: some stored jobs cannot be listed (%zu were): %s\n", all.jobs.size(),
+                 listing.c_str());
+    all.damage = listing;
+  }
+  if (!all.damage.empty()) std::fprintf(stderr, "troupe serve: the store is damaged: run `troupe store check`\n");
   return all;
 }
 

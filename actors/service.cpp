@@ -196,7 +196,12 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator});
 
   const ChatFormat chat_format = detect_chat_format(tokenizer->vocabulary(), v.config.architecture);
-  service::BatchJobsConfig jc{tokenizer, chat_format, limits.max_context, std::max(1, options.job_items_in_flight), {}, {}};
+  service::BatchJobsConfig jc;
+  jc.tokenizer = tokenizer;
+  jc.chat_format = chat_format;
+  jc.max_context = limits.max_context;
+  jc.max_prompt_bytes = options.client.max_prompt_bytes;
+  jc.max_in_flight = std::max(1, options.job_items_in_flight);
   jobs = system->spawn(job_runner, jc, JobLinks{events, replies, scheduler_handle, persistence_handle});
   replies->set_jobs(jobs);
 

@@ -28,5 +28,6 @@ Run add_worker(CLI::App& app);
 Run add_sessions(CLI::App& app);
 Run add_batch(CLI::App& app);
 Run add_perplexity(CLI::App& app);
+Run add_store(CLI::App& app);
 
 }  // namespace troupe::cli

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       {"complete", troupe::cli::add_complete(app)},     {"chat", troupe::cli::add_chat(app)},
       {"stats", troupe::cli::add_stats(app)},           {"worker", troupe::cli::add_worker(app)},
       {"sessions", troupe::cli::add_sessions(app)},     {"batch", troupe::cli::add_batch(app)},
-      {"perplexity", troupe::cli::add_perplexity(app)},
+      {"perplexity", troupe::cli::add_perplexity(app)}, {"store", troupe::cli::add_store(app)},
   };
   try {
     app.parse(argc, argv);

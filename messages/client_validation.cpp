@@ -15,6 +15,11 @@ struct Check {
     why.message = field + ": " + problem;
     return false;
   }
+  bool too_long(const std::string& field, const std::string& problem) {
+    fail(field, problem);
+    why.code = wire::ErrorCode::too_long;
+    return false;
+  }
 };
 
 std::string num(double v) {
@@ -117,6 +122,19 @@ bool check_job(Check& c, const wire::SubmitJob* j, const ClientLimits& l) {
   }
   if (j->template_() && j->template_()->size() > l.max_prompt_bytes)
     return c.fail("SubmitJob.template", "longer than " + std::to_string(l.max_prompt_bytes) + " bytes");
+  // Each item's prompt is the template with every "{item}" replaced: bounded
+  // here, before anything is stored or expanded, like a single prompt.
+  const std::string_view tmpl = j->template_() ? j->template_()->string_view() : std::string_view();
+  size_t uses = 0;
+  for (size_t at = 0; (at = tmpl.find("{item}", at)) != std::string_view::npos; at += 6) ++uses;
+  for (uint32_t i = 0; i < items->size(); ++i) {
+    const size_t item = items->Get(i)->size();
+    const size_t bytes = tmpl.empty() ? item : tmpl.size() - 6 * uses + uses * item;
+    if (bytes > l.max_prompt_bytes)
+      return c.too_long("SubmitJob.items[" + std::to_string(i) + "]",
+                        "expands to " + std::to_string(bytes) + " bytes through the template's " +
+                            std::to_string(uses) + " '{item}'s, at most " + std::to_string(l.max_prompt_bytes));
+  }
   return check_priority(c, "SubmitJob.priority", j->priority()) && check_sampling(c, "SubmitJob", j->sampling(), l);
 }
 

@@ -38,6 +38,14 @@ messages::JobSummaryFields JobRecord::summary() const {
   return s;
 }
 
+size_t JobRecord::prompt_bytes(int32_t index) const {
+  const size_t item = items.at(static_cast<size_t>(index)).size();
+  if (item_template.empty()) return item;
+  size_t uses = 0;
+  for (size_t at = 0; (at = item_template.find("{item}", at)) != std::string::npos; at += 6) ++uses;
+  return item_template.size() - 6 * uses + uses * item;
+}
+
 std::string JobRecord::prompt(int32_t index) const {
   const std::string& item = items.at(static_cast<size_t>(index));
   if (item_template.empty()) return item;
@@ -101,12 +109,14 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   return j;
 }
 
-std::vector<std::string> JobBook::ids() const {
+std::vector<std::string> JobBook::ids(std::string* damage) const {
   std::vector<std::string> out;
+  ScanDamage blocks;
   store_.scan(Family::jobs, "h", [&](std::string_view key, std::string_view) {
     out.emplace_back(key.substr(1));
     return true;
-  });
+  }, damage ? &blocks : nullptr);
+  if (blocks) *damage = blocks.first + " (" + std::to_string(blocks.blocks) + " damaged blocks skipped)";
   return out;
 }
 

@@ -9,6 +9,7 @@
 // it is acknowledged; each item's result is one sync batch before its event
 // is published. After a crash, exactly the items without an 'r' key run
 // again: none is lost, none is run twice.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -35,6 +36,9 @@ struct JobRecord {
   messages::JobSummaryFields summary() const;
   // The item's prompt text: the template with every "{item}" replaced.
   std::string prompt(int32_t index) const;
+  // Its length in bytes, counted without building it (a template of many
+  // "{item}"s times a long item must be refused before it is expanded).
+  size_t prompt_bytes(int32_t index) const;
 };
 
 class JobBook {
@@ -46,7 +50,10 @@ class JobBook {
   void record_result(const JobRecord& job, const messages::JobItemFields& result);
   void write_header(const JobRecord& job);  // durably
   std::optional<JobRecord> load(std::string_view id) const;
-  std::vector<std::string> ids() const;
+  // Every stored job's id. With `damage`, the listing goes on past a damaged
+  // block (its jobs are missing) and says why there; without, it throws
+  // StoreError.
+  std::vector<std::string> ids(std::string* damage = nullptr) const;
 
  private:
   Store& store_;

@@ -176,7 +176,10 @@ bool SessionTurns::summarize(const std::string& id, const std::string& summary, 
 
 messages::Bytes SessionTurns::list(uint64_t request_id) {
   try {
-    const auto all = sessions_.list();
+    std::string damage;
+    const auto all = sessions_.list(&damage);
+    if (!damage.empty())
+      std::fprintf(stderr, "troupe serve: listing sessions skipped damage: %s; run `troupe store check`\n", damage.c_str());
     return messages::session_list_response(request_id, all);
   } catch (const std::exception& e) {
     return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());

@@ -122,12 +122,23 @@ std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
   return s;
 }
 
-std::vector<messages::SessionSummaryFields> SessionBook::list() const {
+std::vector<messages::SessionSummaryFields> SessionBook::list(std::string* damage) const {
   std::vector<messages::SessionSummaryFields> out;
-  store_.scan(Family::sessions, "h", [&](std::string_view, std::string_view value) {
-    out.push_back(decode_header(std::string(value)).summary());
+  ScanDamage blocks;
+  int64_t bad_records = 0;
+  store_.scan(Family::sessions, "h", [&](std::string_view key, std::string_view value) {
+    try {
+      out.push_back(decode_header(std::string(value)).summary());
+    } catch (const StoreError& e) {
+      if (!damage) throw;
+      if (bad_records++ == 0 && !blocks) *damage = "session '" + std::string(key.substr(1)) + "': " + e.what();
+    }
     return true;
-  });
+  }, damage ? &blocks : nullptr);
+  if (blocks) *damage = blocks.first;
+  if (damage && !damage->empty())
+    *damage += " (" + std::to_string(blocks.blocks) + " damaged blocks, " + std::to_string(bad_records) +
+               " unreadable records skipped)";
   return out;
 }
 

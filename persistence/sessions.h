@@ -57,7 +57,9 @@ class SessionBook {
   explicit SessionBook(Store& store) : store_(store) {}
 
   std::optional<SessionRecord> load(std::string_view id) const;
-  std::vector<messages::SessionSummaryFields> list() const;
+  // Every session's summary. With `damage`, damaged blocks and records that
+  // do not decode are skipped (and said why there); without, they throw.
+  std::vector<messages::SessionSummaryFields> list(std::string* damage = nullptr) const;
   // Writes `session`'s header and its last turn, durably. Throws StoreError.
   void append_last_turn(const SessionRecord& session);
   // Adds the header's write to `b` (the KV spill updates kv_pages with its pages).

@@ -5,6 +5,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <array>
 #include <system_error>
 
@@ -79,17 +80,73 @@ std::optional<std::string> Store::get(Family f, std::string_view key) const {
   return value;
 }
 
-void Store::scan(Family f, std::string_view prefix,
-                 const std::function<bool(std::string_view, std::string_view)>& each) const {
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
-  for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
-    const rocksdb::Slice k = it->key();
-    const std::string_view key(k.data(), k.size());
-    if (key.substr(0, prefix.size()) != prefix) break;
-    const rocksdb::Slice v = it->value();
-    if (!each(key, std::string_view(v.data(), v.size()))) break;
+namespace {
+
+// Probes are keys of one fixed length, read as base-256 numbers: their order
+// is the store's (bytewise) key order, so a bad block can be bisected.
+constexpr size_t kProbeBytes = 256;
+
+std::string midpoint(const std::string& lo, const std::string& hi) {
+  std::string mid(lo.size(), '\0');
+  unsigned carry = 0;
+  std::vector<unsigned> sum(lo.size());
+  for (size_t i = lo.size(); i-- > 0;) {
+    const unsigned s = static_cast<uint8_t>(lo[i]) + static_cast<uint8_t>(hi[i]) + carry;
+    sum[i] = s & 0xff;
+    carry = s >> 8;
   }
-  if (!it->status().ok()) throw StoreError("cannot read the store in " + dir_.string() + ": " + it->status().ToString());
+  for (size_t i = 0; i < sum.size(); ++i) {  // halve, most significant byte first
+    const unsigned v = (carry << 8) | sum[i];
+    mid[i] = static_cast<char>(v >> 1);
+    carry = v & 1;
+  }
+  return mid;
+}
+
+// The smallest probe after `last` whose seek reads cleanly: the first key past
+// the damaged block that follows `last`. nullopt when nothing after it reads.
+std::optional<std::string> probe_past(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf, const std::string& last) {
+  const auto damaged = [&](const std::string& probe) {
+    std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions(), cf));
+    it->Seek(probe);
+    return !it->Valid() && !it->status().ok();
+  };
+  const size_t n = std::max(kProbeBytes, last.size() + 1);
+  std::string lo = last + '\0';
+  lo.resize(n, '\0');  // just after `last`
+  std::string hi(n, '\xff');
+  if (damaged(hi)) return std::nullopt;
+  if (!damaged(lo)) return lo;
+  for (;;) {  // damaged(lo), !damaged(hi): at most 8n halvings
+    std::string mid = midpoint(lo, hi);
+    if (mid == lo) return hi;
+    (damaged(mid) ? lo : hi) = std::move(mid);
+  }
+}
+
+}  // namespace
+
+void Store::scan(Family f, std::string_view prefix, const std::function<bool(std::string_view, std::string_view)>& each,
+                 ScanDamage* damage) const {
+  std::string from(prefix), last(prefix);
+  for (;;) {
+    std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
+    for (it->Seek(from); it->Valid(); it->Next()) {
+      const rocksdb::Slice k = it->key();
+      const std::string_view key(k.data(), k.size());
+      if (key.substr(0, prefix.size()) != prefix) return;
+      const rocksdb::Slice v = it->value();
+      if (!each(key, std::string_view(v.data(), v.size()))) return;
+      last.assign(key);
+    }
+    if (it->status().ok()) return;
+    const std::string why = "cannot read the store in " + dir_.string() + ": " + it->status().ToString();
+    if (!damage) throw StoreError(why);
+    if (damage->blocks++ == 0) damage->first = why;
+    auto next = probe_past(*impl_->db, impl_->cf(f), last);
+    if (!next || *next == from || next->compare(0, prefix.size(), prefix) > 0) return;
+    from = std::move(*next);
+  }
 }
 
 void Store::write(const Batch& batch, bool sync) {

@@ -32,6 +32,14 @@ class StoreError : public std::runtime_error {
 
 enum class Family : uint8_t { meta = 0, sessions = 1, jobs = 2, kv_pages = 3 };
 
+// What a scan could not read: blocks skipped for damage (a failed checksum)
+// and the first reason. A scan given one goes on past a damaged block.
+struct ScanDamage {
+  int64_t blocks = 0;
+  std::string first;
+  explicit operator bool() const { return blocks > 0; }
+};
+
 // Puts and deletes applied together, or not at all.
 class Batch {
  public:
@@ -65,8 +73,12 @@ class Store {
 
   std::optional<std::string> get(Family f, std::string_view key) const;
   // Every key starting with `prefix`, in key order, until `each` returns false.
+  // A damaged block throws StoreError; with `damage`, it is counted there and
+  // the scan resumes at the first readable key after it (only that block's
+  // records are missed).
   void scan(Family f, std::string_view prefix,
-            const std::function<bool(std::string_view key, std::string_view value)>& each) const;
+            const std::function<bool(std::string_view key, std::string_view value)>& each,
+            ScanDamage* damage = nullptr) const;
   // Applies the batch atomically; sync: durable before returning. Throws StoreError.
   void write(const Batch& batch, bool sync = true);
 

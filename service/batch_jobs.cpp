@@ -46,7 +46,8 @@ void BatchJobs::queue_unfinished(const persistence::JobRecord& job) {
     if (!job.results.count(i)) pending_.emplace_back(job.id, i);
 }
 
-void BatchJobs::load(std::vector<persistence::JobRecord> stored) {
+void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string damage) {
+  damage_ = std::move(damage);
   for (auto& job : stored) {
     const bool resume = job.state == wire::JobState::running;
     auto& j = jobs_.emplace(job.id, std::move(job)).first->second;
@@ -72,6 +73,15 @@ void BatchJobs::submit(JobSubmission s) {
   job.sampling = std::move(s.sampling);
   job.priority = s.priority;
   job.created_ms = job.updated_ms = cfg_.unix_clock();
+  // Every item must fit before the job is stored: a job that is accepted runs.
+  for (int32_t i = 0; i < static_cast<int32_t>(job.items.size()); ++i) {
+    AdmitRequest probe;
+    if (auto problem = item_prompt(job, i, probe))
+      return reply(s.peer, s.client_id,
+                   messages::error_response(s.client_id, wire::ErrorCode::too_long,
+                                            "SubmitJob.items[" + std::to_string(i) + "]: " + *problem +
+                                                "; nothing was stored"));
+  }
   work_.creates.push_back({std::move(job), s.peer, s.client_id});
 }
 
@@ -89,6 +99,11 @@ void BatchJobs::created(const persistence::JobRecord& job, const std::string& pe
 
 // The item's chat prompt, or why it cannot run.
 std::optional<std::string> BatchJobs::item_prompt(const persistence::JobRecord& job, int32_t index, AdmitRequest& a) const {
+  // Counted before it is built: a stored job from before the gate bounded
+  // expansions must fail its item, not exhaust memory on every restart.
+  if (const size_t bytes = job.prompt_bytes(index); bytes > cfg_.max_prompt_bytes)
+    return "the item's prompt expands to " + std::to_string(bytes) + " bytes; at most " +
+           std::to_string(cfg_.max_prompt_bytes);
   try {
     const std::vector<ChatMessage> chat{{"user", job.prompt(index)}};
     a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
@@ -250,6 +265,11 @@ void BatchJobs::query(const std::string& peer, uint64_t client_id, JobQuery q, c
     return reply(peer, client_id, messages::job_list_response(client_id, all));
   }
   auto it = jobs_.find(job_id);
+  if (it == jobs_.end() && !damage_.empty())
+    return reply(peer, client_id,
+                 messages::error_response(client_id, wire::ErrorCode::storage_failed,
+                                          "job '" + job_id + "' is not among the jobs the store could read (" + damage_ +
+                                              "); `troupe store check` tells what is damaged"));
   if (it == jobs_.end())
     return reply(peer, client_id, messages::error_response(client_id, wire::ErrorCode::unknown_job, "no job '" + job_id + "'"));
   const persistence::JobRecord& job = it->second;

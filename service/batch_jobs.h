@@ -87,6 +87,7 @@ struct BatchJobsConfig {
   std::shared_ptr<const Tokenizer> tokenizer;
   ChatFormat chat_format = ChatFormat::chatml;
   int64_t max_context = 4096;
+  size_t max_prompt_bytes = 1 << 20;  // an item's expanded prompt, as the request gate bounds it
   int32_t max_in_flight = 4;
   std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
   std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
@@ -97,7 +98,9 @@ class BatchJobs {
   explicit BatchJobs(BatchJobsConfig config);
 
   // The stored jobs (once, at start); submissions and queries before it wait.
-  void load(std::vector<persistence::JobRecord> stored);
+  // `damage`: why some could not be read; a query for a job not loaded then
+  // says the store is damaged rather than that no such job exists.
+  void load(std::vector<persistence::JobRecord> stored, std::string damage = "");
   void submit(JobSubmission submission);
   void created(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id, const std::string& error);
   // One response frame of an item's request.
@@ -139,6 +142,7 @@ class BatchJobs {
 
   BatchJobsConfig cfg_;
   bool loaded_ = false;
+  std::string damage_;
   std::map<std::string, persistence::JobRecord> jobs_;
   std::unordered_map<std::string, int64_t> started_ns_;       // when this server began running the job
   std::unordered_map<std::string, int64_t> tokens_this_run_;  // completion tokens since then

@@ -47,4 +47,10 @@ grep -q "3/3 items" "$work/watch.err" || fail "progress bar: $(cat "$work/watch.
 "$troupe" batch list --connect "$ep" | grep -q "$job" || fail "listed"
 if "$troupe" batch status job-none --connect "$ep" 2>"$work/err"; then fail "an unknown job has a status"; fi
 grep -q "unknown_job" "$work/err" || fail "unknown job error"
+# Offline: the stopped server's store checks clean and holds the job.
+kill -9 $server; wait $server 2>/dev/null || true; server=""
+check="$("$troupe" store check --data-dir "$work/data")" || fail "store check: $check"
+grep -q "^ok$" <<<"$check" && grep -q " 1 jobs" <<<"$check" || fail "store check: $check"
+if "$troupe" store check --data-dir "$work/none" 2>"$work/err"; then fail "a missing store checks"; fi
+grep -q "holds no store" "$work/err" || fail "missing store: $(cat "$work/err")"
 echo "sessions and batch commands: ok"

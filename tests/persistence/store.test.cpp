@@ -4,15 +4,18 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include <algorithm>
 #include <numeric>
 
 #include "persistence/jobs.h"
 #include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
 #include "persistence/store.h"
+#include "persistence/store_check.h"
 
 using namespace troupe;
 using namespace troupe::persistence;
@@ -168,4 +171,102 @@ TEST_CASE("stored KV pages are found only for the same identity and tokens, up t
   pages.erase(tokens, 2, b);
   store.write(b, false);
   CHECK(pages.get(tokens, 3).empty());
+}
+
+namespace {
+
+// `n` jobs of one item each, flushed into SST files by closing the store.
+void store_jobs(const std::filesystem::path& dir, int n) {
+  Store store(dir);
+  JobBook book(store);
+  for (int i = 0; i < n; ++i) {
+    JobRecord j;
+    char id[32];
+    std::snprintf(id, sizeof id, "job-%04d", i);
+    j.id = id;
+    j.item_template = "Summarize: {item}";
+    j.items = {"paper " + std::to_string(i) + ": " + std::string(300, static_cast<char>('a' + i % 26))};
+    book.create(j);
+  }
+}
+
+// Overwrites bytes at `fraction` of the way into the largest table file.
+void damage_table(const std::filesystem::path& dir, double fraction) {
+  std::filesystem::path largest;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".sst" && (largest.empty() || e.file_size() > std::filesystem::file_size(largest)))
+      largest = e.path();
+  REQUIRE_FALSE(largest.empty());
+  std::fstream f(largest, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(static_cast<double>(std::filesystem::file_size(largest)) * fraction));
+  const std::string junk(64, '\x5a');
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+}
+
+}  // namespace
+
+TEST_CASE("a sound store checks clean, with its records counted", "[persistence]") {
+  TempDir dir("check-ok");
+  store_jobs(dir.path, 20);
+  const StoreCheck c = check_store(dir.path);
+  CHECK(c.ok());
+  CHECK(c.jobs == 20);
+  REQUIRE(c.families.size() == 4);
+  CHECK(c.families[2].name == "jobs");
+  CHECK(c.families[2].records == 40);  // a header and an item each
+  CHECK_THROWS_WITH(check_store(dir.path / "none"), Catch::Contains("holds no store"));
+}
+
+TEST_CASE("a damaged block fails the jobs it holds, not the listing of the others, and check names it and repair keeps the rest",
+          "[persistence]") {
+  TempDir dir("damaged");
+  store_jobs(dir.path, 400);
+  damage_table(dir.path, 0.6);  // past the headers ('h' sorts first), among the items
+  {
+    Store store(dir.path);
+    JobBook book(store);
+    std::string damage;
+    const auto ids = book.ids(&damage);
+    CHECK(damage.empty());
+    CHECK(ids.size() == 400);
+    int readable = 0, refused = 0;
+    for (const auto& id : ids) try {
+        readable += book.load(id).has_value();
+      } catch (const StoreError&) {
+        ++refused;
+      }
+    CHECK(refused > 0);
+    CHECK(readable > 300);  // one block's jobs are lost, not the store's
+  }
+  const StoreCheck before = check_store(dir.path);
+  CHECK_FALSE(before.ok());
+  CHECK_THAT(before.problems.front(), Catch::Contains("Corruption"));
+  CHECK(before.jobs > 300);
+  const RepairOutcome r = repair_store(dir.path);
+  CHECK(r.damaged_blocks >= 1);
+  CHECK(r.dropped.size() == 400 - static_cast<size_t>(before.jobs));  // the jobs whose items were in the bad block
+  CHECK_FALSE(r.rebuilt_manifest);
+  CHECK(std::filesystem::exists(r.original / "CURRENT"));  // the damaged store, kept
+  const StoreCheck after = check_store(dir.path);
+  CHECK(after.ok());
+  CHECK(after.jobs == before.jobs);  // every job that could be read before, and only those
+  Store store(dir.path);
+  std::string damage;
+  CHECK(JobBook(store).ids(&damage).size() == static_cast<size_t>(after.jobs));
+  CHECK(damage.empty());
+  std::filesystem::remove_all(r.original);
+}
+
+TEST_CASE("a damaged block among the job headers costs the listing only the jobs in it", "[persistence]") {
+  TempDir dir("damaged-headers");
+  store_jobs(dir.path, 400);
+  damage_table(dir.path, 0.02);
+  Store store(dir.path);
+  std::string damage;
+  const auto ids = JobBook(store).ids(&damage);
+  CHECK(ids.size() < 400);
+  CHECK(ids.size() > 300);  // the listing went on past the bad block
+  CHECK_THAT(damage, Catch::Contains("Corruption") && Catch::Contains("1 damaged blocks skipped"));
+  CHECK(std::is_sorted(ids.begin(), ids.end()));
+  CHECK_THROWS_AS(JobBook(store).ids(), StoreError);
 }

@@ -159,17 +159,72 @@ TEST_CASE("cancelling a job stores it cancelled first, then cancels its items in
   CHECK(messages::check_response(w.replies.at(0).bytes)->body_as_Error()->code() == wire::ErrorCode::unknown_job);
 }
 
-TEST_CASE("an item whose prompt does not fit the context is stored as failed with the reason, not run") {
+TEST_CASE("a job with an item that does not fit the context is refused as too_long and nothing is stored") {
   BatchJobsConfig c;
   c.tokenizer = test::synthetic_tokenizer();
   c.max_context = 8;
   BatchJobs jobs(c);
   jobs.load({});
-  jobs.submit(submission(1));
+  jobs.submit(submission(3));
   JobWork w = jobs.take();
-  jobs.created(w.creates[0].job, "client", 9, "");
-  w = jobs.take();
+  CHECK(w.creates.empty());
   CHECK(w.admits.empty());
-  REQUIRE(w.results.size() == 1);
-  CHECK_THAT(w.results[0].result.error, Catch::Contains("the context holds 8"));
+  const auto* e = messages::check_response(w.replies.at(0).bytes)->body_as_Error();
+  REQUIRE(e);
+  CHECK(e->code() == wire::ErrorCode::too_long);
+  CHECK_THAT(e->message()->str(), Catch::Contains("SubmitJob.items[0]") && Catch::Contains("the context holds 8") &&
+                                      Catch::Contains("nothing was stored"));
+}
+
+TEST_CASE("a stored job whose items cannot run fails them with the reason, once, and never expands an oversized prompt") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 8;
+  c.max_prompt_bytes = 1 << 20;
+  BatchJobs jobs(c);
+  persistence::JobRecord stored;  // as a store written before the gate bounded expansions holds it
+  stored.id = "job-old";
+  stored.items = {std::string(100 << 10, 'x'), "tiny"};
+  for (int i = 0; i < 2000; ++i) stored.item_template += "{item}";
+  CHECK(stored.prompt_bytes(0) == size_t{2000} * (100 << 10));  // 200 MB, counted, never built
+  jobs.load({stored});
+  JobWork w = jobs.take();
+  CHECK(w.admits.empty());
+  REQUIRE(w.results.size() == 2);
+  CHECK_THAT(w.results[0].result.error, Catch::Contains("expands to 204800000 bytes; at most 1048576"));
+  CHECK_THAT(w.results[1].result.error, Catch::Contains("the context holds 8"));
+  jobs.stored(w.results[0].job.id, w.results[0].result, "");
+  jobs.stored(w.results[1].job.id, w.results[1].result, "");
+  w = jobs.take();
+  CHECK(w.admits.empty());  // not retried
+  CHECK(w.results.empty());
+}
+
+TEST_CASE("an item's prompt length is counted without building it") {
+  persistence::JobRecord j;
+  j.items = {"abc", ""};
+  CHECK(j.prompt_bytes(0) == 3);
+  j.item_template = "Summarize {item} and {item}.";
+  CHECK(j.prompt_bytes(0) == j.prompt(0).size());
+  CHECK(j.prompt_bytes(1) == j.prompt(1).size());
+  j.item_template = "no placeholder";
+  CHECK(j.prompt_bytes(0) == j.prompt(0).size());
+}
+
+TEST_CASE("with a damaged store, a job it could not read is a storage error, not an unknown job") {
+  BatchJobs jobs = make_jobs();
+  persistence::JobRecord readable;
+  readable.id = "job-ok";
+  readable.items = {"a"};
+  readable.state = wire::JobState::finished;
+  jobs.load({readable}, "cannot read the store in d: Corruption: block checksum mismatch");
+  jobs.take();
+  jobs.query("client", 1, JobQuery::status, "job-lost");
+  const auto* e = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_Error();
+  REQUIRE(e);
+  CHECK(e->code() == wire::ErrorCode::storage_failed);
+  CHECK_THAT(e->message()->str(), Catch::Contains("job 'job-lost' is not among the jobs the store could read") &&
+                                      Catch::Contains("checksum mismatch") && Catch::Contains("troupe store check"));
+  jobs.query("client", 2, JobQuery::status, "job-ok");
+  CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_type() == wire::ResponseBody::JobReply);
 }

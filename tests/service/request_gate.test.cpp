@@ -140,3 +140,18 @@ TEST_CASE("sampled requests with logprobs or n > 1 do not speculate, and others 
   CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, false, false, 2))
             .speculation == SpeculationMode::off);
 }
+
+TEST_CASE("a job whose template times an item expands past the prompt bound is too_long at the gate") {
+  RequestGate gate(gate_config());
+  std::string tmpl;
+  for (int i = 0; i < 2000; ++i) tmpl += "{item}";  // 12 KB of template
+  const std::vector<std::string> items{"short", std::string(100 << 10, 'x')};  // 100 KiB: 200 MB expanded
+  const Admission job = gate.to_admit("p", messages::submit_job_request(5, items, tmpl, greedy()), 0);
+  const auto* r = std::get_if<messages::Rejection>(&job);
+  REQUIRE(r);
+  CHECK(r->code == wire::ErrorCode::too_long);
+  CHECK(r->message == "SubmitJob.items[1]: expands to 204800000 bytes through the template's 2000 '{item}'s, "
+                      "at most 1048576");
+  const std::vector<std::string> fine{"short", std::string(500, 'x')};
+  CHECK(std::holds_alternative<JobSubmission>(gate.to_admit("p", messages::submit_job_request(6, fine, tmpl, greedy()), 0)));
+}
