@@ -21,8 +21,11 @@ ClientGateway::ClientGateway(const std::string& endpoint, const messages::Socket
 
 ClientGateway::~ClientGateway() { stop(); }
 
-void ClientGateway::start(ingestion_actor ingestion) {
+void ClientGateway::start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+                          const messages::ClientLimits& limits) {
   ingestion_ = std::move(ingestion);
+  backlog_ = std::move(backlog);
+  limits_ = limits;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -50,7 +53,7 @@ void ClientGateway::loop() {
         bool more = router_.get(zmq::sockopt::rcvmore);
         if (more && router_.recv(body, zmq::recv_flags::none)) {
           for (zmq::message_t extra; router_.get(zmq::sockopt::rcvmore);) (void)router_.recv(extra, zmq::recv_flags::none);
-          caf::anon_send(ingestion_, request_atom::value, id.to_string(), body.to_string());
+          route(id, body.to_string());
         }
       }
     }
@@ -59,18 +62,35 @@ void ClientGateway::loop() {
       while (inbox_.recv(peer, zmq::recv_flags::dontwait)) {
         (void)inbox_.recv(body, zmq::recv_flags::none);
         if (peer.size() == 0) continue;  // the stop wake-up
-        // ROUTER_MANDATORY: EHOSTUNREACH (thrown) for a peer that is gone,
-        // EAGAIN (no send, with dontwait) when its queue is full; a client
-        // not reading is treated like a gone one: its requests end.
-        bool sent = false;
-        try {
-          sent = router_.send(peer, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
-                 router_.send(body, zmq::send_flags::dontwait).has_value();
-        } catch (const zmq::error_t&) {
-        }
-        if (!sent) caf::anon_send(ingestion_, gone_atom::value, peer.to_string());
+        if (!deliver(peer, body)) caf::anon_send(ingestion_, gone_atom::value, peer.to_string());
       }
     }
+  }
+}
+
+void ClientGateway::route(zmq::message_t& id, const std::string& bytes) {
+  service::IntakeDecision d = service::classify_frame(bytes, limits_, *backlog_);
+  switch (d.lane) {
+    case service::IntakeLane::answered:
+      if (!deliver(id, zmq::message_t(d.reply.data(), d.reply.size())))
+        caf::anon_send(ingestion_, gone_atom::value, id.to_string());
+      return;
+    case service::IntakeLane::prompt: return caf::anon_send(ingestion_, request_atom::value, id.to_string(), bytes, true);
+    case service::IntakeLane::control:
+      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, id.to_string(), bytes, false);
+  }
+}
+
+// ROUTER_MANDATORY: EHOSTUNREACH (thrown) for a peer that is gone, EAGAIN (no
+// send, with dontwait) when its queue is full; a client not reading is
+// treated like a gone one: its requests end.
+bool ClientGateway::deliver(const zmq::message_t& peer, const zmq::message_t& body) {
+  try {
+    zmq::message_t p(peer.data(), peer.size()), b(body.data(), body.size());
+    return router_.send(p, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
+           router_.send(b, zmq::send_flags::dontwait).has_value();
+  } catch (const zmq::error_t&) {
+    return false;
   }
 }
 

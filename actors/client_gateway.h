@@ -13,7 +13,9 @@
 
 #include "actors/interfaces.h"
 #include "messages/client_frames.h"
+#include "messages/client_validation.h"
 #include "messages/zmq_sockets.h"
+#include "service/intake.h"
 
 namespace troupe::actors {
 
@@ -24,13 +26,19 @@ class ClientGateway {
   ClientGateway(const ClientGateway&) = delete;
   ClientGateway& operator=(const ClientGateway&) = delete;
 
-  void start(ingestion_actor ingestion);  // begins reading; frames before this wait in the socket
+  // Begins reading; frames before this wait in the socket. Each frame is
+  // classified first (service/intake.h): Pings and overload refusals are
+  // answered here, on the socket thread.
+  void start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+             const messages::ClientLimits& limits);
   void stop();
   // Thread-safe: queues one response frame for `peer`.
   void send(const std::string& peer, const messages::Bytes& payload);
 
  private:
   void loop();
+  void route(zmq::message_t& id, const std::string& bytes);
+  bool deliver(const zmq::message_t& peer, const zmq::message_t& body);  // false: the peer is gone or not reading
 
   zmq::context_t ctx_;
   zmq::socket_t router_;
@@ -39,6 +47,8 @@ class ClientGateway {
   std::mutex mutex_;
   std::string inbox_endpoint_;
   ingestion_actor ingestion_;
+  std::shared_ptr<service::IntakeBacklog> backlog_;
+  messages::ClientLimits limits_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -70,8 +70,10 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
   self->state.gate = std::make_unique<service::RequestGate>(std::move(config));
   self->state.links = std::move(links);
   return {
-      [self](request_atom, const std::string& peer, const std::string& bytes) {
+      [self](request_atom, const std::string& peer, const std::string& bytes, bool counted) {
         service::Admission what = self->state.gate->to_admit(peer, bytes, service::steady_ns());
+        // Read and tokenized: its bytes leave the backlog (the tokens are the scheduler's to bound).
+        if (counted && self->state.links.backlog) self->state.links.backlog->release(bytes.size());
         if (auto* a = std::get_if<service::AdmitRequest>(&what)) return admit(self, std::move(*a));
         if (auto* t = std::get_if<service::SessionTurn>(&what)) return begin_turn(self, std::move(*t));
         if (auto* q = std::get_if<service::Query>(&what)) return route(self, *q);

@@ -2,10 +2,13 @@
 // Ingestion: the first actor a client's bytes meet. It asks the request gate
 // (service/request_gate.h) what a frame is, answers Ping and rejections
 // itself, fetches a session turn's history from the persistence actor, and
-// hands prompts to the scheduler and queries to whoever answers them.
+// hands prompts to the scheduler and queries to whoever answers them. The
+// socket thread sends control frames at high priority, so they overtake
+// prompts waiting here for the tokenizer (service/intake.h).
 #include <memory>
 
 #include "actors/interfaces.h"
+#include "service/intake.h"
 #include "service/request_gate.h"
 
 namespace troupe::actors {
@@ -17,6 +20,7 @@ struct IngestionLinks {
   scheduler_actor scheduler;
   persistence_actor persistence;  // sessions
   job_actor jobs;
+  std::shared_ptr<service::IntakeBacklog> backlog;  // what the socket thread counted, released once read
 };
 
 struct IngestionState {

@@ -28,7 +28,7 @@ namespace troupe::actors {
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using propose_atom = caf::atom_constant<caf::atom("propose")>;
 // Clients, through the gateway and ingestion.
-using request_atom = caf::atom_constant<caf::atom("request")>;  // (peer, bytes)
+using request_atom = caf::atom_constant<caf::atom("request")>;  // (peer, bytes, counted in the intake backlog)
 using gone_atom = caf::atom_constant<caf::atom("gone")>;        // (peer): unreachable
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;    // (peer, id, target)
@@ -113,7 +113,7 @@ using job_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>>;
 
 using ingestion_actor = caf::typed_actor<
-    caf::reacts_to<request_atom, std::string, std::string>,
+    caf::reacts_to<request_atom, std::string, std::string, bool>,
     caf::reacts_to<gone_atom, std::string>>;
 
 }  // namespace troupe::actors

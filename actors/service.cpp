@@ -72,6 +72,7 @@ struct Service::Impl {
   draft_actor drafter;
   scheduler_actor scheduler_handle;
   ingestion_actor ingestion_handle;
+  std::shared_ptr<service::IntakeBacklog> backlog;
   persistence_actor persistence_handle;
   kv_allocator_actor allocator;
   job_actor jobs;
@@ -216,7 +217,9 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.max_draft = options.max_draft;
   gc.draft_model = static_cast<bool>(drafter);
   gc.draft_names = draft_names;
-  ingestion_handle = system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs});
+  backlog = std::make_shared<service::IntakeBacklog>(options.intake);
+  ingestion_handle =
+      system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog});
 }
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
@@ -251,7 +254,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.system = std::make_unique<caf::actor_system>(s.config);
   s.spawn(v, policy, limits);
   s.backend_text = v.text;
-  s.gateway->start(s.ingestion_handle);
+  s.gateway->start(s.ingestion_handle, s.backlog, s.options.client);
 }
 
 Service::~Service() {

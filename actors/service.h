@@ -13,6 +13,7 @@
 #include "engine/speculation/controller.h"
 #include "messages/client_validation.h"
 #include "messages/zmq_sockets.h"
+#include "service/intake.h"
 
 namespace troupe::actors {
 
@@ -25,6 +26,9 @@ struct ServiceOptions {
   PlannerLimits planner;      // max_context 0: the model's training context, at most 8192
   messages::ClientLimits client;
   messages::SocketLimits socket;
+  // Prompts read from the socket and not yet tokenized; past either bound a
+  // prompt is answered `overloaded` at once (service/intake.h).
+  service::IntakeLimits intake;
   // Split topology: the target verifier runs in `troupe worker` at this
   // endpoint instead of in this process (which then loads only the
   // tokenizer and config from model_path).

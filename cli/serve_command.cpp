@@ -85,6 +85,13 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--max-waiting", a->service.planner.max_waiting, "Queued requests before queue-full errors")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--intake-frames", a->service.intake.max_frames,
+                  "Prompts read but not yet tokenized before `overloaded` errors")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--intake-bytes", a->service.intake.max_bytes, "... and their bytes")
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
   cmd->add_option("--worker", a->service.worker,
                   "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only)");

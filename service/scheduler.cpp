@@ -41,6 +41,17 @@ void Scheduler::refuse(const AdmitRequest& a, wire::ErrorCode code, const std::s
 
 void Scheduler::admit(AdmitRequest a) {
   const RequestKey key{a.peer, a.client_id};
+  if (auto early = early_cancels_.find(key); early != early_cancels_.end()) {
+    const bool fresh = now() - early->second <= kEarlyCancelNs;
+    early_cancels_.erase(early);
+    if (fresh) {
+      messages::DoneFields d;
+      d.reason = wire::FinishReason::cancelled;
+      d.prompt_tokens = static_cast<int32_t>(a.prompt.size());
+      out_.replies.push_back({a.peer, a.client_id, messages::done_response(a.client_id, d)});
+      return release_session(a.session_id);
+    }
+  }
   if (requests_.count(key))
     return refuse(a, wire::ErrorCode::duplicate_id,
                   "request id " + std::to_string(a.client_id) + " is already running on this connection");
@@ -76,6 +87,10 @@ void Scheduler::cancel(const std::string& peer, uint64_t request_id, uint64_t ta
   auto it = requests_.find({peer, target});
   if (it == requests_.end()) {
     if (is_internal_peer(peer)) return;  // a job item that already ended
+    // It may still be on its way (a prompt being tokenized): remembered for a while.
+    if (early_cancels_.size() >= kMaxEarlyCancels)
+      std::erase_if(early_cancels_, [t = now()](const auto& e) { return t - e.second > kEarlyCancelNs; });
+    if (early_cancels_.size() < kMaxEarlyCancels) early_cancels_[{peer, target}] = now();
     out_.replies.push_back({peer, request_id,
                             messages::error_response(request_id, wire::ErrorCode::unknown_request,
                                                      "no running request " + std::to_string(target) + " on this connection")});

@@ -137,6 +137,11 @@ class Scheduler {
   SwapLedger swapped_;
   std::unordered_map<uint64_t, Sequence> sequences_;        // by sequence id
   std::map<RequestKey, std::vector<uint64_t>> requests_;  // a request's sequences: one, or one per sample
+  // Cancels that overtook their request (control frames skip queued prompts,
+  // service/intake.h): when, so the request ends at once on arrival.
+  std::map<RequestKey, int64_t> early_cancels_;
+  static constexpr int64_t kEarlyCancelNs = 30'000'000'000;
+  static constexpr size_t kMaxEarlyCancels = 4096;
   Outbound out_;
   Phase phase_ = Phase::ready;
   uint64_t next_seq_ = 1;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <algorithm>
 #include <thread>
 
 #include "engine/backend.h"
@@ -176,7 +177,7 @@ TEST_CASE("bad input gets its Error while a well-behaved client is served", "[se
   harsh.repeat_penalty = 20;
   expect_error(messages::generate_request(12, "hi", harsh), wire::ErrorCode::invalid_field, "repeat_penalty");
 
-  // A flood: every request is answered, Accepted or queue_full, none lost.
+  // A flood: every request is answered, Done, queue_full or overloaded, none lost.
   constexpr int kFlood = 10000;
   for (int i = 0; i < kFlood; ++i) bad.send(messages::generate_request(1000 + i, "x", greedy(1)));
   std::map<uint64_t, int> ended;  // id -> 1 done, 2 queue_full
@@ -187,7 +188,7 @@ TEST_CASE("bad input gets its Error while a well-behaved client is served", "[se
     const auto* r = messages::check_response(*f);
     if (r->body_as_Done()) ended[r->client_request_id()] = 1;
     if (const auto* e = r->body_as_Error()) {
-      CHECK(e->code() == wire::ErrorCode::queue_full);
+      CHECK((e->code() == wire::ErrorCode::queue_full || e->code() == wire::ErrorCode::overloaded));
       ended[r->client_request_id()] = 2;
       ++queue_full;
     }
@@ -268,6 +269,41 @@ TEST_CASE("n parallel samples share the prompt's pages and each is a correct con
   CHECK(a.sample_tokens[0] != a.sample_tokens[1]);
   CHECK(a.sample_tokens[1] != a.sample_tokens[2]);
   CHECK(pages_return(c, 1s));
+}
+
+TEST_CASE("a flood of 1 MB prompts from one client: another's Pings stay fast and every prompt is answered", "[service]") {
+  Server server("flood", {"--context", "256", "--intake-frames", "32"});
+  messages::ClientConnection flood(server.endpoint);
+  constexpr int kFlood = 200;
+  const std::string huge(1000000, 'x');
+  std::thread sender([&] {
+    for (int i = 0; i < kFlood; ++i) flood.send(messages::generate_request(1 + i, huge, greedy(4)));
+  });
+  messages::ClientConnection polite(server.endpoint);
+  std::vector<double> rtt_ms;
+  for (int i = 0; i < 50; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(polite.ping(10s));
+    rtt_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::this_thread::sleep_for(20ms);
+  }
+  sender.join();
+  std::map<uint64_t, wire::ErrorCode> ended;
+  while (static_cast<int>(ended.size()) < kFlood) {
+    auto f = flood.receive(120s);
+    if (!f) break;
+    const auto* r = messages::check_response(*f);
+    if (const auto* e = r->body_as_Error()) ended[r->client_request_id()] = e->code();
+  }
+  CHECK(static_cast<int>(ended.size()) == kFlood);  // each one answered: too long for the context, or overloaded
+  const auto overloaded = std::count_if(ended.begin(), ended.end(), [](const auto& e) { return e.second == wire::ErrorCode::overloaded; });
+  const auto too_long = std::count_if(ended.begin(), ended.end(), [](const auto& e) { return e.second == wire::ErrorCode::too_long; });
+  CHECK(overloaded + too_long == kFlood);
+  CHECK(overloaded > 0);
+  std::sort(rtt_ms.begin(), rtt_ms.end());
+  INFO("Ping p50 " << rtt_ms[25] << " ms, max " << rtt_ms.back() << " ms; " << overloaded << " overloaded");
+  CHECK(rtt_ms[48] < 100.0);  // p99 of 50
+  CHECK(pages_return(polite, 2s));
 }
 
 TEST_CASE("ping and stats answer at once", "[service]") {

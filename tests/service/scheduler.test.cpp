@@ -4,6 +4,8 @@
 // rejected draft windows, preemption with swap).
 #include <catch2/catch.hpp>
 
+#include <memory>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -228,6 +230,27 @@ TEST_CASE("a cancel of an unknown request is an Error naming it, and a gone clie
   loop.run();
   CHECK(loop.seen.size() == before);
   require_no_pages_in_use(s);
+}
+
+TEST_CASE("a cancel that overtakes its request ends it at once on arrival, for 30 seconds") {
+  SchedulerConfig c = config();
+  auto t = std::make_shared<int64_t>(0);
+  c.clock = [t] { return *t; };
+  Scheduler s(c);
+  Loop loop(s);
+  s.cancel("client", 7, 1);  // the Cancel skipped ahead of its Generate, still being tokenized
+  s.admit(request(1, tokens(6), 50));
+  loop.run();
+  CHECK(loop.of(7).at(0).code == wire::ErrorCode::unknown_request);
+  REQUIRE(loop.of(1).size() == 1);
+  CHECK(loop.of(1)[0].kind == wire::ResponseBody::Done);
+  CHECK(loop.of(1)[0].reason == wire::FinishReason::cancelled);
+  require_no_pages_in_use(s);
+  s.cancel("client", 8, 2);
+  *t += 31'000'000'000;  // too late: a cancel that old belongs to no request now
+  s.admit(request(2, tokens(6), 3));
+  loop.run();
+  CHECK(loop.of(2).back().reason == wire::FinishReason::length);
 }
 
 TEST_CASE("a duplicate request id on one connection is refused, and the same id on another connection is not") {
