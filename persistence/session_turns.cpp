@@ -47,10 +47,28 @@ bool SessionTurns::kv_valid(const SessionRecord& s) const {
 }
 
 const SessionRecord* SessionTurns::find(const std::string& id) {
-  if (auto it = cache_.find(id); it != cache_.end()) return &it->second;
+  if (auto it = cache_.find(id); it != cache_.end()) {
+    it->second.used = ++tick_;
+    return &it->second.record;
+  }
   auto loaded = sessions_.load(id);
   if (!loaded) return nullptr;
-  return &cache_.emplace(id, std::move(*loaded)).first->second;
+  return remember(id, std::move(*loaded));
+}
+
+const SessionRecord* SessionTurns::remember(const std::string& id, SessionRecord record) {
+  Cached& c = cache_[id];
+  c.record = std::move(record);
+  c.used = ++tick_;
+  while (cache_.size() > policy_.max_cached) {
+    auto oldest = cache_.end();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it)
+      if (it->first != id && !busy_.count(it->first) && (oldest == cache_.end() || it->second.used < oldest->second.used))
+        oldest = it;
+    if (oldest == cache_.end()) break;  // every other one is busy
+    cache_.erase(oldest);
+  }
+  return &c.record;
 }
 
 SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
@@ -124,7 +142,9 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
                                     "the turn was not saved, session '" + c.session_id + "' is unchanged: " + e.what());
   }
   last_turn_ms_[c.session_id] = now_ms;
-  cache_[c.session_id] = std::move(next);
+  if (last_turn_ms_.size() > policy_.max_cached)  // past the idle time a session's pages are freed anyway
+    std::erase_if(last_turn_ms_, [&](const auto& e) { return now_ms - e.second >= policy_.idle_ms; });
+  remember(c.session_id, std::move(next));
   return messages::done_response(c.client_id, c.done);
 }
 
@@ -147,7 +167,7 @@ int32_t SessionTurns::spill(const KvSpill& spill) {
     const int64_t t0 = now_us();
     store_.write(b, false);  // a page lost in a crash is recomputed
     if (spill.data.size() >= 32) log_transfer("wrote", spill.session_id, spill.data, now_us() - t0);
-    cache_[spill.session_id] = std::move(next);
+    remember(spill.session_id, std::move(next));
     return static_cast<int32_t>(spill.data.size());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe serve: KV pages of session '%s' not spilled: %s\n", spill.session_id.c_str(), e.what());
@@ -166,7 +186,7 @@ bool SessionTurns::summarize(const std::string& id, const std::string& summary, 
     Batch b;
     sessions_.write_header(next, b);
     store_.write(b, false);  // lost in a crash: written again when next needed
-    cache_[id] = std::move(next);
+    remember(id, std::move(next));
     return true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe serve: the summary of session '%s' was not stored: %s\n", id.c_str(), e.what());

@@ -76,6 +76,9 @@ struct SessionPolicy {
   // A session that ended a turn here more recently than this still has its
   // pages in memory (the server frees them after the same time).
   int64_t idle_ms = 300000;
+  // Sessions kept decoded in memory, least recently used out first (every
+  // turn is in the store already: an evicted session is read again).
+  size_t max_cached = 1024;
 };
 
 class SessionTurns {
@@ -98,17 +101,25 @@ class SessionTurns {
   messages::Bytes list(uint64_t request_id);
   messages::Bytes show(uint64_t request_id, const std::string& id);
   messages::Bytes remove(uint64_t request_id, const std::string& id);
+  size_t cached() const { return cache_.size(); }
 
  private:
   bool kv_valid(const SessionRecord& s) const;
   const SessionRecord* find(const std::string& id);
+  // Caches the session's record as it now is; may evict others (never a busy one).
+  const SessionRecord* remember(const std::string& id, SessionRecord record);
 
   Store& store_;
   SessionPolicy policy_;
   SessionBook sessions_;
   KvPageStore kv_;
   std::set<std::string> busy_;  // sessions with a turn running
-  std::unordered_map<std::string, SessionRecord> cache_;
+  struct Cached {
+    SessionRecord record;
+    uint64_t used = 0;  // tick of the last use
+  };
+  std::unordered_map<std::string, Cached> cache_;
+  uint64_t tick_ = 0;
   std::unordered_map<std::string, int64_t> last_turn_ms_;  // steady ms of each session's last turn here
 };
 

@@ -141,3 +141,31 @@ TEST_CASE("unknown sessions answer unknown_session, and a deleted session is gon
   CHECK(start.kv_stored == 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the session cache keeps at most max_cached sessions, never evicts a busy one, and an evicted one reads back whole") {
+  const auto dir = temp_store("lru");
+  Store store(dir);
+  SessionPolicy p = policy();
+  p.max_cached = 2;
+  SessionTurns turns(store, p);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    REQUIRE(turns.begin(id, 0).error == wire::ErrorCode::none);
+    CHECK(kind(turns.commit(turn(id, seq(8), std::string("answer ") + id), 0, 1000)) == wire::ResponseBody::Done);
+  }
+  CHECK(turns.cached() == 2);
+  // Busy sessions stay however many there are.
+  for (const char* id : {"a", "b", "c"}) REQUIRE(turns.begin(id, 0).error == wire::ErrorCode::none);
+  CHECK(turns.cached() == 3);
+  for (const char* id : {"a", "b", "c"}) {
+    CHECK(kind(turns.commit(turn(id, seq(12), "second"), 0, 2000)) == wire::ResponseBody::Done);
+  }
+  CHECK(turns.cached() <= 3);
+  // "d" was evicted, then is read back from the store with its turn.
+  const SessionStart d = turns.begin("d", 0);
+  REQUIRE(d.error == wire::ErrorCode::none);
+  REQUIRE(d.turns.size() == 1);
+  CHECK(d.turns[0][1].content == "answer d");
+  turns.release("d");
+  CHECK(turns.begin("a", 0).turns.size() == 2);
+  std::filesystem::remove_all(dir);
+}
