@@ -57,6 +57,7 @@ using job_create_atom = caf::atom_constant<caf::atom("jcreate")>;
 using job_result_atom = caf::atom_constant<caf::atom("jresult")>;
 using job_header_atom = caf::atom_constant<caf::atom("jheader")>;
 using job_load_atom = caf::atom_constant<caf::atom("jload")>;
+using job_get_atom = caf::atom_constant<caf::atom("jget")>;  // (job id): one ended job, read back
 using summarize_atom = caf::atom_constant<caf::atom("summarize")>;      // a session's summary to write
 using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... and to store
 
@@ -85,6 +86,7 @@ using persistence_actor = caf::typed_actor<
     caf::replies_to<job_result_atom, persistence::JobRecord, messages::JobItemFields>::with<std::string>,
     caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
     caf::replies_to<job_load_atom>::with<JobRecords>,
+    caf::replies_to<job_get_atom, std::string>::with<JobRecords>,  // none or one, or the damage
     caf::reacts_to<session_summary_atom, service::SummaryResult>>;
 
 // The KV-page allocator: what becomes of page contents between steps.

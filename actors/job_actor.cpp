@@ -41,6 +41,19 @@ void store(Self self, service::JobWork& w) {
     self->request(db, caf::infinite, job_header_atom::value, h).then([](const std::string& e) {
       if (!e.empty()) std::fprintf(stderr, "troupe serve: a job's final state was not stored: %s\n", e.c_str());
     }, [](caf::error&) {});
+  for (auto& l : w.loads)
+    self->request(db, caf::infinite, job_get_atom::value, l.job_id)
+        .then(
+            [self, l](JobRecords& got) {
+              std::optional<persistence::JobRecord> job;
+              if (!got.jobs.empty()) job = std::move(got.jobs.front());
+              self->state.jobs->loaded(l, job, got.damage);
+              deliver(self);
+            },
+            [self, l](caf::error& err) {
+              self->state.jobs->loaded(l, std::nullopt, "the store is unreachable: " + self->system().render(err));
+              deliver(self);
+            });
   for (auto& c : w.cancel_writes)
     self->request(db, caf::infinite, job_header_atom::value, c.job)
         .then([self, c](const std::string& error) { self->state.jobs->cancel_stored(c.job, c.peer, c.client_id, error); deliver(self); },

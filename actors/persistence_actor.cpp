@@ -86,6 +86,15 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         return failure_of([&] { self->state.jobs->write_header(job); });
       },
       [self](job_load_atom) { return load_jobs(*self->state.jobs); },
+      [self](job_get_atom, const std::string& id) {
+        JobRecords one;
+        try {
+          if (auto j = self->state.jobs->load(id)) one.jobs.push_back(std::move(*j));
+        } catch (const std::exception& e) {
+          one.damage = e.what();
+        }
+        return one;
+      },
       [self](session_summary_atom, const service::SummaryResult& s) {
         self->state.sessions->summarize(s.session_id, s.text, s.through);
       },

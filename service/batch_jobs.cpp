@@ -51,7 +51,10 @@ void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string dam
   for (auto& job : stored) {
     const bool resume = job.state == wire::JobState::running;
     auto& j = jobs_.emplace(job.id, std::move(job)).first->second;
-    if (!resume) continue;
+    if (!resume) {
+      retire(j.id);
+      continue;
+    }
     queue_unfinished(j);
     publish(wire::JobEventKind::job_resumed, j, nullptr);
     std::fprintf(stderr, "troupe serve: resuming job %s (%zu of %zu items done)\n", j.id.c_str(), j.results.size(),
@@ -253,6 +256,7 @@ void BatchJobs::stored(const std::string& job_id, const messages::JobItemFields&
     // last one out writes the final state.
     if (writing_[job_id] == 0) work_.headers.push_back(job);
     publish(wire::JobEventKind::job_finished, job, nullptr);
+    retire(job_id);
   }
   pump();
 }
@@ -262,7 +266,12 @@ void BatchJobs::query(const std::string& peer, uint64_t client_id, JobQuery q, c
   if (q == JobQuery::list) {
     std::vector<messages::JobSummaryFields> all;
     for (const auto& [jid, job] : jobs_) all.push_back(job.summary());
+    for (const auto& [jid, summary] : archived_) all.push_back(summary);
     return reply(peer, client_id, messages::job_list_response(client_id, all));
+  }
+  if (auto a = archived_.find(job_id); a != archived_.end()) {  // ended: nothing to cancel
+    if (q == JobQuery::results) return work_.loads.push_back({job_id, peer, client_id});
+    return reply(peer, client_id, messages::job_reply_response(client_id, a->second));
   }
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() && !damage_.empty())
@@ -301,6 +310,39 @@ void BatchJobs::cancel_stored(const persistence::JobRecord& next, const std::str
     if (f.job == next.id) work_.cancels.emplace_back(job_peer(next.id), cid);
   reply(peer, client_id, messages::job_reply_response(client_id, it->second.summary()));
   publish(wire::JobEventKind::job_cancelled, it->second, nullptr);
+  retire(next.id);
+}
+
+void BatchJobs::retire(const std::string& job_id) {
+  ended_.push_back(job_id);
+  // Oldest first; one with results still being written waits for a later call.
+  for (size_t tries = ended_.size(); ended_.size() > cfg_.max_cached_jobs && tries > 0; --tries) {
+    const std::string id = ended_.front();
+    ended_.pop_front();
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    if (writing_[id] > 0) {
+      ended_.push_back(id);
+      continue;
+    }
+    archived_[id] = it->second.summary();
+    jobs_.erase(it);
+    writing_.erase(id);
+    started_ns_.erase(id);
+    tokens_this_run_.erase(id);
+  }
+}
+
+void BatchJobs::loaded(const JobWork::Load& load, const std::optional<persistence::JobRecord>& job,
+                       const std::string& error) {
+  if (!job)
+    return reply(load.peer, load.client_id,
+                 messages::error_response(load.client_id, wire::ErrorCode::storage_failed,
+                                          "job '" + load.job_id + "' could not be read from the store" +
+                                              (error.empty() ? std::string(": it is gone") : ": " + error)));
+  std::vector<messages::JobItemFields> results;
+  for (const auto& [i, r] : job->results) results.push_back(r);
+  reply(load.peer, load.client_id, messages::job_reply_response(load.client_id, job->summary(), results));
 }
 
 }  // namespace troupe::service

@@ -80,6 +80,11 @@ struct JobWork {
   std::vector<std::pair<std::string, messages::Bytes>> events;  // (topic = job id, JobEvent)
   std::vector<std::pair<std::string, uint64_t>> cancels;        // (internal peer, item request id)
   std::vector<SummaryResult> summaries;                          // to store with their sessions
+  struct Load {  // an ended job's results, asked for after it left memory; then loaded()
+    std::string job_id, peer;
+    uint64_t client_id = 0;
+  };
+  std::vector<Load> loads;
   int64_t retry_after_ms = 0;  // > 0: call retry() then
 };
 
@@ -89,6 +94,10 @@ struct BatchJobsConfig {
   int64_t max_context = 4096;
   size_t max_prompt_bytes = 1 << 20;  // an item's expanded prompt, as the request gate bounds it
   int32_t max_in_flight = 4;
+  // Jobs that ended kept whole (items and results) in memory, the latest
+  // first; older ones keep only their summary, and a results query reads them
+  // from the store (JobWork::loads).
+  size_t max_cached_jobs = 256;
   std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
   std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
 };
@@ -111,6 +120,9 @@ class BatchJobs {
   void cancel_stored(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id,
                      const std::string& error);
   void retry() { pump(); }
+  // The store's answer to a JobWork::Load: the job, or why it could not be read.
+  void loaded(const JobWork::Load& load, const std::optional<persistence::JobRecord>& job, const std::string& error);
+  size_t jobs_in_memory() const { return jobs_.size(); }
   // One summary per session in flight; a later task for it waits for the next turn.
   void summarize(SummaryTask task);
 
@@ -144,6 +156,9 @@ class BatchJobs {
   bool loaded_ = false;
   std::string damage_;
   std::map<std::string, persistence::JobRecord> jobs_;
+  std::map<std::string, messages::JobSummaryFields> archived_;  // ended, out of memory: summaries only
+  std::deque<std::string> ended_;                               // ended jobs in jobs_, oldest first
+  void retire(const std::string& job_id);                       // it ended: may send older ones to archived_
   std::unordered_map<std::string, int64_t> started_ns_;       // when this server began running the job
   std::unordered_map<std::string, int64_t> tokens_this_run_;  // completion tokens since then
   std::deque<std::pair<std::string, int32_t>> pending_;       // items to run, in order

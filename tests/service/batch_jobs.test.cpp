@@ -228,3 +228,48 @@ TEST_CASE("with a damaged store, a job it could not read is a storage error, not
   jobs.query("client", 2, JobQuery::status, "job-ok");
   CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_type() == wire::ResponseBody::JobReply);
 }
+
+TEST_CASE("ended jobs past max_cached_jobs keep only their summary in memory, and their results are read from the store") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 512;
+  c.max_cached_jobs = 2;
+  c.unix_clock = [] { return int64_t{1700000000000}; };
+  BatchJobs jobs(c);
+  std::vector<persistence::JobRecord> stored;
+  for (int i = 0; i < 5; ++i) {
+    persistence::JobRecord j;
+    j.id = "job-" + std::to_string(i);
+    j.items = {"a", "b"};
+    j.state = wire::JobState::finished;
+    j.results[0] = messages::JobItemFields{0, "one", wire::FinishReason::stop, 1, 1, ""};
+    j.results[1] = messages::JobItemFields{1, "two", wire::FinishReason::stop, 1, 1, ""};
+    stored.push_back(j);
+  }
+  jobs.load(stored);
+  jobs.take();
+  CHECK(jobs.jobs_in_memory() == 2);
+  jobs.query("client", 1, JobQuery::list, "");
+  CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobList()->jobs()->size() == 5);
+  jobs.query("client", 2, JobQuery::status, "job-0");  // archived: the summary answers
+  const auto* status = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobReply();
+  REQUIRE(status);
+  CHECK(status->job()->finished_items() == 2);
+  jobs.query("client", 3, JobQuery::results, "job-0");
+  JobWork w = jobs.take();
+  CHECK(w.replies.empty());
+  REQUIRE(w.loads.size() == 1);
+  CHECK(w.loads[0].job_id == "job-0");
+  jobs.loaded(w.loads[0], stored[0], "");
+  const auto* results = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobReply();
+  REQUIRE(results);
+  CHECK(results->results()->size() == 2);
+  jobs.query("client", 4, JobQuery::results, "job-1");
+  w = jobs.take();
+  jobs.loaded(w.loads.at(0), std::nullopt, "Corruption: block checksum mismatch");
+  const auto* e = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_Error();
+  REQUIRE(e);
+  CHECK(e->code() == wire::ErrorCode::storage_failed);
+  jobs.query("client", 5, JobQuery::results, "job-4");  // recent: in memory
+  CHECK(jobs.take().replies.size() == 1);
+}
