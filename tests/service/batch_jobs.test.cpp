@@ -220,7 +220,8 @@ TEST_CASE("with a damaged store, a job it could not read is a storage error, not
   jobs.load({readable}, "cannot read the store in d: Corruption: block checksum mismatch");
   jobs.take();
   jobs.query("client", 1, JobQuery::status, "job-lost");
-  const auto* e = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_Error();
+  const JobWork held1 = jobs.take();
+  const auto* e = messages::check_response(held1.replies.at(0).bytes)->body_as_Error();
   REQUIRE(e);
   CHECK(e->code() == wire::ErrorCode::storage_failed);
   CHECK_THAT(e->message()->str(), Catch::Contains("job 'job-lost' is not among the jobs the store could read") &&
@@ -252,7 +253,8 @@ TEST_CASE("ended jobs past max_cached_jobs keep only their summary in memory, an
   jobs.query("client", 1, JobQuery::list, "");
   CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobList()->jobs()->size() == 5);
   jobs.query("client", 2, JobQuery::status, "job-0");  // archived: the summary answers
-  const auto* status = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobReply();
+  const JobWork held2 = jobs.take();
+  const auto* status = messages::check_response(held2.replies.at(0).bytes)->body_as_JobReply();
   REQUIRE(status);
   CHECK(status->job()->finished_items() == 2);
   jobs.query("client", 3, JobQuery::results, "job-0");
@@ -261,13 +263,15 @@ TEST_CASE("ended jobs past max_cached_jobs keep only their summary in memory, an
   REQUIRE(w.loads.size() == 1);
   CHECK(w.loads[0].job_id == "job-0");
   jobs.loaded(w.loads[0], stored[0], "");
-  const auto* results = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobReply();
+  const JobWork held3 = jobs.take();
+  const auto* results = messages::check_response(held3.replies.at(0).bytes)->body_as_JobReply();
   REQUIRE(results);
   CHECK(results->results()->size() == 2);
   jobs.query("client", 4, JobQuery::results, "job-1");
   w = jobs.take();
   jobs.loaded(w.loads.at(0), std::nullopt, "Corruption: block checksum mismatch");
-  const auto* e = messages::check_response(jobs.take().replies.at(0).bytes)->body_as_Error();
+  const JobWork held4 = jobs.take();
+  const auto* e = messages::check_response(held4.replies.at(0).bytes)->body_as_Error();
   REQUIRE(e);
   CHECK(e->code() == wire::ErrorCode::storage_failed);
   jobs.query("client", 5, JobQuery::results, "job-4");  // recent: in memory
