@@ -1,4 +1,5 @@
 #include "persistence/store.h"
+#include "persistence/store_layout.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -12,7 +13,6 @@
 namespace troupe::persistence {
 namespace {
 
-constexpr std::array<const char*, 4> kFamilies = {"meta", "sessions", "jobs", "kv_pages"};
 constexpr const char* kVersionKey = "schema_version";
 
 }  // namespace
@@ -34,22 +34,8 @@ Store::Store(const std::filesystem::path& dir) : dir_(dir), impl_(std::make_uniq
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw StoreError("cannot create the data directory " + dir.string() + ": " + ec.message());
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.create_missing_column_families = true;
-  options.max_open_files = 256;
-  options.keep_log_file_num = 4;
-  // Small, rarely written values: LZ4 where it helps (text), cheap where it does not.
-  options.compression = rocksdb::kLZ4Compression;
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const char* name : kFamilies) {
-    rocksdb::ColumnFamilyOptions cf(options);
-    // KV pages are INT8 already; ZSTD still takes what entropy is left (the
-    // codes cluster near zero), LZ4 takes almost nothing.
-    if (name == std::string("kv_pages")) cf.compression = rocksdb::kZSTD;
-    descriptors.emplace_back(name == std::string("meta") ? rocksdb::kDefaultColumnFamilyName : name, cf);
-  }
-  // "meta" is RocksDB's default family (which must exist anyway).
+  const rocksdb::Options options = store_options();
+  const auto descriptors = family_descriptors(options);
   rocksdb::DB* db = nullptr;
   const rocksdb::Status st = rocksdb::DB::Open(options, dir.string(), descriptors, &impl_->families, &db);
   if (!st.ok()) {

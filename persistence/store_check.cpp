@@ -11,37 +11,25 @@
 #include "persistence/jobs.h"
 #include "persistence/sessions.h"
 #include "persistence/store.h"
+#include "persistence/store_layout.h"
 
 namespace troupe::persistence {
 namespace {
 
-// The families as Store names them ("meta" is RocksDB's default family).
-constexpr std::array<const char*, 4> kNames = {"meta", "sessions", "jobs", "kv_pages"};
-
-std::vector<rocksdb::ColumnFamilyDescriptor> descriptors(const rocksdb::Options& options) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> d;
-  for (const char* name : kNames) {
-    rocksdb::ColumnFamilyOptions cf(options);
-    cf.compression = name == std::string("kv_pages") ? rocksdb::kZSTD : rocksdb::kLZ4Compression;  // as Store writes
-    d.emplace_back(name == std::string("meta") ? rocksdb::kDefaultColumnFamilyName : name, cf);
-  }
-  return d;
-}
-
 // Every block's checksum, on a read-only open (which also tells a family
 // missing from the manifest).
 void verify_checksums(const std::filesystem::path& dir, StoreCheck& out) {
-  rocksdb::Options options;
+  const rocksdb::Options options = store_options();
   std::vector<std::string> present;
   if (const rocksdb::Status l = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(options), dir.string(), &present); !l.ok())
     throw StoreError("cannot read the store's manifest in " + dir.string() + ": " + l.ToString() +
                      " (run `troupe store repair`)");
-  for (const char* name : kNames)
+  for (const char* name : kFamilyNames)
     if (name != std::string("meta") && std::find(present.begin(), present.end(), name) == present.end())
       throw StoreError("the store in " + dir.string() + " has no '" + name + "' family (run `troupe store repair`)");
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status st = rocksdb::DB::OpenForReadOnly(options, dir.string(), descriptors(options), &handles, &raw);
+  const rocksdb::Status st = rocksdb::DB::OpenForReadOnly(options, dir.string(), family_descriptors(options), &handles, &raw);
   if (!st.ok()) throw StoreError("cannot open the store in " + dir.string() + " to check it: " + st.ToString());
   std::unique_ptr<rocksdb::DB> db(raw);
   if (const rocksdb::Status v = db->VerifyChecksum(); !v.ok()) out.problems.push_back("checksums: " + v.ToString());
@@ -95,12 +83,12 @@ StoreCheck check_store(const std::filesystem::path& dir) {
   // Then as the server reads: every record, damaged blocks stepped over and
   // counted, and each job and session decoded whole.
   Store store(dir);
-  for (size_t i = 0; i < kNames.size(); ++i) {
-    StoreCheck::FamilyCount count{kNames[i], 0};
+  for (size_t i = 0; i < kFamilyNames.size(); ++i) {
+    StoreCheck::FamilyCount count{kFamilyNames[i], 0};
     ScanDamage damage;
     store.scan(static_cast<Family>(i), "", [&](std::string_view, std::string_view) { return ++count.records, true; }, &damage);
     if (damage)
-      out.problems.push_back(std::string(kNames[i]) + ": " + std::to_string(damage.blocks) +
+      out.problems.push_back(std::string(kFamilyNames[i]) + ": " + std::to_string(damage.blocks) +
                              " damaged blocks stepped over; the first: " + damage.first);
     out.families.push_back(count);
   }
@@ -134,8 +122,8 @@ RepairOutcome repair_store(const std::filesystem::path& dir) {
     // What cannot be opened has a damaged manifest or log: RocksDB's RepairDB
     // rebuilds them from the files present (it drops a damaged table whole,
     // so it is not used for damage inside tables: the copy below is).
-    rocksdb::Options options;
-    const rocksdb::Status st = rocksdb::RepairDB(dir.string(), rocksdb::DBOptions(options), descriptors(options));
+    const rocksdb::Options options = store_options();
+    const rocksdb::Status st = rocksdb::RepairDB(dir.string(), rocksdb::DBOptions(options), family_descriptors(options));
     if (!st.ok()) throw StoreError("repair of " + dir.string() + " failed: " + st.ToString());
     out.rebuilt_manifest = true;
   }
