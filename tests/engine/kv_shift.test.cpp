@@ -5,6 +5,8 @@
 // tolerance is the KV type's own rounding (re-encoding the turned keys).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -19,7 +21,9 @@ using namespace troupe;
 namespace {
 
 std::string one_layer_model(bool bias) {
-  const auto path = std::filesystem::temp_directory_path() / (std::string("troupe-kv-shift-") + (bias ? "qwen2" : "llama") + ".gguf");
+  // Per process: CTest runs this file's cases in parallel, each writing its model.
+  const auto path = std::filesystem::temp_directory_path() / (std::string("troupe-kv-shift-") + (bias ? "qwen2" : "llama") +
+                                                              "-" + std::to_string(getpid()) + ".gguf");
   SyntheticModelSpec spec;
   spec.n_layer = 1;
   spec.seed = 41;
