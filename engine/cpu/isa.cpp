@@ -1,6 +1,9 @@
 #include "engine/cpu/isa.h"
 
 #include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -8,14 +11,23 @@
 namespace troupe::cpu {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID itself: clang 14 (the fuzz build, tests/fuzz) cannot name f16c in
+// __builtin_cpu_supports.
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 Isa probe() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+      __builtin_cpu_supports("fma") && has_f16c())
     return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
     return Isa::avx2;
 #endif
   return Isa::scalar;
