@@ -1,10 +1,19 @@
 #include "engine/schedule/batch_planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <unordered_map>
 
 namespace troupe {
+namespace {
+
+// A share of a whole, at least one.
+int32_t share_of(int32_t whole, double share) {
+  return std::max<int32_t>(1, static_cast<int32_t>(std::ceil(static_cast<double>(whole) * share)));
+}
+
+}  // namespace
 
 const char* request_state_name(RequestState s) {
   switch (s) {
@@ -23,21 +32,94 @@ BatchPlanner::BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limi
 BatchPlanner::~BatchPlanner() { seqs_.clear(); }  // sequences release their pages before the cache goes
 
 BatchPlanner::AddResult BatchPlanner::add(uint64_t id, Priority priority, std::vector<int32_t> prompt,
-                                          int32_t max_new_tokens) {
+                                          int32_t max_new_tokens, TenantId tenant_id) {
   if (seqs_.count(id)) return AddResult::duplicate;
   if (prompt.empty() || static_cast<int64_t>(prompt.size()) >= limits_.max_context) return AddResult::too_long;
-  int32_t waiting = 0;
-  for (const auto& [k, s] : seqs_) waiting += s->state == RequestState::waiting;
+  int32_t waiting = 0, mine = 0;
+  for (const auto& [k, s] : seqs_) {
+    waiting += s->state == RequestState::waiting;
+    mine += s->state == RequestState::waiting && s->tenant == tenant_id;
+  }
   if (waiting >= limits_.max_waiting) return AddResult::queue_full;
+  if (mine >= share_of(limits_.max_waiting, limits_.tenant_queue_share)) return AddResult::tenant_queue_full;
   auto s = std::make_unique<PlannedSequence>(pool_, page_size_);
   s->id = id;
   s->priority = priority;
+  s->tenant = tenant_id;
   s->arrival = arrivals_++;
   s->prompt_tokens = static_cast<int32_t>(prompt.size());
   s->tokens = std::move(prompt);
   s->max_new_tokens = max_new_tokens;
   seqs_.emplace(id, std::move(s));
+  ++tenant(tenant_id).sequences;
   return AddResult::accepted;
+}
+
+void BatchPlanner::set_tenant_weight(TenantId t, uint32_t weight) {
+  weights_[t] = std::max<uint32_t>(weight, 1);
+  if (auto it = tenants_.find(t); it != tenants_.end()) it->second.weight = weights_[t];
+}
+
+BatchPlanner::Tenant& BatchPlanner::tenant(TenantId t) {
+  auto it = tenants_.find(t);
+  if (it != tenants_.end()) return it->second;
+  // A tenant back from idle starts just ahead of the least-served active
+  // one: it goes next, but being away earns no credit to spend later.
+  double start = 0;
+  bool any = false;
+  for (const auto& [id, other] : tenants_) {
+    start = any ? std::min(start, other.served) : other.served;
+    any = true;
+  }
+  Tenant fresh;
+  fresh.served = any ? start - 1e-6 : 0;
+  if (auto w = weights_.find(t); w != weights_.end()) fresh.weight = w->second;
+  return tenants_.emplace(t, fresh).first->second;
+}
+
+void BatchPlanner::tenant_done(TenantId t) {
+  auto it = tenants_.find(t);
+  if (it != tenants_.end() && --it->second.sequences <= 0) tenants_.erase(it);
+}
+
+double BatchPlanner::weight_share(TenantId t) const {
+  double total = 0, mine = 0;
+  for (const auto& [id, x] : tenants_) {
+    total += x.weight;
+    if (id == t) mine = x.weight;
+  }
+  return total > 0 ? mine / total : 1.0;
+}
+
+int32_t BatchPlanner::tenant_pages(TenantId t) const {
+  int32_t n = 0;
+  for (const auto& [id, s] : seqs_)
+    if (s->tenant == t) n += static_cast<int32_t>(s->kv.block_table().size());
+  return n;
+}
+
+int32_t BatchPlanner::tenant_running(TenantId t) const {
+  int32_t n = 0;
+  for (const auto& [id, s] : seqs_) n += s->tenant == t && s->state == RequestState::running;
+  return n;
+}
+
+bool BatchPlanner::over_share(const PlannedSequence& s) const {
+  if (!other_tenant_active(s.tenant)) return false;
+  const double share = weight_share(s.tenant);
+  return tenant_running(s.tenant) > std::max(1.0, share * limits_.max_running) ||
+         tenant_pages(s.tenant) > std::max(1.0, share * pool_.capacity());
+}
+
+BatchPlanner::TenantLoad BatchPlanner::tenant_load(TenantId t) const {
+  TenantLoad load;
+  for (const auto& [id, s] : seqs_) {
+    if (s->tenant != t) continue;
+    load.waiting += s->state == RequestState::waiting;
+    load.running += s->state == RequestState::running;
+    load.pages += static_cast<int32_t>(s->kv.block_table().size());
+  }
+  return load;
 }
 
 PlannedSequence* BatchPlanner::get(uint64_t id) {
@@ -100,6 +182,7 @@ bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
   auto c = std::make_unique<PlannedSequence>(pool_, page_size_);
   c->id = child_id;
   c->priority = p->priority;
+  c->tenant = p->tenant;
   c->arrival = arrivals_++;
   c->prompt_tokens = p->prompt_tokens;
   c->tokens.assign(p->tokens.begin(), p->tokens.begin() + at + 1);
@@ -111,6 +194,7 @@ bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
   for (int32_t page : shared) pool_.retain(page);
   c->kv.adopt(shared);
   c->state = RequestState::running;
+  ++tenant(c->tenant).sequences;
   seqs_.emplace(child_id, std::move(c));
   return true;
 }
@@ -144,15 +228,37 @@ void BatchPlanner::finish(uint64_t id) {
                 slices_.end());
   release(*s);
   s->state = RequestState::finished;
+  const TenantId t = s->tenant;
   seqs_.erase(id);
+  tenant_done(t);
 }
 
 std::vector<PlannedSequence*> BatchPlanner::by_priority(RequestState state) {
   std::vector<PlannedSequence*> v;
   for (auto& [id, s] : seqs_)
     if (s->state == state) v.push_back(s.get());
-  std::sort(v.begin(), v.end(), [](const PlannedSequence* a, const PlannedSequence* b) {
-    return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+  std::sort(v.begin(), v.end(), [this](const PlannedSequence* a, const PlannedSequence* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    const double sa = tenants_.at(a->tenant).served, sb = tenants_.at(b->tenant).served;
+    return sa != sb ? sa < sb : a->arrival < b->arrival;
+  });
+  return v;
+}
+
+std::vector<PlannedSequence*> BatchPlanner::prefill_order() {
+  std::vector<PlannedSequence*> v;
+  for (auto& [id, s] : seqs_)
+    if (s->state == RequestState::waiting ||
+        (s->state == RequestState::running && static_cast<int32_t>(s->tokens.size()) > s->computed))
+      v.push_back(s.get());
+  // Within a tenant, prefills under way before new admissions (they hold
+  // pages already); between tenants, the least served first.
+  std::sort(v.begin(), v.end(), [this](const PlannedSequence* a, const PlannedSequence* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    const double sa = tenants_.at(a->tenant).served, sb = tenants_.at(b->tenant).served;
+    if (sa != sb) return sa < sb;
+    if (a->state != b->state) return a->state == RequestState::running;
+    return a->arrival < b->arrival;
   });
   return v;
 }
@@ -164,27 +270,42 @@ bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
 }
 
 bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
+  // Who gives way to `keep`: a less important sequence; at equal priority,
+  // one of a tenant over its share to one under it, else a newer one.
+  const bool keep_over = over_share(keep);
+  auto gives_way = [&](const PlannedSequence& s, bool s_over) {
+    if (s.priority != keep.priority) return s.priority > keep.priority;
+    if (s.tenant != keep.tenant && s_over != keep_over) return s_over;
+    return s.arrival > keep.arrival;
+  };
   PlannedSequence* victim = nullptr;
+  bool victim_over = false;
   for (auto& [id, p] : seqs_) {
     PlannedSequence* s = p.get();
-    // Only a less important sequence, or an equally important newer one,
-    // gives way; otherwise `keep` (the newest) waits itself.
-    if (s == &keep || s->state != RequestState::running || s->priority < keep.priority ||
-        (s->priority == keep.priority && s->arrival < keep.arrival))
-      continue;
-    if (!victim || s->priority > victim->priority || (s->priority == victim->priority && s->arrival > victim->arrival))
+    if (s == &keep || s->state != RequestState::running) continue;
+    const bool s_over = over_share(*s);
+    if (!gives_way(*s, s_over)) continue;
+    if (!victim || (s_over && !victim_over) ||
+        (s_over == victim_over && (s->priority > victim->priority ||
+                                   (s->priority == victim->priority && s->arrival > victim->arrival)))) {
       victim = s;
+      victim_over = s_over;
+    }
   }
   if (!victim) return false;
-  for (const PlannedSlice& p : slices_)
-    if (p.id == victim->id) refund_ += p.count;  // its slice's budget goes back to this step
-  slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == victim->id; }),
-                slices_.end());
-  release(*victim, true);
-  victim->state = RequestState::waiting;
-  ++victim->preemptions;
-  ++preemptions_;
+  preempt(*victim);
   return true;
+}
+
+void BatchPlanner::preempt(PlannedSequence& victim) {
+  for (const PlannedSlice& p : slices_)
+    if (p.id == victim.id) refund_ += p.count;  // its slice's budget goes back to this step
+  slices_.erase(std::remove_if(slices_.begin(), slices_.end(), [&](const PlannedSlice& p) { return p.id == victim.id; }),
+                slices_.end());
+  release(victim, true);
+  victim.state = RequestState::waiting;
+  ++victim.preemptions;
+  ++preemptions_;
 }
 
 void BatchPlanner::admit(PlannedSequence& s) {
@@ -269,32 +390,92 @@ void BatchPlanner::plan_once() {
     slices_.push_back({s->id, s->computed, 1 + k, true, k});
     spend(*s, 1 + k);
   }
-  // 2. Continue prefills under way.
-  for (PlannedSequence* s : by_priority(RequestState::running)) {
-    if (budget == 0) break;
-    if (scheduled(s->id)) continue;
-    const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
-    const int32_t chunk = std::min(pending, allowance(*s));
-    if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) continue;
-    slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
-    spend(*s, chunk);
-  }
-  // 3. Admit waiting requests in order while budget, slots and pages last.
+  // 2. Prefills: those under way continue, waiting requests are admitted
+  // while budget, slots and pages last, in fair order.
   int32_t running = static_cast<int32_t>(by_priority(RequestState::running).size());
-  for (PlannedSequence* s : by_priority(RequestState::waiting)) {
-    if (budget == 0 || running >= limits_.max_running || allowance(*s) == 0) break;
+  // A request that cannot get in keeps its place: none behind it passes,
+  // unless it is held back by its own tenant's share (then only that
+  // tenant's later requests wait behind it).
+  bool admitting = true;
+  std::vector<TenantId> held;
+  auto hold = [&](const PlannedSequence& s) {
+    if (over_share(s)) held.push_back(s.tenant);
+    else admitting = false;
+  };
+  for (PlannedSequence* s : prefill_order()) {
+    if (budget == 0) break;
+    if (s->state == RequestState::running) {
+      if (scheduled(s->id)) continue;
+      const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
+      const int32_t chunk = std::min(pending, allowance(*s));
+      if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) continue;
+      slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
+      spend(*s, chunk);
+      continue;
+    }
+    if (!admitting || s->state != RequestState::waiting || allowance(*s) == 0 ||
+        std::find(held.begin(), held.end(), s->tenant) != held.end())
+      continue;
+    if (other_tenant_active(s->tenant) &&
+        (tenant_running(s->tenant) >= share_of(limits_.max_running, limits_.tenant_slot_share) ||
+         tenant_pages(s->tenant) >= share_of(pool_.capacity(), limits_.tenant_page_share))) {
+      held.push_back(s->tenant);  // at its tenant's cap: others may still come in
+      continue;
+    }
+    if (running >= limits_.max_running) {
+      PlannedSequence* victim = slot_victim(*s);
+      if (!victim) {
+        hold(*s);
+        continue;
+      }
+      preempt(*victim);
+      budget += refund_;
+      refund_ = 0;
+      --running;
+    }
     admit(*s);
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     const int32_t chunk = std::min(pending, allowance(*s));
-    if (!reserve(*s, s->computed + chunk)) {
+    bool ok = reserve(*s, s->computed + chunk);
+    while (!ok && over_share_victim_exists(*s) && preempt_one(*s)) ok = reserve(*s, s->computed + chunk);
+    budget += refund_;
+    refund_ = 0;
+    if (!ok) {
       release(*s);  // no pages now: it keeps its place at the head of the queue
-      break;
+      hold(*s);
+      continue;
     }
     s->state = RequestState::running;
     slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
     spend(*s, chunk);
     ++running;
   }
+}
+
+// With every slot taken, the newest (least important first) sequence of a
+// tenant over its share, if `s`'s own tenant is under its share and the
+// victim is not more important than `s`.
+PlannedSequence* BatchPlanner::slot_victim(const PlannedSequence& s) {
+  if (over_share(s) || !other_tenant_active(s.tenant)) return nullptr;
+  PlannedSequence* victim = nullptr;
+  for (auto& [id, p] : seqs_) {
+    PlannedSequence* v = p.get();
+    if (v->state != RequestState::running || v->tenant == s.tenant || v->priority < s.priority || !over_share(*v))
+      continue;
+    if (!victim || v->priority > victim->priority || (v->priority == victim->priority && v->arrival > victim->arrival))
+      victim = v;
+  }
+  return victim;
+}
+
+// A new admission takes pages from running work only across tenants, from
+// one over its share (within a tenant, arrival order stands: it waits).
+bool BatchPlanner::over_share_victim_exists(const PlannedSequence& s) const {
+  if (over_share(s)) return false;
+  for (const auto& [id, p] : seqs_)
+    if (p->state == RequestState::running && p->tenant != s.tenant && p->priority >= s.priority && over_share(*p))
+      return true;
+  return false;
 }
 
 Batch BatchPlanner::batch() const {
@@ -333,6 +514,7 @@ void BatchPlanner::commit(std::span<const std::vector<int32_t>> kept) {
     }
     s->computed = p.start + p.count;
     s->drafts.clear();
+    if (auto t = tenants_.find(s->tenant); t != tenants_.end()) t->second.served += static_cast<double>(p.count) / t->second.weight;
     if (p.wants_token) {
       if (k >= kept.size() || kept[k].empty()) throw std::invalid_argument("commit: fewer sampled tokens than slices wanting one");
       const std::vector<int32_t>& mine = kept[k++];

@@ -11,6 +11,17 @@
 // newest running sequence is preempted: its pages are released and it goes
 // back to the queue to be recomputed later. Nothing blocks, nothing is lost.
 //
+// Fairness between tenants (client identities): within a priority, the
+// queue and the step's budget go to the tenant that has been served least
+// for its weight (start-time fair queueing over computed tokens; a tenant
+// returning from idle starts at the least-served active one, so idle time
+// is not banked). A tenant holding more than its weighted share of running
+// slots or KV pages gives way — its newest sequence is preempted — to an
+// equally important sequence of a tenant under its share, so a newcomer
+// waits at most a step behind a flood. Hard caps per tenant (queue, slots,
+// pages as fractions of the whole) hold even with no one else around for
+// the queue, and while another tenant is active for slots and pages.
+//
 // Use: add() requests; per step plan() → batch() → Backend::forward_choose
 // → commit(sampled tokens); finish() or cancel() ends a sequence. Not
 // thread-safe, and batch()'s spans point into the planner: the scheduler
@@ -54,11 +65,21 @@ struct PlannerLimits {
   // most this many tokens a step: a request arriving meanwhile waits for at
   // most one such step (~0.15 s here at 64) before it runs.
   int32_t batch_tokens_when_idle = 64;
+  // Per tenant: the most of max_waiting it may have queued, and of
+  // max_running and of the KV pages it may hold while another tenant is
+  // active (fractions, 0 < share <= 1).
+  double tenant_queue_share = 0.5;
+  double tenant_slot_share = 1.0;
+  double tenant_page_share = 1.0;
 };
+
+// A client identity, as the caller numbers them (0: anyone unnamed).
+using TenantId = uint32_t;
 
 struct PlannedSequence {
   uint64_t id = 0;
   Priority priority = Priority::interactive;
+  TenantId tenant = 0;
   uint64_t arrival = 0;
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   int32_t prompt_tokens = 0;
@@ -104,8 +125,12 @@ class BatchPlanner {
   BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limits);
   ~BatchPlanner();
 
-  enum class AddResult { accepted, queue_full, too_long, duplicate };
-  AddResult add(uint64_t id, Priority priority, std::vector<int32_t> prompt, int32_t max_new_tokens);
+  // tenant_queue_full: that tenant's share of the queue is taken (others may still queue).
+  enum class AddResult { accepted, queue_full, tenant_queue_full, too_long, duplicate };
+  AddResult add(uint64_t id, Priority priority, std::vector<int32_t> prompt, int32_t max_new_tokens,
+                TenantId tenant = 0);
+  // A tenant's weight in the fair shares (default 1; at least 1).
+  void set_tenant_weight(TenantId tenant, uint32_t weight);
   bool cancel(uint64_t id);  // false for an unknown id
   // A new running sequence `child` sharing `parent`'s first at + 1 tokens
   // and the pages holding them (reference counts, no copy). Its next slice
@@ -152,6 +177,11 @@ class BatchPlanner {
   PlannerStats stats() const;
   int32_t running() const;  // sequences running (cheaper than stats())
   int32_t queue_position(uint64_t id) const;  // requests ahead in the queue, or -1
+  // Requests of `tenant` waiting and running, and the pages they hold.
+  struct TenantLoad {
+    int32_t waiting = 0, running = 0, pages = 0;
+  };
+  TenantLoad tenant_load(TenantId tenant) const;
   bool idle() const { return seqs_.empty(); }
 
  private:
@@ -161,8 +191,27 @@ class BatchPlanner {
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
   bool preempt_one(const PlannedSequence& keep);
+  void preempt(PlannedSequence& victim);
   void release(PlannedSequence& s, bool preempted = false);
   std::vector<PlannedSequence*> by_priority(RequestState state);
+  // Waiting and running-with-prefill-left sequences in fair order.
+  std::vector<PlannedSequence*> prefill_order();
+
+  // Fair-share bookkeeping, per active tenant (one with a sequence).
+  struct Tenant {
+    uint32_t weight = 1;
+    double served = 0;  // computed tokens / weight: the virtual time
+    int32_t sequences = 0;
+  };
+  Tenant& tenant(TenantId t);
+  void tenant_done(TenantId t);
+  double weight_share(TenantId t) const;  // its weight over all active tenants' weights
+  bool over_share(const PlannedSequence& s) const;  // its tenant holds more slots or pages than its share
+  PlannedSequence* slot_victim(const PlannedSequence& s);
+  bool over_share_victim_exists(const PlannedSequence& s) const;
+  bool other_tenant_active(TenantId t) const { return tenants_.size() > 1 || (tenants_.size() == 1 && !tenants_.count(t)); }
+  int32_t tenant_pages(TenantId t) const;
+  int32_t tenant_running(TenantId t) const;
 
   PagePool& pool_;
   int32_t page_size_;
@@ -175,6 +224,8 @@ class BatchPlanner {
   std::vector<PageCopy> copies_;
   int32_t refund_ = 0;  // budget of slices removed by preemption while planning
   std::vector<PreemptedPages> preempted_;
+  std::map<TenantId, Tenant> tenants_;
+  std::map<TenantId, uint32_t> weights_;
 };
 
 }  // namespace troupe

@@ -132,6 +132,7 @@ TEST_CASE("a second request sharing a prefix reuses its pages and skips that pre
 TEST_CASE("queue limits, duplicates and over-long prompts are refused, cancels free pages") {
   PagePool pool(16);
   PlannerLimits l;
+  l.tenant_queue_share = 1.0;  // one tenant may fill the queue here
   l.max_waiting = 2;
   l.max_context = 32;
   BatchPlanner p(pool, 4, l);

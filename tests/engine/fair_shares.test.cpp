@@ -1,0 +1,190 @@
+// Fairness between tenants in the batch planner: a flood from one client
+// identity must not keep another's request out of the next step, shares of
+// the queue, slots and pages hold, and weights divide the work.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+
+#include "engine/schedule/batch_planner.h"
+
+using namespace troupe;
+
+namespace {
+
+std::vector<int32_t> prompt(int32_t n, int32_t first = 1) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+std::vector<PlannedSlice> step(BatchPlanner& p) {
+  const auto slices = p.plan();
+  std::vector<int32_t> sampled;
+  for (const auto& s : slices)
+    if (s.wants_token) sampled.push_back(7);
+  p.commit(sampled);
+  return slices;
+}
+
+bool in_step(const std::vector<PlannedSlice>& slices, uint64_t id) {
+  return std::any_of(slices.begin(), slices.end(), [&](const PlannedSlice& s) { return s.id == id; });
+}
+
+constexpr TenantId kFlood = 1, kPolite = 2;
+
+}  // namespace
+
+TEST_CASE("one tenant may take only its share of the queue; another still gets in") {
+  PagePool pool(64);
+  PlannerLimits l;
+  l.max_waiting = 8;
+  l.tenant_queue_share = 0.5;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 4; ++id) REQUIRE(p.add(id, Priority::chat, prompt(8), 4, kFlood) == BatchPlanner::AddResult::accepted);
+  CHECK(p.add(5, Priority::chat, prompt(8), 4, kFlood) == BatchPlanner::AddResult::tenant_queue_full);
+  CHECK(p.add(6, Priority::chat, prompt(8), 4, kPolite) == BatchPlanner::AddResult::accepted);
+  CHECK(p.tenant_load(kFlood).waiting == 4);
+  CHECK(p.tenant_load(kPolite).waiting == 1);
+}
+
+TEST_CASE("a flood holding every slot gives one up to a newcomer in the very next step") {
+  PagePool pool(256);
+  PlannerLimits l;
+  l.max_running = 4;
+  l.token_budget = 64;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 10; ++id) p.add(id, Priority::chat, prompt(8, static_cast<int32_t>(id * 100)), 64, kFlood);
+  step(p);
+  step(p);
+  REQUIRE(p.tenant_load(kFlood).running == 4);
+  REQUIRE(p.add(100, Priority::chat, prompt(8, 5000), 64, kPolite) == BatchPlanner::AddResult::accepted);
+  const auto s = step(p);
+  CHECK(in_step(s, 100));
+  CHECK(p.find(100)->state == RequestState::running);
+  CHECK(p.tenant_load(kFlood).running == 3);
+  CHECK(p.running() == 4);
+  // The flood keeps the rest: the planner stays work-conserving.
+  for (int i = 0; i < 5; ++i) step(p);
+  CHECK(p.tenant_load(kFlood).running == 3);
+  CHECK(p.tenant_load(kPolite).running == 1);
+}
+
+TEST_CASE("with the pages all held by a flood, a newcomer's prompt takes pages from it at once") {
+  PagePool pool(24);  // four prompts of 22 tokens hold all 24 pages
+  PlannerLimits l;
+  l.max_running = 8;
+  l.token_budget = 128;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 6; ++id) p.add(id, Priority::chat, prompt(22, static_cast<int32_t>(id * 100)), 64, kFlood);
+  step(p);
+  REQUIRE(p.tenant_load(kFlood).running == 4);
+  REQUIRE(p.free_pages() == 0);
+  REQUIRE(p.add(100, Priority::chat, prompt(8, 5000), 8, kPolite) == BatchPlanner::AddResult::accepted);
+  const auto s = step(p);
+  CHECK(in_step(s, 100));
+  CHECK(p.find(100)->state == RequestState::running);
+  CHECK(p.tenant_load(kFlood).running == 3);
+}
+
+TEST_CASE("the least-served tenant's request is admitted before a flood's queued ones") {
+  PagePool pool(256);
+  PlannerLimits l;
+  l.token_budget = 8;  // one prompt of 8 a step
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 6; ++id) p.add(id, Priority::chat, prompt(8, static_cast<int32_t>(id * 100)), 1, kFlood);
+  step(p);  // the flood has been served 8 tokens
+  p.finish(1);
+  p.add(100, Priority::chat, prompt(8, 5000), 1, kPolite);
+  const auto s = step(p);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].id == 100);
+}
+
+TEST_CASE("priority still comes first: a polite tenant's batch work waits for a flood's chat") {
+  PagePool pool(256);
+  PlannerLimits l;
+  l.token_budget = 8;
+  BatchPlanner p(pool, 4, l);
+  p.add(1, Priority::chat, prompt(8), 4, kFlood);
+  p.add(2, Priority::chat, prompt(8, 100), 4, kFlood);
+  p.add(100, Priority::batch, prompt(8, 5000), 4, kPolite);
+  auto s = step(p);
+  CHECK(in_step(s, 1));
+  CHECK_FALSE(in_step(s, 100));
+}
+
+TEST_CASE("weights divide a contended step's work between tenants") {
+  PagePool pool(1024);
+  PlannerLimits l;
+  l.max_running = 4;
+  l.token_budget = 16;
+  l.max_waiting = 4096;
+  BatchPlanner p(pool, 4, l);
+  p.set_tenant_weight(kFlood, 3);
+  p.set_tenant_weight(kPolite, 1);
+  uint64_t next = 1;
+  std::map<TenantId, int64_t> tokens;
+  for (int round = 0; round < 200; ++round) {
+    // Both keep four short requests queued; each ends after 4 tokens.
+    for (TenantId t : {kFlood, kPolite})
+      while (p.tenant_load(t).waiting + p.tenant_load(t).running < 6)
+        p.add(next++, Priority::chat, prompt(6, static_cast<int32_t>(next * 10)), 4, t);
+    for (const PlannedSlice& s : step(p)) {
+      tokens[p.find(s.id)->tenant] += s.count;
+      if (p.find(s.id)->generated() >= 4) p.finish(s.id);
+    }
+  }
+  const double ratio = static_cast<double>(tokens[kFlood]) / static_cast<double>(tokens[kPolite]);
+  CHECK(ratio > 2.0);
+  CHECK(ratio < 4.5);
+}
+
+TEST_CASE("a hard slot share caps a tenant while another is active, not while it is alone") {
+  PagePool pool(256);
+  PlannerLimits l;
+  l.max_running = 4;
+  l.token_budget = 64;
+  l.tenant_slot_share = 0.5;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 6; ++id) p.add(id, Priority::chat, prompt(8, static_cast<int32_t>(id * 100)), 64, kFlood);
+  step(p);
+  CHECK(p.tenant_load(kFlood).running == 4);  // alone: the whole server
+  p.add(100, Priority::chat, prompt(8, 5000), 64, kPolite);
+  p.add(101, Priority::chat, prompt(8, 6000), 64, kPolite);
+  p.add(102, Priority::chat, prompt(8, 7000), 64, kPolite);
+  for (int i = 0; i < 4; ++i) step(p);
+  CHECK(p.tenant_load(kPolite).running == 2);
+  CHECK(p.tenant_load(kFlood).running == 2);
+}
+
+TEST_CASE("a tenant back from idle starts level with the others, not with banked credit") {
+  PagePool pool(1024);
+  PlannerLimits l;
+  l.max_running = 2;
+  l.token_budget = 8;
+  l.max_waiting = 4096;
+  BatchPlanner p(pool, 4, l);
+  uint64_t next = 1;
+  auto keep_queued = [&](TenantId t) {
+    while (p.tenant_load(t).waiting + p.tenant_load(t).running < 4)
+      p.add(next++, Priority::chat, prompt(4, static_cast<int32_t>(next * 10)), 2, t);
+  };
+  std::map<TenantId, int64_t> tokens;
+  auto run = [&](int steps, bool polite) {
+    for (int i = 0; i < steps; ++i) {
+      keep_queued(kFlood);
+      if (polite) keep_queued(kPolite);
+      for (const PlannedSlice& s : step(p)) {
+        tokens[p.find(s.id)->tenant] += s.count;
+        if (p.find(s.id)->generated() >= 2) p.finish(s.id);
+      }
+    }
+  };
+  run(100, false);  // the flood alone, for a long time
+  tokens.clear();
+  run(60, true);
+  // Equal weights: neither is shut out by the other's history.
+  CHECK(tokens[kFlood] > tokens[kPolite] / 3);
+  CHECK(tokens[kPolite] > tokens[kFlood] / 3);
+}
