@@ -74,6 +74,15 @@ std::string render_gemma(std::span<const ChatMessage> messages, bool add_generat
   return out;
 }
 
+// A message's content as its format's renderer writes it: llama3 and gemma
+// trim each turn's content, but gemma not the leading system message it
+// folds into the first turn.
+std::string_view rendered_content(ChatFormat format, std::span<const ChatMessage> messages, size_t i) {
+  const bool folded_system = format == ChatFormat::gemma && i == 0 && messages[0].role == "system";
+  if (format == ChatFormat::llama3 || (format == ChatFormat::gemma && !folded_system)) return trim(messages[i].content);
+  return messages[i].content;
+}
+
 bool contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
@@ -146,7 +155,7 @@ std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, ChatFormat format, 
     const size_t close = text.find('\x02', open);
     append(std::string_view(text).substr(pos, open - pos), true);
     const size_t index = std::stoul(text.substr(open + 1, close - open - 1));
-    append(messages[index].content, false);
+    append(rendered_content(format, messages, index), false);
     pos = close + 1;
   }
   append(std::string_view(text).substr(pos), true);

@@ -119,3 +119,14 @@ TEST_CASE("special-token text inside a message stays text") {
   CHECK(troupe::encode_chat(tok, troupe::ChatFormat::chatml, plain, true) ==
         tok.encode(troupe::apply_chat_template(troupe::ChatFormat::chatml, plain, true), tok.add_bos_by_default(), true));
 }
+
+TEST_CASE("llama3 and gemma prompts tokenize the contents trimmed, as their templates render them") {
+  // Found by tests/fuzz (chat_template): encode_chat kept the spaces the text trims.
+  const troupe::Tokenizer tok(troupe::load_vocabulary(troupe::GgufFile::open(TROUPE_SOURCE_DIR "/tests/fixtures/qwen2-vocab.gguf")));
+  const std::vector<troupe::ChatMessage> chat{{"system", " keep me \n"}, {"user", "  hi\n"}, {"assistant", " "}, {"user", "again\n"}};
+  for (const auto format : {troupe::ChatFormat::llama3, troupe::ChatFormat::gemma}) {
+    CAPTURE(troupe::chat_format_name(format));
+    const auto ids = troupe::encode_chat(tok, format, chat, true);
+    CHECK(tok.decode(ids) == troupe::apply_chat_template(format, chat, true));
+  }
+}
