@@ -30,3 +30,9 @@ for a in "$@"; do
   case "$a" in -L|-LE|-R|-E|--label-regex|--label-exclude|--tests-regex|--exclude-regex) filter=() ;; esac
 done
 ctest --output-on-failure -j"$(nproc)" --timeout 900 "${filter[@]}" "$@"
+
+# Fuzzing (tests/fuzz): each libFuzzer target 20 s over its seeds, in a clang
+# ASan + UBSan build of its own (build-fuzz/); only in the default run (CI's).
+if (($# == 0)) && ! ((${#sanitize[@]})); then
+  "$root/ops/fuzz.sh" --ci 20
+fi
