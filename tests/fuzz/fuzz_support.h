@@ -22,12 +22,9 @@ namespace troupe::fuzz {
   std::abort();
 }
 
-// The real default model's vocabulary (tests/fixtures/qwen2-vocab.gguf),
-// under another pre-tokenizer name when given one.
-inline Vocabulary qwen2_vocabulary(const char* pre = nullptr) {
-  Vocabulary v = load_vocabulary(GgufFile::open(TROUPE_SOURCE_DIR "/tests/fixtures/qwen2-vocab.gguf"));
-  if (pre) v.pre = pre;
-  return v;
+// The real default model's vocabulary (tests/fixtures/qwen2-vocab.gguf).
+inline Vocabulary qwen2_vocabulary() {
+  return load_vocabulary(GgufFile::open(TROUPE_SOURCE_DIR "/tests/fixtures/qwen2-vocab.gguf"));
 }
 
 // The synthetic models' vocabulary (ChatML control tokens included), as the
