@@ -40,7 +40,8 @@ Bytes draft_result(uint64_t step, std::span<const DraftProposalFields> proposals
 
 
 const wire::draft::DraftPlan* check_draft_plan(std::string_view bytes) {
-  return verified_root<wire::draft::DraftPlan>(bytes, wire::draft::DraftPlanIdentifier());
+  const auto* p = verified_root<wire::draft::DraftPlan>(bytes, wire::draft::DraftPlanIdentifier());
+  return p && elements_aligned(bytes, p->forget()) ? p : nullptr;
 }
 const wire::draft::DraftResult* check_draft_result(std::string_view bytes) {
   return verified_root<wire::draft::DraftResult>(bytes, wire::draft::DraftPlanIdentifier());

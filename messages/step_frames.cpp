@@ -138,7 +138,8 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
 }
 
 const wire::step::StepPlan* check_step_plan(std::string_view bytes) {
-  return verified_root<wire::step::StepPlan>(bytes, wire::step::StepPlanIdentifier());
+  const auto* p = verified_root<wire::step::StepPlan>(bytes, wire::step::StepPlanIdentifier());
+  return p && elements_aligned(bytes, p->forget()) ? p : nullptr;
 }
 const wire::step::StepResult* check_step_result(std::string_view bytes) {
   return verified_root<wire::step::StepResult>(bytes, wire::step::StepPlanIdentifier());

@@ -18,4 +18,14 @@ const T* verified_root(std::string_view bytes, const char* identifier) {
   return flatbuffers::GetRoot<T>(p);
 }
 
+// FlatBuffers 2.0.8's verifier aligns a vector's length, not its elements:
+// a crafted buffer can put a [ulong] 4 bytes off, and reading one is
+// undefined behaviour (tests/fuzz, worker_frames). Builders always align
+// them, so such a buffer is no message. Measured from the buffer's start,
+// as the verifier measures.
+template <typename T>
+bool elements_aligned(std::string_view bytes, const flatbuffers::Vector<T>* v) {
+  return !v || (reinterpret_cast<const char*>(v->Data()) - bytes.data()) % alignof(T) == 0;
+}
+
 }  // namespace troupe::messages

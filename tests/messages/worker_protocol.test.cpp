@@ -69,3 +69,42 @@ TEST_CASE("q that does not fit its drafts or is not a distribution is refused wi
   CHECK_THROWS_WITH(read({{{1, std::numeric_limits<float>::quiet_NaN()}}}, 1, 10), Catch::Contains("not finite"));
   CHECK(read({{{1, 0.5f}, {2, 0.5f}}}, 1, 10).size() == 1);
 }
+
+namespace {
+
+// A plan whose forget vector holds 8 bytes aligned only to 4 (built as two
+// uints, given length 1), `pad` bytes further along the buffer.
+template <typename MakeRoot>
+std::string plan_with_forget(int pad, const char* identifier, MakeRoot make_root) {
+  flatbuffers::FlatBufferBuilder fbb;
+  for (int i = 0; i < pad; ++i) fbb.PushElement<uint32_t>(0);
+  fbb.StartVector(2, sizeof(uint32_t));
+  fbb.PushElement<uint32_t>(0);
+  fbb.PushElement<uint32_t>(7);
+  const flatbuffers::Offset<flatbuffers::Vector<uint64_t>> forget(fbb.EndVector(1));
+  fbb.Finish(make_root(fbb, forget), identifier);
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+}  // namespace
+
+TEST_CASE("a step or draft plan whose 8-byte forget ids are misaligned is refused, an aligned one read") {
+  // Found by tests/fuzz (worker_frames): the verifier passes such a vector, and
+  // the runners read its ids misaligned (UBSan: undefined behaviour).
+  int misaligned = 0;
+  for (int pad = 0; pad < 2; ++pad) {
+    const std::string step = plan_with_forget(pad, wire::step::StepPlanIdentifier(), [](auto& fbb, auto forget) {
+      return wire::step::CreateStepPlan(fbb, 1, 0, forget);
+    });
+    const std::string draft = plan_with_forget(pad, wire::draft::DraftPlanIdentifier(), [](auto& fbb, auto forget) {
+      return wire::draft::CreateDraftPlan(fbb, 1, 0, forget);
+    });
+    const auto* raw = flatbuffers::GetRoot<wire::step::StepPlan>(step.data());
+    const bool aligned = (reinterpret_cast<const char*>(raw->forget()->Data()) - step.data()) % 8 == 0;
+    misaligned += aligned ? 0 : 1;
+    CAPTURE(pad, aligned);
+    CHECK((check_step_plan(step) != nullptr) == aligned);
+    CHECK((check_draft_plan(draft) != nullptr) == aligned);
+  }
+  CHECK(misaligned == 1);  // one of the two paddings puts the ids 4 bytes off
+}
