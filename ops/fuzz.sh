@@ -5,7 +5,7 @@
 #   ops/fuzz.sh --list               the target names
 #   ops/fuzz.sh TARGET SECONDS [ARG...]
 #       runs fuzz_TARGET for SECONDS over its seeds (read, never written) and
-#       its scratch corpus; extra arguments go to libFuzzer (e.g. -jobs=2).
+#       its scratch corpus; extra arguments go to libFuzzer (e.g. -max_len=4096).
 #       Work goes to FUZZ_WORK (default build-fuzz/work/TARGET): corpus/ (new
 #       inputs), crashes/ (crash-*, leak-*, oom-*, timeout-* inputs), log.
 #       Prints the executions, exec/s, corpus size and crashes; exit 1 on a crash.
@@ -59,7 +59,7 @@ case "${1:-}" in
     build_targets -DTROUPE_FUZZ_SECONDS="${2:-20}"
     cd "$build"
     ctest --output-on-failure -j"$(nproc)" -L fuzz ;;
-  ""|-h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  ""|-h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
   *)
     [ $# -ge 2 ] || { echo "usage: ops/fuzz.sh TARGET SECONDS [libFuzzer args]" >&2; exit 2; }
     run_target "$@" ;;
