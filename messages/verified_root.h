@@ -25,7 +25,8 @@ const T* verified_root(std::string_view bytes, const char* identifier) {
 // as the verifier measures.
 template <typename T>
 bool elements_aligned(std::string_view bytes, const flatbuffers::Vector<T>* v) {
-  return !v || (reinterpret_cast<const char*>(v->Data()) - bytes.data()) % alignof(T) == 0;
+  // An empty vector has no element to misread (and builders do not align it).
+  return !v || v->size() == 0 || (reinterpret_cast<const char*>(v->Data()) - bytes.data()) % alignof(T) == 0;
 }
 
 }  // namespace troupe::messages
