@@ -30,11 +30,12 @@ struct Store::Impl {
   rocksdb::ColumnFamilyHandle* cf(Family f) const { return families.at(static_cast<size_t>(f)); }
 };
 
-Store::Store(const std::filesystem::path& dir) : dir_(dir), impl_(std::make_unique<Impl>()) {
+Store::Store(const std::filesystem::path& dir, rocksdb::Env* env) : dir_(dir), impl_(std::make_unique<Impl>()) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw StoreError("cannot create the data directory " + dir.string() + ": " + ec.message());
-  const rocksdb::Options options = store_options();
+  rocksdb::Options options = store_options();
+  if (env) options.env = env;
   const auto descriptors = family_descriptors(options);
   rocksdb::DB* db = nullptr;
   const rocksdb::Status st = rocksdb::DB::Open(options, dir.string(), descriptors, &impl_->families, &db);

@@ -21,6 +21,10 @@
 #include <string_view>
 #include <vector>
 
+namespace rocksdb {
+class Env;
+}
+
 namespace troupe::persistence {
 
 // Opening, reading or writing failed; what() says what and why (the
@@ -63,8 +67,10 @@ class Store {
 
   // Opens (creating if needed) the store in `dir`. Throws StoreError when the
   // directory cannot be created or written, another process holds it, or it
-  // holds a store of another schema version.
-  explicit Store(const std::filesystem::path& dir);
+  // holds a store of another schema version. `env`: the RocksDB Env to open
+  // it on (tests inject a file system that loses unsynced writes); null, the
+  // default one. It must outlive the Store.
+  explicit Store(const std::filesystem::path& dir, rocksdb::Env* env = nullptr);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
