@@ -120,4 +120,49 @@ std::vector<std::string> JobBook::ids(std::string* damage) const {
   return out;
 }
 
+namespace {
+
+JobStamp decode_stamp(std::string_view id, std::string_view seen) {
+  const std::string bytes(seen);  // aligned: FlatBuffers reads in place
+  flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!v.VerifyBuffer<store::JobHeader>(nullptr)) throw StoreError("job '" + std::string(id) + "': its header is corrupt");
+  const auto* h = flatbuffers::GetRoot<store::JobHeader>(bytes.data());
+  return {std::string(id), h->state(), h->updated_ms()};
+}
+
+}  // namespace
+
+std::vector<JobStamp> JobBook::stamps(std::string_view after, size_t max) const {
+  std::vector<JobStamp> out;
+  store_.scan_after(Family::jobs, "h", after.empty() ? "" : header_key(after), [&](std::string_view k, std::string_view v) {
+    try {
+      out.push_back(decode_stamp(k.substr(1), v));
+    } catch (const StoreError&) {
+      // `troupe store check` reports it; retention leaves what it cannot read.
+    }
+    return out.size() < max;
+  });
+  return out;
+}
+
+std::optional<JobStamp> JobBook::stamp(std::string_view id) const {
+  const auto bytes = store_.get(Family::jobs, header_key(id));
+  if (!bytes) return std::nullopt;
+  return decode_stamp(id, *bytes);
+}
+
+int64_t JobBook::erase(std::string_view id, Batch& b) const {
+  int64_t bytes = 0;
+  const std::string key = header_key(id);
+  if (const auto header = store_.get(Family::jobs, key)) bytes += static_cast<int64_t>(key.size() + header->size());
+  b.erase(Family::jobs, key);
+  for (const char kind : {'i', 'r'})
+    store_.scan(Family::jobs, item_prefix(kind, id), [&](std::string_view k, std::string_view v) {
+      bytes += static_cast<int64_t>(k.size() + v.size());
+      b.erase(Family::jobs, std::string(k));
+      return true;
+    });
+  return bytes;
+}
+
 }  // namespace troupe::persistence

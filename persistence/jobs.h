@@ -41,6 +41,13 @@ struct JobRecord {
   size_t prompt_bytes(int32_t index) const;
 };
 
+// A job's header alone: what retention decides by.
+struct JobStamp {
+  std::string id;
+  wire::JobState state = wire::JobState::running;
+  int64_t updated_ms = 0;
+};
+
 class JobBook {
  public:
   explicit JobBook(Store& store) : store_(store) {}
@@ -54,6 +61,11 @@ class JobBook {
   // block (its jobs are missing) and says why there; without, it throws
   // StoreError.
   std::vector<std::string> ids(std::string* damage = nullptr) const;
+  // Up to `max` headers in id order after job `after` ("": from the first); corrupt ones skipped.
+  std::vector<JobStamp> stamps(std::string_view after, size_t max) const;
+  std::optional<JobStamp> stamp(std::string_view id) const;
+  // Adds the deletes of the header, items and results to `b`; the bytes they hold (keys and values).
+  int64_t erase(std::string_view id, Batch& b) const;
 
  private:
   Store& store_;

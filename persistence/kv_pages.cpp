@@ -6,17 +6,22 @@
 
 namespace troupe::persistence {
 
-std::vector<std::string> KvPageStore::keys(std::span<const int32_t> tokens, int32_t n_pages) const {
+std::vector<std::string> kv_page_keys(const KvIdentity& identity, std::span<const int32_t> tokens, int32_t n_pages,
+                                      int32_t page_size) {
   std::vector<std::string> out;
-  const std::string prefix = identity_.key_prefix();
+  const std::string prefix = identity.key_prefix();
   uint64_t chain = 0;
-  for (int32_t i = 0; i < n_pages && static_cast<size_t>(i + 1) * page_size_ <= tokens.size(); ++i) {
-    chain = PrefixCache::chain_key(chain, tokens.subspan(static_cast<size_t>(i) * page_size_, page_size_));
+  for (int32_t i = 0; i < n_pages && static_cast<size_t>(i + 1) * page_size <= tokens.size(); ++i) {
+    chain = PrefixCache::chain_key(chain, tokens.subspan(static_cast<size_t>(i) * page_size, page_size));
     std::string k = prefix;
     for (int shift = 56; shift >= 0; shift -= 8) k.push_back(static_cast<char>(chain >> shift));
     out.push_back(std::move(k));
   }
   return out;
+}
+
+std::vector<std::string> KvPageStore::keys(std::span<const int32_t> tokens, int32_t n_pages) const {
+  return kv_page_keys(identity_, tokens, n_pages, page_size_);
 }
 
 void KvPageStore::put(std::span<const int32_t> tokens, int32_t first, std::span<const std::string> pages, Batch& b) const {

@@ -20,6 +20,11 @@
 
 namespace troupe::persistence {
 
+// The keys of the first `n_pages` full pages of `tokens` under `identity`:
+// a page's key names its whole prefix, so sessions sharing a prefix share keys.
+std::vector<std::string> kv_page_keys(const KvIdentity& identity, std::span<const int32_t> tokens, int32_t n_pages,
+                                      int32_t page_size);
+
 class KvPageStore {
  public:
   KvPageStore(Store& store, KvIdentity identity, int32_t page_size, int64_t page_bytes)

@@ -102,6 +102,12 @@ class SessionTurns {
   messages::Bytes show(uint64_t request_id, const std::string& id);
   messages::Bytes remove(uint64_t request_id, const std::string& id);
   size_t cached() const { return cache_.size(); }
+  bool busy(const std::string& id) const { return busy_.count(id) > 0; }
+  // The store no longer holds session `id` (retention deleted it): nor may memory.
+  void forget(const std::string& id) {
+    cache_.erase(id);
+    last_turn_ms_.erase(id);
+  }
 
  private:
   bool kv_valid(const SessionRecord& s) const;

@@ -167,4 +167,40 @@ bool SessionBook::remove(std::string_view id) {
   return true;
 }
 
+std::optional<SessionRecord> SessionBook::header(std::string_view id) const {
+  const auto bytes = store_.get(Family::sessions, header_key(id));
+  if (!bytes) return std::nullopt;
+  try {
+    return decode_header(*bytes);
+  } catch (const StoreError&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<SessionRecord> SessionBook::headers(std::string_view after, size_t max) const {
+  std::vector<SessionRecord> out;
+  store_.scan_after(Family::sessions, "h", after.empty() ? "" : header_key(after), [&](std::string_view, std::string_view v) {
+    try {
+      out.push_back(decode_header(std::string(v)));
+    } catch (const StoreError&) {
+      // `troupe store check` reports it; retention leaves what it cannot read.
+    }
+    return out.size() < max;
+  });
+  return out;
+}
+
+int64_t SessionBook::erase(std::string_view id, Batch& b) const {
+  int64_t bytes = 0;
+  const std::string key = header_key(id);
+  if (const auto header = store_.get(Family::sessions, key)) bytes += static_cast<int64_t>(key.size() + header->size());
+  b.erase(Family::sessions, key);
+  store_.scan(Family::sessions, turns_prefix(id), [&](std::string_view k, std::string_view v) {
+    bytes += static_cast<int64_t>(k.size() + v.size());
+    b.erase(Family::sessions, std::string(k));
+    return true;
+  });
+  return bytes;
+}
+
 }  // namespace troupe::persistence

@@ -66,6 +66,13 @@ class SessionBook {
   void write_header(const SessionRecord& session, Batch& b);
   // Deletes the header and every turn; false if there was no such session.
   bool remove(std::string_view id);
+  // The header alone (turns not read: `turns` only sized); nullopt if none or corrupt.
+  std::optional<SessionRecord> header(std::string_view id) const;
+  // Up to `max` headers (turns not read: `turns` only sized), in id order,
+  // after session `after` ("": from the first). Corrupt ones are skipped.
+  std::vector<SessionRecord> headers(std::string_view after, size_t max) const;
+  // Adds the deletes of the header and every turn to `b`; the bytes they hold (keys and values).
+  int64_t erase(std::string_view id, Batch& b) const;
 
  private:
   Store& store_;

@@ -155,6 +155,39 @@ void Store::write(const Batch& batch, bool sync) {
   if (!st.ok()) throw StoreError("cannot write to the store in " + dir_.string() + ": " + st.ToString());
 }
 
+void Store::scan_after(Family f, std::string_view prefix, std::string_view after,
+                       const std::function<bool(std::string_view, std::string_view)>& each) const {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
+  if (after.empty()) it->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
+  else it->Seek(std::string(after) + '\0');  // the smallest key after `after`
+  for (; it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.substr(0, prefix.size()) != prefix) return;
+    if (!each(key, std::string_view(it->value().data(), it->value().size()))) return;
+  }
+  if (!it->status().ok()) throw StoreError("cannot read the store in " + dir_.string() + ": " + it->status().ToString());
+}
+
+int64_t Store::approximate_bytes() const {
+  uint64_t total = 0;
+  for (auto* h : impl_->families)
+    for (const auto* property : {&rocksdb::DB::Properties::kLiveSstFilesSize, &rocksdb::DB::Properties::kCurSizeAllMemTables}) {
+      uint64_t v = 0;
+      if (impl_->db->GetIntProperty(h, *property, &v)) total += v;
+    }
+  return static_cast<int64_t>(total);
+}
+
+void Store::compact() {
+  rocksdb::CompactRangeOptions o;
+  // Deleted records sit in the last level: only rewriting it drops them.
+  o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+  for (auto* h : impl_->families) {
+    const rocksdb::Status st = impl_->db->CompactRange(o, h, nullptr, nullptr);
+    if (!st.ok()) throw StoreError("cannot compact the store in " + dir_.string() + ": " + st.ToString());
+  }
+}
+
 std::string be32(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }

@@ -88,6 +88,17 @@ class Store {
   // Applies the batch atomically; sync: durable before returning. Throws StoreError.
   void write(const Batch& batch, bool sync = true);
 
+  // As scan, from the first key after `after` ("" : from the prefix's
+  // first), so a long scan can be taken in bounded slices. Damage throws.
+  void scan_after(Family f, std::string_view prefix, std::string_view after,
+                  const std::function<bool(std::string_view key, std::string_view value)>& each) const;
+  // RocksDB's estimate of the store's size: live table files and memtables,
+  // every family. Deleted records count until a compaction drops them.
+  int64_t approximate_bytes() const;
+  // Rewrites every family so deleted records leave the disk. Blocks for as
+  // long as that takes: call it off the thread that serves writes.
+  void compact();
+
  private:
   struct Impl;
   std::filesystem::path dir_;
