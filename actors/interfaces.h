@@ -60,6 +60,9 @@ using job_load_atom = caf::atom_constant<caf::atom("jload")>;
 using job_get_atom = caf::atom_constant<caf::atom("jget")>;  // (job id): one ended job, read back
 using summarize_atom = caf::atom_constant<caf::atom("summarize")>;      // a session's summary to write
 using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... and to store
+// Retention (persistence/retention.h).
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
+using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 
 // The jobs the store holds, and why any could not be read ("" when none).
 struct JobRecords {
@@ -72,6 +75,15 @@ using verifier_actor = caf::typed_actor<caf::replies_to<step_atom, std::string>:
 
 // The draft model, in process or a `troupe worker --role draft`.
 using draft_actor = caf::typed_actor<caf::replies_to<propose_atom, std::string>::with<std::string>>;
+
+// Batch jobs (declared before persistence, which tells it of swept jobs).
+using job_actor = caf::typed_actor<
+    caf::reacts_to<submit_job_atom, service::JobSubmission>,
+    caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string>,
+    caf::reacts_to<job_item_atom, uint64_t, std::string>,
+    caf::reacts_to<summarize_atom, service::SummaryTask>,
+    caf::reacts_to<tick_atom>,
+    caf::reacts_to<jobs_swept_atom, std::vector<std::string>>>;
 
 // The only actor touching RocksDB. Writes answer "" when durable, else why not.
 using persistence_actor = caf::typed_actor<
@@ -87,7 +99,9 @@ using persistence_actor = caf::typed_actor<
     caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
     caf::replies_to<job_load_atom>::with<JobRecords>,
     caf::replies_to<job_get_atom, std::string>::with<JobRecords>,  // none or one, or the damage
-    caf::reacts_to<session_summary_atom, service::SummaryResult>>;
+    caf::reacts_to<session_summary_atom, service::SummaryResult>,
+    caf::reacts_to<sweep_atom, job_actor>,  // swept jobs are told to it
+    caf::reacts_to<sweep_atom>>;
 
 // The KV-page allocator: what becomes of page contents between steps.
 using kv_allocator_actor = caf::typed_actor<
@@ -106,13 +120,6 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<gone_atom, std::string>,
     caf::reacts_to<stats_atom, std::string, uint64_t>,
     caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
-
-using job_actor = caf::typed_actor<
-    caf::reacts_to<submit_job_atom, service::JobSubmission>,
-    caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string>,
-    caf::reacts_to<job_item_atom, uint64_t, std::string>,
-    caf::reacts_to<summarize_atom, service::SummaryTask>,
-    caf::reacts_to<tick_atom>>;
 
 using ingestion_actor = caf::typed_actor<
     caf::reacts_to<request_atom, std::string, std::string, bool>,

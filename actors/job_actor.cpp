@@ -93,6 +93,7 @@ job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, 
       [self](job_item_atom, uint64_t id, const std::string& bytes) { self->state.jobs->on_item(id, bytes); deliver(self); },
       [self](summarize_atom, service::SummaryTask& t) { self->state.jobs->summarize(std::move(t)); deliver(self); },
       [self](tick_atom) { self->state.jobs->retry(); deliver(self); },  // after a failed write or a full queue
+      [self](jobs_swept_atom, const std::vector<std::string>& ids) { self->state.jobs->forget(ids); },
   };
 }
 

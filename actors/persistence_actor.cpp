@@ -1,6 +1,8 @@
 #include "actors/persistence_actor.h"
 
 #include <caf/actor_system.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/send.hpp>
 
 #include <cstdio>
 
@@ -44,16 +46,80 @@ JobRecords load_jobs(persistence::JobBook& book) {
 
 int64_t steady_ms() { return service::steady_ns() / 1000000; }
 
+using Self = persistence_actor::stateful_pointer<PersistenceState>;
+
+void log_sweep(const PersistenceState& st, const persistence::SweepStep& s) {
+  const auto& c = s.counts;
+  const double mib = 1.0 / (1 << 20);
+  char cap[128] = "";
+  if (c.over_cap)
+    std::snprintf(cap, sizeof cap, "; the store was %.1f MiB, over its cap of %.1f MiB: compacting",
+                  static_cast<double>(c.store_bytes) * mib, static_cast<double>(st.sweeper->policy().max_store_bytes) * mib);
+  std::fprintf(stderr, "troupe serve: retention: deleted %lld sessions, %lld jobs, %lld KV pages (%.2f MiB) in %d slices, %.1f ms%s\n",
+               static_cast<long long>(c.sessions), static_cast<long long>(c.jobs), static_cast<long long>(c.pages),
+               static_cast<double>(c.bytes) * mib, st.sweep_slices,
+               static_cast<double>(service::steady_ns() - st.sweep_started_ns) / 1e6, cap);
+}
+
+// One slice of the retention pass. The next goes as a message of its own, so
+// whatever was queued meanwhile (a turn's commit) is served first.
+void sweep(Self self) {
+  PersistenceState& st = self->state;
+  if (!st.sweeper->running()) st.sweep_started_ns = service::steady_ns(), st.sweep_slices = 0;
+  ++st.sweep_slices;
+  persistence::SweepStep step;
+  try {
+    step = st.sweeper->step(service::unix_ms());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: retention: the sweep stopped, next in %lld s: %s\n",
+                 static_cast<long long>(st.sweep_interval.count() / 1000), e.what());
+    self->delayed_send(self, st.sweep_interval, sweep_atom::value);
+    return;
+  }
+  for (const auto& id : step.sessions) st.sessions->forget(id);
+  if (!step.jobs.empty() && st.job_watcher) self->send(st.job_watcher, jobs_swept_atom::value, std::move(step.jobs));
+  if (!step.done) {
+    self->send(self, sweep_atom::value);
+    return;
+  }
+  if (step.counts.any()) log_sweep(st, step);
+  if (!step.compact) {
+    self->delayed_send(self, st.sweep_interval, sweep_atom::value);
+    return;
+  }
+  // Compaction rewrites whole files: on a thread of its own, while turns go
+  // on here. Then at once another pass: is the store under its cap now?
+  self->spawn([store = st.store, me = caf::actor_cast<persistence_actor>(self)](caf::blocking_actor*) {
+    try {
+      store->compact();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe serve: retention: %s\n", e.what());
+    }
+    caf::anon_send(me, sweep_atom::value);
+  });
+}
+
 }  // namespace
 
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,
-                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy) {
+                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
+                                                  RetentionOptions retention) {
   PersistenceState& st = self->state;
   st.store = std::move(store);
   st.replies = std::move(replies);
   st.sessions = std::make_unique<persistence::SessionTurns>(*st.store, std::move(policy));
   st.jobs = std::make_unique<persistence::JobBook>(*st.store);
+  if (retention.policy.enabled()) {
+    st.sweeper = std::make_unique<persistence::Sweeper>(*st.store, retention.policy,
+                                                        [self](const std::string& id) { return self->state.sessions->busy(id); });
+    st.sweep_interval = retention.interval.count() > 0
+                            ? retention.interval
+                            : std::chrono::milliseconds(persistence::default_sweep_interval_ms(retention.policy));
+  }
+  const auto written = [self](const std::string& id) {
+    if (self->state.sweeper) self->state.sweeper->session_written(id);
+  };
   // An error message (say, a reply some peer could not handle) must never
   // stop the one actor that keeps the store: log it and go on.
   self->set_error_handler([self](caf::error& err) {
@@ -63,12 +129,17 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   return {
       [self](session_begin_atom, const std::string& id) { return self->state.sessions->begin(id, steady_ms()); },
       [self](session_release_atom, const std::string& id) { self->state.sessions->release(id); },
-      [self, reply](session_commit_atom, persistence::SessionCommit& c) {
-        const std::string peer = c.peer;
+      [self, reply, written](session_commit_atom, persistence::SessionCommit& c) {
+        const std::string peer = c.peer, session = c.session_id;
         const uint64_t id = c.client_id;
         reply(peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
+        written(session);
       },
-      [self](kv_spill_atom, const persistence::KvSpill& spill) { return self->state.sessions->spill(spill); },
+      [self, written](kv_spill_atom, const persistence::KvSpill& spill) {
+        const int32_t stored = self->state.sessions->spill(spill);
+        if (stored > 0) written(spill.session_id);
+        return stored;
+      },
       [self, reply](list_sessions_atom, const std::string& peer, uint64_t id) { reply(peer, id, self->state.sessions->list(id)); },
       [self, reply](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid) {
         reply(peer, id, self->state.sessions->show(id, sid));
@@ -95,9 +166,16 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         }
         return one;
       },
-      [self](session_summary_atom, const service::SummaryResult& s) {
+      [self, written](session_summary_atom, const service::SummaryResult& s) {
         self->state.sessions->summarize(s.session_id, s.text, s.through);
+        written(s.session_id);
       },
+      [self](sweep_atom, job_actor& watcher) {
+        if (!self->state.sweeper) return;
+        self->state.job_watcher = std::move(watcher);
+        sweep(self);
+      },
+      [self](sweep_atom) { sweep(self); },
   };
 }
 

@@ -4,12 +4,15 @@
 // disk) never holds up the scheduler or the engine step. Sessions follow
 // persistence::SessionTurns (one turn at a time, Done only once durable,
 // spilled KV valid for the history later turns keep); job writes answer
-// the job actor with their outcome.
+// the job actor with their outcome. Retention sweeps run here too, in
+// slices between the turns (persistence::Sweeper).
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "actors/interfaces.h"
 #include "persistence/jobs.h"
+#include "persistence/retention.h"
 #include "persistence/session_turns.h"
 #include "persistence/store.h"
 
@@ -22,10 +25,23 @@ struct PersistenceState {
   std::shared_ptr<Replies> replies;
   std::unique_ptr<persistence::SessionTurns> sessions;
   std::unique_ptr<persistence::JobBook> jobs;
+  // Retention: a pass in slices, each its own message so turns queued
+  // meanwhile go first; the job actor is told of the jobs it deleted.
+  std::unique_ptr<persistence::Sweeper> sweeper;
+  std::chrono::milliseconds sweep_interval{60000};
+  job_actor job_watcher;
+  int64_t sweep_started_ns = 0;
+  int sweep_slices = 0;
+};
+
+struct RetentionOptions {
+  persistence::RetentionPolicy policy;  // not enabled(): no sweeps
+  std::chrono::milliseconds interval{0};  // between passes; 0: persistence::default_sweep_interval_ms
 };
 
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,
-                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy);
+                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
+                                                  RetentionOptions retention = {});
 
 }  // namespace troupe::actors

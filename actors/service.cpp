@@ -180,7 +180,13 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   if (draft_backend) drafter = system->spawn<caf::detached>(actors::drafter, draft_backend, draft_names.front());
   else if (!options.draft_worker.empty())
     drafter = system->spawn<caf::detached>(remote_drafter, options.draft_worker, options.draft_timeout);
-  persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy);
+  RetentionOptions retention;
+  retention.policy.session_ttl_ms = options.session_ttl.count();
+  retention.policy.job_ttl_ms = options.job_ttl.count();
+  retention.policy.max_store_bytes = options.max_store_bytes;
+  retention.policy.page_size = policy.page_size;
+  retention.interval = options.sweep_interval;
+  persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention);
   allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
 
   service::SchedulerConfig sc;
@@ -205,6 +211,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   jc.max_in_flight = std::max(1, options.job_items_in_flight);
   jobs = system->spawn(job_runner, jc, JobLinks{events, replies, scheduler_handle, persistence_handle});
   replies->set_jobs(jobs);
+  // Sweeps start once the job actor, which must hear of swept jobs, exists.
+  caf::anon_send(persistence_handle, sweep_atom::value, jobs);
 
   service::GateConfig gc;
   gc.tokenizer = tokenizer;

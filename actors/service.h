@@ -47,6 +47,11 @@ struct ServiceOptions {
   // the head dim allows it (a multiple of 32), else int8.
   uint8_t kv_spill_codec = 255;
   std::chrono::milliseconds session_idle{300000};  // then a session's cached pages are freed
+  // Retention (persistence/retention.h); 0: kept for ever, no cap.
+  std::chrono::milliseconds session_ttl{0};  // since the session's last turn
+  std::chrono::milliseconds job_ttl{0};      // since the job ended
+  int64_t max_store_bytes = 0;
+  std::chrono::milliseconds sweep_interval{0};  // 0: a tenth of the shortest TTL, within [1 s, 60 s]
   // Speculative decoding for requests that do not choose (engine/speculation).
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;

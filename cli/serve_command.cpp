@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <stdexcept>
 #include <pthread.h>
 
 #include "actors/service.h"
@@ -25,7 +27,15 @@ struct ServeArgs {
   double draft_timeout_s = 30;
   std::string kv_codec = "auto";
   int session_idle_s = 300;
+  int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
 };
+
+// 30s, 15m, 24h, 7d, or bare seconds; "off" is 0.
+CLI::Validator duration() {
+  const std::map<std::string, int64_t> seconds{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {"off", 0}};
+  return CLI::AsNumberWithUnit(seconds, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION") &
+         CLI::Range(int64_t{0}, int64_t{100} * 365 * 86400);
+}
 
 int run_serve(ServeArgs& a) {
   // Block the stop signals before any thread starts, then wait for one here.
@@ -53,6 +63,13 @@ int run_serve(ServeArgs& a) {
                                              : SpeculationMode::off;
   o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : 255;
   o.session_idle = std::chrono::seconds(a.session_idle_s);
+  o.session_ttl = std::chrono::seconds(a.session_ttl_s);
+  o.job_ttl = std::chrono::seconds(a.job_ttl_s);
+  o.sweep_interval = std::chrono::seconds(a.sweep_interval_s);
+  // RocksDB's memtables count from their arenas' first blocks, a few MiB in
+  // all: a cap near that would delete every record to stay under it.
+  if (o.max_store_bytes != 0 && o.max_store_bytes < (int64_t{64} << 20))
+    throw std::invalid_argument("--max-store-bytes must be 0 (no cap) or at least 64M");
   actors::Service service(o);
   std::fprintf(stderr, "troupe serve: listening on %s; %s\n", o.listen.c_str(), service.describe().c_str());
   std::fflush(stderr);
@@ -135,6 +152,20 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--session-idle", a->session_idle_s, "Seconds after which an idle session's KV pages leave memory")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
+  cmd->add_option("--session-ttl", a->session_ttl_s,
+                  "Delete a session (turns, KV pages no other session shares) this long after its last turn: "
+                  "30s, 15m, 24h, 7d; 0 or off: keep (default)")
+  cmd->add_option("--job-ttl", a->job_ttl_s,
+                  "Delete a batch job (items, results) this long after it ended; a running job never: 0 or off: keep (default)")
+      ->transform(duration());
+  cmd->add_option("--max-store-bytes", a->service.max_store_bytes,
+                  "Cap on the store's size (e.g. 20G): over it, orphan KV pages, then the least recently updated ended "
+                  "jobs and idle sessions are deleted and the store compacted; 0: no cap (default), else at least 64M")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sweep-interval", a->sweep_interval_s,
+                  "Time between retention sweeps (default: a tenth of the shortest TTL, within 1s..60s)")
+      ->transform(duration());
   a->service.planner.max_context = 0;
   return [a] { return run_serve(*a); };
 }

@@ -49,6 +49,7 @@ void BatchJobs::queue_unfinished(const persistence::JobRecord& job) {
 void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string damage) {
   damage_ = std::move(damage);
   for (auto& job : stored) {
+    if (swept_before_load_.count(job.id) && job.state != wire::JobState::running) continue;
     const bool resume = job.state == wire::JobState::running;
     auto& j = jobs_.emplace(job.id, std::move(job)).first->second;
     if (!resume) {
@@ -61,6 +62,7 @@ void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string dam
                  j.items.size());
   }
   loaded_ = true;
+  swept_before_load_.clear();
   for (auto& s : std::exchange(early_, {})) submit(std::move(s));
   for (auto& q : std::exchange(early_queries_, {})) query(q.peer, q.client_id, q.query, q.job);
   pump();
@@ -327,6 +329,20 @@ void BatchJobs::retire(const std::string& job_id) {
     }
     archived_[id] = it->second.summary();
     jobs_.erase(it);
+    writing_.erase(id);
+    started_ns_.erase(id);
+    tokens_this_run_.erase(id);
+  }
+}
+
+void BatchJobs::forget(const std::vector<std::string>& job_ids) {
+  for (const auto& id : job_ids) {
+    if (!loaded_) swept_before_load_.insert(id);
+    archived_.erase(id);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.state == wire::JobState::running) continue;
+    jobs_.erase(it);
+    std::erase(ended_, id);
     writing_.erase(id);
     started_ns_.erase(id);
     tokens_this_run_.erase(id);

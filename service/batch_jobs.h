@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -123,6 +124,9 @@ class BatchJobs {
   // The store's answer to a JobWork::Load: the job, or why it could not be read.
   void loaded(const JobWork::Load& load, const std::optional<persistence::JobRecord>& job, const std::string& error);
   size_t jobs_in_memory() const { return jobs_.size(); }
+  // Ended jobs retention deleted from the store: gone from memory too, so
+  // they answer unknown_job (a running job is never deleted, nor forgotten).
+  void forget(const std::vector<std::string>& job_ids);
   // One summary per session in flight; a later task for it waits for the next turn.
   void summarize(SummaryTask task);
 
@@ -174,6 +178,7 @@ class BatchJobs {
   uint64_t next_id_ = 1;
   std::vector<JobSubmission> early_;
   std::vector<EarlyQuery> early_queries_;
+  std::set<std::string> swept_before_load_;  // forgotten before load(): not loaded then
   std::mt19937_64 rng_{std::random_device{}()};
   JobWork work_;
 };

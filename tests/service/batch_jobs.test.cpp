@@ -277,3 +277,37 @@ TEST_CASE("ended jobs past max_cached_jobs keep only their summary in memory, an
   jobs.query("client", 5, JobQuery::results, "job-4");  // recent: in memory
   CHECK(jobs.take().replies.size() == 1);
 }
+
+TEST_CASE("jobs retention deleted answer unknown_job, whether whole in memory or archived; a running one stays") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 512;
+  c.max_cached_jobs = 1;
+  c.unix_clock = [] { return int64_t{1700000000000}; };
+  BatchJobs jobs(c);
+  jobs.forget({"job-early"});  // told before the load: not loaded then
+  std::vector<persistence::JobRecord> stored;
+  for (const char* id : {"job-early", "job-archived", "job-whole", "job-running"}) {
+    persistence::JobRecord j;
+    j.id = id;
+    j.items = {"a"};
+    j.state = std::string(id) == "job-running" ? wire::JobState::running : wire::JobState::finished;
+    if (j.state == wire::JobState::finished) j.results[0] = messages::JobItemFields{0, "one", wire::FinishReason::stop, 1, 1, ""};
+    stored.push_back(j);
+  }
+  jobs.load(stored);
+  jobs.take();
+  jobs.forget({"job-archived", "job-whole", "job-running"});
+  const auto code = [&](const char* id) {
+    jobs.query("client", 1, JobQuery::status, id);
+    const JobWork w = jobs.take();
+    const auto* r = messages::check_response(w.replies.at(0).bytes);
+    return r->body_type() == wire::ResponseBody::Error ? r->body_as_Error()->code() : wire::ErrorCode::none;
+  };
+  CHECK(code("job-early") == wire::ErrorCode::unknown_job);
+  CHECK(code("job-archived") == wire::ErrorCode::unknown_job);
+  CHECK(code("job-whole") == wire::ErrorCode::unknown_job);
+  CHECK(code("job-running") == wire::ErrorCode::none);
+  jobs.query("client", 2, JobQuery::list, "");
+  CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobList()->jobs()->size() == 1);
+}
