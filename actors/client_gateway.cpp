@@ -5,9 +5,11 @@
 
 namespace troupe::actors {
 
-ClientGateway::ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits)
+ClientGateway::ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits,
+                             const messages::CurveKeys& curve, std::shared_ptr<const messages::ClientDirectory> clients)
     : ctx_(1),
-      router_(messages::bind_router(ctx_, endpoint, limits)),
+      zap_(clients ? std::make_unique<messages::ZapHandler>(ctx_, std::move(clients)) : nullptr),
+      router_(messages::bind_router(ctx_, endpoint, limits, zap_ ? curve : messages::CurveKeys{})),
       inbox_(ctx_, zmq::socket_type::pull),
       outbox_(ctx_, zmq::socket_type::push) {
   inbox_endpoint_ = "inproc://troupe-gateway-" + std::to_string(reinterpret_cast<uintptr_t>(this));
@@ -53,7 +55,7 @@ void ClientGateway::loop() {
         bool more = router_.get(zmq::sockopt::rcvmore);
         if (more && router_.recv(body, zmq::recv_flags::none)) {
           for (zmq::message_t extra; router_.get(zmq::sockopt::rcvmore);) (void)router_.recv(extra, zmq::recv_flags::none);
-          route(id, body.to_string());
+          route(id, body);
         }
       }
     }
@@ -68,17 +70,24 @@ void ClientGateway::loop() {
   }
 }
 
-void ClientGateway::route(zmq::message_t& id, const std::string& bytes) {
+void ClientGateway::route(zmq::message_t& id, const zmq::message_t& body) {
+  const std::string bytes = body.to_string();
   service::IntakeDecision d = service::classify_frame(bytes, limits_, *backlog_);
   switch (d.lane) {
     case service::IntakeLane::answered:
       if (!deliver(id, zmq::message_t(d.reply.data(), d.reply.size())))
         caf::anon_send(ingestion_, gone_atom::value, id.to_string());
       return;
-    case service::IntakeLane::prompt: return caf::anon_send(ingestion_, request_atom::value, id.to_string(), bytes, true);
+    case service::IntakeLane::prompt:
+      return caf::anon_send(ingestion_, request_atom::value, id.to_string(), client_name(body), bytes, true);
     case service::IntakeLane::control:
-      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, id.to_string(), bytes, false);
+      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, id.to_string(), client_name(body),
+                                                         bytes, false);
   }
+}
+
+std::string ClientGateway::client_name(const zmq::message_t& body) const {
+  return zap_ ? messages::peer_name(body) : std::string();
 }
 
 // ROUTER_MANDATORY: EHOSTUNREACH (thrown) for a peer that is gone, EAGAIN (no

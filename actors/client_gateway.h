@@ -5,6 +5,8 @@
 // send responses from any thread through send(), which hands them to the
 // socket thread over an inproc pipe. A peer the ROUTER can no longer reach
 // (heartbeat timeout, closed connection) is reported as (gone, peer).
+// Under CURVE a ZapHandler admits only known client keys, and each frame
+// goes on with the name its sender authenticated as.
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -14,6 +16,7 @@
 #include "actors/interfaces.h"
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
+#include "messages/curve_auth.h"
 #include "messages/zmq_sockets.h"
 #include "service/intake.h"
 
@@ -21,7 +24,9 @@ namespace troupe::actors {
 
 class ClientGateway {
  public:
-  ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits);
+  // `clients` non-null: CURVE with `curve` as the server's pair.
+  ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits, const messages::CurveKeys& curve = {},
+                std::shared_ptr<const messages::ClientDirectory> clients = nullptr);
   ~ClientGateway();
   ClientGateway(const ClientGateway&) = delete;
   ClientGateway& operator=(const ClientGateway&) = delete;
@@ -37,10 +42,12 @@ class ClientGateway {
 
  private:
   void loop();
-  void route(zmq::message_t& id, const std::string& bytes);
+  void route(zmq::message_t& id, const zmq::message_t& body);
+  std::string client_name(const zmq::message_t& body) const;  // "" without CURVE
   bool deliver(const zmq::message_t& peer, const zmq::message_t& body);  // false: the peer is gone or not reading
 
   zmq::context_t ctx_;
+  std::unique_ptr<messages::ZapHandler> zap_;  // before router_: bound first, closed last
   zmq::socket_t router_;
   zmq::socket_t inbox_;   // PULL, on the socket thread
   zmq::socket_t outbox_;  // PUSH, shared by senders under mutex_

@@ -31,7 +31,7 @@ void admit(Self self, service::AdmitRequest a) {
 void begin_turn(Self self, service::SessionTurn turn) {
   const std::string sid = turn.request.session_id, peer = turn.request.peer;
   const uint64_t id = turn.request.client_id;
-  self->request(self->state.links.persistence, caf::infinite, session_begin_atom::value, sid)
+  self->request(self->state.links.persistence, caf::infinite, session_begin_atom::value, sid, turn.who)
       .then(
           [self, sid, peer, id, turn = std::move(turn)](persistence::SessionStart& start) mutable {
             if (start.error != wire::ErrorCode::none)  // not begun: nothing to release
@@ -55,12 +55,14 @@ void route(Self self, const service::Query& q) {
     case service::Query::Kind::ping: return to.replies->send(q.peer, q.client_id, messages::pong_response(q.client_id, q.number));
     case service::Query::Kind::stats: return self->send(to.scheduler, stats_atom::value, q.peer, q.client_id);
     case service::Query::Kind::cancel: return self->send(to.scheduler, cancel_atom::value, q.peer, q.client_id, q.number);
-    case service::Query::Kind::list_sessions: return self->send(to.persistence, list_sessions_atom::value, q.peer, q.client_id);
+    case service::Query::Kind::list_sessions:
+      return self->send(to.persistence, list_sessions_atom::value, q.peer, q.client_id, q.who);
     case service::Query::Kind::show_session:
-      return self->send(to.persistence, show_session_atom::value, q.peer, q.client_id, q.name);
+      return self->send(to.persistence, show_session_atom::value, q.peer, q.client_id, q.name, q.who);
     case service::Query::Kind::delete_session:
-      return self->send(to.persistence, delete_session_atom::value, q.peer, q.client_id, q.name);
-    case service::Query::Kind::job: return self->send(to.jobs, job_query_atom::value, q.peer, q.client_id, q.job, q.name);
+      return self->send(to.persistence, delete_session_atom::value, q.peer, q.client_id, q.name, q.who);
+    case service::Query::Kind::job:
+      return self->send(to.jobs, job_query_atom::value, q.peer, q.client_id, q.job, q.name, q.who);
   }
 }
 
@@ -70,8 +72,8 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
   self->state.gate = std::make_unique<service::RequestGate>(std::move(config));
   self->state.links = std::move(links);
   return {
-      [self](request_atom, const std::string& peer, const std::string& bytes, bool counted) {
-        service::Admission what = self->state.gate->to_admit(peer, bytes, service::steady_ns());
+      [self](request_atom, const std::string& peer, const std::string& client, const std::string& bytes, bool counted) {
+        service::Admission what = self->state.gate->to_admit(peer, bytes, service::steady_ns(), client);
         // Read and tokenized: its bytes leave the backlog (the tokens are the scheduler's to bound).
         if (counted && self->state.links.backlog) self->state.links.backlog->release(bytes.size());
         if (auto* a = std::get_if<service::AdmitRequest>(&what)) return admit(self, std::move(*a));

@@ -28,12 +28,14 @@ namespace troupe::actors {
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using propose_atom = caf::atom_constant<caf::atom("propose")>;
 // Clients, through the gateway and ingestion.
-using request_atom = caf::atom_constant<caf::atom("request")>;  // (peer, bytes, counted in the intake backlog)
+// (peer, the client's CURVE name or "", bytes, counted in the intake backlog)
+using request_atom = caf::atom_constant<caf::atom("request")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;        // (peer): unreachable
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;    // (peer, id, target)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;      // (peer, id)
 using tick_atom = caf::atom_constant<caf::atom("tick")>;        // periodic housekeeping
+using subscriptions_atom = caf::atom_constant<caf::atom("subs")>;
 // Sessions.
 using session_begin_atom = caf::atom_constant<caf::atom("sbegin")>;
 using session_release_atom = caf::atom_constant<caf::atom("srelease")>;
@@ -79,7 +81,8 @@ using draft_actor = caf::typed_actor<caf::replies_to<propose_atom, std::string>:
 // Batch jobs (declared before persistence, which tells it of swept jobs).
 using job_actor = caf::typed_actor<
     caf::reacts_to<submit_job_atom, service::JobSubmission>,
-    caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string>,
+    caf::reacts_to<job_query_atom, std::string, uint64_t, service::JobQuery, std::string, persistence::Principal>,
+    caf::reacts_to<subscriptions_atom>,  // event subscriptions to admit (CURVE: only one's own jobs)
     caf::reacts_to<job_item_atom, uint64_t, std::string>,
     caf::reacts_to<summarize_atom, service::SummaryTask>,
     caf::reacts_to<tick_atom>,
@@ -87,13 +90,13 @@ using job_actor = caf::typed_actor<
 
 // The only actor touching RocksDB. Writes answer "" when durable, else why not.
 using persistence_actor = caf::typed_actor<
-    caf::replies_to<session_begin_atom, std::string>::with<persistence::SessionStart>,
+    caf::replies_to<session_begin_atom, std::string, persistence::Principal>::with<persistence::SessionStart>,
     caf::reacts_to<session_release_atom, std::string>,
     caf::reacts_to<session_commit_atom, persistence::SessionCommit>,  // sends the Done once durable
     caf::replies_to<kv_spill_atom, persistence::KvSpill>::with<int32_t>,  // pages written
-    caf::reacts_to<list_sessions_atom, std::string, uint64_t>,
-    caf::reacts_to<show_session_atom, std::string, uint64_t, std::string>,
-    caf::reacts_to<delete_session_atom, std::string, uint64_t, std::string>,
+    caf::reacts_to<list_sessions_atom, std::string, uint64_t, persistence::Principal>,
+    caf::reacts_to<show_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
+    caf::reacts_to<delete_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
     caf::replies_to<job_create_atom, persistence::JobRecord>::with<std::string>,
     caf::replies_to<job_result_atom, persistence::JobRecord, messages::JobItemFields>::with<std::string>,
     caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
@@ -122,7 +125,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
 
 using ingestion_actor = caf::typed_actor<
-    caf::reacts_to<request_atom, std::string, std::string, bool>,
+    caf::reacts_to<request_atom, std::string, std::string, std::string, bool>,
     caf::reacts_to<gone_atom, std::string>>;
 
 }  // namespace troupe::actors
@@ -136,6 +139,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SwappedPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SessionPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::SessionPages>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionStart)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::Principal)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionCommit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::KvSpill)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::JobRecord)

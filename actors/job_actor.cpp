@@ -24,6 +24,38 @@ void publish(EventSocket& events, const std::string& topic, const messages::Byte
 
 void deliver(Self self);
 
+// How often the event socket's subscriptions are read under CURVE (each is
+// also read before any event goes out): a subscriber's first events wait
+// at most this long.
+constexpr std::chrono::milliseconds kSubscriptionPoll{50};
+
+// CURVE's event socket is an XPUB in manual mode: a subscription takes
+// effect only once admitted here, for the subscriber's own jobs (any topic
+// for an admin). Subscriptions from unknown names are ignored.
+void admit_subscriptions(Self self) {
+  EventSocket* events = self->state.links.events.get();
+  if (!events || !events->clients) return;
+  zmq::message_t m;
+  try {
+    while (events->pub.recv(m, zmq::recv_flags::dontwait)) {
+      if (m.size() == 0) continue;
+      const auto* bytes = static_cast<const char*>(m.data());
+      const std::string topic(bytes + 1, m.size() - 1);
+      const messages::ClientPolicy* c = events->clients->by_name(messages::peer_name(m));
+      if (!c) continue;
+      if (bytes[0] == 0) {
+        events->pub.set(zmq::sockopt::unsubscribe, topic);
+      } else if (self->state.jobs->may_subscribe({c->name, c->admin}, topic)) {
+        events->pub.set(zmq::sockopt::subscribe, topic);
+      } else {
+        ++events->refused;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    std::fprintf(stderr, "troupe serve: event subscriptions: %s\n", e.what());
+  }
+}
+
 void store(Self self, service::JobWork& w) {
   const persistence_actor& db = self->state.links.persistence;
   for (auto& c : w.creates)
@@ -68,8 +100,10 @@ void deliver(Self self) {
   for (auto& a : w.admits) self->send(to.scheduler, admit_atom::value, std::move(a));
   for (const auto& [peer, id] : w.cancels) self->send(to.scheduler, cancel_atom::value, peer, uint64_t{0}, id);
   for (auto& s : w.summaries) self->send(to.persistence, session_summary_atom::value, std::move(s));
-  if (to.events)
+  if (to.events) {
+    if (!w.events.empty()) admit_subscriptions(self);
     for (const auto& [topic, event] : w.events) publish(*to.events, topic, event);
+  }
   store(self, w);
   if (w.retry_after_ms > 0) self->delayed_send(self, std::chrono::milliseconds(w.retry_after_ms), tick_atom::value);
 }
@@ -79,6 +113,7 @@ void deliver(Self self) {
 job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, JobLinks links) {
   self->state.jobs = std::make_unique<service::BatchJobs>(std::move(config));
   self->state.links = std::move(links);
+  if (self->state.links.events && self->state.links.events->clients) self->send(self, subscriptions_atom::value);
   self->request(self->state.links.persistence, caf::infinite, job_load_atom::value)
       .then([self](JobRecords& all) {
         self->state.jobs->load(std::move(all.jobs), std::move(all.damage));
@@ -86,9 +121,14 @@ job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, 
       }, [](caf::error&) {});
   return {
       [self](submit_job_atom, service::JobSubmission& s) { self->state.jobs->submit(std::move(s)); deliver(self); },
-      [self](job_query_atom, const std::string& peer, uint64_t id, service::JobQuery q, const std::string& job) {
-        self->state.jobs->query(peer, id, q, job);
+      [self](job_query_atom, const std::string& peer, uint64_t id, service::JobQuery q, const std::string& job,
+             const persistence::Principal& who) {
+        self->state.jobs->query(peer, id, q, job, who);
         deliver(self);
+      },
+      [self](subscriptions_atom) {
+        admit_subscriptions(self);
+        self->delayed_send(self, kSubscriptionPoll, subscriptions_atom::value);
       },
       [self](job_item_atom, uint64_t id, const std::string& bytes) { self->state.jobs->on_item(id, bytes); deliver(self); },
       [self](summarize_atom, service::SummaryTask& t) { self->state.jobs->summarize(std::move(t)); deliver(self); },

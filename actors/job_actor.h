@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "actors/interfaces.h"
+#include "messages/curve_auth.h"
 #include "service/batch_jobs.h"
 
 namespace troupe::actors {
@@ -19,7 +20,11 @@ class Replies;
 // fails there); only the job actor sends on it.
 struct EventSocket {
   zmq::context_t ctx;
+  std::unique_ptr<messages::ZapHandler> zap;  // before `pub`: it outlives it
   zmq::socket_t pub;
+  // Under CURVE: who may subscribe (`pub` is then an XPUB in manual mode).
+  std::shared_ptr<const messages::ClientDirectory> clients;
+  uint64_t refused = 0;  // subscriptions to others' jobs, not admitted
 };
 
 struct JobLinks {

@@ -127,7 +127,9 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   });
   auto reply = [self](const std::string& peer, uint64_t id, const messages::Bytes& b) { self->state.replies->send(peer, id, b); };
   return {
-      [self](session_begin_atom, const std::string& id) { return self->state.sessions->begin(id, steady_ms()); },
+      [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
+        return self->state.sessions->begin(id, steady_ms(), who);
+      },
       [self](session_release_atom, const std::string& id) { self->state.sessions->release(id); },
       [self, reply, written](session_commit_atom, persistence::SessionCommit& c) {
         const std::string peer = c.peer, session = c.session_id;
@@ -140,13 +142,13 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         if (stored > 0) written(spill.session_id);
         return stored;
       },
-      [self, reply](list_sessions_atom, const std::string& peer, uint64_t id) { reply(peer, id, self->state.sessions->list(id)); },
-      [self, reply](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid) {
-        reply(peer, id, self->state.sessions->show(id, sid));
+      [self, reply](list_sessions_atom, const std::string& peer, uint64_t id, const persistence::Principal& who) {
+        reply(peer, id, self->state.sessions->list(id, who));
       },
-      [self, reply](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid) {
-        reply(peer, id, self->state.sessions->remove(id, sid));
-      },
+      [self, reply](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
+                    const persistence::Principal& who) { reply(peer, id, self->state.sessions->show(id, sid, who)); },
+      [self, reply](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
+                    const persistence::Principal& who) { reply(peer, id, self->state.sessions->remove(id, sid, who)); },
       [self](job_create_atom, const persistence::JobRecord& job) {
         return failure_of([&] { self->state.jobs->create(job); });
       },

@@ -11,7 +11,7 @@ namespace troupe::actors {
 // One request-reply exchange over a DEALER; nullopt on timeout.
 class WorkerLink {
  public:
-  explicit WorkerLink(const std::string& endpoint) : ctx_(1), socket_(messages::connect_dealer(ctx_, endpoint)) {}
+  explicit WorkerLink(const WorkerAddress& a) : ctx_(1), socket_(messages::connect_dealer(ctx_, a.endpoint, {}, a.curve)) {}
   std::optional<std::string> call(const std::string& bytes, std::chrono::milliseconds timeout) {
     socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -31,10 +31,10 @@ RemoteWorkerState::~RemoteWorkerState() = default;
 
 namespace {
 
-void connect(RemoteWorkerState& st, std::string endpoint, std::chrono::milliseconds timeout) {
-  st.endpoint = std::move(endpoint);
+void connect(RemoteWorkerState& st, WorkerAddress address, std::chrono::milliseconds timeout) {
+  st.address = std::move(address);
   st.timeout = timeout;
-  st.link = std::make_unique<WorkerLink>(st.endpoint);
+  st.link = std::make_unique<WorkerLink>(st.address);
 }
 
 // The worker's reply if `check` can read it; else why not (and a new
@@ -43,16 +43,16 @@ template <typename Check>
 std::optional<std::string> call(RemoteWorkerState& st, const std::string& plan, Check check, std::string& why) {
   auto reply = st.link->call(plan, st.timeout);
   if (reply && check(*reply)) return reply;
-  st.link = std::make_unique<WorkerLink>(st.endpoint);
-  why = "worker " + st.endpoint + (reply ? " sent an unreadable result" : " did not answer in time");
+  st.link = std::make_unique<WorkerLink>(st.address);
+  why = "worker " + st.address.endpoint + (reply ? " sent an unreadable result" : " did not answer in time");
   return std::nullopt;
 }
 
 }  // namespace
 
-verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, WorkerAddress address,
                                               std::chrono::milliseconds timeout) {
-  connect(self->state, std::move(endpoint), timeout);
+  connect(self->state, std::move(address), timeout);
   return {
       [self](step_atom, const std::string& plan) {
         std::string why;
@@ -62,9 +62,9 @@ verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<R
   };
 }
 
-draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, WorkerAddress address,
                                           std::chrono::milliseconds timeout) {
-  connect(self->state, std::move(endpoint), timeout);
+  connect(self->state, std::move(address), timeout);
   return {
       [self](propose_atom, const std::string& plan) {
         std::string why;
@@ -74,10 +74,13 @@ draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWo
   };
 }
 
-messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  WorkerLink link(endpoint);
+messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout) {
+  const std::string& endpoint = address.endpoint;
+  WorkerLink link(address);
   const auto reply = link.call(messages::step_plan(0, {}, {}), timeout);
-  if (!reply) throw std::runtime_error("no worker answered at " + endpoint);
+  if (!reply)
+    throw std::runtime_error("no worker answered at " + endpoint +
+                             (address.curve.enabled() ? " (with CURVE: is this server's key in its --clients-dir, and --worker-key its key?)" : ""));
   const auto* r = messages::check_step_result(*reply);
   if (!r && messages::check_draft_result(*reply))
     throw std::runtime_error("the worker at " + endpoint + " is a draft worker; give it as --draft-worker");
@@ -87,8 +90,9 @@ messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::mill
           r->can_transfer_pages(), r->kv_type(), r->can_shift_kv()};
 }
 
-messages::DrafterInfo query_draft_worker(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  WorkerLink link(endpoint);
+messages::DrafterInfo query_draft_worker(const WorkerAddress& address, std::chrono::milliseconds timeout) {
+  const std::string& endpoint = address.endpoint;
+  WorkerLink link(address);
   const auto reply = link.call(messages::draft_plan(0, {}, {}), timeout);
   if (!reply) throw std::runtime_error("no draft worker answered at " + endpoint);
   const auto* r = messages::check_draft_result(*reply);

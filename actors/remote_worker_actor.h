@@ -14,28 +14,36 @@
 #include "actors/interfaces.h"
 #include "messages/draft_frames.h"
 #include "messages/step_frames.h"
+#include "messages/zmq_sockets.h"
 
 namespace troupe::actors {
 
 class WorkerLink;
 
-struct RemoteWorkerState {
+// A worker's endpoint, and the CURVE keys to reach it when it requires them
+// (this server's pair, the worker's public key).
+struct WorkerAddress {
   std::string endpoint;
+  messages::CurveKeys curve;
+};
+
+struct RemoteWorkerState {
+  WorkerAddress address;
   std::chrono::milliseconds timeout{0};
   std::unique_ptr<WorkerLink> link;
   RemoteWorkerState();
   ~RemoteWorkerState();
 };
 
-verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<RemoteWorkerState> self, WorkerAddress address,
                                               std::chrono::milliseconds timeout);
-draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, std::string endpoint,
+draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, WorkerAddress address,
                                           std::chrono::milliseconds timeout);
 
 // Asks a verifier worker what it serves (an empty StepPlan); throws when it does not answer.
-messages::WorkerInfo query_worker(const std::string& endpoint, std::chrono::milliseconds timeout);
+messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout);
 // Asks a draft worker what it serves (an empty DraftPlan); throws when it
 // does not answer or is not a draft worker.
-messages::DrafterInfo query_draft_worker(const std::string& endpoint, std::chrono::milliseconds timeout);
+messages::DrafterInfo query_draft_worker(const WorkerAddress& address, std::chrono::milliseconds timeout);
 
 }  // namespace troupe::actors

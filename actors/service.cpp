@@ -77,12 +77,36 @@ struct Service::Impl {
   kv_allocator_actor allocator;
   job_actor jobs;
   bool kv_spill = false;
+  messages::CurveKeys curve, worker_curve;                 // this server's pair; its pair toward workers
+  std::shared_ptr<const messages::ClientDirectory> clients;  // null: no CURVE
 
+  void open_auth();
   VerifierSide open_verifier();
   void open_draft_model();
   persistence::SessionPolicy session_policy(const VerifierSide& v);
   void spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits);
 };
+
+// Keys and clients, before anything binds; a non-loopback endpoint without
+// CURVE is refused unless the operator says --insecure.
+void Service::Impl::open_auth() {
+  const ServiceOptions& o = options;
+  if (o.server_key.empty() != o.clients_dir.empty())
+    throw std::invalid_argument("--auth curve needs both --server-key (this server's .secret) and --clients-dir");
+  if (!o.server_key.empty()) {
+    curve = messages::server_curve(o.server_key);
+    clients = std::make_shared<const messages::ClientDirectory>(messages::ClientDirectory::read(o.clients_dir));
+  } else if (!o.insecure) {
+    for (const std::string& e : {o.listen, o.events})
+      if (!messages::is_loopback_endpoint(e))
+        throw std::invalid_argument(e + " is not a loopback endpoint: serve it with --auth curve (keys from `troupe keygen`), "
+                                    "or give --insecure to serve it to anyone who reaches it");
+  }
+  if (!o.worker_key.empty()) {
+    if (o.server_key.empty()) throw std::invalid_argument("--worker-key needs --server-key: the pair this server shows workers");
+    worker_curve = messages::client_curve(o.server_key, o.worker_key);
+  }
+}
 
 std::filesystem::path default_data_dir() {
   if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "troupe";
@@ -105,7 +129,7 @@ VerifierSide Service::Impl::open_verifier() {
   file = std::make_unique<GgufFile>(GgufFile::open(options.model_path));
   v.file = file.get();
   v.config = read_model_config(*file, options.backend.overrides);
-  const messages::WorkerInfo w = query_worker(options.worker, options.worker_timeout);
+  const messages::WorkerInfo w = query_worker({options.worker, worker_curve}, options.worker_timeout);
   if (w.n_vocab != v.config.n_vocab)
     throw std::runtime_error("the worker at " + options.worker + " serves a model with " + std::to_string(w.n_vocab) +
                              " tokens; " + options.model_path + " has " + std::to_string(v.config.n_vocab));
@@ -136,7 +160,7 @@ void Service::Impl::open_draft_model() {
     draft_names.push_back(std::filesystem::path(options.draft_model_path).stem().string());
     draft_names.push_back(draft_backend->config().name);
   } else if (!options.draft_worker.empty()) {
-    const messages::DrafterInfo d = query_draft_worker(options.draft_worker, options.draft_timeout);
+    const messages::DrafterInfo d = query_draft_worker({options.draft_worker, worker_curve}, options.draft_timeout);
     if (d.vocabulary != vocabulary_fingerprint(tokenizer->vocabulary()))
       throw std::runtime_error("the draft worker at " + options.draft_worker + " serves " + d.model +
                                ", whose tokens differ from this model's");
@@ -176,10 +200,10 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
 
 void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits) {
   if (backend) verifier = system->spawn<caf::detached>(actors::verifier, backend);
-  else verifier = system->spawn<caf::detached>(remote_verifier, options.worker, options.worker_timeout);
+  else verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{options.worker, worker_curve}, options.worker_timeout);
   if (draft_backend) drafter = system->spawn<caf::detached>(actors::drafter, draft_backend, draft_names.front());
   else if (!options.draft_worker.empty())
-    drafter = system->spawn<caf::detached>(remote_drafter, options.draft_worker, options.draft_timeout);
+    drafter = system->spawn<caf::detached>(remote_drafter, WorkerAddress{options.draft_worker, worker_curve}, options.draft_timeout);
   RetentionOptions retention;
   retention.policy.session_ttl_ms = options.session_ttl.count();
   retention.policy.job_ttl_ms = options.job_ttl.count();
@@ -225,6 +249,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.max_draft = options.max_draft;
   gc.draft_model = static_cast<bool>(drafter);
   gc.draft_names = draft_names;
+  gc.clients = clients;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   ingestion_handle =
       system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog});
@@ -233,6 +258,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
+  if (s.options.events.empty()) s.options.events = messages::default_events_endpoint(s.options.listen);
+  s.open_auth();
   const VerifierSide v = s.open_verifier();
   s.tokenizer = std::make_shared<Tokenizer>(load_vocabulary(*v.file));
   PlannerLimits limits = s.options.planner;
@@ -253,11 +280,14 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   // here, before any actor starts.
   if (s.options.data_dir.empty()) s.options.data_dir = default_data_dir();
   s.store = std::make_shared<persistence::Store>(s.options.data_dir);
-  if (s.options.events.empty()) s.options.events = messages::default_events_endpoint(s.options.listen);
-  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket);
+  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
   s.events = std::make_shared<EventSocket>();
-  s.events->pub = messages::bind_publisher(s.events->ctx, s.options.events, s.options.socket);
+  if (s.clients) {
+    s.events->zap = std::make_unique<messages::ZapHandler>(s.events->ctx, s.clients);
+    s.events->clients = s.clients;
+  }
+  s.events->pub = messages::bind_publisher(s.events->ctx, s.options.events, s.options.socket, s.curve);
   configure_actor_pool(s.config);
   s.system = std::make_unique<caf::actor_system>(s.config);
   s.spawn(v, policy, limits);

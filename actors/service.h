@@ -52,6 +52,13 @@ struct ServiceOptions {
   std::chrono::milliseconds job_ttl{0};      // since the job ended
   int64_t max_store_bytes = 0;
   std::chrono::milliseconds sweep_interval{0};  // 0: a tenth of the shortest TTL, within [1 s, 60 s]
+  // Authentication (messages/curve_auth.h). With server_key (this server's
+  // .secret) and clients_dir: CURVE on the client and event sockets, and
+  // sessions and jobs owned by the client that made them. worker_key: the
+  // workers' public key; this server reaches them with server_key's pair.
+  // Without CURVE only loopback endpoints are served, unless `insecure`.
+  std::filesystem::path server_key, clients_dir, worker_key;
+  bool insecure = false;
   // Speculative decoding for requests that do not choose (engine/speculation).
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;

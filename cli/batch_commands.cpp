@@ -86,7 +86,7 @@ int run_watch(const BatchArgs& a, const std::string& job) {
   auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   zmq::context_t ctx;
   const std::string endpoint = a.events.empty() ? messages::default_events_endpoint(a.connect) : a.events;
-  zmq::socket_t sub = messages::connect_subscriber(ctx, endpoint, job);
+  zmq::socket_t sub = messages::connect_subscriber(ctx, endpoint, job, {}, client_curve_keys());
   const bool tty = isatty(STDERR_FILENO);
   messages::JobSummaryFields j = status(conn, job, a.timeout_s);
   const auto start = std::chrono::steady_clock::now();

@@ -29,5 +29,6 @@ Run add_sessions(CLI::App& app);
 Run add_batch(CLI::App& app);
 Run add_perplexity(CLI::App& app);
 Run add_store(CLI::App& app);
+Run add_keygen(CLI::App& app);
 
 }  // namespace troupe::cli

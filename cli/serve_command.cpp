@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "cli/model_path.h"
+#include "cli/server_auth.h"
 
 namespace troupe::cli {
 namespace {
@@ -28,6 +29,8 @@ struct ServeArgs {
   std::string kv_codec = "auto";
   int session_idle_s = 300;
   int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
+  ServerAuthArgs auth;
+  std::string worker_key;
 };
 
 // 30s, 15m, 24h, 7d, or bare seconds; "off" is 0.
@@ -70,6 +73,11 @@ int run_serve(ServeArgs& a) {
   // all: a cap near that would delete every record to stay under it.
   if (o.max_store_bytes != 0 && o.max_store_bytes < (int64_t{64} << 20))
     throw std::invalid_argument("--max-store-bytes must be 0 (no cap) or at least 64M");
+  check_server_auth(a.auth);
+  o.server_key = a.auth.server_key;
+  o.clients_dir = a.auth.clients_dir;
+  o.insecure = a.auth.insecure;
+  o.worker_key = a.worker_key;
   actors::Service service(o);
   std::fprintf(stderr, "troupe serve: listening on %s; %s\n", o.listen.c_str(), service.describe().c_str());
   std::fflush(stderr);
@@ -155,6 +163,7 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--session-ttl", a->session_ttl_s,
                   "Delete a session (turns, KV pages no other session shares) this long after its last turn: "
                   "30s, 15m, 24h, 7d; 0 or off: keep (default)")
+      ->transform(duration());
   cmd->add_option("--job-ttl", a->job_ttl_s,
                   "Delete a batch job (items, results) this long after it ended; a running job never: 0 or off: keep (default)")
       ->transform(duration());
@@ -166,6 +175,22 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--sweep-interval", a->sweep_interval_s,
                   "Time between retention sweeps (default: a tenth of the shortest TTL, within 1s..60s)")
       ->transform(duration());
+  add_server_auth_options(cmd, a->auth);
+  cmd->add_option("--worker-key", a->worker_key,
+                  "The workers' CURVE public key (.key); this server shows them its --server-key pair")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--client-queue-share", a->service.planner.tenant_queue_share,
+                  "Most of --max-waiting one client may hold queued (a fraction)")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--client-slot-share", a->service.planner.tenant_slot_share,
+                  "Most of --max-running one client may hold while another is active (a fraction)")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--client-page-share", a->service.planner.tenant_page_share,
+                  "Most of the KV pages one client may hold while another is active (a fraction)")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
   a->service.planner.max_context = 0;
   return [a] { return run_serve(*a); };
 }

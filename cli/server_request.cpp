@@ -7,16 +7,35 @@
 #include <stdexcept>
 
 #include "messages/client_validation.h"
+#include "messages/curve_auth.h"
 
 namespace troupe::cli {
 
+namespace {
+
+// One command per process: its key flags hold for all its connections.
+std::string client_key_file, server_key_file;
+
+}  // namespace
+
+const messages::CurveKeys& client_curve_keys() {
+  static const messages::CurveKeys keys = [] {
+    if (client_key_file.empty() != server_key_file.empty())
+      throw std::invalid_argument("a server under CURVE needs both --client-key (yours, .secret) and --server-key (its .key)");
+    return client_key_file.empty() ? messages::CurveKeys{} : messages::client_curve(client_key_file, server_key_file);
+  }();
+  return keys;
+}
+
 messages::ClientConnection connect_to_server(const std::string& endpoint, double timeout_s) {
-  messages::ClientConnection conn(endpoint);
+  const messages::CurveKeys& curve = client_curve_keys();
+  messages::ClientConnection conn(endpoint, {}, curve);
   if (!conn.ping(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", timeout_s);
-    throw std::runtime_error("no troupe server answers at " + endpoint + " (waited " + secs +
-                             " s; is `troupe serve` running there?)");
+    throw std::runtime_error("no troupe server answers at " + endpoint + " (waited " + secs + " s; " +
+                             (curve.enabled() ? "is `troupe serve` running there, and is your key in its --clients-dir?)"
+                                              : "is `troupe serve` running there?)"));
   }
   return conn;
 }
@@ -26,6 +45,10 @@ void add_connect_options(CLI::App* cmd, std::string& endpoint, double& timeout_s
   cmd->add_option("--connect-timeout", timeout_s, "Seconds to wait for the server to answer at all")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str();
+  cmd->add_option("--client-key", client_key_file, "Your CURVE key pair (.secret from troupe keygen), for a server under --auth curve")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--server-key", server_key_file, "The server's CURVE public key (.key), with --client-key")
+      ->check(CLI::ExistingFile);
 }
 
 Reply ask(messages::ClientConnection& conn, const messages::Bytes& request, uint64_t id, wire::ResponseBody expected,

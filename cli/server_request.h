@@ -19,8 +19,12 @@ namespace troupe::cli {
 // throws one line naming the endpoint (a dead server must not cost a
 // command's whole --timeout).
 messages::ClientConnection connect_to_server(const std::string& endpoint, double timeout_s);
-// --connect ENDPOINT and --connect-timeout SECONDS.
+// --connect ENDPOINT, --connect-timeout SECONDS, and for a server under
+// CURVE --client-key (this client's .secret) and --server-key (the
+// server's .key), which every connection of the command then uses.
 void add_connect_options(CLI::App* cmd, std::string& endpoint, double& timeout_s);
+// The CURVE keys those flags named (empty: none), read once.
+const messages::CurveKeys& client_curve_keys();
 
 // An Error reply, with its code (callers may expect some, e.g. unknown_session).
 class ServerError : public std::runtime_error {

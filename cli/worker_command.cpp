@@ -16,6 +16,8 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "cli/model_path.h"
+#include "cli/server_auth.h"
+#include "messages/curve_auth.h"
 #include "messages/zmq_sockets.h"
 #include "worker/draft_runner.h"
 #include "worker/step_runner.h"
@@ -33,6 +35,7 @@ struct WorkerArgs {
   BackendNames names;  // --device, --weights, --kv-type, --rope-*
   int64_t kv_tokens = 32768;
   std::string role = "verifier";
+  ServerAuthArgs auth;
 };
 
 int run_worker(WorkerArgs& a) {
@@ -48,10 +51,23 @@ int run_worker(WorkerArgs& a) {
   } else {
     answer = [runner = std::make_shared<worker::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
   }
+  check_server_auth(a.auth);
+  if (a.auth.mode == "none" && !a.auth.insecure && !messages::is_loopback_endpoint(a.listen))
+    throw std::invalid_argument(a.listen + " is not a loopback endpoint: serve it with --auth curve (keys from `troupe keygen`; "
+                                "the front end's .key in --clients-dir), or give --insecure");
   zmq::context_t ctx(1);
   messages::SocketLimits limits;
   limits.max_message_bytes = 256 << 20;  // a step plan carries the whole batch
-  zmq::socket_t socket = messages::bind_router(ctx, a.listen, limits);
+  // Under CURVE only the front ends in --clients-dir reach the worker: the
+  // handler is bound before the socket and closed after it.
+  std::unique_ptr<messages::ZapHandler> zap;
+  messages::CurveKeys curve;
+  if (a.auth.mode == "curve") {
+    curve = messages::server_curve(a.auth.server_key);
+    zap = std::make_unique<messages::ZapHandler>(
+        ctx, std::make_shared<const messages::ClientDirectory>(messages::ClientDirectory::read(a.auth.clients_dir)));
+  }
+  zmq::socket_t socket = messages::bind_router(ctx, a.listen, limits, curve);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   std::fprintf(stderr, "troupe worker (%s): listening on %s; %s\n", a.role.c_str(), a.listen.c_str(),
@@ -98,6 +114,7 @@ Run add_worker(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", a->backend.max_batch_tokens, "Largest step in tokens (CUDA buffers)")
       ->capture_default_str();
+  add_server_auth_options(cmd, a->auth);
   return [a] { return run_worker(*a); };
 }
 

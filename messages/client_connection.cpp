@@ -6,8 +6,8 @@
 
 namespace troupe::messages {
 
-ClientConnection::ClientConnection(const std::string& endpoint, const SocketLimits& limits)
-    : ctx_(1), socket_(connect_dealer(ctx_, endpoint, limits)) {}
+ClientConnection::ClientConnection(const std::string& endpoint, const SocketLimits& limits, const CurveKeys& curve)
+    : ctx_(1), socket_(connect_dealer(ctx_, endpoint, limits, curve)) {}
 
 void ClientConnection::send(const Bytes& request) {
   socket_.send(zmq::buffer(request.data(), request.size()), zmq::send_flags::none);

@@ -30,7 +30,8 @@ struct StreamOutcome {
 
 class ClientConnection {
  public:
-  explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = {});
+  // `curve`: the client's pair and the server's public key, for a server under CURVE.
+  explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = {}, const CurveKeys& curve = {});
   ClientConnection(ClientConnection&&) = default;
 
   // A Ping answered by its Pong within `timeout`. ZeroMQ connects lazily and

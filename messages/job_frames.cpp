@@ -7,8 +7,9 @@ namespace {
 
 flatbuffers::Offset<wire::JobSummary> build_summary(flatbuffers::FlatBufferBuilder& fbb, const JobSummaryFields& j) {
   const auto id = fbb.CreateString(j.job_id);
+  const auto owner = j.owner.empty() ? 0 : fbb.CreateString(j.owner);
   return wire::CreateJobSummary(fbb, id, j.state, j.items, j.finished_items, j.completion_tokens, j.created_ms,
-                                j.updated_ms);
+                                j.updated_ms, owner);
 }
 
 Bytes job_id_request(uint64_t id, wire::RequestBody type, std::string_view job_id) {
@@ -93,6 +94,7 @@ JobSummaryFields read_job_summary(const wire::JobSummary* j) {
   f.completion_tokens = j->completion_tokens();
   f.created_ms = j->created_ms();
   f.updated_ms = j->updated_ms();
+  if (j->owner()) f.owner = j->owner()->str();
   return f;
 }
 

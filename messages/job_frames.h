@@ -17,6 +17,7 @@ struct JobSummaryFields {
   int32_t items = 0, finished_items = 0;
   int64_t completion_tokens = 0;
   int64_t created_ms = 0, updated_ms = 0;
+  std::string owner;
 };
 
 struct JobItemFields {

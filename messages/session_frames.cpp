@@ -8,7 +8,8 @@ namespace {
 flatbuffers::Offset<wire::SessionSummary> build_summary(flatbuffers::FlatBufferBuilder& fbb, const SessionSummaryFields& s) {
   const auto id = fbb.CreateString(s.session_id);
   const auto model = fbb.CreateString(s.model);
-  return wire::CreateSessionSummary(fbb, id, s.turns, s.tokens, s.created_ms, s.updated_ms, model);
+  const auto owner = s.owner.empty() ? 0 : fbb.CreateString(s.owner);
+  return wire::CreateSessionSummary(fbb, id, s.turns, s.tokens, s.created_ms, s.updated_ms, model, owner);
 }
 
 Bytes session_id_request(uint64_t id, std::string_view session_id, bool remove) {
@@ -67,6 +68,7 @@ SessionSummaryFields read_session_summary(const wire::SessionSummary* s) {
   f.created_ms = s->created_ms();
   f.updated_ms = s->updated_ms();
   if (s->model()) f.model = s->model()->str();
+  if (s->owner()) f.owner = s->owner()->str();
   return f;
 }
 

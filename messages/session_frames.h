@@ -17,6 +17,7 @@ struct SessionSummaryFields {
   int32_t tokens = 0;
   int64_t created_ms = 0, updated_ms = 0;
   std::string model;
+  std::string owner;
 };
 
 using RoleContent = std::pair<std::string, std::string>;

@@ -14,11 +14,31 @@ void common(zmq::socket_t& s, const SocketLimits& l) {
   s.set(zmq::sockopt::rcvhwm, l.high_water_mark);
 }
 
+// The ZAP domain every troupe server socket names: set, so ZAP is asked
+// even by libzmq versions that skip it for an empty domain.
+constexpr const char* kZapDomain = "troupe";
+
+void curve_server(zmq::socket_t& s, const CurveKeys& k) {
+  if (!k.enabled()) return;
+  s.set(zmq::sockopt::curve_server, 1);
+  s.set(zmq::sockopt::curve_secretkey, k.secret_key);
+  s.set(zmq::sockopt::zap_domain, kZapDomain);
+}
+
+void curve_client(zmq::socket_t& s, const CurveKeys& k) {
+  if (!k.enabled()) return;
+  s.set(zmq::sockopt::curve_serverkey, k.server_key);
+  s.set(zmq::sockopt::curve_publickey, k.public_key);
+  s.set(zmq::sockopt::curve_secretkey, k.secret_key);
+}
+
 }  // namespace
 
-zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits) {
+zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits,
+                          const CurveKeys& curve) {
   zmq::socket_t s(ctx, zmq::socket_type::router);
   common(s, limits);
+  curve_server(s, curve);
   s.set(zmq::sockopt::router_mandatory, 1);
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits.max_message_bytes));
   s.bind(endpoint);
@@ -38,26 +58,32 @@ std::string default_events_endpoint(const std::string& listen) {
   throw std::invalid_argument("cannot derive an event endpoint from " + listen + "; give one with --events");
 }
 
-zmq::socket_t bind_publisher(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits) {
-  zmq::socket_t s(ctx, zmq::socket_type::pub);
+zmq::socket_t bind_publisher(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits,
+                             const CurveKeys& curve) {
+  zmq::socket_t s(ctx, curve.enabled() ? zmq::socket_type::xpub : zmq::socket_type::pub);
   common(s, limits);
+  curve_server(s, curve);
+  if (curve.enabled()) s.set(zmq::sockopt::xpub_manual, 1);
   s.bind(endpoint);
   return s;
 }
 
 zmq::socket_t connect_subscriber(zmq::context_t& ctx, const std::string& endpoint, const std::string& topic,
-                                 const SocketLimits& limits) {
+                                 const SocketLimits& limits, const CurveKeys& curve) {
   zmq::socket_t s(ctx, zmq::socket_type::sub);
   common(s, limits);
+  curve_client(s, curve);
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(64) << 20);
   s.set(zmq::sockopt::subscribe, topic);
   s.connect(endpoint);
   return s;
 }
 
-zmq::socket_t connect_dealer(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits) {
+zmq::socket_t connect_dealer(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits,
+                             const CurveKeys& curve) {
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   common(s, limits);
+  curve_client(s, curve);
   s.connect(endpoint);
   return s;
 }

@@ -17,17 +17,31 @@ struct SocketLimits {
   int high_water_mark = 100000;                        // messages queued per peer before sends fail
 };
 
+// CurveZMQ on a socket (messages/curve_auth.h reads the keys and admits
+// clients). A server side has its own pair; a client side its own pair and
+// the server's public key. Empty: plain (loopback only, or --insecure).
+struct CurveKeys {
+  std::string public_key, secret_key;  // Z85
+  std::string server_key;              // a client's: the server's public key
+  bool enabled() const { return !secret_key.empty(); }
+};
+
 // Server side: ROUTER_MANDATORY (a send to a gone peer fails with
 // EHOSTUNREACH instead of vanishing), heartbeats, LINGER 0, MAXMSGSIZE.
-zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {});
+// With `curve`: a CURVE server whose peers a ZapHandler on `ctx` admits.
+zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {},
+                          const CurveKeys& curve = {});
 
 // The job event socket: PUB, heartbeats, LINGER 0. A subscriber slower than
 // the high-water mark loses events (PUB never blocks the server); the
 // store has every result, so `troupe batch status|results` always knows.
-zmq::socket_t bind_publisher(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {});
+// With `curve`, an XPUB in manual mode instead: subscriptions reach the
+// server, which applies only those the subscriber may have (the job actor).
+zmq::socket_t bind_publisher(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {},
+                             const CurveKeys& curve = {});
 // Its subscriber, for every topic starting with `topic` ("" for all).
 zmq::socket_t connect_subscriber(zmq::context_t& ctx, const std::string& endpoint, const std::string& topic,
-                                 const SocketLimits& limits = {});
+                                 const SocketLimits& limits = {}, const CurveKeys& curve = {});
 
 // The event endpoint that goes with a server's client endpoint:
 // tcp://host:PORT → tcp://host:PORT+1; ipc://PATH → ipc://PATH.events.
@@ -35,6 +49,7 @@ zmq::socket_t connect_subscriber(zmq::context_t& ctx, const std::string& endpoin
 std::string default_events_endpoint(const std::string& listen);
 
 // Client side: heartbeats (the server hears of a dead client), LINGER 0.
-zmq::socket_t connect_dealer(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {});
+zmq::socket_t connect_dealer(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {},
+                             const CurveKeys& curve = {});
 
 }  // namespace troupe::messages

@@ -13,8 +13,9 @@ std::string encode_header(const JobRecord& j) {
   const auto id = fbb.CreateString(j.id);
   const auto tmpl = fbb.CreateString(j.item_template);
   const auto sampling = messages::build_sampling(fbb, j.sampling);
+  const auto owner = j.owner.empty() ? 0 : fbb.CreateString(j.owner);
   fbb.Finish(store::CreateJobHeader(fbb, id, j.state, static_cast<int32_t>(j.items.size()), tmpl, sampling, j.priority,
-                                    j.created_ms, j.updated_ms));
+                                    j.created_ms, j.updated_ms, owner));
   return messages::finish_bytes(fbb);
 }
 
@@ -35,6 +36,7 @@ messages::JobSummaryFields JobRecord::summary() const {
   for (const auto& [i, r] : results) s.completion_tokens += r.completion_tokens;
   s.created_ms = created_ms;
   s.updated_ms = updated_ms;
+  s.owner = owner;
   return s;
 }
 
@@ -91,6 +93,7 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   j.priority = h->priority();
   j.created_ms = h->created_ms();
   j.updated_ms = h->updated_ms();
+  if (h->owner()) j.owner = h->owner()->str();
   store_.scan(Family::jobs, item_prefix('i', id), [&](std::string_view, std::string_view value) {
     j.items.emplace_back(value);
     return true;

@@ -25,6 +25,7 @@ namespace troupe::persistence {
 
 struct JobRecord {
   std::string id;
+  std::string owner;  // persistence/principal.h
   wire::JobState state = wire::JobState::running;
   std::string item_template;  // "{item}" stands for each item
   messages::SamplingFields sampling;

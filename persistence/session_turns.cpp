@@ -71,15 +71,22 @@ const SessionRecord* SessionTurns::remember(const std::string& id, SessionRecord
   return &c.record;
 }
 
-SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
+SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms, const Principal& who) {
   SessionStart start;
-  if (busy_.count(id)) {
-    start.error = wire::ErrorCode::session_busy;
-    start.message = "session '" + id + "' has a turn running; send the next turn after its Done";
+  if (auto b = busy_.find(id); b != busy_.end()) {
+    start.error = who.may_use(b->second) ? wire::ErrorCode::session_busy : wire::ErrorCode::forbidden;
+    start.message = start.error == wire::ErrorCode::forbidden
+                        ? "session '" + id + "' belongs to another client"
+                        : "session '" + id + "' has a turn running; send the next turn after its Done";
     return start;
   }
   try {
     if (const SessionRecord* s = find(id)) {
+      if (!who.may_use(s->owner)) {
+        start.error = wire::ErrorCode::forbidden;
+        start.message = "session '" + id + "' belongs to another client";
+        return start;
+      }
       for (const auto& t : s->turns) start.turns.push_back(t.messages);
       start.summary_through = s->summary_through;
       start.context_summary = s->context_summary;
@@ -102,12 +109,13 @@ SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms) {
     start.message = "session '" + id + "' cannot be read: " + e.what();
     return start;
   }
-  busy_.insert(id);
+  busy_.emplace(id, who.name);
   return start;
 }
 
 messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t unix_now_ms) {
-  busy_.erase(c.session_id);
+  std::string owner;
+  if (auto b = busy_.find(c.session_id); b != busy_.end()) owner = b->second, busy_.erase(b);
   SessionRecord next;
   try {
     if (const SessionRecord* s = find(c.session_id)) next = *s;
@@ -116,6 +124,7 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
   }
   if (next.id.empty()) {
     next.id = c.session_id;
+    next.owner = owner;
     next.created_ms = unix_now_ms;
   }
   next.updated_ms = unix_now_ms;
@@ -194,10 +203,11 @@ bool SessionTurns::summarize(const std::string& id, const std::string& summary, 
   }
 }
 
-messages::Bytes SessionTurns::list(uint64_t request_id) {
+messages::Bytes SessionTurns::list(uint64_t request_id, const Principal& who) {
   try {
     std::string damage;
-    const auto all = sessions_.list(&damage);
+    auto all = sessions_.list(&damage);
+    std::erase_if(all, [&](const messages::SessionSummaryFields& s) { return !who.may_use(s.owner); });
     if (!damage.empty())
       std::fprintf(stderr, "troupe serve: listing sessions skipped damage: %s; run `troupe store check`\n", damage.c_str());
     return messages::session_list_response(request_id, all);
@@ -206,10 +216,12 @@ messages::Bytes SessionTurns::list(uint64_t request_id) {
   }
 }
 
-messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id) {
+messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id, const Principal& who) {
   try {
     const SessionRecord* s = find(id);
     if (!s) return messages::error_response(request_id, wire::ErrorCode::unknown_session, "no session '" + id + "'");
+    if (!who.may_use(s->owner))
+      return messages::error_response(request_id, wire::ErrorCode::forbidden, "session '" + id + "' belongs to another client");
     const auto msgs = role_content(s->history());
     const auto states = s->turn_states();
     std::vector<int32_t> sizes;
@@ -220,11 +232,14 @@ messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id) {
   }
 }
 
-messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id) {
-  if (busy_.count(id))
-    return messages::error_response(request_id, wire::ErrorCode::session_busy, "session '" + id + "' has a turn running");
+messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id, const Principal& who) {
   try {
-    if (const SessionRecord* s = find(id); s && s->kv_pages > 0) {
+    const SessionRecord* s = find(id);
+    if (s && !who.may_use(s->owner))
+      return messages::error_response(request_id, wire::ErrorCode::forbidden, "session '" + id + "' belongs to another client");
+    if (busy_.count(id))
+      return messages::error_response(request_id, wire::ErrorCode::session_busy, "session '" + id + "' has a turn running");
+    if (s && s->kv_pages > 0) {
       Batch b;
       kv_.erase(s->tokens, s->kv_pages, b);
       store_.write(b, false);

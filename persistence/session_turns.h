@@ -14,7 +14,7 @@
 // Large KV transfers are logged on stderr, one line each (what operators and
 // ops/bench/sessions.sh read).
 #include <cstdint>
-#include <set>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +23,7 @@
 #include "engine/model_identity.h"
 #include "messages/client_frames.h"
 #include "persistence/kv_pages.h"
+#include "persistence/principal.h"
 #include "persistence/sessions.h"
 
 namespace troupe::persistence {
@@ -85,8 +86,9 @@ class SessionTurns {
  public:
   SessionTurns(Store& store, SessionPolicy policy);
 
-  // `now_ms`: a steady clock, for the in-memory window.
-  SessionStart begin(const std::string& id, int64_t now_ms);
+  // `now_ms`: a steady clock, for the in-memory window. A session `who`
+  // may not use is refused (forbidden); a new one becomes who's.
+  SessionStart begin(const std::string& id, int64_t now_ms, const Principal& who = {});
   void release(const std::string& id) { busy_.erase(id); }
   // The reply to send: the turn's Done once durable, else storage_failed
   // (the session then stays at its last acknowledged turn).
@@ -98,9 +100,10 @@ class SessionTurns {
   // kept when it covers more than the stored one. False when the session is gone.
   bool summarize(const std::string& id, const std::string& summary, int32_t through);
 
-  messages::Bytes list(uint64_t request_id);
-  messages::Bytes show(uint64_t request_id, const std::string& id);
-  messages::Bytes remove(uint64_t request_id, const std::string& id);
+  // Only the sessions `who` may use.
+  messages::Bytes list(uint64_t request_id, const Principal& who = {});
+  messages::Bytes show(uint64_t request_id, const std::string& id, const Principal& who = {});
+  messages::Bytes remove(uint64_t request_id, const std::string& id, const Principal& who = {});
   size_t cached() const { return cache_.size(); }
   bool busy(const std::string& id) const { return busy_.count(id) > 0; }
   // The store no longer holds session `id` (retention deleted it): nor may memory.
@@ -119,7 +122,7 @@ class SessionTurns {
   SessionPolicy policy_;
   SessionBook sessions_;
   KvPageStore kv_;
-  std::set<std::string> busy_;  // sessions with a turn running
+  std::map<std::string, std::string> busy_;  // sessions with a turn running → who runs it
   struct Cached {
     SessionRecord record;
     uint64_t used = 0;  // tick of the last use

@@ -38,6 +38,7 @@ SessionRecord decode_header(const std::string& bytes) {
   s.window_first_turn = std::max(0, h->window_first_turn());
   s.summary_through = std::max(0, h->summary_through());
   if (h->context_summary()) s.context_summary = h->context_summary()->str();
+  if (h->owner()) s.owner = h->owner()->str();
   return s;
 }
 
@@ -78,6 +79,7 @@ messages::SessionSummaryFields SessionRecord::summary() const {
   f.created_ms = created_ms;
   f.updated_ms = updated_ms;
   f.model = model;
+  f.owner = owner;
   return f;
 }
 
@@ -88,9 +90,10 @@ std::string encode_session_header(const SessionRecord& s) {
   const auto tokens = fbb.CreateVector(s.tokens.data(), s.tokens.size());
   const auto sampling = messages::build_sampling(fbb, s.sampling);
   const auto summary = s.context_summary.empty() ? 0 : fbb.CreateString(s.context_summary);
+  const auto owner = s.owner.empty() ? 0 : fbb.CreateString(s.owner);
   fbb.Finish(store::CreateSessionHeader(fbb, id, s.created_ms, s.updated_ms, static_cast<int32_t>(s.turns.size()), model,
                                         s.model_fingerprint, tokens, sampling, s.kv_pages, s.kv_model, s.kv_layout,
-                                        s.window_first_turn, s.summary_through, summary));
+                                        s.window_first_turn, s.summary_through, summary, owner));
   return messages::finish_bytes(fbb);
 }
 

@@ -30,6 +30,7 @@ struct SessionTurnRecord {
 
 struct SessionRecord {
   std::string id;
+  std::string owner;  // persistence/principal.h
   int64_t created_ms = 0, updated_ms = 0;
   std::string model;               // the model that answered the last turn
   uint64_t model_fingerprint = 0;  // its file's identity

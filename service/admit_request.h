@@ -18,6 +18,10 @@ namespace troupe::service {
 struct AdmitRequest {
   std::string peer;  // ZeroMQ routing id of the client connection, or an internal_peer()
   uint64_t client_id = 0;
+  // Who asked, for fair shares: the authenticated client's name (or a
+  // batch job's owner); empty: the connection itself (peer).
+  std::string tenant;
+  uint32_t weight = 1;  // its share's weight
   std::vector<int32_t> prompt;
   messages::SamplingFields sampling;
   Priority priority = Priority::interactive;

@@ -27,8 +27,10 @@ BatchJobs::BatchJobs(BatchJobsConfig config) : cfg_(std::move(config)) {
 
 std::string BatchJobs::new_job_id() {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "job-%llx-%04llx", static_cast<unsigned long long>(cfg_.unix_clock()),
-                static_cast<unsigned long long>(rng_() & 0xffff));
+  // Fixed width, so no id is a prefix of another (event topics match by
+  // prefix), and 64 random bits, so no one guesses another's.
+  std::snprintf(buf, sizeof buf, "job-%011llx-%016llx", static_cast<unsigned long long>(cfg_.unix_clock()),
+                static_cast<unsigned long long>(rng_()));
   return buf;
 }
 
@@ -52,6 +54,16 @@ void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string dam
     if (swept_before_load_.count(job.id) && job.state != wire::JobState::running) continue;
     const bool resume = job.state == wire::JobState::running;
     auto& j = jobs_.emplace(job.id, std::move(job)).first->second;
+    if (resume && j.results.size() == j.items.size()) {
+      // Every result was stored but not the final state (a crash between
+      // the last results and the header that follows them): finished now.
+      j.state = wire::JobState::finished;
+      j.updated_ms = cfg_.unix_clock();
+      work_.headers.push_back(j);
+      publish(wire::JobEventKind::job_finished, j, nullptr);
+      retire(j.id);
+      continue;
+    }
     if (!resume) {
       retire(j.id);
       continue;
@@ -64,7 +76,7 @@ void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string dam
   loaded_ = true;
   swept_before_load_.clear();
   for (auto& s : std::exchange(early_, {})) submit(std::move(s));
-  for (auto& q : std::exchange(early_queries_, {})) query(q.peer, q.client_id, q.query, q.job);
+  for (auto& q : std::exchange(early_queries_, {})) query(q.peer, q.client_id, q.query, q.job, q.who);
   pump();
 }
 
@@ -77,6 +89,7 @@ void BatchJobs::submit(JobSubmission s) {
   job.item_template = std::move(s.item_template);
   job.sampling = std::move(s.sampling);
   job.priority = s.priority;
+  job.owner = s.who.name;
   job.created_ms = job.updated_ms = cfg_.unix_clock();
   // Every item must fit before the job is stored: a job that is accepted runs.
   for (int32_t i = 0; i < static_cast<int32_t>(job.items.size()); ++i) {
@@ -131,6 +144,7 @@ void BatchJobs::pump() {
     AdmitRequest a;
     a.peer = job_peer(job_id);
     a.client_id = next_id_++;
+    a.tenant = job.owner;  // its owner's fair share ("": the job's own)
     a.sampling = job.sampling;
     a.priority = priority_of(job.priority);
     a.accepted_ns = cfg_.clock();
@@ -263,15 +277,24 @@ void BatchJobs::stored(const std::string& job_id, const messages::JobItemFields&
   pump();
 }
 
-void BatchJobs::query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id) {
-  if (!loaded_) return early_queries_.push_back({peer, client_id, q, job_id});
+void BatchJobs::query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id,
+                      const persistence::Principal& who) {
+  if (!loaded_) return early_queries_.push_back({peer, client_id, q, job_id, who});
   if (q == JobQuery::list) {
     std::vector<messages::JobSummaryFields> all;
-    for (const auto& [jid, job] : jobs_) all.push_back(job.summary());
-    for (const auto& [jid, summary] : archived_) all.push_back(summary);
+    for (const auto& [jid, job] : jobs_)
+      if (who.may_use(job.owner)) all.push_back(job.summary());
+    for (const auto& [jid, summary] : archived_)
+      if (who.may_use(summary.owner)) all.push_back(summary);
     return reply(peer, client_id, messages::job_list_response(client_id, all));
   }
-  if (auto a = archived_.find(job_id); a != archived_.end()) {  // ended: nothing to cancel
+  const auto a = archived_.find(job_id);
+  const auto live = jobs_.find(job_id);
+  const std::string* owner = a != archived_.end() ? &a->second.owner : live != jobs_.end() ? &live->second.owner : nullptr;
+  if (owner && !who.may_use(*owner))
+    return reply(peer, client_id,
+                 messages::error_response(client_id, wire::ErrorCode::forbidden, "job '" + job_id + "' belongs to another client"));
+  if (a != archived_.end()) {  // ended: nothing to cancel
     if (q == JobQuery::results) return work_.loads.push_back({job_id, peer, client_id});
     return reply(peer, client_id, messages::job_reply_response(client_id, a->second));
   }
@@ -313,6 +336,13 @@ void BatchJobs::cancel_stored(const persistence::JobRecord& next, const std::str
   reply(peer, client_id, messages::job_reply_response(client_id, it->second.summary()));
   publish(wire::JobEventKind::job_cancelled, it->second, nullptr);
   retire(next.id);
+}
+
+bool BatchJobs::may_subscribe(const persistence::Principal& who, const std::string& topic) const {
+  if (who.admin) return true;
+  if (auto live = jobs_.find(topic); live != jobs_.end()) return live->second.owner == who.name;
+  auto a = archived_.find(topic);
+  return a != archived_.end() && a->second.owner == who.name;
 }
 
 void BatchJobs::retire(const std::string& job_id) {

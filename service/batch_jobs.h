@@ -36,6 +36,7 @@ namespace troupe::service {
 struct JobSubmission {
   std::string peer;
   uint64_t client_id = 0;
+  persistence::Principal who;  // the job becomes who's
   std::vector<std::string> items;
   std::string item_template;
   messages::SamplingFields sampling;
@@ -117,7 +118,12 @@ class BatchJobs {
   void on_item(uint64_t client_id, const std::string& bytes);
   void stored(const std::string& job_id, const messages::JobItemFields& result, const std::string& error);
   void store_unreachable(const std::string& job_id) { --writing_[job_id]; }
-  void query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id);
+  // Only jobs `who` may use are listed or answered (others: forbidden).
+  void query(const std::string& peer, uint64_t client_id, JobQuery q, const std::string& job_id,
+             const persistence::Principal& who = {});
+  // Whether `who` may follow the events of topic `topic` (a job id; any
+  // topic for an admin): CURVE's event socket admits subscriptions by it.
+  bool may_subscribe(const persistence::Principal& who, const std::string& topic) const;
   void cancel_stored(const persistence::JobRecord& job, const std::string& peer, uint64_t client_id,
                      const std::string& error);
   void retry() { pump(); }
@@ -145,6 +151,7 @@ class BatchJobs {
     uint64_t client_id;
     JobQuery query;
     std::string job;
+    persistence::Principal who;
   };
   void pump();
   std::optional<std::string> item_prompt(const persistence::JobRecord& job, int32_t index, AdmitRequest& a) const;

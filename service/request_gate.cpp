@@ -14,6 +14,14 @@ Priority priority_of(wire::Priority p) {
   }
 }
 
+wire::Priority policy_priority(Priority p) {
+  switch (p) {
+    case Priority::chat: return wire::Priority::chat;
+    case Priority::batch: return wire::Priority::batch;
+    default: return wire::Priority::interactive;
+  }
+}
+
 messages::Rejection rejection(uint64_t id, wire::ErrorCode code, std::string message) {
   messages::Rejection r;
   r.code = code;
@@ -24,7 +32,7 @@ messages::Rejection rejection(uint64_t id, wire::ErrorCode code, std::string mes
 
 Query query(Query::Kind kind, const std::string& peer, uint64_t id, uint64_t number = 0, std::string name = {},
             JobQuery job = JobQuery::status) {
-  return Query{kind, peer, id, number, std::move(name), job};
+  return Query{kind, peer, id, number, std::move(name), job, {}};
 }
 
 JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint64_t id) {
@@ -96,7 +104,36 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   return std::nullopt;
 }
 
-Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes, int64_t now) const {
+Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes, int64_t now,
+                                const std::string& client) const {
+  persistence::Principal who;
+  uint32_t weight = 1;
+  Priority cap = Priority::interactive;
+  if (cfg_.clients) {
+    const messages::ClientPolicy* policy = cfg_.clients->by_name(client);
+    if (!policy)  // CURVE admitted it, so its name is known: anything else is a bug, refused
+      return rejection(0, wire::ErrorCode::internal, "this connection is not an authenticated client");
+    who = {policy->name, policy->admin};
+    weight = policy->weight;
+    cap = priority_of(policy->max_priority);
+  }
+  Admission what = read(peer, bytes, now);
+  auto stamp = [&](AdmitRequest& a) {
+    a.tenant = who.name;
+    a.weight = weight;
+    a.priority = std::max(a.priority, cap);  // no more urgent than the client may claim
+  };
+  if (auto* a = std::get_if<AdmitRequest>(&what)) stamp(*a);
+  if (auto* t = std::get_if<SessionTurn>(&what)) stamp(t->request), t->who = who;
+  if (auto* q = std::get_if<Query>(&what)) q->who = who;
+  if (auto* j = std::get_if<JobSubmission>(&what)) {
+    j->who = who;
+    if (static_cast<int>(j->priority) < static_cast<int>(policy_priority(cap))) j->priority = policy_priority(cap);
+  }
+  return what;
+}
+
+Admission RequestGate::read(const std::string& peer, std::string_view bytes, int64_t now) const {
   messages::Rejection why;
   const wire::Request* req = messages::check_request(bytes, cfg_.limits, why);
   if (!req) return why;
@@ -121,7 +158,7 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
         if (t->session_id() && t->session_id()->size() > 0) {
           a.session_id = t->session_id()->str();
           a.turn_messages = std::move(chat);
-          return SessionTurn{std::move(a)};
+          return SessionTurn{std::move(a), {}};
         }
         if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
           a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);

@@ -18,6 +18,8 @@
 #include "engine/speculation/controller.h"
 #include "engine/tokenizer.h"
 #include "messages/client_validation.h"
+#include "messages/curve_auth.h"
+#include "persistence/principal.h"
 #include "persistence/session_turns.h"
 #include "service/admit_request.h"
 #include "service/batch_jobs.h"
@@ -35,6 +37,9 @@ struct GateConfig {
   int32_t max_draft = 8;
   bool draft_model = false;              // the server has a draft model
   std::vector<std::string> draft_names;  // what requests may call it
+  // The clients CURVE admits, with their policies (messages/curve_auth.h);
+  // null: no authentication (no ownership, one fair share per connection).
+  std::shared_ptr<const messages::ClientDirectory> clients;
 };
 
 // A request that is not a prompt: answered by ingestion (ping), the
@@ -48,12 +53,14 @@ struct Query {
   uint64_t number = 0;  // ping: the nonce; cancel: the target request id
   std::string name;     // the session or job id
   JobQuery job = JobQuery::status;
+  persistence::Principal who;
 };
 
 // A ChatTurn of a stored session: its prompt is the chat template over the
 // stored history and the new messages (with_history()).
 struct SessionTurn {
   AdmitRequest request;
+  persistence::Principal who;
 };
 
 using Admission = std::variant<AdmitRequest, SessionTurn, Query, JobSubmission, messages::Rejection>;
@@ -62,8 +69,10 @@ class RequestGate {
  public:
   explicit RequestGate(GateConfig config) : cfg_(std::move(config)) {}
 
-  // `now`: the steady clock, stamped on admitted requests.
-  Admission to_admit(const std::string& peer, std::string_view bytes, int64_t now) const;
+  // `now`: the steady clock, stamped on admitted requests. `client`: the
+  // name CURVE authenticated the sender as ("" without authentication):
+  // its sessions and jobs, its fair share, the priority it may claim.
+  Admission to_admit(const std::string& peer, std::string_view bytes, int64_t now, const std::string& client = {}) const;
   // The session turn's prompt from its stored history (`start` without an
   // error: the session is then busy with this turn); stored KV pages serve
   // the prefix the new prompt shares with the stored token history.
@@ -72,6 +81,7 @@ class RequestGate {
   std::optional<messages::Rejection> check(const AdmitRequest& a) const;
 
  private:
+  Admission read(const std::string& peer, std::string_view bytes, int64_t now) const;
   std::optional<messages::Rejection> read_generate(const wire::Generate& g, AdmitRequest& a) const;
   std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
   std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,

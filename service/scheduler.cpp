@@ -60,10 +60,18 @@ void Scheduler::admit(AdmitRequest a) {
   if (!a.session_id.empty()) out_.active_sessions.push_back(a.session_id);
   restore(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.restore_pages);
   plan_reuse(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.prompt, a.reuse);
-  switch (planner_.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens)) {
+  std::string tenant = a.tenant.empty() ? a.peer : a.tenant;
+  const TenantId tid = tenant_id(tenant);
+  const auto added = planner_.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens, tid, a.weight);
+  if (added != BatchPlanner::AddResult::accepted) release_tenant(tenant);
+  switch (added) {
     case BatchPlanner::AddResult::queue_full:
       return refuse(a, wire::ErrorCode::queue_full,
                     "the queue is full (" + std::to_string(cfg_.planner.max_waiting) + " waiting); try again later");
+    case BatchPlanner::AddResult::tenant_queue_full:
+      return refuse(a, wire::ErrorCode::queue_full,
+                    "this client has its share of the queue waiting (" + std::to_string(planner_.tenant_load(tid).waiting) +
+                        " requests); try again when some have run");
     case BatchPlanner::AddResult::too_long:
     case BatchPlanner::AddResult::duplicate: return refuse(a, wire::ErrorCode::too_long, "the prompt does not fit the context");
     case BatchPlanner::AddResult::accepted: break;
@@ -76,6 +84,7 @@ void Scheduler::admit(AdmitRequest a) {
   s.turn_messages = std::move(a.turn_messages);
   s.persisted_pages = a.persisted_pages;
   s.window_first_turn = a.window_first_turn;
+  s.tenant = std::move(tenant);
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
   s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
@@ -197,9 +206,25 @@ void Scheduler::drop(uint64_t seq) {
   const StreamTarget& t = it->second.stream.target();
   if (auto g = requests_.find({t.peer, t.client_id}); g != requests_.end()) {
     std::erase(g->second, seq);
-    if (g->second.empty()) requests_.erase(g);
+    if (g->second.empty()) {
+      requests_.erase(g);
+      release_tenant(it->second.tenant);
+    }
   }
   sequences_.erase(it);
+}
+
+// Counted per request: a tenant's number lives while it has one.
+TenantId Scheduler::tenant_id(const std::string& tenant) {
+  auto [it, fresh] = tenants_.try_emplace(tenant);
+  if (fresh) it->second.id = next_tenant_++;
+  ++it->second.requests;
+  return it->second.id;
+}
+
+void Scheduler::release_tenant(const std::string& tenant) {
+  auto it = tenants_.find(tenant);
+  if (it != tenants_.end() && --it->second.requests <= 0) tenants_.erase(it);
 }
 
 void Scheduler::release_session(const std::string& session_id) {
@@ -526,6 +551,7 @@ void Scheduler::fork_samples(uint64_t seq) {
   const bool logprobs = parent.stream.logprobs(), ignore_eos = parent.stream.ignore_eos();
   const int64_t accepted_ns = parent.stream.accepted_ns(), scheduled_ns = parent.stream.scheduled_ns();
   const int32_t at = planner_.find(seq)->prompt_tokens - 1;
+  const std::string parent_tenant = parent.tenant;
   std::vector<uint64_t>& group = requests_.at({target.peer, target.client_id});
   for (int32_t i = 1; i <= forks; ++i) {
     const uint64_t child = next_seq_++;
@@ -536,6 +562,7 @@ void Scheduler::fork_samples(uint64_t seq) {
                               accepted_ns),
                own};
     s.stream.scheduled(scheduled_ns);
+    s.tenant = parent_tenant;
     group.push_back(child);
     sequences_.emplace(child, std::move(s));
   }

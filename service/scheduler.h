@@ -103,6 +103,7 @@ class Scheduler {
     std::vector<ChatMessage> turn_messages;
     int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
     int32_t window_first_turn = 0;     // the first stored turn its prompt kept
+    std::string tenant;                // its request's fair-share tenant
   };
   using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
 
@@ -127,6 +128,8 @@ class Scheduler {
   void fail_step(const std::string& message);
   void drop(uint64_t seq);
   void release_session(const std::string& session_id);
+  TenantId tenant_id(const std::string& tenant);
+  void release_tenant(const std::string& tenant);
   void account();
 
   SchedulerConfig cfg_;
@@ -142,6 +145,13 @@ class Scheduler {
   std::map<RequestKey, int64_t> early_cancels_;
   static constexpr int64_t kEarlyCancelNs = 30'000'000'000;
   static constexpr size_t kMaxEarlyCancels = 4096;
+  // Fair-share tenants by name, numbered for the planner while they have requests.
+  struct TenantSlot {
+    TenantId id = 0;
+    int32_t requests = 0;
+  };
+  std::unordered_map<std::string, TenantSlot> tenants_;
+  TenantId next_tenant_ = 1;
   Outbound out_;
   Phase phase_ = Phase::ready;
   uint64_t next_seq_ = 1;

@@ -32,7 +32,7 @@ BatchPlanner::BatchPlanner(PagePool& pool, int32_t page_size, PlannerLimits limi
 BatchPlanner::~BatchPlanner() { seqs_.clear(); }  // sequences release their pages before the cache goes
 
 BatchPlanner::AddResult BatchPlanner::add(uint64_t id, Priority priority, std::vector<int32_t> prompt,
-                                          int32_t max_new_tokens, TenantId tenant_id) {
+                                          int32_t max_new_tokens, TenantId tenant_id, uint32_t weight) {
   if (seqs_.count(id)) return AddResult::duplicate;
   if (prompt.empty() || static_cast<int64_t>(prompt.size()) >= limits_.max_context) return AddResult::too_long;
   int32_t waiting = 0, mine = 0;
@@ -51,13 +51,10 @@ BatchPlanner::AddResult BatchPlanner::add(uint64_t id, Priority priority, std::v
   s->tokens = std::move(prompt);
   s->max_new_tokens = max_new_tokens;
   seqs_.emplace(id, std::move(s));
-  ++tenant(tenant_id).sequences;
+  Tenant& t = tenant(tenant_id);
+  ++t.sequences;
+  t.weight = std::max<uint32_t>(weight, 1);
   return AddResult::accepted;
-}
-
-void BatchPlanner::set_tenant_weight(TenantId t, uint32_t weight) {
-  weights_[t] = std::max<uint32_t>(weight, 1);
-  if (auto it = tenants_.find(t); it != tenants_.end()) it->second.weight = weights_[t];
 }
 
 BatchPlanner::Tenant& BatchPlanner::tenant(TenantId t) {
@@ -73,7 +70,6 @@ BatchPlanner::Tenant& BatchPlanner::tenant(TenantId t) {
   }
   Tenant fresh;
   fresh.served = any ? start - 1e-6 : 0;
-  if (auto w = weights_.find(t); w != weights_.end()) fresh.weight = w->second;
   return tenants_.emplace(t, fresh).first->second;
 }
 

@@ -127,10 +127,10 @@ class BatchPlanner {
 
   // tenant_queue_full: that tenant's share of the queue is taken (others may still queue).
   enum class AddResult { accepted, queue_full, tenant_queue_full, too_long, duplicate };
+  // `weight`: the tenant's weight in the fair shares (at least 1; the
+  // latest request's weight is the tenant's).
   AddResult add(uint64_t id, Priority priority, std::vector<int32_t> prompt, int32_t max_new_tokens,
-                TenantId tenant = 0);
-  // A tenant's weight in the fair shares (default 1; at least 1).
-  void set_tenant_weight(TenantId tenant, uint32_t weight);
+                TenantId tenant = 0, uint32_t weight = 1);
   bool cancel(uint64_t id);  // false for an unknown id
   // A new running sequence `child` sharing `parent`'s first at + 1 tokens
   // and the pages holding them (reference counts, no copy). Its next slice
@@ -203,7 +203,7 @@ class BatchPlanner {
     double served = 0;  // computed tokens / weight: the virtual time
     int32_t sequences = 0;
   };
-  Tenant& tenant(TenantId t);
+  Tenant& tenant(TenantId t);  // created when it has none
   void tenant_done(TenantId t);
   double weight_share(TenantId t) const;  // its weight over all active tenants' weights
   bool over_share(const PlannedSequence& s) const;  // its tenant holds more slots or pages than its share
@@ -225,7 +225,6 @@ class BatchPlanner {
   int32_t refund_ = 0;  // budget of slices removed by preemption while planning
   std::vector<PreemptedPages> preempted_;
   std::map<TenantId, Tenant> tenants_;
-  std::map<TenantId, uint32_t> weights_;
 };
 
 }  // namespace troupe

@@ -4,7 +4,10 @@
 # default model, while a second connection pings every 20 ms and asks a short
 # question every 0.5 s. Prints the polite client's Ping and TTFT p50/p99, how
 # every flood request ended (none may be lost), and the server's peak RSS.
-# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), FLOOD (1000).
+# MODE=slots: the flood is FLOOD ordinary prompts that take every running
+# slot, the queue and the KV pages; the polite client's TTFT is set beside
+# the server's step time (the fair-share target).
+# Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), FLOOD (1000), MODE (bytes|slots).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -22,4 +25,4 @@ echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads ${
 server=$!
 for _ in $(seq 600); do grep -q "listening on" "$work/serve.log" && break; sleep 0.1; done
 grep -q "listening on" "$work/serve.log" || { cat "$work/serve.log" >&2; exit 1; }
-"$python" ops/bench/flood_bench.py "ipc://$work/s.sock" "$server" "${FLOOD:-1000}"
+"$python" ops/bench/flood_bench.py "ipc://$work/s.sock" "$server" "${FLOOD:-1000}" "${MODE:-bytes}"

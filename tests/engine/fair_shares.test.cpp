@@ -35,7 +35,7 @@ constexpr TenantId kFlood = 1, kPolite = 2;
 
 }  // namespace
 
-TEST_CASE("one tenant may take only its share of the queue; another still gets in") {
+TEST_CASE("one tenant may take only its share of the queue, and another still gets in") {
   PagePool pool(64);
   PlannerLimits l;
   l.max_waiting = 8;
@@ -121,15 +121,13 @@ TEST_CASE("weights divide a contended step's work between tenants") {
   l.token_budget = 16;
   l.max_waiting = 4096;
   BatchPlanner p(pool, 4, l);
-  p.set_tenant_weight(kFlood, 3);
-  p.set_tenant_weight(kPolite, 1);
   uint64_t next = 1;
   std::map<TenantId, int64_t> tokens;
   for (int round = 0; round < 200; ++round) {
     // Both keep four short requests queued; each ends after 4 tokens.
     for (TenantId t : {kFlood, kPolite})
       while (p.tenant_load(t).waiting + p.tenant_load(t).running < 6)
-        p.add(next++, Priority::chat, prompt(6, static_cast<int32_t>(next * 10)), 4, t);
+        p.add(next, Priority::chat, prompt(6, static_cast<int32_t>(next * 10)), 4, t, t == kFlood ? 3 : 1), ++next;
     for (const PlannedSlice& s : step(p)) {
       tokens[p.find(s.id)->tenant] += s.count;
       if (p.find(s.id)->generated() >= 4) p.finish(s.id);
@@ -168,7 +166,7 @@ TEST_CASE("a tenant back from idle starts level with the others, not with banked
   uint64_t next = 1;
   auto keep_queued = [&](TenantId t) {
     while (p.tenant_load(t).waiting + p.tenant_load(t).running < 4)
-      p.add(next++, Priority::chat, prompt(4, static_cast<int32_t>(next * 10)), 2, t);
+      p.add(next, Priority::chat, prompt(4, static_cast<int32_t>(next * 10)), 2, t), ++next;
   };
   std::map<TenantId, int64_t> tokens;
   auto run = [&](int steps, bool polite) {

@@ -311,3 +311,29 @@ TEST_CASE("jobs retention deleted answer unknown_job, whether whole in memory or
   jobs.query("client", 2, JobQuery::list, "");
   CHECK(messages::check_response(jobs.take().replies.at(0).bytes)->body_as_JobList()->jobs()->size() == 1);
 }
+
+TEST_CASE("a stored job still marked running with every result in finishes at load, its final state written") {
+  BatchJobs jobs = make_jobs(2);
+  persistence::JobRecord stored;
+  stored.id = "job-done";
+  stored.items = {"a", "b"};
+  stored.item_template = "{item}";
+  for (int32_t i = 0; i < 2; ++i) {
+    messages::JobItemFields r;
+    r.index = i;
+    r.text = "x";
+    stored.results[i] = r;
+  }
+  jobs.load({stored});
+  JobWork w = jobs.take();
+  CHECK(w.admits.empty());  // nothing runs again
+  REQUIRE(w.headers.size() == 1);
+  CHECK(w.headers[0].id == "job-done");
+  CHECK(w.headers[0].state == wire::JobState::finished);
+  jobs.query("c", 1, JobQuery::status, "job-done");
+  JobWork q = jobs.take();
+  REQUIRE(q.replies.size() == 1);
+  const auto* reply = messages::check_response(q.replies[0].bytes)->body_as_JobReply();
+  REQUIRE(reply);
+  CHECK(reply->job()->state() == wire::JobState::finished);
+}

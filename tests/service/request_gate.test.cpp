@@ -155,3 +155,34 @@ TEST_CASE("a job whose template times an item expands past the prompt bound is t
   const std::vector<std::string> fine{"short", std::string(500, 'x')};
   CHECK(std::holds_alternative<JobSubmission>(gate.to_admit("p", messages::submit_job_request(6, fine, tmpl, greedy()), 0)));
 }
+
+TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, and priority is capped") {
+  auto clients = std::make_shared<messages::ClientDirectory>();
+  clients->add({"alice", std::string(40, 'a'), 3, wire::Priority::chat, false});
+  clients->add({"root", std::string(40, 'r'), 1, wire::Priority::interactive, true});
+  GateConfig c = gate_config();
+  c.clients = clients;
+  RequestGate gate(c);
+  const Admission a =
+      gate.to_admit("p", messages::generate_request(1, "hello", greedy(), wire::Priority::interactive), 0, "alice");
+  const auto* r = std::get_if<AdmitRequest>(&a);
+  REQUIRE(r);
+  CHECK(r->tenant == "alice");
+  CHECK(r->weight == 3);
+  CHECK(r->priority == Priority::chat);  // asked interactive, allowed chat
+  const Admission b = gate.to_admit("p", messages::generate_request(2, "hello", greedy(), wire::Priority::batch), 0, "alice");
+  CHECK(std::get<AdmitRequest>(b).priority == Priority::batch);  // less urgent than the cap stays
+  const Admission q = gate.to_admit("p", messages::list_sessions_request(3), 0, "alice");
+  REQUIRE(std::get_if<Query>(&q));
+  CHECK(std::get<Query>(q).who.name == "alice");
+  CHECK_FALSE(std::get<Query>(q).who.admin);
+  CHECK(std::get<Query>(gate.to_admit("p", messages::list_sessions_request(4), 0, "root")).who.admin);
+  // A name CURVE never gave: refused, never served as someone.
+  const Admission x = gate.to_admit("p", messages::list_sessions_request(5), 0, "mallory");
+  REQUIRE(std::get_if<messages::Rejection>(&x));
+  // Without CURVE: no name, everyone may use everything, one share per connection.
+  RequestGate open(gate_config());
+  const Admission o = open.to_admit("p", messages::list_sessions_request(6), 0);
+  CHECK(std::get<Query>(o).who.admin);
+  CHECK(std::get<Query>(o).who.name.empty());
+}

@@ -7,6 +7,6 @@ build writes them to build/python), and a streaming iterator API.
         for text in c.generate("def fib(n):", max_tokens=64, temperature=0):
             print(text, end="", flush=True)
 """
-from .client import Client, Stream, TroupeError, parse_job_event
+from .client import Client, Stream, TroupeError, parse_job_event, read_key_file, subscribe_events
 
-__all__ = ["Client", "Stream", "TroupeError", "parse_job_event"]
+__all__ = ["Client", "Stream", "TroupeError", "parse_job_event", "read_key_file", "subscribe_events"]

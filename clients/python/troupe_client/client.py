@@ -28,15 +28,56 @@ def _table(body, cls):
     return t
 
 
+def read_key_file(path):
+    """The fields of a `troupe keygen` file (NAME.key or NAME.secret) as a dict."""
+    fields = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                name, value = line.split("=", 1)
+                fields[name.strip()] = value.strip()
+    if "public-key" not in fields:
+        raise ValueError(f"{path}: no public-key line")
+    return fields
+
+
+def _use_curve(sock, client_key, server_key):
+    """CURVE on a client socket: client_key is its .secret file, server_key the server's .key."""
+    if client_key is None and server_key is None:
+        return
+    if client_key is None or server_key is None:
+        raise ValueError("a server under CURVE needs both client_key (your .secret) and server_key (its .key)")
+    mine = read_key_file(client_key)
+    if "secret-key" not in mine:
+        raise ValueError(f"{client_key}: no secret-key line (give the .secret file)")
+    sock.setsockopt(zmq.CURVE_SERVERKEY, read_key_file(server_key)["public-key"].encode())
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, mine["public-key"].encode())
+    sock.setsockopt(zmq.CURVE_SECRETKEY, mine["secret-key"].encode())
+
+
+def subscribe_events(endpoint, topic="", *, client_key=None, server_key=None, context=None):
+    """A SUB socket on the server's event socket for topics starting with `topic`
+    (a job id). Frames: [topic, JobEvent] (parse_job_event reads the second).
+    Under CURVE only one's own jobs' topics are admitted (every topic for an admin)."""
+    sock = (context or zmq.Context.instance()).socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    _use_curve(sock, client_key, server_key)
+    sock.setsockopt(zmq.SUBSCRIBE, topic.encode())
+    sock.connect(endpoint)
+    return sock
+
+
 def _session_summary(s):
     return {"session_id": (s.SessionId() or b"").decode(), "turns": s.Turns(), "tokens": s.Tokens(),
-            "created_ms": s.CreatedMs(), "updated_ms": s.UpdatedMs(), "model": (s.Model() or b"").decode()}
+            "created_ms": s.CreatedMs(), "updated_ms": s.UpdatedMs(), "model": (s.Model() or b"").decode(),
+            "owner": (s.Owner() or b"").decode()}
 
 
 def _job_summary(j):
     return {"job_id": (j.JobId() or b"").decode(), "state": _JOB_STATES.get(j.State(), str(j.State())),
             "items": j.Items(), "finished_items": j.FinishedItems(), "completion_tokens": j.CompletionTokens(),
-            "created_ms": j.CreatedMs(), "updated_ms": j.UpdatedMs()}
+            "created_ms": j.CreatedMs(), "updated_ms": j.UpdatedMs(), "owner": (j.Owner() or b"").decode()}
 
 
 def _job_item(r):
@@ -186,13 +227,17 @@ class Stream:
 class Client:
     """One connection to `troupe serve`. Not thread-safe: one Client per thread."""
 
-    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout=600.0, connect_timeout=5.0):
+    def __init__(self, endpoint="tcp://127.0.0.1:7700", timeout=600.0, connect_timeout=5.0, *, client_key=None,
+                 server_key=None):
         """timeout: seconds to wait for any one answer. connect_timeout: seconds for
         the server to answer a Ping at all (ZeroMQ connects lazily, so without it a
-        dead endpoint costs the whole timeout); None skips the check."""
+        dead endpoint costs the whole timeout); None skips the check. For a server
+        under `--auth curve`: client_key, this client's .secret file, and
+        server_key, the server's .key file (`troupe keygen` writes both kinds)."""
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        _use_curve(self._sock, client_key, server_key)
         self._sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
         self._sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 5000)
         self._sock.connect(endpoint)
@@ -205,8 +250,9 @@ class Client:
                 self.ping()
             except TimeoutError:
                 self.close()
+                hint = "is your key in its --clients-dir?" if client_key else "is `troupe serve` running there?"
                 raise ConnectionError(f"no troupe server answers at {endpoint} (waited {connect_timeout} s; "
-                                      "is `troupe serve` running there?)") from None
+                                      f"{hint})") from None
             finally:
                 self._timeout = timeout
 
