@@ -278,7 +278,7 @@ TEST_CASE("ended jobs past max_cached_jobs keep only their summary in memory, an
   CHECK(jobs.take().replies.size() == 1);
 }
 
-TEST_CASE("jobs retention deleted answer unknown_job, whether whole in memory or archived; a running one stays") {
+TEST_CASE("jobs retention deleted answer unknown_job, whether whole in memory or archived, and a running one stays") {
   BatchJobsConfig c;
   c.tokenizer = test::synthetic_tokenizer();
   c.max_context = 512;
