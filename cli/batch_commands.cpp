@@ -104,7 +104,10 @@ int run_watch(const BatchArgs& a, const std::string& job) {
       std::vector<zmq::message_t> frames;
       (void)zmq::recv_multipart(sub, std::back_inserter(frames));
       if (frames.size() == 2) {
-        if (const auto* e = messages::check_job_event(frames[1].to_string_view())) {
+        // A copy: a frame's bytes need not be aligned (CURVE decrypts into
+        // an offset buffer), and FlatBuffers reads them in place.
+        const std::string event = frames[1].to_string();
+        if (const auto* e = messages::check_job_event(event)) {
           const auto s = messages::read_job_summary(e->job());
           if (s.job_id == job) {
             j = s;

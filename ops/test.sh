@@ -2,37 +2,56 @@
 # The whole test suite, from a fresh machine: installs what is missing
 # (Debian packages, the Python reference environment with llama-cpp-python,
 # the default model), builds, and runs the CTest tests.
-#   ops/test.sh                 every test but those labelled slow (what CI runs)
+#   ops/test.sh                 what CI runs: every test but those labelled slow in build/,
+#                               then the --sanitize run
 #   ops/test.sh -L slow         only the slow ones (minutes each: docs/TESTING.md)
 #   ops/test.sh -L unit         only a label (unit, reference, oracle, service, slow)
-#   ops/test.sh --sanitize      ASan + UBSan build in build-asan/, then the unit and service
-#                               tests but those on the real models (too slow instrumented)
+#   ops/test.sh --sanitize      one clang build with ASan + UBSan in build-san/ (with the
+#                               libFuzzer targets of tests/fuzz): the unit and service tests but
+#                               those on the real models (too slow instrumented), then each
+#                               fuzz target for 20 s over its seeds
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-sanitize=()
+sanitize_only=0
 if [ "${1:-}" = "--sanitize" ]; then
   shift
-  sanitize=(-DTROUPE_SANITIZE=ON)
-  export BUILD_DIR="${BUILD_DIR:-$root/build-asan}"
+  sanitize_only=1
 fi
 ops/setup.sh
 python="$(ops/python-env.sh)"
 ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b >/dev/null
-ops/build.sh -DTROUPE_PYTHON="$python" -DTROUPE_WERROR=ON "${sanitize[@]}"
 
+# One instrumented build serves both the sanitizer run and the fuzz targets:
+# clang (libFuzzer is clang's), CUDA off (nvcc does not take its flags).
+sanitized() {
+  local build="${SAN_BUILD_DIR:-$root/build-san}" t0=$SECONDS
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+        -DCMAKE_CXX_COMPILER=clang++ -DTROUPE_CUDA=OFF -DTROUPE_SANITIZE=ON -DTROUPE_FUZZ=ON \
+        -DTROUPE_WERROR=ON -DTROUPE_PYTHON="$python" >&2
+  cmake --build "$build" -j"$(nproc)" --target all troupe_fuzzers >&2
+  echo "[sanitize] built in $((SECONDS - t0)) s" >&2
+  cd "$build"
+  ctest --output-on-failure -j"$(nproc)" --timeout 900 -L "unit|service|fuzz" -E "oracle|qwen2.5|docs:" "$@"
+  echo "[sanitize] built and tested in $((SECONDS - t0)) s" >&2
+}
+
+if ((sanitize_only)); then
+  sanitized "$@"
+  exit 0
+fi
+
+ops/build.sh -DTROUPE_PYTHON="$python" -DTROUPE_WERROR=ON
 cd "${BUILD_DIR:-$root/build}"
 # A label or name filter given replaces the default, which leaves out slow.
 filter=(-LE slow)
-((${#sanitize[@]})) && filter=(-L "unit|service" -E "oracle|qwen2.5|docs:")
 for a in "$@"; do
   case "$a" in -L|-LE|-R|-E|--label-regex|--label-exclude|--tests-regex|--exclude-regex) filter=() ;; esac
 done
 ctest --output-on-failure -j"$(nproc)" --timeout 900 "${filter[@]}" "$@"
-
-# Fuzzing (tests/fuzz): each libFuzzer target 20 s over its seeds, in a clang
-# ASan + UBSan build of its own (build-fuzz/); only in the default run (CI's).
-if (($# == 0)) && ! ((${#sanitize[@]})); then
-  "$root/ops/fuzz.sh" --ci 20
+# CI's run (no arguments) goes on with the sanitizers and the fuzz targets.
+if (($# == 0)); then
+  cd "$root"
+  sanitized
 fi
