@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "messages/session_frames.h"
 
@@ -232,6 +233,25 @@ messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id, c
   }
 }
 
+// Its stored pages that no other stored session lists: a prefix shared
+// with another session (one system prompt) keeps its pages for that one.
+std::vector<std::string> SessionTurns::unshared_pages(const SessionRecord& s) const {
+  std::vector<std::string> mine = kv_page_keys({s.kv_model, s.kv_layout}, s.tokens, s.kv_pages, policy_.page_size);
+  std::set<std::string> shared;
+  for (std::string after;;) {
+    const std::vector<SessionRecord> batch = sessions_.headers(after, 256);
+    if (batch.empty()) break;
+    for (const SessionRecord& other : batch) {
+      if (other.id == s.id || other.kv_pages <= 0) continue;
+      for (auto& k : kv_page_keys({other.kv_model, other.kv_layout}, other.tokens, other.kv_pages, policy_.page_size))
+        shared.insert(std::move(k));
+    }
+    after = batch.back().id;
+  }
+  std::erase_if(mine, [&](const std::string& k) { return shared.count(k) > 0; });
+  return mine;
+}
+
 messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id, const Principal& who) {
   try {
     const SessionRecord* s = find(id);
@@ -241,7 +261,7 @@ messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id,
       return messages::error_response(request_id, wire::ErrorCode::session_busy, "session '" + id + "' has a turn running");
     if (s && s->kv_pages > 0) {
       Batch b;
-      kv_.erase(s->tokens, s->kv_pages, b);
+      for (const auto& key : unshared_pages(*s)) b.erase(Family::kv_pages, key);
       store_.write(b, false);
     }
     if (!sessions_.remove(id))

@@ -114,6 +114,7 @@ class SessionTurns {
 
  private:
   bool kv_valid(const SessionRecord& s) const;
+  std::vector<std::string> unshared_pages(const SessionRecord& s) const;
   const SessionRecord* find(const std::string& id);
   // Caches the session's record as it now is; may evict others (never a busy one).
   const SessionRecord* remember(const std::string& id, SessionRecord record);

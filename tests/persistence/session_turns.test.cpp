@@ -169,3 +169,48 @@ TEST_CASE("the session cache keeps at most max_cached sessions, never evicts a b
   CHECK(turns.begin("a", 0).turns.size() == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("deleting a session keeps the pages of a prefix another session shares") {
+  const auto dir = temp_store("shared");
+  Store store(dir);
+  SessionTurns turns(store, policy());
+  // a and b share their first page (tokens 1..4); a's second page is its own.
+  turns.begin("a", 0);
+  turns.commit(turn("a", seq(8), "x"), 0, 1);
+  REQUIRE(turns.spill({"a", seq(8), 0, {"AAAAAAAA", "BBBBBBBB"}}) == 2);
+  std::vector<int32_t> b_tokens = seq(4);
+  for (int32_t t : seq(4, 100)) b_tokens.push_back(t);
+  turns.begin("b", 0);
+  turns.commit(turn("b", b_tokens, "y"), 0, 1);
+  REQUIRE(turns.spill({"b", b_tokens, 0, {"AAAAAAAA", "CCCCCCCC"}}) == 2);
+  CHECK(kind(turns.remove(1, "a")) == wire::ResponseBody::Ack);
+  SessionStart b = turns.begin("b", 100000);  // idle: its pages come from the store
+  CHECK(b.kv_data == std::vector<std::string>{"AAAAAAAA", "CCCCCCCC"});
+  turns.release("b");
+  KvPageStore kv(store, policy().kv_identity, 4, 8);
+  CHECK(kv.get(seq(8), 2).size() == 1);  // a's own second page went, the shared first stayed
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a session is its owner's: another client is forbidden, an admin is not, listings show one's own") {
+  const auto dir = temp_store("owner");
+  Store store(dir);
+  SessionTurns turns(store, policy());
+  const Principal alice{"alice", false}, bob{"bob", false}, root{"root", true};
+  REQUIRE(turns.begin("notes", 0, alice).error == wire::ErrorCode::none);
+  turns.commit(turn("notes", seq(8), "a"), 0, 1);
+  CHECK(turns.begin("notes", 0, bob).error == wire::ErrorCode::forbidden);
+  auto code = [](const messages::Bytes& b) { return messages::check_response(b)->body_as_Error()->code(); };
+  CHECK(code(turns.show(1, "notes", bob)) == wire::ErrorCode::forbidden);
+  CHECK(code(turns.remove(2, "notes", bob)) == wire::ErrorCode::forbidden);
+  CHECK(messages::check_response(turns.list(3, bob))->body_as_SessionList()->sessions()->size() == 0);
+  const auto* mine = messages::check_response(turns.list(4, alice))->body_as_SessionList();
+  REQUIRE(mine->sessions()->size() == 1);
+  CHECK(mine->sessions()->Get(0)->owner()->str() == "alice");
+  CHECK(kind(turns.show(5, "notes", root)) == wire::ResponseBody::Session);
+  // The owner survives a restart of the store.
+  SessionTurns again(store, policy());
+  CHECK(again.begin("notes", 0, bob).error == wire::ErrorCode::forbidden);
+  CHECK(again.begin("notes", 0, alice).error == wire::ErrorCode::none);
+  std::filesystem::remove_all(dir);
+}
