@@ -31,7 +31,8 @@ SessionRecord decode_header(const std::string& bytes) {
   s.model_fingerprint = h->model_fingerprint();
   if (h->tokens()) s.tokens.assign(h->tokens()->begin(), h->tokens()->end());
   s.sampling = messages::read_sampling(h->sampling());
-  s.turns.resize(static_cast<size_t>(std::max(0, h->turns())));
+  // A count, not a size to allocate: a damaged header may claim 2^31 turns.
+  s.header_turns = std::max(0, h->turns());
   s.kv_pages = std::max(0, h->kv_pages());
   s.kv_model = h->kv_model();
   s.kv_layout = h->kv_layout();
@@ -74,7 +75,7 @@ std::vector<wire::TurnState> SessionRecord::turn_states() const {
 messages::SessionSummaryFields SessionRecord::summary() const {
   messages::SessionSummaryFields f;
   f.session_id = id;
-  f.turns = static_cast<int32_t>(turns.size());
+  f.turns = turns.empty() ? header_turns : static_cast<int32_t>(turns.size());
   f.tokens = static_cast<int32_t>(tokens.size());
   f.created_ms = created_ms;
   f.updated_ms = updated_ms;
@@ -111,8 +112,7 @@ std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
   const auto header = store_.get(Family::sessions, header_key(id));
   if (!header) return std::nullopt;
   SessionRecord s = decode_header(*header);
-  const size_t turns = s.turns.size();
-  s.turns.clear();
+  const auto turns = static_cast<size_t>(s.header_turns);
   const std::string prefix = turns_prefix(id);
   store_.scan(Family::sessions, prefix, [&](std::string_view key, std::string_view value) {
     if (read_be32(key.substr(prefix.size())) >= turns) return false;  // never past the header's count

@@ -36,7 +36,8 @@ struct SessionRecord {
   uint64_t model_fingerprint = 0;  // its file's identity
   std::vector<int32_t> tokens;     // the last turn's prompt + answer, as that model saw them
   messages::SamplingFields sampling;
-  std::vector<SessionTurnRecord> turns;
+  std::vector<SessionTurnRecord> turns;  // empty from a header-only read
+  int32_t header_turns = 0;              // the count its stored header gives
   // The first kv_pages full pages of `tokens` are in the kv_pages family,
   // under the identity (kv_model, kv_layout): engine/model_identity.h.
   int32_t kv_pages = 0;
@@ -67,9 +68,9 @@ class SessionBook {
   void write_header(const SessionRecord& session, Batch& b);
   // Deletes the header and every turn; false if there was no such session.
   bool remove(std::string_view id);
-  // The header alone (turns not read: `turns` only sized); nullopt if none or corrupt.
+  // The header alone (turns not read: `header_turns` counts them); nullopt if none or corrupt.
   std::optional<SessionRecord> header(std::string_view id) const;
-  // Up to `max` headers (turns not read: `turns` only sized), in id order,
+  // Up to `max` headers (turns not read: `header_turns` counts them), in id order,
   // after session `after` ("": from the first). Corrupt ones are skipped.
   std::vector<SessionRecord> headers(std::string_view after, size_t max) const;
   // Adds the deletes of the header and every turn to `b`; the bytes they hold (keys and values).

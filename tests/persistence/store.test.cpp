@@ -16,6 +16,7 @@
 #include "persistence/sessions.h"
 #include "persistence/store.h"
 #include "persistence/store_check.h"
+#include "messages/store_generated.h"
 
 using namespace troupe;
 using namespace troupe::persistence;
@@ -269,4 +270,23 @@ TEST_CASE("a damaged block among the job headers costs the listing only the jobs
   CHECK_THAT(damage, Catch::Contains("Corruption") && Catch::Contains("1 damaged blocks skipped"));
   CHECK(std::is_sorted(ids.begin(), ids.end()));
   CHECK_THROWS_AS(JobBook(store).ids(), StoreError);
+}
+
+TEST_CASE("a header whose turn count is damaged to 2^31 - 1 fails its session, allocating nothing", "[persistence]") {
+  // Found by tests/fuzz (store_records): the count once sized a vector.
+  TempDir dir("turn-count");
+  Store store(dir.path);
+  SessionBook book(store);
+  SessionRecord s;
+  s.id = "big";
+  book.append_last_turn(with_turn(s, "hi", "hello"));
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(store::CreateSessionHeader(fbb, fbb.CreateString("big"), 1, 2, 0x7fffffff));
+  Batch b;
+  b.put(Family::sessions, "hbig", std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
+  store.write(b);
+  const auto all = book.list();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].turns == 0x7fffffff);
+  CHECK_THROWS_WITH(book.load("big"), Catch::Contains("lists 2147483647 turns; the store holds 1"));
 }
