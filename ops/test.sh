@@ -33,7 +33,8 @@ sanitized() {
   cmake --build "$build" -j"$(nproc)" --target all troupe_fuzzers >&2
   echo "[sanitize] built in $((SECONDS - t0)) s" >&2
   cd "$build"
-  ctest --output-on-failure -j"$(nproc)" --timeout 900 -L "unit|service|fuzz" -E "oracle|qwen2.5|docs:" "$@"
+  ctest --output-on-failure -j"$(nproc)" --timeout 900 -L "unit|service|fuzz" -LE slow \
+        -E "oracle|qwen2.5|docs:" "$@"
   echo "[sanitize] built and tested in $((SECONDS - t0)) s" >&2
 }
 
