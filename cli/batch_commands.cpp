@@ -117,10 +117,14 @@ int run_watch(const BatchArgs& a, const std::string& job) {
       }
     }
     // Events can be missed (a subscriber joins late, or the server restarts): poll too.
-    if (std::chrono::steady_clock::now() - last_poll > std::chrono::seconds(5)) {
+    if (std::chrono::steady_clock::now() - last_poll > std::chrono::seconds(1)) {
       last_poll = std::chrono::steady_clock::now();
       try {
         j = status(conn, job, a.timeout_s);
+      } catch (const ServerError& e) {
+        // The job is gone (retention) or not ours: waiting would never end.
+        if (e.code() == wire::ErrorCode::unknown_job || e.code() == wire::ErrorCode::forbidden) throw;
+        std::fprintf(stderr, "%s(waiting for the server: %s)\n", tty ? "\n" : "", e.what());
       } catch (const std::exception& e) {
         std::fprintf(stderr, "%s(waiting for the server: %s)\n", tty ? "\n" : "", e.what());
       }
