@@ -6,6 +6,18 @@
 #include <utility>
 
 namespace troupe {
+
+Vocabulary synthetic_vocabulary(const TrainedVocabulary& t) {
+  Vocabulary v;
+  v.tokens = t.tokens;
+  for (int32_t type : t.token_types) v.token_types.push_back(static_cast<TokenType>(type));
+  v.merges = t.merges;
+  v.eos_id = t.im_end_id;
+  v.bos_id = t.eos_id;
+  v.pad_id = t.eos_id;
+  return v;
+}
+
 namespace {
 
 constexpr std::string_view kCorpus =

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/vocabulary.h"
+
 namespace troupe {
 
 struct TrainedVocabulary {
@@ -20,6 +22,10 @@ struct TrainedVocabulary {
 // 256 byte tokens, n_merges learned merges, then the ChatML control tokens;
 // padded with unused tokens up to n_vocab when n_vocab is larger.
 TrainedVocabulary train_synthetic_vocabulary(int32_t n_merges, int64_t n_vocab);
+
+// It as a tokenizer's Vocabulary, with the special ids synthetic models
+// write: end of turn <|im_end|>, BOS and padding <|endoftext|>.
+Vocabulary synthetic_vocabulary(const TrainedVocabulary& t);
 
 // GPT-2's reversible map from bytes to printable code points, as UTF-8.
 std::string byte_to_token_text(uint8_t byte);

@@ -6,30 +6,12 @@
 #include <numeric>
 
 #include "engine/schedule/batch_planner.h"
+#include "tests/engine/planner_steps.h"
 
 using namespace troupe;
 
-namespace {
-
-std::vector<int32_t> prompt(int32_t n, int32_t first = 1) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
-// Runs one step with a fake engine that samples token 7 everywhere.
-std::vector<PlannedSlice> step(BatchPlanner& p) {
-  const auto slices = p.plan();
-  const Batch b = p.batch();
-  REQUIRE(b.sequences.size() == slices.size());
-  std::vector<int32_t> sampled;
-  for (const auto& s : slices)
-    if (s.wants_token) sampled.push_back(7);
-  p.commit(sampled);
-  return slices;
-}
-
-}  // namespace
+using test::prompt;
+using test::step;
 
 TEST_CASE("prefill is chunked under the token budget and decode gets one token a step") {
   PagePool pool(64);

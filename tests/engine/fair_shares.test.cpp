@@ -7,25 +7,13 @@
 #include <numeric>
 
 #include "engine/schedule/batch_planner.h"
+#include "tests/engine/planner_steps.h"
 
 using namespace troupe;
+using test::prompt;
+using test::step;
 
 namespace {
-
-std::vector<int32_t> prompt(int32_t n, int32_t first = 1) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
-std::vector<PlannedSlice> step(BatchPlanner& p) {
-  const auto slices = p.plan();
-  std::vector<int32_t> sampled;
-  for (const auto& s : slices)
-    if (s.wants_token) sampled.push_back(7);
-  p.commit(sampled);
-  return slices;
-}
 
 bool in_step(const std::vector<PlannedSlice>& slices, uint64_t id) {
   return std::any_of(slices.begin(), slices.end(), [&](const PlannedSlice& s) { return s.id == id; });

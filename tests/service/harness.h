@@ -19,15 +19,7 @@ namespace troupe::test {
 
 inline std::shared_ptr<const Tokenizer> synthetic_tokenizer() {
   static const auto tok = [] {
-    const TrainedVocabulary t = train_synthetic_vocabulary(256, 0);
-    Vocabulary v;
-    v.tokens = t.tokens;
-    for (int32_t type : t.token_types) v.token_types.push_back(static_cast<TokenType>(type));
-    v.merges = t.merges;
-    v.eos_id = t.im_end_id;
-    v.bos_id = t.eos_id;
-    v.pad_id = t.eos_id;
-    return std::make_shared<const Tokenizer>(std::move(v));
+    return std::make_shared<const Tokenizer>(synthetic_vocabulary(train_synthetic_vocabulary(256, 0)));
   }();
   return tok;
 }
