@@ -204,7 +204,8 @@ TEST_CASE("a session is its owner's: another client is forbidden, an admin is no
   CHECK(code(turns.show(1, "notes", bob)) == wire::ErrorCode::forbidden);
   CHECK(code(turns.remove(2, "notes", bob)) == wire::ErrorCode::forbidden);
   CHECK(messages::check_response(turns.list(3, bob))->body_as_SessionList()->sessions()->size() == 0);
-  const auto* mine = messages::check_response(turns.list(4, alice))->body_as_SessionList();
+  const messages::Bytes listed = turns.list(4, alice);  // mine points into it
+  const auto* mine = messages::check_response(listed)->body_as_SessionList();
   REQUIRE(mine->sessions()->size() == 1);
   CHECK(mine->sessions()->Get(0)->owner()->str() == "alice");
   CHECK(kind(turns.show(5, "notes", root)) == wire::ResponseBody::Session);
