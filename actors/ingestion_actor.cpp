@@ -11,6 +11,7 @@ namespace {
 using Self = ingestion_actor::stateful_pointer<IngestionState>;
 
 void reject(Self self, const std::string& peer, const messages::Rejection& r) {
+  if (self->state.links.metrics) self->state.links.metrics->request_done(wire::EnumNameErrorCode(r.code), 0, 0, 0);
   self->state.links.replies->send(peer, r.client_request_id,
                                   messages::error_response(r.client_request_id, r.code, r.message));
 }

@@ -9,6 +9,7 @@
 
 #include "actors/interfaces.h"
 #include "service/intake.h"
+#include "service/metrics.h"
 #include "service/request_gate.h"
 
 namespace troupe::actors {
@@ -21,6 +22,7 @@ struct IngestionLinks {
   persistence_actor persistence;  // sessions
   job_actor jobs;
   std::shared_ptr<service::IntakeBacklog> backlog;  // what the socket thread counted, released once read
+  std::shared_ptr<service::ServiceMetrics> metrics;  // refusals counted by code; may be null
 };
 
 struct IngestionState {

@@ -12,6 +12,7 @@
 namespace troupe::actors {
 
 class ClientGateway;
+class HttpGateway;
 
 class Replies {
  public:
@@ -19,11 +20,13 @@ class Replies {
   // Once, before any request arrives (the job actor is spawned after the
   // actors that answer it).
   void set_jobs(job_actor jobs) { jobs_ = std::move(jobs); }
+  void set_http(std::shared_ptr<HttpGateway> http) { http_ = std::move(http); }
   void send(const std::string& peer, uint64_t client_id, const messages::Bytes& bytes) const;
 
  private:
   std::shared_ptr<ClientGateway> gateway_;
   job_actor jobs_;
+  std::shared_ptr<HttpGateway> http_;
 };
 
 }  // namespace troupe::actors

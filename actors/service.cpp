@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "actors/client_gateway.h"
+#include "actors/http_gateway.h"
 #include "actors/draft_actor.h"
 #include "actors/ingestion_actor.h"
 #include "actors/job_actor.h"
@@ -65,6 +66,8 @@ struct Service::Impl {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   std::shared_ptr<ClientGateway> gateway;
+  std::shared_ptr<HttpGateway> http;
+  std::shared_ptr<service::ServiceMetrics> metrics = std::make_shared<service::ServiceMetrics>();
   std::shared_ptr<Replies> replies;
   std::shared_ptr<persistence::Store> store;
   std::shared_ptr<EventSocket> events;
@@ -94,9 +97,14 @@ void Service::Impl::open_auth() {
   if (o.server_key.empty() != o.clients_dir.empty())
     throw std::invalid_argument("--auth curve needs both --server-key (this server's .secret) and --clients-dir");
   if (!o.server_key.empty()) {
+    if (!o.http.empty())
+      throw std::invalid_argument("--http does not take --auth curve yet: HTTP bearer tokens are not built");
     curve = messages::server_curve(o.server_key);
     clients = std::make_shared<const messages::ClientDirectory>(messages::ClientDirectory::read(o.clients_dir));
   } else if (!o.insecure) {
+    if (!o.http.empty() && !messages::is_loopback_endpoint("tcp://" + o.http))
+      throw std::invalid_argument("--http " + o.http + " is not a loopback address: give --insecure to serve it to anyone "
+                                  "who reaches it (HTTP bearer tokens are not built yet)");
     for (const std::string& e : {o.listen, o.events})
       if (!messages::is_loopback_endpoint(e))
         throw std::invalid_argument(e + " is not a loopback endpoint: serve it with --auth curve (keys from `troupe keygen`), "
@@ -224,6 +232,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.page_bytes = policy.page_bytes;
   sc.spill_codec = options.kv_spill_codec;
   sc.kv_shift = v.can_shift;
+  sc.metrics = metrics;
   scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator});
 
   const ChatFormat chat_format = detect_chat_format(tokenizer->vocabulary(), v.config.architecture);
@@ -252,7 +261,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.clients = clients;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   ingestion_handle =
-      system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog});
+      system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog, metrics});
 }
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
@@ -282,6 +291,17 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.store = std::make_shared<persistence::Store>(s.options.data_dir);
   s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
+  if (!s.options.http.empty()) {
+    HttpOptions ho;
+    ho.address = s.options.http;
+    // Requests name the model as `troupe serve -m` was given it; a path by its file name.
+    const std::filesystem::path given(s.options.model_name.empty() ? "troupe" : s.options.model_name);
+    ho.models = {given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : given.string()};
+    ho.limits = s.options.client;
+    ho.threads = s.options.http_threads;
+    s.http = std::make_shared<HttpGateway>(std::move(ho));
+    s.replies->set_http(s.http);
+  }
   s.events = std::make_shared<EventSocket>();
   if (s.clients) {
     s.events->zap = std::make_unique<messages::ZapHandler>(s.events->ctx, s.clients);
@@ -293,11 +313,13 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.spawn(v, policy, limits);
   s.backend_text = v.text;
   s.gateway->start(s.ingestion_handle, s.backlog, s.options.client);
+  if (s.http) s.http->start(s.ingestion_handle, s.backlog, s.metrics);
 }
 
 Service::~Service() {
   Impl& s = *impl_;
   if (s.gateway) s.gateway->stop();
+  if (s.http) s.http->stop();
   if (s.system) {
     auto stop = [](const auto& a) {
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

@@ -19,6 +19,9 @@ namespace troupe::actors {
 
 struct ServiceOptions {
   std::string listen = "tcp://127.0.0.1:7700";
+  // The HTTP port (docs/HTTP.md), host:port; empty: none.
+  std::string http;
+  int http_threads = 64;
   std::string model_path;
   std::string model_name;   // reported in Stats
   BackendOptions backend;   // kv_pages is derived from kv_tokens

@@ -94,6 +94,12 @@ Run add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model to streaming clients over ZeroMQ");
   cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
   cmd->add_option("--listen", a->service.listen, "ZeroMQ endpoint to bind")->capture_default_str();
+  cmd->add_option("--http", a->service.http,
+                  "Also serve HTTP on HOST:PORT: OpenAI's /v1/chat/completions and /v1/completions, /metrics, "
+                  "/healthz, /readyz and a web page at / (docs/HTTP.md); off by default");
+  cmd->add_option("--http-threads", a->service.http_threads, "HTTP requests served at once (a stream holds one)")
+      ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
   a->service.backend.threads = default_threads();
   add_backend_flags(*cmd, a->service.backend, a->names);
   cmd->add_option("--kv-tokens", a->service.kv_tokens, "KV cache capacity in tokens, all sequences together")

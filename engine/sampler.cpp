@@ -18,11 +18,15 @@ void SamplingParams::validate() const {
   if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 10.0f) bad("presence_penalty must be in [-10, 10]");
   if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 10.0f) bad("frequency_penalty must be in [-10, 10]");
   if (penalty_last_n < 0) bad("penalty_last_n must be >= 0");
+  for (const auto& [token, bias] : logit_bias)
+    if (token < 0 || !std::isfinite(bias) || std::fabs(bias) > 100.0f) bad("logit_bias: a token >= 0, a bias in [-100, 100]");
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { params_.validate(); }
 
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
+  for (const auto& [token, bias] : params_.logit_bias)
+    if (static_cast<size_t>(token) < logits.size()) logits[token] += bias;
   const bool any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                    params_.frequency_penalty != 0.0f;
   if (!any || params_.penalty_last_n == 0 || history.empty()) return;

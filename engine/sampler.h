@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace troupe {
@@ -20,6 +21,8 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // subtracted per occurrence
   int32_t penalty_last_n = 64;      // how much history the penalties look at
   uint64_t seed = 0;
+  // Added to these tokens' logits first, as OpenAI's logit_bias (-100 bans).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Throws std::invalid_argument naming the bad field.
   void validate() const;

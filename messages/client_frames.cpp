@@ -9,9 +9,12 @@ Bytes finish_bytes(flatbuffers::FlatBufferBuilder& fbb) {
 flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& s) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> stops;
   for (const auto& str : s.stop) stops.push_back(fbb.CreateString(str));
+  std::vector<wire::TokenBias> bias;
+  for (const auto& [token, b] : s.logit_bias) bias.emplace_back(token, b);
   return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
-                              stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()));
+                              stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
+                              bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()));
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -45,6 +48,8 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   f.max_tokens = s->max_tokens();
   if (const auto* stop = s->stop())
     for (const auto* str : *stop) f.stop.emplace_back(str->str());
+  if (const auto* bias = s->logit_bias())
+    for (const auto* b : *bias) f.logit_bias.emplace_back(b->token(), b->bias());
   return f;
 }
 
@@ -62,7 +67,7 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
 
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
                    const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
-                   int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy) {
+                   int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, int32_t n) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
   for (const auto& [role, content] : messages)
@@ -71,7 +76,7 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
-  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, 1, speculation, max_draft, draft, policy);
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, n, speculation, max_draft, draft, policy);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 
@@ -133,7 +138,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
-                                           s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted);
+                                           s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted, s.preemptions,
+                                           s.draining);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

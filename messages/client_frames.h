@@ -30,6 +30,7 @@ struct SamplingFields {
   uint64_t seed = 0;
   int32_t max_tokens = 256;
   std::vector<std::string> stop;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias)
 };
 
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults
@@ -50,7 +51,8 @@ Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
                    wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
-                   std::string_view draft_model = {}, wire::ContextPolicy policy = wire::ContextPolicy::server_default);
+                   std::string_view draft_model = {}, wire::ContextPolicy policy = wire::ContextPolicy::server_default,
+                   int32_t n = 1);
 Bytes cancel_request(uint64_t id, uint64_t target);
 Bytes stats_request(uint64_t id);
 Bytes ping_request(uint64_t id, uint64_t nonce);
@@ -73,7 +75,8 @@ struct StatsFields {
   std::string model;
   double engine_ms = 0, busy_ms = 0;
   uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
-  uint64_t tokens_shifted = 0;
+  uint64_t tokens_shifted = 0, preemptions = 0;
+  bool draining = false;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

@@ -53,6 +53,14 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (!in_range(c, f + "presence_penalty", s->presence_penalty(), -10, 10, "[-10, 10]")) return false;
   if (!in_range(c, f + "frequency_penalty", s->frequency_penalty(), -10, 10, "[-10, 10]")) return false;
   if (s->penalty_last_n() < 0) return c.fail(f + "penalty_last_n", "is negative");
+  if (const auto* bias = s->logit_bias()) {
+    if (bias->size() > 1024) return c.fail(f + "logit_bias", std::to_string(bias->size()) + " tokens, at most 1024");
+    for (const auto* b : *bias) {
+      if (b->token() < 0) return c.fail(f + "logit_bias", "token " + std::to_string(b->token()) + " is negative");
+      if (!in_range(c, f + "logit_bias[" + std::to_string(b->token()) + "]", b->bias(), -100, 100, "[-100, 100]"))
+        return false;
+    }
+  }
   if (s->max_tokens() < 1 || s->max_tokens() > l.max_tokens)
     return c.fail(f + "max_tokens", std::to_string(s->max_tokens()) + " is outside [1, " + std::to_string(l.max_tokens) + "]");
   if (const auto* stop = s->stop()) {

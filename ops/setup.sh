@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv
+  libcpp-httplib-dev nlohmann-json3-dev  # the HTTP gateway
   libcaf-dev libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler
   librocksdb-dev catch2 libpcre2-dev libcli11-dev libspdlog-dev
   clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes

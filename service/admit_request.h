@@ -57,6 +57,6 @@ struct AdmitRequest {
 // are 5 bytes starting with 0x00 and a client's chosen id may not start
 // with 0x00, so a longer id starting with 0x00 is never a client's.
 inline std::string internal_peer(const std::string& name) { return std::string(1, '\0').append("troupe/").append(name); }
-inline bool is_internal_peer(const std::string& peer) { return peer.size() > 5 && peer[0] == '\0'; }
+inline bool is_internal_peer(const std::string& peer) { return peer.rfind(std::string("\0troupe/", 8), 0) == 0; }
 
 }  // namespace troupe::service

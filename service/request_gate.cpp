@@ -72,8 +72,19 @@ std::optional<std::string> RequestGate::resolve_speculation(AdmitRequest& a, wir
   return "draft_model: this server drafts with " + cfg_.draft_names.front() + ", not " + name;
 }
 
+// Tokens past the vocabulary would index past the logits.
+std::optional<std::string> RequestGate::bias_problem(const messages::SamplingFields& s) const {
+  const size_t vocab = cfg_.tokenizer->size();
+  for (const auto& [token, bias] : s.logit_bias)
+    if (static_cast<size_t>(token) >= vocab)
+      return "sampling.logit_bias: token " + std::to_string(token) + " is not in the vocabulary (" +
+             std::to_string(vocab) + " tokens)";
+  return std::nullopt;
+}
+
 std::optional<messages::Rejection> RequestGate::read_generate(const wire::Generate& g, AdmitRequest& a) const {
   a.sampling = messages::read_sampling(g.sampling());
+  if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.priority = priority_of(g.priority());
   a.logprobs = g.logprobs();
   a.ignore_eos = g.ignore_eos();
@@ -95,6 +106,7 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
                                                           std::vector<ChatMessage>& chat) const {
   for (const auto* m : *t.messages()) chat.push_back({m->role()->str(), m->content()->str()});
   a.sampling = messages::read_sampling(t.sampling());
+  if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.priority = priority_of(t.priority());
   a.logprobs = t.logprobs();
   a.samples = t.n();

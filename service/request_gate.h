@@ -84,6 +84,7 @@ class RequestGate {
   Admission read(const std::string& peer, std::string_view bytes, int64_t now) const;
   std::optional<messages::Rejection> read_generate(const wire::Generate& g, AdmitRequest& a) const;
   std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
+  std::optional<std::string> bias_problem(const messages::SamplingFields& s) const;
   std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
                                                  const flatbuffers::String* draft_model) const;
   int64_t prompt_budget(const AdmitRequest& a) const;

@@ -35,6 +35,7 @@ class ResponseStream {
     if (!scheduled_ns_) scheduled_ns_ = now;
   }
   int64_t scheduled_ns() const { return scheduled_ns_; }
+  int64_t last_token_ns() const { return last_token_ns_; }
 
   // One sampled token: its text (if any) goes out. Returns why the stream
   // ends with it, if it does: the end-of-generation token, a stop string,

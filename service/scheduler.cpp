@@ -35,6 +35,7 @@ Scheduler::~Scheduler() = default;
 // ------------------------------------------------------------ arrivals and ends
 
 void Scheduler::refuse(const AdmitRequest& a, wire::ErrorCode code, const std::string& message) {
+  if (cfg_.metrics) cfg_.metrics->request_done(wire::EnumNameErrorCode(code), 0, 0, 0);
   out_.replies.push_back({a.peer, a.client_id, messages::error_response(a.client_id, code, message)});
   release_session(a.session_id);
 }
@@ -48,6 +49,7 @@ void Scheduler::admit(AdmitRequest a) {
       messages::DoneFields d;
       d.reason = wire::FinishReason::cancelled;
       d.prompt_tokens = static_cast<int32_t>(a.prompt.size());
+      if (cfg_.metrics) cfg_.metrics->request_done("cancelled", 0, 0, 0);
       out_.replies.push_back({a.peer, a.client_id, messages::done_response(a.client_id, d)});
       return release_session(a.session_id);
     }
@@ -131,6 +133,7 @@ void Scheduler::end(uint64_t seq, wire::FinishReason reason, bool tell) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   if (tell) tell_done(seq, it->second, reason);
+  else if (cfg_.metrics) cfg_.metrics->request_done("client_gone", 0, 0, 0);
   release_session(it->second.session_id);
   drop(seq);
 }
@@ -147,6 +150,11 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
   const PlannedSequence* p = planner_.find(seq);
   messages::DoneFields d = s.stream.done(reason, p ? p->prompt_tokens : 0, p ? p->cached_prompt_tokens : 0,
                                          speculation_.stats(seq), now());
+  if (cfg_.metrics) {
+    cfg_.metrics->request_done(wire::EnumNameFinishReason(reason), d.prompt_tokens, d.cached_prompt_tokens,
+                               d.completion_tokens);
+    if (d.speculated) cfg_.metrics->speculation(d.spec_source, d.spec_drafted, d.spec_accepted);
+  }
   if (!s.session_id.empty() && reason != wire::FinishReason::cancelled && cfg_.commit_sessions)
     commit_turn(seq, s, std::move(d));  // its Done is sent once the turn is durable
   else
@@ -185,6 +193,7 @@ void Scheduler::fail(uint64_t seq, wire::ErrorCode code, const std::string& mess
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   const StreamTarget target = it->second.stream.target();
+  if (cfg_.metrics) cfg_.metrics->request_done(wire::EnumNameErrorCode(code), 0, 0, 0);
   out_.replies.push_back({target.peer, target.client_id, messages::error_response(target.client_id, code, message)});
   release_session(it->second.session_id);
   auto g = requests_.find({target.peer, target.client_id});
@@ -447,6 +456,8 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
   const int64_t t = now();
   for (size_t i = 0; i < slices.size(); ++i) {
     Sequence& s = sequences_.at(slices[i].id);
+    if (cfg_.metrics && s.stream.scheduled_ns() == 0 && s.stream.target().sample == 0)
+      cfg_.metrics->queue_wait(static_cast<double>(t - s.stream.accepted_ns()) * 1e-9);
     s.stream.scheduled(t);
     const BatchSequence& b = batch.sequences[i];
     // The verifier learns a sequence's sampling (and any cached prefix) with
@@ -514,6 +525,7 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
     if (p.wants_token) wanted.push_back(p.id);
   }
   if (step_tokens > 0) speculation_.observe_step(step_tokens, res.forward_ms());
+  if (cfg_.metrics) cfg_.metrics->step(res.forward_ms() * 1e-3, step_tokens);
   // The result must answer this step, slice for slice.
   bool matches = res.step() == step_ && wanted.size() == who.size();
   for (size_t i = 0; matches && i < who.size(); ++i) matches = who[i].first == wanted[i];
@@ -574,8 +586,13 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   if (it == sequences_.end()) return;
   ResponseStream& stream = it->second.stream;
   const int32_t before = stream.completion();
-  const auto finished = stream.push(token, logprob, now(), out_);
+  const int64_t t = now(), previous = stream.last_token_ns();
+  const auto finished = stream.push(token, logprob, t, out_);
   tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);
+  if (cfg_.metrics && stream.completion() > before) {
+    if (before == 0) cfg_.metrics->ttft(static_cast<double>(t - stream.accepted_ns()) * 1e-9);
+    else if (previous > 0) cfg_.metrics->inter_token(static_cast<double>(t - previous) * 1e-9);
+  }
   if (finished) return end(seq, *finished, true);
   const PlannedSequence* s = planner_.find(seq);
   if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
@@ -611,6 +628,7 @@ messages::StatsFields Scheduler::stats() {
   f.pages_swapped_out = pages_swapped_out_;
   f.pages_swapped_in = pages_swapped_in_;
   f.tokens_shifted = tokens_shifted_;
+  f.preemptions = ps.preemptions;
   return f;
 }
 

@@ -28,6 +28,7 @@
 #include "engine/tokenizer.h"
 #include "service/admit_request.h"
 #include "service/kv_transfers.h"
+#include "service/metrics.h"
 #include "service/outbound.h"
 #include "service/response_stream.h"
 #include "service/speculation_planner.h"
@@ -51,6 +52,7 @@ struct SchedulerConfig {
   int64_t swap_bytes = int64_t{1} << 30;
   bool kv_shift = false;  // the verifier moves KV between positions (context shifts)
   std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
+  std::shared_ptr<ServiceMetrics> metrics;  // null: none recorded
 };
 
 struct SchedulerPlan {

@@ -18,6 +18,8 @@ inline SamplingParams sampling_params(const wire::step::SequenceSampling* s) {
   p.frequency_penalty = s->frequency_penalty();
   p.penalty_last_n = s->penalty_last_n();
   p.seed = s->seed();
+  if (const auto* bias = s->logit_bias())
+    for (const auto* b : *bias) p.logit_bias.emplace_back(b->token(), b->bias());
   return p;
 }
 

@@ -33,7 +33,8 @@ SamplingParams draft_params(SamplingParams p) {
 bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
   return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
          a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
-         a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
+         a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed &&
+         a.logit_bias == b.logit_bias;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {

@@ -125,3 +125,20 @@ TEST_CASE("held-back text that does not become a stop string is emitted") {
   CHECK(out == "a START");
   CHECK_FALSE(s.stopped());
 }
+
+TEST_CASE("logit_bias moves a token's logit before anything else: -100 bans, +100 all but forces") {
+  std::vector<float> base{1.0f, 5.0f, 2.0f};
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.logit_bias = {{1, -100.0f}};
+  auto logits = base;
+  CHECK(Sampler(greedy).sample(logits, {}) == 2);
+  greedy.logit_bias = {{0, 100.0f}};
+  logits = base;
+  CHECK(Sampler(greedy).sample(logits, {}) == 0);
+  greedy.logit_bias = {{7, 100.0f}};  // past the vocabulary: ignored, never out of bounds
+  logits = base;
+  CHECK(Sampler(greedy).sample(logits, {}) == 1);
+  greedy.logit_bias = {{0, 1000.0f}};
+  CHECK_THROWS_AS(Sampler(greedy), std::invalid_argument);
+}

@@ -253,7 +253,7 @@ TEST_CASE("over the byte cap: orphan pages go first, then the least recently upd
   };
   // Ten sessions of three pages each (no prefix shared), updated at t = 1..10 s.
   for (int i = 0; i < 10; ++i) {
-    const std::string id = "s" + std::to_string(i);
+    const std::string id = std::string("s").append(std::to_string(i));  // not "s" + ...: GCC 12's false -Wrestrict
     const auto tokens = seq(12, 1000 * (i + 1));
     chat(turns, id, tokens, 1000 * (i + 1));
     REQUIRE(turns.spill({id, tokens, 0, {noise(), noise(), noise()}}) == 3);

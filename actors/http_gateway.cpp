@@ -1,0 +1,318 @@
+#include "actors/http_gateway.h"
+
+#include <caf/send.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "messages/client_frames.h"
+#include "service/openai_api.h"
+#ifdef TROUPE_WEB_PAGE
+#include "actors/web/web_page.h"
+#endif
+
+namespace troupe::actors {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto kControlTimeout = 10s;
+
+void send_error(httplib::Response& res, const service::ApiError& e) {
+  res.status = e.status;
+  res.set_content(e.json(), "application/json");
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Waits for the mailbox's next frame; false when `deadline` passed first.
+bool next_frame(HttpGateway::Mailbox& box, std::string& frame, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(box.mutex);
+  if (!box.arrived.wait_until(lock, deadline, [&] { return !box.frames.empty(); })) return false;
+  frame = std::move(box.frames.front());
+  box.frames.pop_front();
+  return true;
+}
+
+}  // namespace
+
+HttpGateway::HttpGateway(HttpOptions options) : options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
+  const auto colon = options_.address.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("--http takes HOST:PORT, not '" + options_.address + "'");
+  std::string host = options_.address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(options_.address.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) throw std::invalid_argument("--http: '" + options_.address + "' has no valid port");
+  const int threads = options_.threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // The largest body a ZeroMQ client may send; httplib answers 413 past it.
+  server_->set_payload_max_length(options_.limits.max_message_bytes);
+  server_->set_keep_alive_max_count(1000);
+  server_->set_read_timeout(30, 0);
+  server_->set_write_timeout(30, 0);
+  routes();
+  if (port == 0) {
+    port_ = server_->bind_to_any_port(host);
+    if (port_ < 0) throw std::runtime_error("--http: cannot bind " + host);
+  } else {
+    if (!server_->bind_to_port(host, port)) throw std::runtime_error("--http: cannot bind " + options_.address + " (in use?)");
+    port_ = port;
+  }
+}
+
+HttpGateway::~HttpGateway() { stop(); }
+
+void HttpGateway::start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+                        std::shared_ptr<service::ServiceMetrics> metrics) {
+  ingestion_ = std::move(ingestion);
+  backlog_ = std::move(backlog);
+  metrics_ = std::move(metrics);
+  ready_ = true;
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void HttpGateway::stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  {
+    std::lock_guard lock(mutex_);  // wake every waiting handler: they see no frame and end
+    for (auto& [peer, box] : mailboxes_) box->arrived.notify_all();
+  }
+  thread_.join();
+  ingestion_ = ingestion_actor();
+}
+
+std::pair<std::string, std::shared_ptr<HttpGateway::Mailbox>> HttpGateway::open() {
+  std::string peer("\0http/", 6);
+  peer += std::to_string(next_++);
+  auto box = std::make_shared<Mailbox>();
+  std::lock_guard lock(mutex_);
+  mailboxes_[peer] = box;
+  return {peer, box};
+}
+
+void HttpGateway::close(const std::string& peer, bool cancel) {
+  {
+    std::lock_guard lock(mutex_);
+    mailboxes_.erase(peer);
+  }
+  // The connection went before its answer ended: as a dead ZeroMQ client,
+  // its request ends and its pages go back.
+  if (cancel && ingestion_) caf::anon_send(ingestion_, gone_atom::value, peer);
+}
+
+void HttpGateway::deliver(const std::string& peer, const messages::Bytes& frame) {
+  std::shared_ptr<Mailbox> box;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = mailboxes_.find(peer);
+    if (it == mailboxes_.end()) return;
+    box = it->second;
+  }
+  std::lock_guard lock(box->mutex);
+  box->frames.push_back(frame);
+  box->arrived.notify_one();
+}
+
+// As the ZeroMQ gateway routes a frame (service/intake.h): refused at once
+// when the backlog is full, else to ingestion.
+bool HttpGateway::submit(const std::string& peer, const std::string& bytes, std::string& refusal) {
+  if (!ingestion_) return refusal = messages::error_response(1, wire::ErrorCode::shutting_down, "the server is stopping"), false;
+  service::IntakeDecision d = service::classify_frame(bytes, options_.limits, *backlog_);
+  if (d.lane == service::IntakeLane::answered) return refusal = d.reply, false;
+  if (d.lane == service::IntakeLane::prompt)
+    caf::anon_send(ingestion_, request_atom::value, peer, std::string(), bytes, true);
+  else
+    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, peer, std::string(), bytes, false);
+  return true;
+}
+
+std::string HttpGateway::ask(const std::string& bytes) {
+  auto [peer, box] = open();
+  std::string frame;
+  if (submit(peer, bytes, frame) && !next_frame(*box, frame, std::chrono::steady_clock::now() + kControlTimeout))
+    frame.clear();
+  close(peer, false);
+  return frame;  // a refusal, the answer, or "" when none came
+}
+
+void HttpGateway::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
+  auto parsed = service::parse_completion(req.body, chat, req.get_header_value("X-Troupe-Session"), options_.models,
+                                          options_.limits.max_tokens);
+  if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(res, *e);
+  const service::CompletionCall call = std::get<service::CompletionCall>(std::move(parsed));
+  auto [peer, box] = open();
+  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
+  auto reply = std::make_shared<service::CompletionReply>(call, id, unix_now());
+  std::string refusal;
+  if (!submit(peer, call.request, refusal)) {
+    close(peer, false);
+    std::string ignored;
+    reply->take(refusal, ignored);
+    return send_error(res, reply->error());
+  }
+  // The first frame decides the status: Accepted, or the Error refusing it.
+  std::string first;
+  bool got = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 1h; !got && std::chrono::steady_clock::now() < deadline;) {
+    got = next_frame(*box, first, std::chrono::steady_clock::now() + 1s);
+    if (!got && !ingestion_) break;
+  }
+  if (!got) {
+    close(peer, true);
+    return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
+  }
+  std::string sse;
+  auto step = reply->take(first, sse);
+  if (step == service::CompletionReply::Step::failed) {
+    close(peer, false);
+    return send_error(res, reply->error());
+  }
+  if (!call.stream) {
+    std::string frame;
+    while (step == service::CompletionReply::Step::more) {
+      if (!next_frame(*box, frame, std::chrono::steady_clock::now() + 1s)) {
+        if (!ingestion_) break;
+        continue;
+      }
+      step = reply->take(frame, sse);
+    }
+    close(peer, step == service::CompletionReply::Step::more);
+    if (step == service::CompletionReply::Step::failed) return send_error(res, reply->error());
+    if (step != service::CompletionReply::Step::done)
+      return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
+    return res.set_content(reply->whole(), "application/json");
+  }
+  // Streaming: each wake-up writes what arrived; a client that is gone ends the request.
+  auto state = std::make_shared<std::pair<service::CompletionReply::Step, std::string>>(step, std::move(sse));
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  std::string p = peer;
+  std::shared_ptr<Mailbox> b = box;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state, reply, b](size_t, httplib::DataSink& sink) {
+        auto& [st, pending] = *state;
+        std::string frame;
+        while (st == service::CompletionReply::Step::more && pending.empty()) {
+          if (next_frame(*b, frame, std::chrono::steady_clock::now() + 200ms)) {
+            st = reply->take(frame, pending);
+          } else if (!sink.is_writable() || !ingestion_) {
+            return false;
+          }
+        }
+        if (!pending.empty() && !sink.write(pending.data(), pending.size())) return false;
+        pending.clear();
+        if (st == service::CompletionReply::Step::done) {
+          const std::string end = reply->sse_end();
+          sink.write(end.data(), end.size());
+          sink.done();
+        } else if (st == service::CompletionReply::Step::failed) {
+          // Mid-stream errors (e.g. the server drains) as OpenAI streams them: one error event.
+          const std::string e = "data: " + reply->error().json() + "\n\n";
+          sink.write(e.data(), e.size());
+          sink.done();
+        }
+        return true;
+      },
+      [this, state, p](bool) { close(p, state->first == service::CompletionReply::Step::more); });
+}
+
+void HttpGateway::metrics(httplib::Response& res) {
+  service::Snapshot now;
+  const std::string frame = ask(messages::stats_request(1));
+  const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
+  if (!r || r->body_type() != wire::ResponseBody::StatsReply) {
+    res.status = 503;
+    return res.set_content("# the scheduler did not answer\n", "text/plain");
+  }
+  const auto* s = r->body_as_StatsReply();
+  messages::StatsFields& f = now.stats;
+  f.running = s->running(), f.waiting = s->waiting();
+  f.pages_total = s->pages_total(), f.pages_used = s->pages_used(), f.pages_cached = s->pages_cached();
+  f.pages_free = s->pages_free();
+  f.steps = s->steps(), f.tokens_generated = s->tokens_generated();
+  f.pages_spilled = s->pages_spilled(), f.pages_restored = s->pages_restored();
+  f.pages_swapped_out = s->pages_swapped_out(), f.pages_swapped_in = s->pages_swapped_in();
+  f.tokens_shifted = s->tokens_shifted(), f.preemptions = s->preemptions();
+  f.draining = draining_ || s->draining();
+  res.set_content(metrics_->prometheus(now), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpGateway::routes() {
+  httplib::Server& s = *server_;
+  auto counted = [this](const char* route, auto handler) {
+    return [this, route, handler](const httplib::Request& req, httplib::Response& res) {
+      handler(req, res);
+      if (metrics_) metrics_->http_request(route, res.status == -1 ? 200 : res.status);
+    };
+  };
+  s.Post("/v1/chat/completions", counted("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
+           completion(q, r, true);
+         }));
+  s.Post("/v1/completions", counted("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+           completion(q, r, false);
+         }));
+  s.Get("/v1/models", counted("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+          json data = json::array();
+          for (const auto& m : options_.models)
+            data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
+          r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+        }));
+  s.Get("/v1/troupe/stats", counted("/v1/troupe/stats", [this](const httplib::Request&, httplib::Response& r) {
+          const std::string frame = ask(messages::stats_request(1));
+          const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
+          if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
+            return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
+          const auto* st = resp->body_as_StatsReply();
+          r.set_content(json{{"model", st->model() ? st->model()->str() : ""},
+                             {"running", st->running()},
+                             {"waiting", st->waiting()},
+                             {"pages_total", st->pages_total()},
+                             {"pages_used", st->pages_used()},
+                             {"pages_cached", st->pages_cached()},
+                             {"pages_free", st->pages_free()},
+                             {"steps", st->steps()},
+                             {"tokens_generated", st->tokens_generated()},
+                             {"pages_spilled", st->pages_spilled()},
+                             {"pages_restored", st->pages_restored()},
+                             {"preemptions", st->preemptions()},
+                             {"draining", draining_.load()}}
+                            .dump(),
+                        "application/json");
+        }));
+  s.Get("/metrics", counted("/metrics", [this](const httplib::Request&, httplib::Response& r) { metrics(r); }));
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok\n", "text/plain"); });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
+    const bool ok = ready_ && !draining_;
+    r.status = ok ? 200 : 503;
+    r.set_content(ok ? "ready\n" : draining_ ? "draining\n" : "starting\n", "text/plain");
+  });
+#ifdef TROUPE_WEB_PAGE
+  s.Get("/", [](const httplib::Request&, httplib::Response& r) {
+    r.set_content(std::string(web_page()), "text/html; charset=utf-8");
+  });
+#endif
+  // Anything else: OpenAI's error object, not httplib's bare status.
+  s.set_error_handler([](const httplib::Request&, httplib::Response& r) {
+    if (!r.body.empty()) return;
+    const std::string why = r.status == 413 ? "the request body is larger than the server takes"
+                            : r.status == 404 ? "no such endpoint"
+                                              : "the request could not be served";
+    service::ApiError e{r.status, why, "", r.status == 413 ? "too_long" : r.status == 404 ? "not_found" : ""};
+    r.set_content(e.json(), "application/json");
+  });
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,86 @@
+#pragma once
+// The HTTP port beside the ZeroMQ socket (docs/HTTP.md): OpenAI's chat and
+// completions API, Prometheus /metrics, health, and the web page. Each HTTP
+// request becomes the client Request a ZeroMQ client would send, under a
+// peer id of its own, and goes to the ingestion actor as socket frames do;
+// the responses come back through Replies into that request's mailbox. So
+// the scheduler never knows HTTP, and a dropped connection is a gone peer:
+// its request is cancelled and its pages freed.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/interfaces.h"
+#include "messages/client_validation.h"
+#include "service/intake.h"
+#include "service/metrics.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace troupe::actors {
+
+// HTTP peers: "\0http/N", never a ZeroMQ routing id (see admit_request.h).
+inline bool is_http_peer(const std::string& peer) { return peer.rfind(std::string("\0http/", 6), 0) == 0; }
+
+struct HttpOptions {
+  std::string address;  // host:port
+  std::vector<std::string> models;  // names requests may ask for; the first is the served model
+  messages::ClientLimits limits;
+  int threads = 64;  // concurrent HTTP requests (a stream holds one)
+};
+
+class HttpGateway {
+ public:
+  explicit HttpGateway(HttpOptions options);  // binds; throws on failure
+  ~HttpGateway();
+  HttpGateway(const HttpGateway&) = delete;
+  HttpGateway& operator=(const HttpGateway&) = delete;
+
+  void start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+             std::shared_ptr<service::ServiceMetrics> metrics);
+  void stop();
+  // Thread-safe: one response frame for an HTTP peer (dropped if it is gone).
+  void deliver(const std::string& peer, const messages::Bytes& frame);
+  void set_draining(bool d) { draining_ = d; }
+  void set_ready(bool r) { ready_ = r; }
+
+  struct Mailbox {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::deque<std::string> frames;
+  };
+
+ private:
+  std::pair<std::string, std::shared_ptr<Mailbox>> open();
+  void close(const std::string& peer, bool cancel);
+  bool submit(const std::string& peer, const std::string& bytes, std::string& refusal);
+  // One control request and its one answer (or "" after the timeout).
+  std::string ask(const std::string& bytes);
+  void completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void metrics(httplib::Response& res);
+  void routes();
+
+  HttpOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  int port_ = 0;
+  ingestion_actor ingestion_;
+  std::shared_ptr<service::IntakeBacklog> backlog_;
+  std::shared_ptr<service::ServiceMetrics> metrics_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Mailbox>> mailboxes_;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<bool> draining_{false}, ready_{false};
+  std::thread thread_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,152 @@
+#include "service/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace troupe::service {
+namespace {
+
+// Latency buckets from 1 ms to 2 min: TTFT under load and long prefills both land inside.
+std::vector<double> latency_bounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
+  out.append(name);
+  if (!labels.empty()) out.append("{").append(labels).append("}");
+  out.append(" ").append(number(v)).append("\n");
+}
+
+void counter(std::string& out, const char* name, const char* help, uint64_t v) {
+  header(out, name, "counter", help);
+  sample(out, name, "", static_cast<double>(v));
+}
+
+void gauge(std::string& out, const char* name, const char* help, int64_t v) {
+  header(out, name, "gauge", help);
+  sample(out, name, "", static_cast<double>(v));
+}
+
+void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds().size(); ++i) {
+    cumulative += h.counts()[i];
+    sample(out, std::string(name) + "_bucket", "le=\"" + number(h.bounds()[i]) + "\"", static_cast<double>(cumulative));
+  }
+  sample(out, std::string(name) + "_bucket", "le=\"+Inf\"", static_cast<double>(h.count()));
+  sample(out, std::string(name) + "_sum", "", h.sum());
+  sample(out, std::string(name) + "_count", "", static_cast<double>(h.count()));
+}
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  if (!(v >= 0)) v = 0;  // NaN or a clock step backwards
+  const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  ++counts_[static_cast<size_t>(at)];
+  sum_ += v;
+  ++count_;
+}
+
+ServiceMetrics::ServiceMetrics()
+    : ttft_(latency_bounds()), itl_(latency_bounds()), queue_(latency_bounds()), step_(latency_bounds()) {}
+
+void ServiceMetrics::ttft(double s) {
+  std::lock_guard lock(mutex_);
+  ttft_.observe(s);
+}
+void ServiceMetrics::inter_token(double s) {
+  std::lock_guard lock(mutex_);
+  itl_.observe(s);
+}
+void ServiceMetrics::queue_wait(double s) {
+  std::lock_guard lock(mutex_);
+  queue_.observe(s);
+}
+void ServiceMetrics::step(double s, int64_t tokens) {
+  std::lock_guard lock(mutex_);
+  step_.observe(s);
+  step_tokens_ += static_cast<uint64_t>(std::max<int64_t>(tokens, 0));
+}
+void ServiceMetrics::request_done(const std::string& outcome, int64_t prompt, int64_t cached, int64_t completion) {
+  std::lock_guard lock(mutex_);
+  ++outcomes_[outcome];
+  prompt_tokens_ += static_cast<uint64_t>(std::max<int64_t>(prompt, 0));
+  cached_tokens_ += static_cast<uint64_t>(std::max<int64_t>(cached, 0));
+  completion_tokens_ += static_cast<uint64_t>(std::max<int64_t>(completion, 0));
+}
+void ServiceMetrics::speculation(const std::string& source, int64_t drafted, int64_t accepted) {
+  std::lock_guard lock(mutex_);
+  auto& [d, a] = speculation_[source];
+  d += static_cast<uint64_t>(std::max<int64_t>(drafted, 0));
+  a += static_cast<uint64_t>(std::max<int64_t>(accepted, 0));
+}
+void ServiceMetrics::job_item(const std::string& outcome) {
+  std::lock_guard lock(mutex_);
+  ++job_items_[outcome];
+}
+void ServiceMetrics::http_request(const std::string& route, int status) {
+  std::lock_guard lock(mutex_);
+  ++http_[{route, status}];
+}
+
+std::string ServiceMetrics::prometheus(const Snapshot& now) const {
+  const messages::StatsFields& g = now.stats;
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out.reserve(8192);
+  histogram(out, "troupe_time_to_first_token_seconds", "Request accepted to its first token", ttft_);
+  histogram(out, "troupe_inter_token_seconds", "Time between a stream's tokens after the first", itl_);
+  histogram(out, "troupe_queue_wait_seconds", "Request accepted to first scheduled", queue_);
+  histogram(out, "troupe_step_seconds", "One engine step (forward pass and sampling of the batch)", step_);
+  header(out, "troupe_requests_total", "counter", "Requests (samples) ended, by finish reason or error code");
+  for (const auto& [outcome, n] : outcomes_) sample(out, "troupe_requests_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
+  counter(out, "troupe_prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
+  counter(out, "troupe_cached_prompt_tokens_total", "Of those, served from cached or restored KV pages", cached_tokens_);
+  counter(out, "troupe_completion_tokens_total", "Tokens generated for ended requests", completion_tokens_);
+  counter(out, "troupe_step_tokens_total", "Tokens computed by engine steps (prefill and decode)", step_tokens_);
+  counter(out, "troupe_steps_total", "Engine steps", g.steps);
+  counter(out, "troupe_generated_tokens_total", "Tokens sampled by engine steps", g.tokens_generated);
+  counter(out, "troupe_preemptions_total", "Sequences preempted to free KV pages", g.preemptions);
+  counter(out, "troupe_kv_pages_spilled_total", "Session KV pages the store confirmed", g.pages_spilled);
+  counter(out, "troupe_kv_pages_restored_total", "KV pages read back from the store instead of computed", g.pages_restored);
+  counter(out, "troupe_kv_pages_swapped_out_total", "Preempted sequences' KV pages kept in host memory", g.pages_swapped_out);
+  counter(out, "troupe_kv_pages_swapped_in_total", "... and put back instead of computed", g.pages_swapped_in);
+  counter(out, "troupe_kv_tokens_shifted_total", "KV positions moved by context shifts instead of computed", g.tokens_shifted);
+  header(out, "troupe_speculation_drafted_tokens_total", "counter", "Tokens proposed by speculation, by source");
+  for (const auto& [source, da] : speculation_)
+    sample(out, "troupe_speculation_drafted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.first));
+  header(out, "troupe_speculation_accepted_tokens_total", "counter", "Of those, kept by the target model");
+  for (const auto& [source, da] : speculation_)
+    sample(out, "troupe_speculation_accepted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.second));
+  header(out, "troupe_job_items_total", "counter", "Batch-job items ended, by outcome");
+  for (const auto& [outcome, n] : job_items_) sample(out, "troupe_job_items_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
+  header(out, "troupe_http_requests_total", "counter", "HTTP requests answered, by route and status");
+  for (const auto& [key, n] : http_)
+    sample(out, "troupe_http_requests_total", "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
+           static_cast<double>(n));
+  gauge(out, "troupe_requests_running", "Sequences in the running batch", g.running);
+  gauge(out, "troupe_requests_waiting", "Requests queued for admission", g.waiting);
+  gauge(out, "troupe_kv_pages_total", "KV pages of the pool", g.pages_total);
+  gauge(out, "troupe_kv_pages_used", "KV pages held by sequences", g.pages_used);
+  gauge(out, "troupe_kv_pages_cached", "Unreferenced KV pages kept for prefix reuse", g.pages_cached);
+  gauge(out, "troupe_kv_pages_free", "KV pages free", g.pages_free);
+  if (now.sessions >= 0) gauge(out, "troupe_sessions", "Stored sessions", now.sessions);
+  if (now.jobs_running >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", now.jobs_running);
+  gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
+  return out;
+}
+
+}  // namespace troupe::service

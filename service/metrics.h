@@ -1,0 +1,68 @@
+#pragma once
+// The service's Prometheus metrics: latency histograms, event counters and
+// the text exposition format (docs/METRICS.md lists them). Recorded by the
+// scheduler and the job runner on their actors' threads, read by the HTTP
+// gateway's /metrics on its own: every call takes one short lock.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "messages/client_frames.h"
+
+namespace troupe::service {
+
+// Cumulative histogram over fixed upper bounds (seconds), as Prometheus has it.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v);
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative; last: +Inf
+  double sum() const { return sum_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What the scrape asks for at the time: the scheduler's Stats (its gauges
+// and the counters it keeps anyway) and the stores' counts.
+struct Snapshot {
+  messages::StatsFields stats;
+  int64_t sessions = -1, jobs_running = -1;  // -1: not known (left out)
+};
+
+class ServiceMetrics {
+ public:
+  ServiceMetrics();
+
+  void ttft(double seconds);
+  void inter_token(double seconds);
+  void queue_wait(double seconds);
+  void step(double seconds, int64_t tokens);
+  // A request's end: a finish reason (stop, length, ...) or an error code's name.
+  void request_done(const std::string& outcome, int64_t prompt_tokens, int64_t cached_tokens, int64_t completion_tokens);
+  void speculation(const std::string& source, int64_t drafted, int64_t accepted);
+  void job_item(const std::string& outcome);
+  void http_request(const std::string& route, int status);
+
+  // The text exposition format (version 0.0.4) of everything, with the gauges.
+  std::string prometheus(const Snapshot& now) const;
+
+ private:
+  mutable std::mutex mutex_;
+  Histogram ttft_, itl_, queue_, step_;
+  std::map<std::string, uint64_t> outcomes_, job_items_;
+  std::map<std::pair<std::string, int>, uint64_t> http_;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
+  uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
+};
+
+}  // namespace troupe::service

@@ -1,0 +1,271 @@
+#include "service/openai_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "messages/client_validation.h"
+
+namespace troupe::service {
+namespace {
+
+using nlohmann::json;
+
+ApiError bad(const std::string& param, const std::string& message) {
+  return ApiError{400, message, param, "invalid_field"};
+}
+
+const char* finish_name(wire::FinishReason r) {
+  switch (r) {
+    case wire::FinishReason::length:
+    case wire::FinishReason::context_full: return "length";
+    default: return "stop";
+  }
+}
+
+// A number field of the body, if present; a wrong type is the caller's error.
+template <typename T>
+std::optional<ApiError> number(const json& body, const char* key, T& into, double lo, double hi) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return bad(key, std::string(key) + " must be a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) return bad(key, std::string(key) + " is outside [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  if constexpr (std::is_integral_v<T>) {
+    if (v != static_cast<double>(static_cast<int64_t>(v))) return bad(key, std::string(key) + " must be a whole number");
+    into = static_cast<T>(it->get<int64_t>());
+  } else {
+    into = static_cast<T>(v);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> content_text(const json& c, std::string& out) {
+  if (c.is_string()) return out = c.get<std::string>(), std::nullopt;
+  if (c.is_null()) return out.clear(), std::nullopt;
+  if (!c.is_array()) return bad("messages", "a message's content must be a string or an array of text parts");
+  out.clear();
+  for (const auto& part : c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      return bad("messages", "only text content parts are supported");
+    out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string ApiError::json() const {
+  nlohmann::json e = {{"message", message},
+                      {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+                      {"param", param.empty() ? nlohmann::json() : nlohmann::json(param)},
+                      {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}};
+  return nlohmann::json{{"error", e}}.dump();
+}
+
+ApiError api_error(wire::ErrorCode code, const std::string& message) {
+  int status = 500;
+  switch (code) {
+    case wire::ErrorCode::malformed:
+    case wire::ErrorCode::invalid_field:
+    case wire::ErrorCode::duplicate_id:
+    case wire::ErrorCode::unknown_request: status = 400; break;
+    case wire::ErrorCode::unknown_session:
+    case wire::ErrorCode::unknown_job: status = 404; break;
+    case wire::ErrorCode::too_long: status = 413; break;
+    case wire::ErrorCode::queue_full:
+    case wire::ErrorCode::overloaded: status = 429; break;
+    case wire::ErrorCode::forbidden: status = 403; break;
+    case wire::ErrorCode::session_busy: status = 409; break;
+    case wire::ErrorCode::shutting_down: status = 503; break;
+    default: status = 500;
+  }
+  return ApiError{status, message, "", wire::EnumNameErrorCode(code)};
+}
+
+std::variant<CompletionCall, ApiError> parse_completion(const std::string& text, bool chat, const std::string& session_header,
+                                                        const std::vector<std::string>& models, int32_t max_tokens) {
+  json body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) return ApiError{400, "the body is not valid JSON", "", "malformed"};
+  if (!body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
+  CompletionCall call;
+  call.chat = chat;
+  call.model = models.empty() ? "" : models.front();
+  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) return bad("model", "model must be a string");
+    const std::string name = m->get<std::string>();
+    if (std::find(models.begin(), models.end(), name) == models.end())
+      return ApiError{404, "the model '" + name + "' does not exist; this server serves " + call.model, "model",
+                      "model_not_found"};
+    call.model = name;
+  }
+  // OpenAI's defaults: temperature 1 and top_p 1 with no top-k or min-p cut.
+  messages::SamplingFields s;
+  s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
+  s.max_tokens = std::min(max_tokens, 1024);
+  int64_t seed = 0;
+  for (auto err : {number(body, "temperature", s.temperature, 0, 2), number(body, "top_p", s.top_p, 0, 1),
+                   number(body, "presence_penalty", s.presence_penalty, -2, 2),
+                   number(body, "frequency_penalty", s.frequency_penalty, -2, 2),
+                   number(body, "repeat_penalty", s.repeat_penalty, 0.01, 10), number(body, "min_p", s.min_p, 0, 1),
+                   number(body, "max_completion_tokens", s.max_tokens, 1, max_tokens),
+                   number(body, "max_tokens", s.max_tokens, 1, max_tokens), number(body, "top_k", s.top_k, 0, 1 << 20),
+                   number(body, "n", call.n, 1, 16), number(body, "seed", seed, -9.2e18, 9.2e18)})
+    if (err) return *err;
+  if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI's 0 means the top token only; troupe's range is (0, 1]
+  s.seed = static_cast<uint64_t>(seed);
+  if (auto st = body.find("stop"); st != body.end() && !st->is_null()) {
+    if (st->is_string()) s.stop.push_back(st->get<std::string>());
+    else if (st->is_array() && st->size() <= 4) {
+      for (const auto& x : *st) {
+        if (!x.is_string()) return bad("stop", "stop must be a string or an array of up to 4 strings");
+        s.stop.push_back(x.get<std::string>());
+      }
+    } else return bad("stop", "stop must be a string or an array of up to 4 strings");
+    for (const auto& x : s.stop)
+      if (x.empty()) return bad("stop", "a stop string is empty");
+  }
+  if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null()) {
+    if (!lb->is_object()) return bad("logit_bias", "logit_bias must map token ids to biases");
+    for (const auto& [key, v] : lb->items()) {
+      char* end = nullptr;
+      const long token = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || token < 0 || token > INT32_MAX || !v.is_number())
+        return bad("logit_bias", "logit_bias keys are token ids and values numbers, not '" + key + "'");
+      const double b = v.get<double>();
+      if (!(b >= -100 && b <= 100)) return bad("logit_bias", "a bias is outside [-100, 100]");
+      s.logit_bias.emplace_back(static_cast<int32_t>(token), static_cast<float>(b));
+    }
+  }
+  if (auto st = body.find("stream"); st != body.end() && !st->is_null()) {
+    if (!st->is_boolean()) return bad("stream", "stream must be a boolean");
+    call.stream = st->get<bool>();
+  }
+  if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
+    call.include_usage = so->value("include_usage", false);
+  wire::Speculation spec = wire::Speculation::server_default;
+  if (auto sp = body.find("troupe_speculation"); sp != body.end() && !sp->is_null()) {
+    const std::string v = sp->is_string() ? sp->get<std::string>() : "";
+    if (v == "off") spec = wire::Speculation::off;
+    else if (v == "ngram") spec = wire::Speculation::ngram;
+    else if (v == "draft") spec = wire::Speculation::draft;
+    else if (v == "auto") spec = wire::Speculation::auto_;
+    else return bad("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
+  }
+  std::string session = session_header;
+  if (auto se = body.find("session"); se != body.end() && !se->is_null()) {
+    if (!se->is_string()) return bad("session", "session must be a string");
+    session = se->get<std::string>();
+  }
+  if (chat) {
+    auto m = body.find("messages");
+    if (m == body.end() || !m->is_array() || m->empty()) return bad("messages", "messages must be a non-empty array");
+    std::vector<std::pair<std::string, std::string>> turn;
+    for (const auto& msg : *m) {
+      if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+        return bad("messages", "each message needs a role");
+      std::string role = msg["role"].get<std::string>(), content;
+      if (role == "developer") role = "system";
+      if (auto err = content_text(msg.value("content", json()), content)) return *err;
+      turn.emplace_back(role, content);
+    }
+    call.request = messages::chat_request(1, session, turn, s, wire::Priority::chat, false, spec, 0, {},
+                                          wire::ContextPolicy::server_default, call.n);
+  } else {
+    if (!session.empty()) return bad("session", "sessions are for chat completions");
+    auto p = body.find("prompt");
+    std::string prompt;
+    if (p != body.end() && p->is_string()) prompt = p->get<std::string>();
+    else if (p != body.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) prompt = (*p)[0].get<std::string>();
+    else return bad("prompt", "prompt must be a string (one prompt per request)");
+    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, false, call.n, spec);
+  }
+  return call;
+}
+
+CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int64_t created)
+    : call_(call), id_(std::move(id)), created_(created), text_(call.n), finish_(call.n), started_(call.n, false) {}
+
+std::string CompletionReply::chunk(int32_t index, const std::string& delta, const char* finish) const {
+  json choice = {{"index", index}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", json()}};
+  if (call_.chat) choice["delta"] = json::parse(delta);
+  else choice["text"] = delta;
+  json c = {{"id", id_}, {"object", call_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+            {"model", call_.model}, {"choices", json::array({choice})}};
+  if (call_.include_usage) c["usage"] = json();
+  return "data: " + c.dump() + "\n\n";
+}
+
+CompletionReply::Step CompletionReply::take(const std::string& frame, std::string& sse) {
+  const auto* r = messages::check_response(frame);
+  if (!r) return Step::more;
+  switch (r->body_type()) {
+    case wire::ResponseBody::Tokens: {
+      const auto* t = r->body_as_Tokens();
+      const int32_t i = t->sample();
+      if (i < 0 || i >= call_.n || !t->text()) return Step::more;
+      const std::string piece = t->text()->str();
+      text_[static_cast<size_t>(i)] += piece;
+      if (call_.stream && !piece.empty()) {
+        if (call_.chat && !started_[static_cast<size_t>(i)]) {
+          sse += chunk(i, json{{"role", "assistant"}, {"content", ""}}.dump(), nullptr);
+          started_[static_cast<size_t>(i)] = true;
+        }
+        sse += chunk(i, call_.chat ? json{{"content", piece}}.dump() : piece, nullptr);
+      }
+      return Step::more;
+    }
+    case wire::ResponseBody::Done: {
+      const auto* d = r->body_as_Done();
+      const int32_t i = d->sample();
+      if (i < 0 || i >= call_.n) return Step::more;
+      finish_[static_cast<size_t>(i)] = finish_name(d->finish_reason());
+      if (const auto* u = d->usage()) {
+        prompt_tokens_ = u->prompt_tokens();  // the samples share one prompt
+        cached_tokens_ = u->cached_prompt_tokens();
+        completion_tokens_ += u->completion_tokens();
+      }
+      if (call_.stream) {
+        if (call_.chat && !started_[static_cast<size_t>(i)])
+          sse += chunk(i, json{{"role", "assistant"}, {"content", ""}}.dump(), nullptr);
+        sse += chunk(i, call_.chat ? "{}" : "", finish_[static_cast<size_t>(i)].c_str());
+      }
+      return ++done_ >= call_.n ? Step::done : Step::more;
+    }
+    case wire::ResponseBody::Error: {
+      const auto* e = r->body_as_Error();
+      error_ = api_error(e->code(), e->message() ? e->message()->str() : "");
+      return Step::failed;
+    }
+    default: return Step::more;
+  }
+}
+
+std::string CompletionReply::whole() const {
+  json choices = json::array();
+  for (int32_t i = 0; i < call_.n; ++i) {
+    json c = {{"index", i}, {"finish_reason", finish_[static_cast<size_t>(i)]}, {"logprobs", json()}};
+    if (call_.chat) c["message"] = {{"role", "assistant"}, {"content", text_[static_cast<size_t>(i)]}};
+    else c["text"] = text_[static_cast<size_t>(i)];
+    choices.push_back(std::move(c));
+  }
+  json usage = {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion_tokens_},
+                {"total_tokens", prompt_tokens_ + completion_tokens_},
+                {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  return json{{"id", id_}, {"object", call_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
+              {"model", call_.model}, {"choices", choices}, {"usage", usage}}
+      .dump();
+}
+
+std::string CompletionReply::sse_end() const {
+  std::string out;
+  if (call_.include_usage) {
+    json usage = {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion_tokens_},
+                  {"total_tokens", prompt_tokens_ + completion_tokens_},
+                  {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+    json c = {{"id", id_}, {"object", call_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+              {"model", call_.model}, {"choices", json::array()}, {"usage", usage}};
+    out += "data: " + c.dump() + "\n\n";
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+}  // namespace troupe::service

@@ -1,0 +1,67 @@
+#pragma once
+// OpenAI's HTTP API in troupe's terms, with no socket in sight: a
+// /v1/chat/completions or /v1/completions body becomes the client Request a
+// ZeroMQ client would send, and the Response frames that stream back become
+// OpenAI's JSON (whole, or SSE chunks). docs/HTTP.md lists the fields and
+// where troupe differs from OpenAI.
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <string>
+#include <vector>
+
+#include "messages/client_frames.h"
+
+namespace troupe::service {
+
+// An HTTP error as OpenAI writes it: {"error":{"message","type","param","code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;  // the offending field, or empty
+  std::string code;   // troupe's ErrorCode name, or a short tag
+  std::string json() const;
+};
+
+struct CompletionCall {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int32_t n = 1;
+  std::string model;          // echoed back
+  messages::Bytes request;    // the client Request (id 1)
+};
+
+// `session_header`: the X-Troupe-Session header (the body's `session` wins).
+// `models`: names the server answers to (the first is echoed when none is asked).
+std::variant<CompletionCall, ApiError> parse_completion(const std::string& body, bool chat,
+                                                        const std::string& session_header,
+                                                        const std::vector<std::string>& models, int32_t max_tokens);
+
+// troupe's ErrorCode as an HTTP error (status per docs/HTTP.md).
+ApiError api_error(wire::ErrorCode code, const std::string& message);
+
+// A completion being assembled from its Response frames.
+class CompletionReply {
+ public:
+  CompletionReply(const CompletionCall& call, std::string id, int64_t created);
+  enum class Step { more, done, failed };
+  // One Response frame; SSE events for it (streaming) are appended to `sse`.
+  Step take(const std::string& frame, std::string& sse);
+  const ApiError& error() const { return error_; }
+  std::string whole() const;   // the non-streaming response body
+  std::string sse_end() const; // usage chunk (if asked) and [DONE]
+
+ private:
+  std::string chunk(int32_t index, const std::string& delta_json, const char* finish) const;
+  CompletionCall call_;
+  std::string id_;
+  int64_t created_;
+  std::vector<std::string> text_;
+  std::vector<std::string> finish_;
+  std::vector<bool> started_;
+  int32_t done_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+  ApiError error_;
+};
+
+}  // namespace troupe::service
