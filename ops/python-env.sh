@@ -13,7 +13,8 @@
 # llama.cpp's default GGML_NATIVE=ON (-march=native), so the wheel (also kept in pip's cache) is for this CPU.
 set -euo pipefail
 
-PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25.12.19)
+PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25.12.19
+      openai==3.51.0 prometheus-client==0.26.0)  # tests/python/test_openai.py
 LLAMA_PIN=llama-cpp-python==0.3.36
 
 with_llama=1

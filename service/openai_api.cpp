@@ -176,7 +176,9 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     if (p != body.end() && p->is_string()) prompt = p->get<std::string>();
     else if (p != body.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) prompt = (*p)[0].get<std::string>();
     else return bad("prompt", "prompt must be a string (one prompt per request)");
-    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, false, call.n, spec);
+    bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
+    if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
+    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, ignore_eos, call.n, spec);
   }
   return call;
 }
