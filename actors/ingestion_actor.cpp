@@ -77,6 +77,17 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
         service::Admission what = self->state.gate->to_admit(peer, bytes, service::steady_ns(), client);
         // Read and tokenized: its bytes leave the backlog (the tokens are the scheduler's to bound).
         if (counted && self->state.links.backlog) self->state.links.backlog->release(bytes.size());
+        if (self->state.draining && !std::holds_alternative<service::Query>(what) &&
+            !std::holds_alternative<messages::Rejection>(what)) {
+          const uint64_t id = std::visit([](const auto& w) -> uint64_t {
+            using T = std::decay_t<decltype(w)>;
+            if constexpr (std::is_same_v<T, service::SessionTurn>) return w.request.client_id;
+            else if constexpr (std::is_same_v<T, service::Query> || std::is_same_v<T, messages::Rejection>) return 0;
+            else return w.client_id;
+          }, what);
+          return reject(self, peer, messages::Rejection{wire::ErrorCode::shutting_down,
+                                                        "the server is draining: retry after it restarts", id});
+        }
         if (auto* a = std::get_if<service::AdmitRequest>(&what)) return admit(self, std::move(*a));
         if (auto* t = std::get_if<service::SessionTurn>(&what)) return begin_turn(self, std::move(*t));
         if (auto* q = std::get_if<service::Query>(&what)) return route(self, *q);
@@ -84,6 +95,7 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
           return self->send(self->state.links.jobs, submit_job_atom::value, std::move(*j));
         reject(self, peer, std::get<messages::Rejection>(what));
       },
+      [self](drain_atom) { self->state.draining = true; },
       [self](gone_atom, const std::string& peer) { self->send(self->state.links.scheduler, gone_atom::value, peer); },
   };
 }

@@ -28,6 +28,7 @@ struct IngestionLinks {
 struct IngestionState {
   std::unique_ptr<service::RequestGate> gate;
   IngestionLinks links;
+  bool draining = false;  // new prompts, turns and jobs are answered shutting_down
 };
 
 ingestion_actor::behavior_type ingestion(ingestion_actor::stateful_pointer<IngestionState> self, service::GateConfig config,

@@ -35,6 +35,9 @@ using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;    // (peer, id, target)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;      // (peer, id)
 using tick_atom = caf::atom_constant<caf::atom("tick")>;        // periodic housekeeping
+// Graceful drain: admit nothing new (scheduler: (stop now?) -> requests still live);
+// to persistence: a barrier, answered once everything sent before it is written.
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using subscriptions_atom = caf::atom_constant<caf::atom("subs")>;
 // Sessions.
 using session_begin_atom = caf::atom_constant<caf::atom("sbegin")>;
@@ -86,6 +89,7 @@ using job_actor = caf::typed_actor<
     caf::reacts_to<job_item_atom, uint64_t, std::string>,
     caf::reacts_to<summarize_atom, service::SummaryTask>,
     caf::reacts_to<tick_atom>,
+    caf::reacts_to<drain_atom>,  // admit no more items: those left run after a restart
     caf::reacts_to<jobs_swept_atom, std::vector<std::string>>>;
 
 // The only actor touching RocksDB. Writes answer "" when durable, else why not.
@@ -104,7 +108,8 @@ using persistence_actor = caf::typed_actor<
     caf::replies_to<job_get_atom, std::string>::with<JobRecords>,  // none or one, or the damage
     caf::reacts_to<session_summary_atom, service::SummaryResult>,
     caf::reacts_to<sweep_atom, job_actor>,  // swept jobs are told to it
-    caf::reacts_to<sweep_atom>>;
+    caf::reacts_to<sweep_atom>,
+    caf::replies_to<drain_atom>::with<bool>>;
 
 // The KV-page allocator: what becomes of page contents between steps.
 using kv_allocator_actor = caf::typed_actor<
@@ -122,10 +127,12 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<cancel_atom, std::string, uint64_t, uint64_t>,
     caf::reacts_to<gone_atom, std::string>,
     caf::reacts_to<stats_atom, std::string, uint64_t>,
+    caf::replies_to<drain_atom, bool>::with<int32_t>,
     caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
 
 using ingestion_actor = caf::typed_actor<
     caf::reacts_to<request_atom, std::string, std::string, std::string, bool>,
+    caf::reacts_to<drain_atom>,
     caf::reacts_to<gone_atom, std::string>>;
 
 }  // namespace troupe::actors

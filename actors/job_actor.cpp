@@ -97,7 +97,8 @@ void deliver(Self self) {
   service::JobWork w = self->state.jobs->take();
   const JobLinks& to = self->state.links;
   for (const auto& r : w.replies) to.replies->send(r.peer, r.client_id, r.bytes);
-  for (auto& a : w.admits) self->send(to.scheduler, admit_atom::value, std::move(a));
+  if (!self->state.draining)
+    for (auto& a : w.admits) self->send(to.scheduler, admit_atom::value, std::move(a));
   for (const auto& [peer, id] : w.cancels) self->send(to.scheduler, cancel_atom::value, peer, uint64_t{0}, id);
   for (auto& s : w.summaries) self->send(to.persistence, session_summary_atom::value, std::move(s));
   if (to.events) {
@@ -133,6 +134,7 @@ job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, 
       [self](job_item_atom, uint64_t id, const std::string& bytes) { self->state.jobs->on_item(id, bytes); deliver(self); },
       [self](summarize_atom, service::SummaryTask& t) { self->state.jobs->summarize(std::move(t)); deliver(self); },
       [self](tick_atom) { self->state.jobs->retry(); deliver(self); },  // after a failed write or a full queue
+      [self](drain_atom) { self->state.draining = true; },
       [self](jobs_swept_atom, const std::vector<std::string>& ids) { self->state.jobs->forget(ids); },
   };
 }

@@ -37,6 +37,7 @@ struct JobLinks {
 struct JobActorState {
   std::unique_ptr<service::BatchJobs> jobs;
   JobLinks links;
+  bool draining = false;  // items not yet admitted wait in the store for the next start
 };
 
 job_actor::behavior_type job_runner(job_actor::stateful_pointer<JobActorState> self, service::BatchJobsConfig config,

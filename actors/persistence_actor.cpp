@@ -178,6 +178,7 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         sweep(self);
       },
       [self](sweep_atom) { sweep(self); },
+      [](drain_atom) { return true; },  // FIFO: everything before it is written
   };
 }
 

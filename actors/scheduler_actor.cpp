@@ -73,6 +73,12 @@ scheduler_actor::behavior_type scheduler(Self self, service::SchedulerConfig con
         pump(self);
       },
       [self](gone_atom, const std::string& peer) { self->state.scheduler->gone(peer); pump(self); },
+      [self](drain_atom, bool stop) {
+        self->state.scheduler->drain();
+        if (stop) self->state.scheduler->stop_all();
+        pump(self);
+        return static_cast<int32_t>(self->state.scheduler->live_requests());
+      },
       [self](tick_atom) {
         self->request(self->state.links.allocator, caf::infinite, expire_atom::value)
             .then([self](std::vector<service::SessionPages>& idle) {

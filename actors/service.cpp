@@ -2,9 +2,11 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <thread>
 #include <stdexcept>
 #include <cstdlib>
 
@@ -345,6 +347,41 @@ std::string Service::describe() const {
          "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
                                 (s.options.kv_spill_codec == 2 ? "k8v4" : s.options.kv_spill_codec == 3 ? "its own format" : "int8")
                                            : std::string());
+}
+
+int32_t Service::drain(std::chrono::milliseconds timeout) {
+  Impl& s = *impl_;
+  if (!s.system) return 0;
+  if (s.http) s.http->set_draining(true);
+  caf::scoped_actor self{*s.system};
+  caf::anon_send(s.ingestion_handle, drain_atom::value);
+  caf::anon_send(s.jobs, drain_atom::value);
+  auto live = [&](bool stop) {
+    int32_t n = -1;
+    self->request(s.scheduler_handle, std::chrono::seconds(30), drain_atom::value, stop)
+        .receive([&](int32_t left) { n = left; }, [&](caf::error&) { n = -1; });
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int32_t left = live(false);
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    left = live(false);
+  }
+  int32_t ended = 0;
+  if (left > 0) {
+    ended = left;
+    live(true);
+    // The step in flight comes back before the ended requests' pages go.
+    for (int i = 0; i < 200 && live(false) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Barriers, in the order the writes travel: scheduler -> allocator (spills) -> persistence.
+  self->request(s.allocator, std::chrono::seconds(30), stats_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
+  self->request(s.persistence_handle, std::chrono::seconds(60), drain_atom::value)
+      .receive([](bool) {}, [](caf::error&) {});
+  // Replies queued for the sockets (Done frames, errors) get out before they close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return ended;
 }
 
 const std::string& Service::events_endpoint() const { return impl_->options.events; }

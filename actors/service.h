@@ -88,6 +88,13 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   std::string describe() const;
+  // Graceful drain: admits nothing new (`shutting_down`, HTTP 503, /readyz
+  // 503), lets running requests finish for up to `timeout`, ends the rest
+  // with shutting_down, and waits until every finished session turn, its
+  // spilled KV pages and every job result are in the store. Job items not
+  // yet run stay stored and run after the next start. Returns the requests
+  // it had to end.
+  int32_t drain(std::chrono::milliseconds timeout);
   const std::string& events_endpoint() const;
 
  private:

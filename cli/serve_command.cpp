@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <pthread.h>
+#include <thread>
 
 #include "actors/service.h"
 #include "cli/commands.h"
@@ -31,6 +32,7 @@ struct ServeArgs {
   int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
   ServerAuthArgs auth;
   std::string worker_key;
+  double drain_timeout_s = 30;
 };
 
 // 30s, 15m, 24h, 7d, or bare seconds; "off" is 0.
@@ -83,7 +85,18 @@ int run_serve(ServeArgs& a) {
   std::fflush(stderr);
   int sig = 0;
   sigwait(&stop, &sig);
-  std::fprintf(stderr, "troupe serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fprintf(stderr, "troupe serve: draining (%s): admitting nothing new, finishing what runs for up to %g s\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", a.drain_timeout_s);
+  std::fflush(stderr);
+  // A second signal while draining: stop at once (what is stored stays stored).
+  std::thread([stop] {
+    int again = 0;
+    sigwait(&stop, &again);
+    std::fprintf(stderr, "troupe serve: second signal: exiting without draining\n");
+    std::_Exit(1);
+  }).detach();
+  const int32_t ended = service.drain(std::chrono::milliseconds(static_cast<int64_t>(a.drain_timeout_s * 1000)));
+  std::fprintf(stderr, "troupe serve: drained (%d request%s ended unfinished); stopping\n", ended, ended == 1 ? "" : "s");
   return 0;
 }
 
@@ -99,6 +112,11 @@ Run add_serve(CLI::App& app) {
                   "/healthz, /readyz and a web page at / (docs/HTTP.md); off by default");
   cmd->add_option("--http-threads", a->service.http_threads, "HTTP requests served at once (a stream holds one)")
       ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", a->drain_timeout_s,
+                  "On SIGTERM or SIGINT: seconds running requests may take to finish before they end (a second "
+                  "signal stops at once)")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   a->service.backend.threads = default_threads();
   add_backend_flags(*cmd, a->service.backend, a->names);

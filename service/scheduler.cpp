@@ -54,6 +54,7 @@ void Scheduler::admit(AdmitRequest a) {
       return release_session(a.session_id);
     }
   }
+  if (draining_) return refuse(a, wire::ErrorCode::shutting_down, "the server is draining: retry on another or after it restarts");
   if (requests_.count(key))
     return refuse(a, wire::ErrorCode::duplicate_id,
                   "request id " + std::to_string(a.client_id) + " is already running on this connection");
@@ -116,6 +117,20 @@ void Scheduler::gone(const std::string& peer) {
   for (const auto& [key, seqs] : requests_)
     if (key.first == peer) mine.insert(mine.end(), seqs.begin(), seqs.end());
   for (uint64_t seq : mine) end_or_defer(seq, false);
+  account();
+}
+
+void Scheduler::stop_all() {
+  std::vector<std::pair<RequestKey, std::vector<uint64_t>>> all(requests_.begin(), requests_.end());
+  for (const auto& [key, seqs] : all) {
+    if (!is_internal_peer(key.first)) {
+      if (cfg_.metrics) cfg_.metrics->request_done("shutting_down", 0, 0, 0);
+      out_.replies.push_back({key.first, key.second,
+                              messages::error_response(key.second, wire::ErrorCode::shutting_down,
+                                                       "the server drained before this request finished")});
+    }
+    for (uint64_t seq : seqs) end_or_defer(seq, false);
+  }
   account();
 }
 
@@ -629,6 +644,7 @@ messages::StatsFields Scheduler::stats() {
   f.pages_swapped_in = pages_swapped_in_;
   f.tokens_shifted = tokens_shifted_;
   f.preemptions = ps.preemptions;
+  f.draining = draining_;
   return f;
 }
 

@@ -74,6 +74,12 @@ class Scheduler {
   void admit(AdmitRequest request);
   void cancel(const std::string& peer, uint64_t request_id, uint64_t target);
   void gone(const std::string& peer);
+  // Graceful drain (SIGTERM): admit nothing new; running requests go on.
+  void drain() { draining_ = true; }
+  // The drain's time is up: clients' requests end with shutting_down, the
+  // server's own (job items, resumed after a restart) end unsaid.
+  void stop_all();
+  size_t live_requests() const { return requests_.size(); }
 
   // kind none: nothing to send now (idle, or a plan or a swap-in is out).
   SchedulerPlan next_step();
@@ -164,6 +170,7 @@ class Scheduler {
   std::vector<std::pair<uint64_t, bool>> deferred_;  // (sequence, tell the client) ended while a plan was out
   uint64_t tokens_generated_ = 0;
   uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
+  bool draining_ = false;
   double engine_ms_ = 0;      // sum of the verifier's step times
   double busy_ms_ = 0;        // wall time with requests in the system
   int64_t busy_since_ns_ = 0;  // 0 while idle
