@@ -5,10 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <set>
+#include <thread>
+#include <utility>
 #include <stdexcept>
 
 #include "messages/client_frames.h"
+#include "messages/job_frames.h"
+#include "messages/session_frames.h"
 #include "service/openai_api.h"
+#include "service/troupe_api.h"
 #ifdef TROUPE_WEB_PAGE
 #include "actors/web/web_page.h"
 #endif
@@ -292,6 +298,72 @@ void HttpGateway::routes() {
                             .dump(),
                         "application/json");
         }));
+  auto answer = [this](httplib::Response& r, const std::string& request) {
+    const service::HttpAnswer a = service::troupe_answer(ask(request));
+    r.status = a.status;
+    r.set_content(a.json, "application/json");
+  };
+  s.Get("/v1/troupe/sessions", counted("/v1/troupe/sessions", [answer](const httplib::Request&, httplib::Response& r) {
+          answer(r, messages::list_sessions_request(1));
+        }));
+  s.Get(R"(/v1/troupe/sessions/([^/]+))", counted("/v1/troupe/sessions/ID", [answer](const httplib::Request& q, httplib::Response& r) {
+          answer(r, messages::show_session_request(1, q.matches[1].str()));
+        }));
+  s.Delete(R"(/v1/troupe/sessions/([^/]+))", counted("/v1/troupe/sessions/ID", [answer](const httplib::Request& q, httplib::Response& r) {
+             answer(r, messages::delete_session_request(1, q.matches[1].str()));
+           }));
+  s.Post("/v1/troupe/jobs", counted("/v1/troupe/jobs", [this, answer](const httplib::Request& q, httplib::Response& r) {
+           if (draining_) return send_error(r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
+           auto parsed = service::parse_job_submission(q.body, options_.limits.max_tokens);
+           if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(r, *e);
+           answer(r, std::get<messages::Bytes>(parsed));
+         }));
+  s.Get("/v1/troupe/jobs", counted("/v1/troupe/jobs", [answer](const httplib::Request&, httplib::Response& r) {
+          answer(r, messages::list_jobs_request(1));
+        }));
+  s.Get(R"(/v1/troupe/jobs/([^/]+))", counted("/v1/troupe/jobs/ID", [answer](const httplib::Request& q, httplib::Response& r) {
+          answer(r, messages::job_results_request(1, q.matches[1].str()));
+        }));
+  s.Delete(R"(/v1/troupe/jobs/([^/]+))", counted("/v1/troupe/jobs/ID", [answer](const httplib::Request& q, httplib::Response& r) {
+             answer(r, messages::cancel_job_request(1, q.matches[1].str()));
+           }));
+  // Job events: the job's results read every half second, each new item an
+  // `item` event, then `end` with the job once it is no longer running.
+  s.Get(R"(/v1/troupe/jobs/([^/]+)/events)", [this](const httplib::Request& q, httplib::Response& r) {
+    const std::string id = q.matches[1].str();
+    const service::HttpAnswer first = service::troupe_answer(ask(messages::job_results_request(1, id)));
+    if (first.status != 200) {
+      r.status = first.status;
+      return r.set_content(first.json, "application/json");
+    }
+    r.set_header("Cache-Control", "no-cache");
+    auto seen = std::make_shared<std::set<int>>();
+    auto pending = std::make_shared<std::string>(first.json);
+    r.set_chunked_content_provider("text/event-stream", [this, id, seen, pending](size_t, httplib::DataSink& sink) {
+      std::string body = std::exchange(*pending, {});
+      if (body.empty()) {
+        std::this_thread::sleep_for(500ms);
+        if (!sink.is_writable() || !ingestion_) return false;
+        body = service::troupe_answer(ask(messages::job_results_request(1, id))).json;
+      }
+      json j = json::parse(body, nullptr, false);
+      if (j.is_discarded() || j.contains("error")) return false;
+      std::string out;
+      json summary = j;
+      summary.erase("results");
+      for (const auto& item : j.value("results", json::array()))
+        if (seen->insert(item.value("index", -1)).second) {
+          json e = item;
+          e["job"] = summary;
+          out += "event: item\ndata: " + e.dump() + "\n\n";
+        }
+      const bool ended = j.value("state", "running") != "running";
+      if (ended) out += "event: end\ndata: " + summary.dump() + "\n\n";
+      if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+      if (ended) sink.done();
+      return true;
+    });
+  });
   s.Get("/metrics", counted("/metrics", [this](const httplib::Request&, httplib::Response& r) { metrics(r); }));
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok\n", "text/plain"); });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {

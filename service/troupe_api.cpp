@@ -1,0 +1,140 @@
+#include "service/troupe_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "messages/client_validation.h"
+#include "messages/job_frames.h"
+
+namespace troupe::service {
+namespace {
+
+using nlohmann::json;
+
+const char* state_name(wire::TurnState s) {
+  switch (s) {
+    case wire::TurnState::summarized: return "summarized";
+    case wire::TurnState::archived: return "archived";
+    default: return "window";
+  }
+}
+
+const char* finish_name(wire::FinishReason r) {
+  return r == wire::FinishReason::length || r == wire::FinishReason::context_full ? "length" : "stop";
+}
+
+std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+json session(const wire::SessionSummary* s) {
+  if (!s) return json::object();
+  return {{"id", str(s->session_id())}, {"object", "troupe.session"}, {"turns", s->turns()}, {"tokens", s->tokens()},
+          {"created", s->created_ms() / 1000}, {"updated", s->updated_ms() / 1000}, {"model", str(s->model())},
+          {"owner", str(s->owner())}};
+}
+
+json job(const wire::JobSummary* j) {
+  if (!j) return json::object();
+  const char* state = j->state() == wire::JobState::finished ? "finished" : j->state() == wire::JobState::cancelled ? "cancelled" : "running";
+  return {{"id", str(j->job_id())}, {"object", "troupe.job"}, {"state", state}, {"items", j->items()},
+          {"finished_items", j->finished_items()}, {"completion_tokens", j->completion_tokens()},
+          {"created", j->created_ms() / 1000}, {"updated", j->updated_ms() / 1000}, {"owner", str(j->owner())}};
+}
+
+}  // namespace
+
+std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& text, int32_t max_tokens) {
+  json body = json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
+  auto items = body.find("items");
+  if (items == body.end() || !items->is_array() || items->empty())
+    return ApiError{400, "items must be a non-empty array of strings", "items", "invalid_field"};
+  std::vector<std::string> list;
+  for (const auto& i : *items) {
+    if (!i.is_string()) return ApiError{400, "items must be strings", "items", "invalid_field"};
+    list.push_back(i.get<std::string>());
+  }
+  std::string item_template;
+  if (auto t = body.find("template"); t != body.end() && !t->is_null()) {
+    if (!t->is_string()) return ApiError{400, "template must be a string", "template", "invalid_field"};
+    item_template = t->get<std::string>();
+  }
+  // The sampling fields read as a completion's: the same names, ranges and defaults.
+  json as_completion = body;
+  as_completion.erase("items");
+  as_completion.erase("template");
+  as_completion.erase("model");
+  as_completion["prompt"] = "";
+  auto parsed = parse_completion(as_completion.dump(), false, "", {}, max_tokens);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  // Our own buffer, just built: read, not verified (an empty prompt is not a valid Generate).
+  const auto& built = std::get<CompletionCall>(parsed).request;
+  const auto* req = flatbuffers::GetRoot<wire::Request>(built.data());
+  const messages::SamplingFields s = messages::read_sampling(req->body_as_Generate()->sampling());
+  return messages::submit_job_request(1, list, item_template, s);
+}
+
+HttpAnswer troupe_answer(const std::string& frame) {
+  if (frame.empty()) return {504, ApiError{504, "the server did not answer in time", "", "timeout"}.json()};
+  const auto* r = messages::check_response(frame);
+  if (!r) return {500, ApiError{500, "an unreadable answer", "", "internal"}.json()};
+  switch (r->body_type()) {
+    case wire::ResponseBody::SessionList: {
+      json data = json::array();
+      if (const auto* list = r->body_as_SessionList()->sessions())
+        for (const auto* s : *list) data.push_back(session(s));
+      return {200, json{{"object", "list"}, {"data", data}}.dump()};
+    }
+    case wire::ResponseBody::Session: {
+      const auto* s = r->body_as_Session();
+      json out = session(s->summary());
+      json msgs = json::array();
+      // Messages by turn: turn_messages says how many each turn holds.
+      std::vector<int> turn_of;
+      if (const auto* per = s->turn_messages())
+        for (uint32_t t = 0; t < per->size(); ++t)
+          for (int k = 0; k < per->Get(t); ++k) turn_of.push_back(static_cast<int>(t));
+      if (const auto* m = s->messages())
+        for (uint32_t i = 0; i < m->size(); ++i) {
+          const int turn = i < turn_of.size() ? turn_of[i] : -1;
+          const auto* states = s->turn_states();
+          const char* state = states && turn >= 0 && static_cast<uint32_t>(turn) < states->size()
+                                  ? state_name(static_cast<wire::TurnState>(states->Get(static_cast<uint32_t>(turn))))
+                                  : "window";
+          msgs.push_back({{"role", str(m->Get(i)->role())}, {"content", str(m->Get(i)->content())}, {"turn", turn},
+                          {"state", state}});
+        }
+      out["messages"] = msgs;
+      out["context_summary"] = str(s->context_summary());
+      return {200, out.dump()};
+    }
+    case wire::ResponseBody::Ack:
+      return {200, json{{"deleted", true}, {"message", str(r->body_as_Ack()->message())}}.dump()};
+    case wire::ResponseBody::JobAccepted: return {200, job(r->body_as_JobAccepted()->job()).dump()};
+    case wire::ResponseBody::JobReply: {
+      const auto* j = r->body_as_JobReply();
+      json out = job(j->job());
+      if (const auto* results = j->results()) {
+        json list = json::array();
+        for (const auto* x : *results)
+          list.push_back({{"index", x->index()}, {"text", str(x->text())}, {"finish_reason", finish_name(x->finish_reason())},
+                          {"prompt_tokens", x->prompt_tokens()}, {"completion_tokens", x->completion_tokens()},
+                          {"error", str(x->error())}});
+        out["results"] = list;
+      }
+      return {200, out.dump()};
+    }
+    case wire::ResponseBody::JobList: {
+      json data = json::array();
+      if (const auto* list = r->body_as_JobList()->jobs())
+        for (const auto* j : *list) data.push_back(job(j));
+      return {200, json{{"object", "list"}, {"data", data}}.dump()};
+    }
+    case wire::ResponseBody::Error: {
+      const auto* e = r->body_as_Error();
+      const ApiError a = api_error(e->code(), str(e->message()));
+      return {a.status, a.json()};
+    }
+    default: return {500, ApiError{500, "an unexpected answer", "", "internal"}.json()};
+  }
+}
+
+}  // namespace troupe::service
