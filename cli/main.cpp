@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   };
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConfigError& e) {  // a --config file (cli/serve_config): one line naming the key
+    std::fprintf(stderr, "troupe: error: %s\n", e.what());
+    return 1;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

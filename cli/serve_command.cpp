@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "cli/model_path.h"
+#include "cli/serve_config.h"
 #include "cli/server_auth.h"
 
 namespace troupe::cli {
@@ -33,6 +34,7 @@ struct ServeArgs {
   ServerAuthArgs auth;
   std::string worker_key;
   double drain_timeout_s = 30;
+  bool print_config = false;
 };
 
 // 30s, 15m, 24h, 7d, or bare seconds; "off" is 0.
@@ -105,6 +107,7 @@ int run_serve(ServeArgs& a) {
 Run add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model to streaming clients over ZeroMQ");
+  add_config_options(*cmd, a->print_config);  // first: the file fills what the flags leave
   cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
   cmd->add_option("--listen", a->service.listen, "ZeroMQ endpoint to bind")->capture_default_str();
   cmd->add_option("--http", a->service.http,
@@ -187,18 +190,18 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--session-ttl", a->session_ttl_s,
                   "Delete a session (turns, KV pages no other session shares) this long after its last turn: "
                   "30s, 15m, 24h, 7d; 0 or off: keep (default)")
-      ->transform(duration());
+      ->transform(duration(), kUnitsValidator);
   cmd->add_option("--job-ttl", a->job_ttl_s,
                   "Delete a batch job (items, results) this long after it ended; a running job never: 0 or off: keep (default)")
-      ->transform(duration());
+      ->transform(duration(), kUnitsValidator);
   cmd->add_option("--max-store-bytes", a->service.max_store_bytes,
                   "Cap on the store's size (e.g. 20G): over it, orphan KV pages, then the least recently updated ended "
                   "jobs and idle sessions are deleted and the store compacted; 0: no cap (default), else at least 64M")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(CLI::AsSizeValue(false), kUnitsValidator)
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--sweep-interval", a->sweep_interval_s,
                   "Time between retention sweeps (default: a tenth of the shortest TTL, within 1s..60s)")
-      ->transform(duration());
+      ->transform(duration(), kUnitsValidator);
   add_server_auth_options(cmd, a->auth);
   cmd->add_option("--worker-key", a->worker_key,
                   "The workers' CURVE public key (.key); this server shows them its --server-key pair")
@@ -216,7 +219,10 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::Range(0.001, 1.0))
       ->capture_default_str();
   a->service.planner.max_context = 0;
-  return [a] { return run_serve(*a); };
+  return [a, cmd] {
+    if (a->print_config) return std::fputs(config_toml(*cmd).c_str(), stdout) < 0 ? 1 : 0;
+    return run_serve(*a);
+  };
 }
 
 }  // namespace troupe::cli
