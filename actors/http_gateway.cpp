@@ -5,19 +5,20 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <set>
 #include <thread>
 #include <utility>
 #include <stdexcept>
 
 #include "messages/client_frames.h"
+#include "messages/curve_auth.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
 #include "service/openai_api.h"
+#include "service/request_gate.h"
 #include "service/troupe_api.h"
-#ifdef TROUPE_WEB_PAGE
 #include "actors/web/web_page.h"
-#endif
 
 namespace troupe::actors {
 namespace {
@@ -132,27 +133,51 @@ void HttpGateway::deliver(const std::string& peer, const messages::Bytes& frame)
 
 // As the ZeroMQ gateway routes a frame (service/intake.h): refused at once
 // when the backlog is full, else to ingestion.
-bool HttpGateway::submit(const std::string& peer, const std::string& bytes, std::string& refusal) {
+bool HttpGateway::submit(const std::string& peer, const std::string& client, const std::string& bytes,
+                         std::string& refusal) {
   if (!ingestion_) return refusal = messages::error_response(1, wire::ErrorCode::shutting_down, "the server is stopping"), false;
   service::IntakeDecision d = service::classify_frame(bytes, options_.limits, *backlog_);
   if (d.lane == service::IntakeLane::answered) return refusal = d.reply, false;
   if (d.lane == service::IntakeLane::prompt)
-    caf::anon_send(ingestion_, request_atom::value, peer, std::string(), bytes, true);
+    caf::anon_send(ingestion_, request_atom::value, peer, client, bytes, true);
   else
-    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, peer, std::string(), bytes, false);
+    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, peer, client, bytes, false);
   return true;
 }
 
-std::string HttpGateway::ask(const std::string& bytes) {
+std::string HttpGateway::ask(const std::string& bytes, const std::string& client) {
   auto [peer, box] = open();
   std::string frame;
-  if (submit(peer, bytes, frame) && !next_frame(*box, frame, std::chrono::steady_clock::now() + kControlTimeout))
+  if (submit(peer, client, bytes, frame) && !next_frame(*box, frame, std::chrono::steady_clock::now() + kControlTimeout))
     frame.clear();
   close(peer, false);
   return frame;  // a refusal, the answer, or "" when none came
 }
 
-void HttpGateway::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+// `Authorization: Bearer TOKEN`, as OpenAI's clients send their api_key.
+bool HttpGateway::authorize(const httplib::Request& req, httplib::Response& res, std::string& client) const {
+  client.clear();
+  if (!options_.clients) return true;
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  const messages::ClientPolicy* who = nullptr;
+  if (header.size() > kBearer.size() && std::string_view(header).substr(0, kBearer.size()) == kBearer)
+    who = options_.clients->by_http_token(header.substr(kBearer.size()));
+  if (who) {
+    client = who->name;
+    return true;
+  }
+  res.set_header("WWW-Authenticate", "Bearer");
+  send_error(res, service::ApiError{401,
+                                    header.empty() ? "this server takes requests with a bearer token (Authorization: "
+                                                     "Bearer TOKEN; `troupe keygen --http-token`)"
+                                                   : "the bearer token is not one this server admits",
+                                    "", "invalid_api_key"});
+  return false;
+}
+
+void HttpGateway::completion(const httplib::Request& req, httplib::Response& res, const std::string& client,
+                             bool chat) {
   if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
   auto parsed = service::parse_completion(req.body, chat, req.get_header_value("X-Troupe-Session"), options_.models,
                                           options_.limits.max_tokens);
@@ -162,7 +187,7 @@ void HttpGateway::completion(const httplib::Request& req, httplib::Response& res
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
   auto reply = std::make_shared<service::CompletionReply>(call, id, unix_now());
   std::string refusal;
-  if (!submit(peer, call.request, refusal)) {
+  if (!submit(peer, client, call.request, refusal)) {
     close(peer, false);
     std::string ignored;
     reply->take(refusal, ignored);
@@ -237,7 +262,7 @@ void HttpGateway::completion(const httplib::Request& req, httplib::Response& res
 
 void HttpGateway::metrics(httplib::Response& res) {
   service::Snapshot now;
-  const std::string frame = ask(messages::stats_request(1));
+  const std::string frame = ask(messages::stats_request(1), options_.clients ? service::kGatewayStats : "");
   const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
   if (!r || r->body_type() != wire::ResponseBody::StatsReply) {
     res.status = 503;
@@ -258,26 +283,25 @@ void HttpGateway::metrics(httplib::Response& res) {
 
 void HttpGateway::routes() {
   httplib::Server& s = *server_;
-  auto counted = [this](const char* route, auto handler) {
-    return [this, route, handler](const httplib::Request& req, httplib::Response& res) {
-      handler(req, res);
+  // Every /v1/ route: the bearer token's client (under --auth), counted by route.
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& client)>;
+  auto api = [this](const char* route, Handler handler) {
+    return [this, route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      std::string client;
+      if (authorize(req, res, client)) handler(req, res, client);
       if (metrics_) metrics_->http_request(route, res.status == -1 ? 200 : res.status);
     };
   };
-  s.Post("/v1/chat/completions", counted("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
-           completion(q, r, true);
-         }));
-  s.Post("/v1/completions", counted("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
-           completion(q, r, false);
-         }));
-  s.Get("/v1/models", counted("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+  s.Post("/v1/chat/completions", api("/v1/chat/completions", [this](auto& q, auto& r, auto& c) { completion(q, r, c, true); }));
+  s.Post("/v1/completions", api("/v1/completions", [this](auto& q, auto& r, auto& c) { completion(q, r, c, false); }));
+  s.Get("/v1/models", api("/v1/models", [this](const httplib::Request&, httplib::Response& r, const std::string&) {
           json data = json::array();
           for (const auto& m : options_.models)
             data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
           r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
         }));
-  s.Get("/v1/troupe/stats", counted("/v1/troupe/stats", [this](const httplib::Request&, httplib::Response& r) {
-          const std::string frame = ask(messages::stats_request(1));
+  s.Get("/v1/troupe/stats", api("/v1/troupe/stats", [this](const httplib::Request&, httplib::Response& r, const std::string& c) {
+          const std::string frame = ask(messages::stats_request(1), c);
           const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
           if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
             return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
@@ -298,40 +322,43 @@ void HttpGateway::routes() {
                             .dump(),
                         "application/json");
         }));
-  auto answer = [this](httplib::Response& r, const std::string& request) {
-    const service::HttpAnswer a = service::troupe_answer(ask(request));
+  // Sessions and jobs: answered as the client (its own, or all for an admin).
+  auto answer = [this](httplib::Response& r, const std::string& request, const std::string& client) {
+    const service::HttpAnswer a = service::troupe_answer(ask(request, client));
     r.status = a.status;
     r.set_content(a.json, "application/json");
   };
-  s.Get("/v1/troupe/sessions", counted("/v1/troupe/sessions", [answer](const httplib::Request&, httplib::Response& r) {
-          answer(r, messages::list_sessions_request(1));
+  s.Get("/v1/troupe/sessions", api("/v1/troupe/sessions", [answer](auto&, auto& r, auto& c) {
+          answer(r, messages::list_sessions_request(1), c);
         }));
-  s.Get(R"(/v1/troupe/sessions/([^/]+))", counted("/v1/troupe/sessions/ID", [answer](const httplib::Request& q, httplib::Response& r) {
-          answer(r, messages::show_session_request(1, q.matches[1].str()));
+  s.Get(R"(/v1/troupe/sessions/([^/]+))", api("/v1/troupe/sessions/ID", [answer](auto& q, auto& r, auto& c) {
+          answer(r, messages::show_session_request(1, q.matches[1].str()), c);
         }));
-  s.Delete(R"(/v1/troupe/sessions/([^/]+))", counted("/v1/troupe/sessions/ID", [answer](const httplib::Request& q, httplib::Response& r) {
-             answer(r, messages::delete_session_request(1, q.matches[1].str()));
+  s.Delete(R"(/v1/troupe/sessions/([^/]+))", api("/v1/troupe/sessions/ID", [answer](auto& q, auto& r, auto& c) {
+             answer(r, messages::delete_session_request(1, q.matches[1].str()), c);
            }));
-  s.Post("/v1/troupe/jobs", counted("/v1/troupe/jobs", [this, answer](const httplib::Request& q, httplib::Response& r) {
+  s.Post("/v1/troupe/jobs", api("/v1/troupe/jobs", [this, answer](auto& q, auto& r, auto& c) {
            if (draining_) return send_error(r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
            auto parsed = service::parse_job_submission(q.body, options_.limits.max_tokens);
            if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(r, *e);
-           answer(r, std::get<messages::Bytes>(parsed));
+           answer(r, std::get<messages::Bytes>(parsed), c);
          }));
-  s.Get("/v1/troupe/jobs", counted("/v1/troupe/jobs", [answer](const httplib::Request&, httplib::Response& r) {
-          answer(r, messages::list_jobs_request(1));
+  s.Get("/v1/troupe/jobs", api("/v1/troupe/jobs", [answer](auto&, auto& r, auto& c) {
+          answer(r, messages::list_jobs_request(1), c);
         }));
-  s.Get(R"(/v1/troupe/jobs/([^/]+))", counted("/v1/troupe/jobs/ID", [answer](const httplib::Request& q, httplib::Response& r) {
-          answer(r, messages::job_results_request(1, q.matches[1].str()));
+  s.Get(R"(/v1/troupe/jobs/([^/]+))", api("/v1/troupe/jobs/ID", [answer](auto& q, auto& r, auto& c) {
+          answer(r, messages::job_results_request(1, q.matches[1].str()), c);
         }));
-  s.Delete(R"(/v1/troupe/jobs/([^/]+))", counted("/v1/troupe/jobs/ID", [answer](const httplib::Request& q, httplib::Response& r) {
-             answer(r, messages::cancel_job_request(1, q.matches[1].str()));
+  s.Delete(R"(/v1/troupe/jobs/([^/]+))", api("/v1/troupe/jobs/ID", [answer](auto& q, auto& r, auto& c) {
+             answer(r, messages::cancel_job_request(1, q.matches[1].str()), c);
            }));
   // Job events: the job's results read every half second, each new item an
   // `item` event, then `end` with the job once it is no longer running.
   s.Get(R"(/v1/troupe/jobs/([^/]+)/events)", [this](const httplib::Request& q, httplib::Response& r) {
+    std::string client;
+    if (!authorize(q, r, client)) return;
     const std::string id = q.matches[1].str();
-    const service::HttpAnswer first = service::troupe_answer(ask(messages::job_results_request(1, id)));
+    const service::HttpAnswer first = service::troupe_answer(ask(messages::job_results_request(1, id), client));
     if (first.status != 200) {
       r.status = first.status;
       return r.set_content(first.json, "application/json");
@@ -339,12 +366,12 @@ void HttpGateway::routes() {
     r.set_header("Cache-Control", "no-cache");
     auto seen = std::make_shared<std::set<int>>();
     auto pending = std::make_shared<std::string>(first.json);
-    r.set_chunked_content_provider("text/event-stream", [this, id, seen, pending](size_t, httplib::DataSink& sink) {
+    r.set_chunked_content_provider("text/event-stream", [this, id, client, seen, pending](size_t, httplib::DataSink& sink) {
       std::string body = std::exchange(*pending, {});
       if (body.empty()) {
         std::this_thread::sleep_for(500ms);
         if (!sink.is_writable() || !ingestion_) return false;
-        body = service::troupe_answer(ask(messages::job_results_request(1, id))).json;
+        body = service::troupe_answer(ask(messages::job_results_request(1, id), client)).json;
       }
       json j = json::parse(body, nullptr, false);
       if (j.is_discarded() || j.contains("error")) return false;
@@ -364,18 +391,21 @@ void HttpGateway::routes() {
       return true;
     });
   });
-  s.Get("/metrics", counted("/metrics", [this](const httplib::Request&, httplib::Response& r) { metrics(r); }));
+  // Open, as vLLM's and llama-server's are: aggregate figures, no client's content.
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+    metrics(r);
+    if (metrics_) metrics_->http_request("/metrics", r.status == -1 ? 200 : r.status);
+  });
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok\n", "text/plain"); });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
     const bool ok = ready_ && !draining_;
     r.status = ok ? 200 : 503;
     r.set_content(ok ? "ready\n" : draining_ ? "draining\n" : "starting\n", "text/plain");
   });
-#ifdef TROUPE_WEB_PAGE
+  // The page is public; what it shows comes from /v1/, with the token typed into it.
   s.Get("/", [](const httplib::Request&, httplib::Response& r) {
     r.set_content(std::string(web_page()), "text/html; charset=utf-8");
   });
-#endif
   // Anything else: OpenAI's error object, not httplib's bare status.
   s.set_error_handler([](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;

@@ -27,6 +27,10 @@ class Request;
 class Response;
 }  // namespace httplib
 
+namespace troupe::messages {
+class ClientDirectory;
+}
+
 namespace troupe::actors {
 
 // HTTP peers: "\0http/N", never a ZeroMQ routing id (see admit_request.h).
@@ -37,6 +41,9 @@ struct HttpOptions {
   std::vector<std::string> models;  // names requests may ask for; the first is the served model
   messages::ClientLimits limits;
   int threads = 64;  // concurrent HTTP requests (a stream holds one)
+  // Under --auth curve: the clients, whose http-token-sha256 admits a
+  // bearer token to /v1/ as that client. Null: no authentication.
+  std::shared_ptr<const messages::ClientDirectory> clients;
 };
 
 class HttpGateway {
@@ -63,10 +70,14 @@ class HttpGateway {
  private:
   std::pair<std::string, std::shared_ptr<Mailbox>> open();
   void close(const std::string& peer, bool cancel);
-  bool submit(const std::string& peer, const std::string& bytes, std::string& refusal);
+  // `client`: the authenticated client's name, "" without --auth.
+  bool submit(const std::string& peer, const std::string& client, const std::string& bytes, std::string& refusal);
   // One control request and its one answer (or "" after the timeout).
-  std::string ask(const std::string& bytes);
-  void completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::string ask(const std::string& bytes, const std::string& client);
+  // The client a request's bearer token names ("" without --auth); false,
+  // with a 401 answered, when it names none.
+  bool authorize(const httplib::Request& req, httplib::Response& res, std::string& client) const;
+  void completion(const httplib::Request& req, httplib::Response& res, const std::string& client, bool chat);
   void metrics(httplib::Response& res);
   void routes();
 

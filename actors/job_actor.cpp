@@ -106,6 +106,7 @@ void deliver(Self self) {
     for (const auto& [topic, event] : w.events) publish(*to.events, topic, event);
   }
   store(self, w);
+  if (to.metrics) to.metrics->jobs_running(self->state.jobs->running_jobs());
   if (w.retry_after_ms > 0) self->delayed_send(self, std::chrono::milliseconds(w.retry_after_ms), tick_atom::value);
 }
 

@@ -11,6 +11,7 @@
 #include "actors/interfaces.h"
 #include "messages/curve_auth.h"
 #include "service/batch_jobs.h"
+#include "service/metrics.h"
 
 namespace troupe::actors {
 
@@ -32,6 +33,7 @@ struct JobLinks {
   std::shared_ptr<Replies> replies;
   scheduler_actor scheduler;
   persistence_actor persistence;
+  std::shared_ptr<service::ServiceMetrics> metrics;  // the running-jobs gauge; may be null
 };
 
 struct JobActorState {

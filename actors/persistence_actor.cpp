@@ -61,6 +61,17 @@ void log_sweep(const PersistenceState& st, const persistence::SweepStep& s) {
                static_cast<double>(service::steady_ns() - st.sweep_started_ns) / 1e6, cap);
 }
 
+// The stored-sessions gauge, after anything that may change the count.
+void count_sessions(Self self) {
+  PersistenceState& st = self->state;
+  if (!st.metrics) return;
+  try {
+    st.metrics->sessions_stored(st.sessions->stored());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: persistence: cannot count the sessions: %s\n", e.what());
+  }
+}
+
 // One slice of the retention pass. The next goes as a message of its own, so
 // whatever was queued meanwhile (a turn's commit) is served first.
 void sweep(Self self) {
@@ -77,6 +88,7 @@ void sweep(Self self) {
     return;
   }
   for (const auto& id : step.sessions) st.sessions->forget(id);
+  if (!step.sessions.empty()) count_sessions(self);
   if (!step.jobs.empty() && st.job_watcher) self->send(st.job_watcher, jobs_swept_atom::value, std::move(step.jobs));
   if (!step.done) {
     self->send(self, sweep_atom::value);
@@ -104,8 +116,10 @@ void sweep(Self self) {
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,
                                                   std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
-                                                  RetentionOptions retention) {
+                                                  RetentionOptions retention,
+                                                  std::shared_ptr<service::ServiceMetrics> metrics) {
   PersistenceState& st = self->state;
+  st.metrics = std::move(metrics);
   st.store = std::move(store);
   st.replies = std::move(replies);
   st.sessions = std::make_unique<persistence::SessionTurns>(*st.store, std::move(policy));
@@ -126,6 +140,7 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
     std::fprintf(stderr, "troupe serve: persistence: %s\n", self->system().render(err).c_str());
   });
   auto reply = [self](const std::string& peer, uint64_t id, const messages::Bytes& b) { self->state.replies->send(peer, id, b); };
+  count_sessions(self);
   return {
       [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
         return self->state.sessions->begin(id, steady_ms(), who);
@@ -136,6 +151,7 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         const uint64_t id = c.client_id;
         reply(peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
         written(session);
+        count_sessions(self);
       },
       [self, written](kv_spill_atom, const persistence::KvSpill& spill) {
         const int32_t stored = self->state.sessions->spill(spill);
@@ -148,7 +164,10 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
       [self, reply](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
                     const persistence::Principal& who) { reply(peer, id, self->state.sessions->show(id, sid, who)); },
       [self, reply](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
-                    const persistence::Principal& who) { reply(peer, id, self->state.sessions->remove(id, sid, who)); },
+                    const persistence::Principal& who) {
+        reply(peer, id, self->state.sessions->remove(id, sid, who));
+        count_sessions(self);
+      },
       [self](job_create_atom, const persistence::JobRecord& job) {
         return failure_of([&] { self->state.jobs->create(job); });
       },

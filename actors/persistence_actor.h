@@ -15,6 +15,7 @@
 #include "persistence/retention.h"
 #include "persistence/session_turns.h"
 #include "persistence/store.h"
+#include "service/metrics.h"
 
 namespace troupe::actors {
 
@@ -32,6 +33,7 @@ struct PersistenceState {
   job_actor job_watcher;
   int64_t sweep_started_ns = 0;
   int sweep_slices = 0;
+  std::shared_ptr<service::ServiceMetrics> metrics;  // the stored-sessions gauge; may be null
 };
 
 struct RetentionOptions {
@@ -42,6 +44,7 @@ struct RetentionOptions {
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,
                                                   std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
-                                                  RetentionOptions retention = {});
+                                                  RetentionOptions retention = {},
+                                                  std::shared_ptr<service::ServiceMetrics> metrics = nullptr);
 
 }  // namespace troupe::actors

@@ -99,14 +99,13 @@ void Service::Impl::open_auth() {
   if (o.server_key.empty() != o.clients_dir.empty())
     throw std::invalid_argument("--auth curve needs both --server-key (this server's .secret) and --clients-dir");
   if (!o.server_key.empty()) {
-    if (!o.http.empty())
-      throw std::invalid_argument("--http does not take --auth curve yet: HTTP bearer tokens are not built");
     curve = messages::server_curve(o.server_key);
     clients = std::make_shared<const messages::ClientDirectory>(messages::ClientDirectory::read(o.clients_dir));
   } else if (!o.insecure) {
     if (!o.http.empty() && !messages::is_loopback_endpoint("tcp://" + o.http))
-      throw std::invalid_argument("--http " + o.http + " is not a loopback address: give --insecure to serve it to anyone "
-                                  "who reaches it (HTTP bearer tokens are not built yet)");
+      throw std::invalid_argument("--http " + o.http + " is not a loopback address: serve it with --auth curve (bearer "
+                                  "tokens from `troupe keygen --http-token`), or give --insecure to serve it to anyone "
+                                  "who reaches it");
     for (const std::string& e : {o.listen, o.events})
       if (!messages::is_loopback_endpoint(e))
         throw std::invalid_argument(e + " is not a loopback endpoint: serve it with --auth curve (keys from `troupe keygen`), "
@@ -220,7 +219,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   retention.policy.max_store_bytes = options.max_store_bytes;
   retention.policy.page_size = policy.page_size;
   retention.interval = options.sweep_interval;
-  persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention);
+  persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention, metrics);
   allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
 
   service::SchedulerConfig sc;
@@ -244,7 +243,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   jc.max_context = limits.max_context;
   jc.max_prompt_bytes = options.client.max_prompt_bytes;
   jc.max_in_flight = std::max(1, options.job_items_in_flight);
-  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, scheduler_handle, persistence_handle});
+  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, scheduler_handle, persistence_handle, metrics});
   replies->set_jobs(jobs);
   // Sweeps start once the job actor, which must hear of swept jobs, exists.
   caf::anon_send(persistence_handle, sweep_atom::value, jobs);
@@ -301,6 +300,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     ho.models = {given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : given.string()};
     ho.limits = s.options.client;
     ho.threads = s.options.http_threads;
+    ho.clients = s.clients;
     s.http = std::make_shared<HttpGateway>(std::move(ho));
     s.replies->set_http(s.http);
   }

@@ -1,5 +1,6 @@
 #include "messages/curve_auth.h"
 
+#include <sodium.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -69,6 +70,17 @@ wire::Priority priority_named(const std::string& v, const std::filesystem::path&
   throw AuthError(path.string() + ": max-priority must be interactive, chat or batch, not '" + v + "'");
 }
 
+std::string hex(const unsigned char* p, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) out[2 * i] = kDigits[p[i] >> 4], out[2 * i + 1] = kDigits[p[i] & 15];
+  return out;
+}
+
+bool sha256_field(const std::string& v) {
+  return v.size() == 64 && std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
 std::string frame(zmq::socket_t& s) {
   zmq::message_t m;
   if (!s.recv(m, zmq::recv_flags::none)) return {};
@@ -84,13 +96,34 @@ KeyPair generate_key_pair() {
   return {pub, sec};
 }
 
-void write_key_files(const std::filesystem::path& base, const KeyPair& pair) {
+std::string generate_http_token() {
+  if (sodium_init() < 0) throw AuthError("libsodium cannot start: no random bytes for a token");
+  unsigned char bytes[32];
+  randombytes_buf(bytes, sizeof bytes);
+  return hex(bytes, sizeof bytes);
+}
+
+std::string sha256_hex(const std::string& bytes) {
+  static const bool started = sodium_init() >= 0;  // picks the implementation; idempotent
+  (void)started;
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return hex(digest, sizeof digest);
+}
+
+void write_key_files(const std::filesystem::path& base, const KeyPair& pair, const std::string& http_token) {
   const std::filesystem::path pub = base.string() + ".key", sec = base.string() + ".secret";
   if (std::filesystem::exists(pub)) throw AuthError(pub.string() + " exists already; not overwriting a key");
   const std::string name = base.filename().string();
-  write_file(sec, "# troupe CurveZMQ key pair '" + name + "': keep it secret\npublic-key = " + pair.public_key +
-                      "\nsecret-key = " + pair.secret_key + "\n", 0600);
-  write_file(pub, "# troupe CurveZMQ public key '" + name + "'\npublic-key = " + pair.public_key + "\n", 0644);
+  std::string secret = "# troupe CurveZMQ key pair '" + name + "': keep it secret\npublic-key = " + pair.public_key +
+                       "\nsecret-key = " + pair.secret_key + "\n";
+  std::string shared = "# troupe CurveZMQ public key '" + name + "'\npublic-key = " + pair.public_key + "\n";
+  if (!http_token.empty()) {
+    secret += "# the bearer token of HTTP requests (Authorization: Bearer ...)\nhttp-token = " + http_token + "\n";
+    shared += "http-token-sha256 = " + sha256_hex(http_token) + "\n";
+  }
+  write_file(sec, secret, 0600);
+  write_file(pub, shared, 0644);
 }
 
 KeyPair read_secret_file(const std::filesystem::path& path) {
@@ -135,10 +168,14 @@ ClientDirectory ClientDirectory::read(const std::filesystem::path& dir) {
       } else if (k == "admin") {
         if (v != "true" && v != "false") throw AuthError(path.string() + ": admin must be true or false");
         c.admin = v == "true";
-      } else if (k == "secret-key") {
-        throw AuthError(path.string() + ": a client file holds only a public key; this one has a secret-key");
+      } else if (k == "http-token-sha256") {
+        if (!sha256_field(v))
+          throw AuthError(path.string() + ": http-token-sha256 must be 64 lowercase hex digits (a SHA-256)");
+        c.http_token_sha256 = v;
+      } else if (k == "secret-key" || k == "http-token") {
+        throw AuthError(path.string() + ": a client file holds only a public key and a token's hash; this one has a " + k);
       } else {
-        throw AuthError(path.string() + ": unknown setting '" + k + "' (public-key, weight, max-priority, admin)");
+        throw AuthError(path.string() + ": unknown setting '" + k + "' (public-key, weight, max-priority, admin, http-token-sha256)");
       }
     }
     d.add(std::move(c));
@@ -151,6 +188,11 @@ void ClientDirectory::add(ClientPolicy c) {
   if (by_name_.count(c.name)) throw AuthError("client '" + c.name + "' is given twice");
   if (auto it = name_of_key_.find(c.public_key); it != name_of_key_.end())
     throw AuthError("clients '" + it->second + "' and '" + c.name + "' have the same public key");
+  if (!c.http_token_sha256.empty()) {
+    if (auto it = name_of_token_hash_.find(c.http_token_sha256); it != name_of_token_hash_.end())
+      throw AuthError("clients '" + it->second + "' and '" + c.name + "' have the same http-token-sha256");
+    name_of_token_hash_[c.http_token_sha256] = c.name;
+  }
   name_of_key_[c.public_key] = c.name;
   by_name_.emplace(c.name, std::move(c));
 }
@@ -163,6 +205,14 @@ const ClientPolicy* ClientDirectory::by_name(const std::string& name) const {
 const ClientPolicy* ClientDirectory::by_key(const std::string& key) const {
   auto it = name_of_key_.find(key);
   return it == name_of_key_.end() ? nullptr : by_name(it->second);
+}
+
+// Looked up by the token's hash: a timing difference tells an attacker about
+// hashes of their guesses, never about the token.
+const ClientPolicy* ClientDirectory::by_http_token(const std::string& token) const {
+  if (token.empty() || name_of_token_hash_.empty()) return nullptr;
+  auto it = name_of_token_hash_.find(sha256_hex(token));
+  return it == name_of_token_hash_.end() ? nullptr : by_name(it->second);
 }
 
 ZapHandler::ZapHandler(zmq::context_t& ctx, std::shared_ptr<const ClientDirectory> clients)

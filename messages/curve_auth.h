@@ -12,7 +12,9 @@
 // add its policy: `weight = 3` (its fair share), `max-priority = chat` (the
 // most urgent priority its requests may claim; more urgent ones are
 // lowered to it), `admin = true` (sees and manages everyone's sessions and
-// jobs).
+// jobs), `http-token-sha256 = HEX` (the SHA-256 of the bearer token with
+// which the client's HTTP requests act as NAME; `troupe keygen
+// --http-token` writes the token into NAME.secret and its hash here).
 //
 // The ZAP handler fails closed: a CURVE peer whose key is in no client file
 // is refused during the handshake, before any frame of it is read, and so
@@ -45,8 +47,9 @@ struct KeyPair {
 
 // A fresh pair from libzmq (throws AuthError if it was built without CURVE).
 KeyPair generate_key_pair();
-// Writes base.key and base.secret (0600); refuses to overwrite either.
-void write_key_files(const std::filesystem::path& base, const KeyPair& pair);
+// Writes base.key and base.secret (0600); refuses to overwrite either. With
+// an HTTP token, base.secret holds it (`http-token`) and base.key its hash.
+void write_key_files(const std::filesystem::path& base, const KeyPair& pair, const std::string& http_token = "");
 // A .secret file's pair (the public key is checked against the secret).
 KeyPair read_secret_file(const std::filesystem::path& path);
 // A .key or .secret file's public key.
@@ -58,7 +61,13 @@ struct ClientPolicy {
   uint32_t weight = 1;
   wire::Priority max_priority = wire::Priority::interactive;
   bool admin = false;
+  std::string http_token_sha256;  // 64 lowercase hex digits; empty: no HTTP access
 };
+
+// An HTTP bearer token: 32 random bytes as 64 hex digits, and its SHA-256
+// (hex), which is what a server keeps.
+std::string generate_http_token();
+std::string sha256_hex(const std::string& bytes);
 
 // The clients a server admits, by name and by public key.
 class ClientDirectory {
@@ -71,11 +80,14 @@ class ClientDirectory {
 
   const ClientPolicy* by_name(const std::string& name) const;
   const ClientPolicy* by_key(const std::string& z85_public_key) const;
+  // The client whose http-token-sha256 is the token's hash; null if none.
+  const ClientPolicy* by_http_token(const std::string& token) const;
   size_t size() const { return by_name_.size(); }
 
  private:
   std::map<std::string, ClientPolicy> by_name_;
   std::map<std::string, std::string> name_of_key_;
+  std::map<std::string, std::string> name_of_token_hash_;
 };
 
 // Answers ZAP requests for sockets of `ctx`: bound before any CURVE server

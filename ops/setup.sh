@@ -6,9 +6,12 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv
   libcpp-httplib-dev nlohmann-json3-dev  # the HTTP gateway
+  libsodium-dev  # HTTP bearer tokens (SHA-256), as libzmq's CURVE uses it
   libcaf-dev libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler
   librocksdb-dev catch2 libpcre2-dev libcli11-dev libspdlog-dev
+  libtomlplusplus-dev  # troupe serve --config
   clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes
+  chromium  # tests/http/test_web_page.py: the web page's browser test (headless)
 )
 
 missing=()

@@ -118,11 +118,13 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
   std::string owner;
   if (auto b = busy_.find(c.session_id); b != busy_.end()) owner = b->second, busy_.erase(b);
   SessionRecord next;
+  bool unreadable = false;
   try {
     if (const SessionRecord* s = find(c.session_id)) next = *s;
   } catch (const std::exception&) {
-    // Unreadable before (begin answered the same): write a fresh session.
+    unreadable = true;  // begin answered the same: write a fresh session over it
   }
+  const bool created = next.id.empty() && !unreadable;
   if (next.id.empty()) {
     next.id = c.session_id;
     next.owner = owner;
@@ -151,6 +153,7 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
     return messages::error_response(c.client_id, wire::ErrorCode::storage_failed,
                                     "the turn was not saved, session '" + c.session_id + "' is unchanged: " + e.what());
   }
+  if (created && stored_ >= 0) ++stored_;
   last_turn_ms_[c.session_id] = now_ms;
   if (last_turn_ms_.size() > policy_.max_cached)  // past the idle time a session's pages are freed anyway
     std::erase_if(last_turn_ms_, [&](const auto& e) { return now_ms - e.second >= policy_.idle_ms; });
@@ -252,6 +255,11 @@ std::vector<std::string> SessionTurns::unshared_pages(const SessionRecord& s) co
   return mine;
 }
 
+int64_t SessionTurns::stored() {
+  if (stored_ < 0) stored_ = sessions_.count();
+  return stored_;
+}
+
 messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id, const Principal& who) {
   try {
     const SessionRecord* s = find(id);
@@ -268,6 +276,7 @@ messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id,
       return messages::error_response(request_id, wire::ErrorCode::unknown_session, "no session '" + id + "'");
     cache_.erase(id);
     last_turn_ms_.erase(id);
+    if (stored_ > 0) --stored_;
     return messages::ack_response(request_id, "deleted session '" + id + "'");
   } catch (const std::exception& e) {
     return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());

@@ -110,7 +110,11 @@ class SessionTurns {
   void forget(const std::string& id) {
     cache_.erase(id);
     last_turn_ms_.erase(id);
+    if (stored_ > 0) --stored_;
   }
+  // Sessions in the store: counted once (a scan of the headers), then kept
+  // by commit, remove and forget.
+  int64_t stored();
 
  private:
   bool kv_valid(const SessionRecord& s) const;
@@ -131,6 +135,7 @@ class SessionTurns {
   std::unordered_map<std::string, Cached> cache_;
   uint64_t tick_ = 0;
   std::unordered_map<std::string, int64_t> last_turn_ms_;  // steady ms of each session's last turn here
+  int64_t stored_ = -1;  // -1: not counted yet
 };
 
 // Leading full pages in which `a` and `b` hold the same tokens.

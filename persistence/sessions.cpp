@@ -193,6 +193,15 @@ std::vector<SessionRecord> SessionBook::headers(std::string_view after, size_t m
   return out;
 }
 
+int64_t SessionBook::count() const {
+  int64_t n = 0;
+  store_.scan(Family::sessions, "h", [&](std::string_view, std::string_view) {
+    ++n;
+    return true;
+  });
+  return n;
+}
+
 int64_t SessionBook::erase(std::string_view id, Batch& b) const {
   int64_t bytes = 0;
   const std::string key = header_key(id);

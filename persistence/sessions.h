@@ -73,6 +73,8 @@ class SessionBook {
   // Up to `max` headers (turns not read: `header_turns` counts them), in id order,
   // after session `after` ("": from the first). Corrupt ones are skipped.
   std::vector<SessionRecord> headers(std::string_view after, size_t max) const;
+  // How many sessions the store holds (headers counted, none decoded).
+  int64_t count() const;
   // Adds the deletes of the header and every turn to `b`; the bytes they hold (keys and values).
   int64_t erase(std::string_view id, Batch& b) const;
 

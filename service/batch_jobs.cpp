@@ -365,6 +365,12 @@ void BatchJobs::retire(const std::string& job_id) {
   }
 }
 
+int64_t BatchJobs::running_jobs() const {
+  int64_t n = 0;
+  for (const auto& [id, job] : jobs_) n += job.state == wire::JobState::running;
+  return n;
+}
+
 void BatchJobs::forget(const std::vector<std::string>& job_ids) {
   for (const auto& id : job_ids) {
     if (!loaded_) swept_before_load_.insert(id);

@@ -130,6 +130,8 @@ class BatchJobs {
   // The store's answer to a JobWork::Load: the job, or why it could not be read.
   void loaded(const JobWork::Load& load, const std::optional<persistence::JobRecord>& job, const std::string& error);
   size_t jobs_in_memory() const { return jobs_.size(); }
+  // Jobs still running (every one is in memory: only ended jobs are archived).
+  int64_t running_jobs() const;
   // Ended jobs retention deleted from the store: gone from memory too, so
   // they answer unknown_job (a running job is never deleted, nor forgotten).
   void forget(const std::vector<std::string>& job_ids);

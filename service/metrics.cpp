@@ -102,6 +102,16 @@ void ServiceMetrics::http_request(const std::string& route, int status) {
   ++http_[{route, status}];
 }
 
+void ServiceMetrics::jobs_running(int64_t n) {
+  std::lock_guard lock(mutex_);
+  jobs_running_ = n;
+}
+
+void ServiceMetrics::sessions_stored(int64_t n) {
+  std::lock_guard lock(mutex_);
+  sessions_ = n;
+}
+
 std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   const messages::StatsFields& g = now.stats;
   std::lock_guard lock(mutex_);
@@ -143,8 +153,10 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   gauge(out, "troupe_kv_pages_used", "KV pages held by sequences", g.pages_used);
   gauge(out, "troupe_kv_pages_cached", "Unreferenced KV pages kept for prefix reuse", g.pages_cached);
   gauge(out, "troupe_kv_pages_free", "KV pages free", g.pages_free);
-  if (now.sessions >= 0) gauge(out, "troupe_sessions", "Stored sessions", now.sessions);
-  if (now.jobs_running >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", now.jobs_running);
+  const int64_t sessions = now.sessions >= 0 ? now.sessions : sessions_;
+  if (sessions >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions);
+  const int64_t jobs = now.jobs_running >= 0 ? now.jobs_running : jobs_running_;
+  if (jobs >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs);
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;
 }

@@ -52,6 +52,10 @@ class ServiceMetrics {
   void speculation(const std::string& source, int64_t drafted, int64_t accepted);
   void job_item(const std::string& outcome);
   void http_request(const std::string& route, int status);
+  // Counts the actors that own them push on each change (the job actor):
+  // a scrape then reads them without asking anyone.
+  void jobs_running(int64_t n);
+  void sessions_stored(int64_t n);  // the persistence actor
 
   // The text exposition format (version 0.0.4) of everything, with the gauges.
   std::string prometheus(const Snapshot& now) const;
@@ -63,6 +67,7 @@ class ServiceMetrics {
   std::map<std::pair<std::string, int>, uint64_t> http_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
+  int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known
 };
 
 }  // namespace troupe::service

@@ -121,6 +121,12 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
   persistence::Principal who;
   uint32_t weight = 1;
   Priority cap = Priority::interactive;
+  if (cfg_.clients && client == kGatewayStats) {
+    Admission what = read(peer, bytes, now);
+    const auto* q = std::get_if<Query>(&what);
+    if (q && q->kind == Query::Kind::stats) return what;
+    return rejection(q ? q->client_id : 0, wire::ErrorCode::internal, "the gateway's own requests read only stats");
+  }
   if (cfg_.clients) {
     const messages::ClientPolicy* policy = cfg_.clients->by_name(client);
     if (!policy)  // CURVE admitted it, so its name is known: anything else is a bug, refused

@@ -42,6 +42,11 @@ struct GateConfig {
   std::shared_ptr<const messages::ClientDirectory> clients;
 };
 
+// The name under which a gateway asks for the server's own figures (the HTTP
+// port's /metrics): under --auth it reads stats and nothing else. A NUL
+// byte keeps it from being any client's name (a key file's stem).
+inline const std::string kGatewayStats("\0gateway/stats", 14);
+
 // A request that is not a prompt: answered by ingestion (ping), the
 // scheduler (stats, cancel), the persistence actor (sessions) or the job
 // actor (jobs).

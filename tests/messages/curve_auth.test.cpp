@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "messages/curve_auth.h"
 #include "messages/zmq_sockets.h"
@@ -73,10 +74,49 @@ TEST_CASE("a clients directory reads each client's policy and refuses what it ca
   std::filesystem::remove_all(empty);
 }
 
+TEST_CASE("an HTTP bearer token is kept as its SHA-256 and names its client, and nothing else does") {
+  // The FIPS 180-2 test vector, so the hash is SHA-256 and not merely stable.
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string t1 = generate_http_token(), t2 = generate_http_token();
+  CHECK(t1.size() == 64);
+  CHECK(t1 != t2);
+  const auto dir = scratch("tokens");
+  const KeyPair a = generate_key_pair(), b = generate_key_pair();
+  write_key_files(dir / "alice", a, t1);
+  write_key_files(dir / "bob", b);  // no token: no HTTP access
+  CHECK(read_secret_file(dir / "alice.secret").secret_key == a.secret_key);  // the token line is ignored there
+  std::ifstream secret(dir / "alice.secret");
+  CHECK(std::string(std::istreambuf_iterator<char>(secret), {}).find("http-token = " + t1) != std::string::npos);
+  ClientDirectory d = ClientDirectory::read(dir);  // alice.secret and bob.secret are not client files
+  REQUIRE(d.size() == 2);
+  CHECK(d.by_name("alice")->http_token_sha256 == sha256_hex(t1));
+  REQUIRE(d.by_http_token(t1) != nullptr);
+  CHECK(d.by_http_token(t1)->name == "alice");
+  CHECK(d.by_http_token(t2) == nullptr);
+  CHECK(d.by_http_token("") == nullptr);
+  CHECK(d.by_http_token(sha256_hex(t1)) == nullptr);  // the stored hash is not itself a token
+  CHECK(d.by_name("bob")->http_token_sha256.empty());
+  for (const auto& [body, why] : std::vector<std::pair<std::string, std::string>>{
+           {"http-token-sha256 = abc", "64 lowercase hex digits"},
+           {"http-token-sha256 = " + std::string(64, 'G'), "64 lowercase hex digits"},
+           {"http-token = " + t1, "holds only a public key and a token's hash"}}) {
+    const auto bad = scratch("bad-token");
+    write(bad / "x.key", "public-key = " + a.public_key + "\n" + body + "\n");
+    CHECK_THROWS_WITH(ClientDirectory::read(bad), Catch::Contains(why));
+    std::filesystem::remove_all(bad);
+  }
+  const auto twice = scratch("token-twice");
+  write(twice / "x.key", "public-key = " + a.public_key + "\nhttp-token-sha256 = " + sha256_hex(t1) + "\n");
+  write(twice / "y.key", "public-key = " + b.public_key + "\nhttp-token-sha256 = " + sha256_hex(t1) + "\n");
+  CHECK_THROWS_WITH(ClientDirectory::read(twice), Catch::Contains("same http-token-sha256"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(twice);
+}
+
 TEST_CASE("the ZAP handler admits a listed key under its name and nothing else") {
   const KeyPair server = generate_key_pair(), alice = generate_key_pair(), mallory = generate_key_pair();
   auto clients = std::make_shared<ClientDirectory>();
-  clients->add({"alice", alice.public_key, 1, troupe::wire::Priority::interactive, false});
+  clients->add({"alice", alice.public_key, 1, troupe::wire::Priority::interactive, false, ""});
   zmq::context_t ctx(1);
   auto zap = std::make_unique<ZapHandler>(ctx, clients);
   const std::string ep = "tcp://127.0.0.1:" + std::to_string(30000 + getpid() % 20000);

@@ -2,17 +2,23 @@
 """The Python client against a real `troupe serve --auth curve`: its keys get
 in, job events reach only the job's owner (the event socket admits a
 subscription only to one's own jobs; an admin's to any), and the owner shows
-in listings.
+in listings. The same server's HTTP port (--http) takes the bearer tokens of
+`troupe keygen --http-token` as the same clients: no token or a wrong one is
+a 401, the openai package with a token works, and sessions and jobs made over
+HTTP are their owner's on both ports.
 
     test_curve.py TROUPE_BINARY WORK_DIR
 (PYTHONPATH must hold the generated classes, build/python, and clients/python.)
 """
+import http.client
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 
+import openai
 import zmq
 
 from troupe_client import Client, TroupeError, parse_job_event, subscribe_events
@@ -39,7 +45,7 @@ def main(troupe, work):
     os.makedirs(os.path.join(work, "clients"))
     keys = os.path.join(work, "keys")
     for name in ("server", "alice", "bob", "root", "mallory"):
-        subprocess.run([troupe, "keygen", os.path.join(keys, name)], check=True, capture_output=True)
+        subprocess.run([troupe, "keygen", "--http-token", os.path.join(keys, name)], check=True, capture_output=True)
     for name in ("alice", "bob"):
         shutil.copy(os.path.join(keys, f"{name}.key"), os.path.join(work, "clients"))
     with open(os.path.join(work, "clients", "root.key"), "w") as f:
@@ -48,8 +54,10 @@ def main(troupe, work):
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
                    capture_output=True)
     endpoint, events = f"ipc://{work}/s.sock", f"ipc://{work}/s.sock.events"
+    port = 20000 + (os.getpid() * 7) % 20000
     log = open(os.path.join(work, "serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1", "--kv-tokens", "8192",
+                               "--http", f"127.0.0.1:{port}",
                                "--data-dir", os.path.join(work, "data"), "--auth", "curve",
                                "--server-key", os.path.join(keys, "server.secret"),
                                "--clients-dir", os.path.join(work, "clients")], stdout=log, stderr=subprocess.STDOUT)
@@ -108,11 +116,78 @@ def main(troupe, work):
                 check(e.code == "forbidden", f"bob's read: {e}")
             for s in (mine, peek, everything, admin, anonymous):
                 s.close(0)
+            check_http(port, keys, alice, bob, job_id)
         ctx.term()
         print("curve: ok")
     finally:
         server.terminate()
         server.wait(30)
+
+
+def http_token(keys, name):
+    for line in open(os.path.join(keys, f"{name}.secret")):
+        if line.startswith("http-token ="):
+            return line.split("=", 1)[1].strip()
+    raise SystemExit(f"FAIL: no http-token in {name}.secret")
+
+
+def call(port, method, path, token=None, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = "Bearer " + token
+    c.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    r = c.getresponse()
+    text = r.read().decode()
+    return r.status, json.loads(text) if text.startswith("{") else text
+
+
+def check_http(port, keys, alice_zmq, bob_zmq, alice_job):
+    """Bearer tokens on the HTTP port act as the same clients as their CURVE keys."""
+    for who, token in (("no token", None), ("a wrong token", "0" * 64), ("a token of a client not admitted",
+                                                                          http_token(keys, "mallory"))):
+        status, body = call(port, "GET", "/v1/models", token)
+        check(status == 401 and body["error"]["code"] == "invalid_api_key", f"{who} on /v1/models: {status} {body}")
+        status, _ = call(port, "POST", "/v1/chat/completions", token,
+                         {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        check(status == 401, f"{who} on chat completions: {status}")
+    check(call(port, "GET", "/healthz")[0] == 200, "/healthz is open")
+    check(call(port, "GET", "/metrics")[0] == 200, "/metrics is open (aggregate figures only)")
+    check(call(port, "GET", "/")[0] == 200, "the web page is open (it asks for the key)")
+    alice = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=http_token(keys, "alice"), max_retries=0)
+    reply = alice.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4,
+                                          temperature=0, extra_body={"session": "alice-http"})
+    check(reply.choices[0].message.content is not None and reply.usage.completion_tokens > 0,
+          f"alice chats over HTTP with her token: {reply}")
+    try:
+        openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="not-a-token", max_retries=0).models.list()
+        check(False, "the openai package got in with a wrong api_key")
+    except openai.AuthenticationError:
+        pass
+    # Ownership is the identity's, whichever port made the thing.
+    check(any(s["session_id"] == "alice-http" for s in alice_zmq.list_sessions()),
+          "alice's HTTP session is hers over ZeroMQ")
+    check(not any(s["session_id"] == "alice-http" for s in bob_zmq.list_sessions()), "bob does not see it over ZeroMQ")
+    bob = http_token(keys, "bob")
+    status, body = call(port, "GET", "/v1/troupe/sessions", http_token(keys, "root"))
+    check(status == 200 and any(s["id"] == "alice-http" and s["owner"] == "alice" for s in body["data"]),
+          f"the admin's HTTP listing shows alice's session as hers: {body}")
+    status, body = call(port, "GET", "/v1/troupe/sessions", bob)
+    check(status == 200 and not any(s["id"] == "alice-http" for s in body["data"]),
+          f"bob's HTTP listing leaves alice's session out: {body}")
+    status, body = call(port, "GET", "/v1/troupe/sessions/alice-http", bob)
+    check(status in (403, 404), f"bob cannot read alice's session over HTTP: {status} {body}")
+    status, body = call(port, "GET", f"/v1/troupe/jobs/{alice_job}", bob)
+    check(status == 403, f"bob cannot read alice's job over HTTP: {status} {body}")
+    status, body = call(port, "GET", f"/v1/troupe/jobs/{alice_job}", http_token(keys, "alice"))
+    check(status == 200, f"alice reads her job over HTTP: {status}")
+    status, body = call(port, "GET", f"/v1/troupe/jobs/{alice_job}", http_token(keys, "root"))
+    check(status == 200, f"the admin reads alice's job over HTTP: {status}")
+    status, body = call(port, "POST", "/v1/troupe/jobs", bob, {"items": ["x"], "template": "Say {item}", "max_tokens": 2})
+    check(status == 200 and body.get("owner") == "bob", f"bob's HTTP job is his: {status} {body}")
+    status, body = call(port, "GET", "/v1/troupe/stats", bob)
+    check(status == 200 and "running" in body, f"an authenticated client reads stats: {status} {body}")
+    print("curve over HTTP: ok")
 
 
 if __name__ == "__main__":

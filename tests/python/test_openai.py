@@ -10,6 +10,7 @@ greedy text equal to the ZeroMQ path, and counters that move.
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -59,14 +60,34 @@ def raw(port, method, path, body=None):
     return r.status, r.read().decode()
 
 
-def metrics(port):
+def metrics(port, names=None):
+    """Every sample's value by (name, labels); `names` collects every series
+    name the families declare (a counter's _total, a histogram's _bucket...)."""
     status, text = raw(port, "GET", "/metrics")
     check(status == 200, "/metrics answers")
     values = {}
     for family in text_string_to_metric_families(text):
+        if names is not None:
+            names.add(family.name)
+            suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}.get(family.type, [])
+            names.update(family.name + x for x in suffixes)
         for s in family.samples:
             values[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return values
+
+
+def check_dashboard(names):
+    """ops/grafana-dashboard.json asks only for series the server exports."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "grafana-dashboard.json")
+    dashboard = json.load(open(path))
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = set(re.findall(r"\btroupe_[a-z_]+", " ".join(exprs)))
+    check(len(dashboard["panels"]) >= 10 and used, f"the dashboard has panels ({len(dashboard['panels'])})")
+    check(used <= names, f"every series the dashboard uses is exported: missing {sorted(used - names)}")
+    for family in ("troupe_time_to_first_token_seconds_bucket", "troupe_inter_token_seconds_bucket",
+                   "troupe_queue_wait_seconds_bucket", "troupe_step_seconds_bucket", "troupe_kv_pages_used",
+                   "troupe_sessions", "troupe_jobs_running", "troupe_speculation_accepted_tokens_total"):
+        check(family in used, f"the dashboard shows {family}")
 
 
 def stats(port):
@@ -165,6 +186,18 @@ def main():
         check(moved("troupe_http_requests_total", [("route", "/v1/completions"), ("status", "200")]) >= 4,
               "HTTP routes counted")
         check(after[("troupe_kv_pages_used", ())] == baseline, "the pages gauge is back to baseline")
+        # A session and a job: the gauges count them.
+        api.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                    temperature=0, extra_body={"session": "gauge"})
+        status, body = raw(port, "POST", "/v1/troupe/jobs",
+                           json.dumps({"items": ["a", "b"], "template": "Say {item}", "max_tokens": 2}))
+        check(status == 200, f"a job over HTTP: {status} {body}")
+
+        names = set()
+        later = metrics(port, names)
+        check(later.get(("troupe_sessions", ()), 0) >= 1, "the sessions gauge counts the stored session")
+        check(("troupe_jobs_running", ()) in later, "the jobs gauge is exported")
+        check_dashboard(names)
     finally:
         server.terminate()
         server.wait(timeout=60)

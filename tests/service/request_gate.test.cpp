@@ -156,10 +156,10 @@ TEST_CASE("a job whose template times an item expands past the prompt bound is t
   CHECK(std::holds_alternative<JobSubmission>(gate.to_admit("p", messages::submit_job_request(6, fine, tmpl, greedy()), 0)));
 }
 
-TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, and priority is capped") {
+TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, priority is capped, and the gateway reads only stats") {
   auto clients = std::make_shared<messages::ClientDirectory>();
-  clients->add({"alice", std::string(40, 'a'), 3, wire::Priority::chat, false});
-  clients->add({"root", std::string(40, 'r'), 1, wire::Priority::interactive, true});
+  clients->add({"alice", std::string(40, 'a'), 3, wire::Priority::chat, false, ""});
+  clients->add({"root", std::string(40, 'r'), 1, wire::Priority::interactive, true, ""});
   GateConfig c = gate_config();
   c.clients = clients;
   RequestGate gate(c);
@@ -180,6 +180,16 @@ TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, 
   // A name CURVE never gave: refused, never served as someone.
   const Admission x = gate.to_admit("p", messages::list_sessions_request(5), 0, "mallory");
   REQUIRE(std::get_if<messages::Rejection>(&x));
+  // The HTTP gateway's own scrape (/metrics) reads stats and nothing else.
+  const Admission st = gate.to_admit("p", messages::stats_request(7), 0, kGatewayStats);
+  REQUIRE(std::get_if<Query>(&st));
+  CHECK(std::get<Query>(st).kind == Query::Kind::stats);
+  for (const auto& bytes : {messages::list_sessions_request(8), messages::list_jobs_request(9),
+                            messages::generate_request(10, "hello", greedy(), wire::Priority::batch)}) {
+    const Admission no = gate.to_admit("p", bytes, 0, kGatewayStats);
+    REQUIRE(std::get_if<messages::Rejection>(&no));
+    CHECK(std::get<messages::Rejection>(no).message == "the gateway's own requests read only stats");
+  }
   // Without CURVE: no name, everyone may use everything, one share per connection.
   RequestGate open(gate_config());
   const Admission o = open.to_admit("p", messages::list_sessions_request(6), 0);
