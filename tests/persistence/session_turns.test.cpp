@@ -142,6 +142,31 @@ TEST_CASE("unknown sessions answer unknown_session, and a deleted session is gon
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("the stored-session count is read from the store once, then follows new sessions, deletes and sweeps") {
+  const auto dir = temp_store("count");
+  {
+    Store store(dir);
+    SessionTurns turns(store, policy());
+    CHECK(turns.stored() == 0);
+    for (const char* id : {"a", "b", "c"}) {
+      turns.begin(id, 0);
+      turns.commit(turn(id, seq(8), "x"), 0, 1);
+    }
+    turns.begin("a", 0);
+    turns.commit(turn("a", seq(12), "again"), 0, 2);  // a second turn is no new session
+    CHECK(turns.stored() == 3);
+    CHECK(kind(turns.remove(1, "b")) == wire::ResponseBody::Ack);
+    CHECK(kind(turns.remove(2, "nope")) == wire::ResponseBody::Error);
+    CHECK(turns.stored() == 2);
+  }
+  Store store(dir);
+  SessionTurns reopened(store, policy());
+  CHECK(reopened.stored() == 2);  // counted from the store's headers
+  reopened.forget("c");           // retention deleted it
+  CHECK(reopened.stored() == 1);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("the session cache keeps at most max_cached sessions, never evicts a busy one, and an evicted one reads back whole") {
   const auto dir = temp_store("lru");
   Store store(dir);
