@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp's own command-line tools (llama-bench, llama-batched-bench,
-# llama-perplexity), built natively from the llama.cpp source that the pinned
+# llama-perplexity, and llama-server, the HTTP peer), built natively from the llama.cpp source that the pinned
 # llama-cpp-python sdist carries (PyPI; nothing else is downloaded): the peer
 # the benchmarks measure against, with no Python in its timed loop.
 #
@@ -14,7 +14,10 @@ version="$(sed -n 's/^LLAMA_PIN=llama-cpp-python==//p' "$root/ops/python-env.sh"
 home="${TROUPE_HOME:-$HOME/.cache/troupe}/llama-tools/$version"
 bin="$home/build/bin"
 log() { printf '[llama-tools] %s\n' "$*" >&2; }
-if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-perplexity" ] && [ -x "$bin/llama-batched-bench" ]; then
+tools=(llama-bench llama-batched-bench llama-perplexity llama-server)
+have=1
+for t in "${tools[@]}"; do [ -x "$bin/$t" ] || have=0; done
+if ((have)); then
   echo "$bin"
   exit 0
 fi
@@ -29,8 +32,8 @@ if [ ! -d "$home/src" ]; then
 fi
 src="$home/src/vendor/llama.cpp"
 [ -f "$src/CMakeLists.txt" ] || { log "no llama.cpp source in the sdist ($src)"; exit 1; }
-log "building llama-bench, llama-batched-bench, llama-perplexity (native, $(nproc) jobs)"
+log "building ${tools[*]} (native, $(nproc) jobs)"
 cmake -S "$src" -B "$home/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF >&2
-cmake --build "$home/build" -j"$(nproc)" --target llama-bench llama-batched-bench llama-perplexity >&2
+      -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >&2
+cmake --build "$home/build" -j"$(nproc)" --target "${tools[@]}" >&2
 echo "$bin"

@@ -398,31 +398,40 @@ void BatchPlanner::plan_once() {
     if (over_share(s)) held.push_back(s.tenant);
     else admitting = false;
   };
-  for (PlannedSequence* s : prefill_order()) {
-    if (budget == 0) break;
+  // A tenant over its share yields its prefill chunks to the others: in a
+  // step where a tenant under its share prefills (a newcomer's prompt above
+  // all), the over-share tenants decode but do not prefill, so that step is
+  // short and the newcomer's first token comes one short step after the
+  // step in flight, not after a step filled with the flood's prompts.
+  std::vector<PlannedSequence*> yielded;
+  bool under_share_prefilled = false;
+  auto prefill = [&](PlannedSequence* s) {
+    if (budget == 0) return;
+    const bool protects = other_tenant_active(s->tenant) && !over_share(*s);
     if (s->state == RequestState::running) {
-      if (scheduled(s->id)) continue;
+      if (scheduled(s->id)) return;
       const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
       const int32_t chunk = std::min(pending, allowance(*s));
-      if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) continue;
+      if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) return;
       slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
       spend(*s, chunk);
-      continue;
+      under_share_prefilled |= protects;
+      return;
     }
     if (!admitting || s->state != RequestState::waiting || allowance(*s) == 0 ||
         std::find(held.begin(), held.end(), s->tenant) != held.end())
-      continue;
+      return;
     if (other_tenant_active(s->tenant) &&
         (tenant_running(s->tenant) >= share_of(limits_.max_running, limits_.tenant_slot_share) ||
          tenant_pages(s->tenant) >= share_of(pool_.capacity(), limits_.tenant_page_share))) {
       held.push_back(s->tenant);  // at its tenant's cap: others may still come in
-      continue;
+      return;
     }
     if (running >= limits_.max_running) {
       PlannedSequence* victim = slot_victim(*s);
       if (!victim) {
         hold(*s);
-        continue;
+        return;
       }
       preempt(*victim);
       budget += refund_;
@@ -439,13 +448,22 @@ void BatchPlanner::plan_once() {
     if (!ok) {
       release(*s);  // no pages now: it keeps its place at the head of the queue
       hold(*s);
-      continue;
+      return;
     }
     s->state = RequestState::running;
     slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
     spend(*s, chunk);
     ++running;
+    under_share_prefilled |= protects;
+  };
+  for (PlannedSequence* s : prefill_order()) {
+    if (over_share(*s))
+      yielded.push_back(s);
+    else
+      prefill(s);
   }
+  if (!under_share_prefilled)
+    for (PlannedSequence* s : yielded) prefill(s);
 }
 
 // With every slot taken, the newest (least important first) sequence of a

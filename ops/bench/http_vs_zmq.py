@@ -2,9 +2,12 @@
 """16 concurrent greedy streams over HTTP/SSE (OpenAI completions) against
 the same 16 over ZeroMQ, on one `troupe serve --http` server, alternating
 rounds so both see the same machine state. Prints aggregate tokens/s and
-TTFT p50 per transport and HTTP's ratio to ZeroMQ.
+TTFT p50 per transport and HTTP's ratio to ZeroMQ. With PEER (llama.cpp's
+llama-server on the same GGUF file, idle while troupe runs and the other way
+round), its rounds alternate with troupe's too, and troupe's HTTP is also
+given as a ratio to it.
 
-    http_vs_zmq.py ZMQ_ENDPOINT HTTP_HOST:PORT [STREAMS=16] [TOKENS=128] [ROUNDS=3]
+    http_vs_zmq.py ZMQ_ENDPOINT HTTP_HOST:PORT [STREAMS=16] [TOKENS=128] [ROUNDS=3] [PEER_HOST:PORT]
 """
 import http.client
 import json
@@ -35,16 +38,20 @@ def http_stream(hostport, prompt, tokens, out, i):
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
     r = c.getresponse()
-    first, n = None, 0
+    if r.status != 200:
+        raise SystemExit(f"{hostport}: HTTP {r.status}: {r.read()[:300]!r}")
+    first, n, chunks = None, 0, 0
     for line in r:
         if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
             continue
         chunk = json.loads(line[6:])
         if chunk.get("usage"):
             n = chunk["usage"]["completion_tokens"]
-        elif first is None and chunk["choices"] and chunk["choices"][0]["text"]:
-            first = time.perf_counter() - t0
-    out[i] = (first, n, time.perf_counter())
+        if chunk.get("choices"):
+            chunks += 1  # a token each (the usage chunk, where a server sends one, says exactly)
+            if first is None and chunk["choices"][0].get("text"):
+                first = time.perf_counter() - t0
+    out[i] = (first, n or chunks, time.perf_counter())
 
 
 def round_of(fn, target, streams, tokens, salt):
@@ -66,11 +73,18 @@ def main():
     streams = int(sys.argv[3]) if len(sys.argv) > 3 else 16
     tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 128
     rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 3
+    peer = sys.argv[6] if len(sys.argv) > 6 else ""
     round_of(zmq_stream, endpoint, streams, 8, 99)  # warm-up
+    if peer:
+        round_of(http_stream, peer, streams, 8, 98)
     res = {"zmq": [], "http": []}
+    if peer:
+        res["peer"] = []
     for r in range(rounds):
-        res["zmq"].append(round_of(zmq_stream, endpoint, streams, tokens, 2 * r))
-        res["http"].append(round_of(http_stream, hostport, streams, tokens, 2 * r + 1))
+        res["zmq"].append(round_of(zmq_stream, endpoint, streams, tokens, 3 * r))
+        res["http"].append(round_of(http_stream, hostport, streams, tokens, 3 * r + 1))
+        if peer:
+            res["peer"].append(round_of(http_stream, peer, streams, tokens, 3 * r + 2))
     for k, v in res.items():
         print(f"{k:5s} aggregate tok/s per round: {[round(x[0], 1) for x in v]}  TTFT p50 ms: "
               f"{[round(x[1] * 1000, 1) for x in v]}")
@@ -80,6 +94,11 @@ def main():
     ht = statistics.median(x[1] for x in res["http"]) * 1000
     print(f"median: zmq {z:.1f} tok/s, http {h:.1f} tok/s, http/zmq {h / z:.3f}; "
           f"TTFT p50 zmq {zt:.1f} ms, http {ht:.1f} ms, difference {ht - zt:+.1f} ms")
+    if peer:
+        p = statistics.median(x[0] for x in res["peer"])
+        pt = statistics.median(x[1] for x in res["peer"]) * 1000
+        print(f"llama-server (same GGUF, same streams over HTTP/SSE): {p:.1f} tok/s, TTFT p50 {pt:.1f} ms; "
+              f"troupe http/llama-server {h / p:.3f}, troupe zmq/llama-server {z / p:.3f}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,30 @@ TEST_CASE("a flood holding every slot gives one up to a newcomer in the very nex
   CHECK(p.tenant_load(kPolite).running == 1);
 }
 
+TEST_CASE("in a step where a newcomer prefills, a tenant over its share decodes but does not prefill") {
+  PagePool pool(1024);
+  PlannerLimits l;
+  l.max_running = 8;
+  l.token_budget = 64;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 4; ++id) p.add(id, Priority::chat, prompt(8, static_cast<int32_t>(id * 100)), 64, kFlood);
+  for (uint64_t id = 5; id <= 8; ++id) p.add(id, Priority::chat, prompt(400, static_cast<int32_t>(id * 1000)), 64, kFlood);
+  step(p);
+  step(p);  // four decoding, one long prompt half way, three waiting
+  REQUIRE(p.tenant_load(kFlood).running == 5);
+  REQUIRE(p.add(100, Priority::chat, prompt(8, 50000), 8, kPolite) == BatchPlanner::AddResult::accepted);
+  const auto s = step(p);
+  CHECK(in_step(s, 100));
+  for (const PlannedSlice& x : s)
+    if (x.id != 100) CHECK(x.count == 1);  // the flood's decodes only
+  for (uint64_t id = 1; id <= 4; ++id) CHECK(in_step(s, id));
+  CHECK_FALSE(in_step(s, 5));
+  // The newcomer decodes now: the flood's prompts go on in the same step.
+  const auto next = step(p);
+  CHECK(in_step(next, 100));
+  CHECK(in_step(next, 5));
+}
+
 TEST_CASE("with the pages all held by a flood, a newcomer's prompt takes pages from it at once") {
   PagePool pool(24);  // four prompts of 22 tokens hold all 24 pages
   PlannerLimits l;
