@@ -6,7 +6,18 @@
 #include "engine/cpu/isa.h"
 
 // Function multi-versioning: the loader picks the widest clone this CPU runs.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+// Not under a sanitizer: clang's resolvers then run before the runtime has
+// read CPUID and chose the AVX-512 clone on an AVX2-only CPU (SIGILL in the
+// clang ASan build); gcc says __SANITIZE_ADDRESS__, clang __has_feature.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define TROUPE_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TROUPE_SANITIZED 1
+#endif
+#if defined(__x86_64__) && !defined(TROUPE_SANITIZED)
 #define TROUPE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TROUPE_CLONES
