@@ -23,7 +23,7 @@ for _ in $(seq 600); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; s
 peer=""
 if [ "${PEER:-1}" != 0 ]; then
   bin="$("$root/ops/llama-tools.sh")"
-  gguf="${TROUPE_HOME:-$HOME/.cache/troupe}/models/$model.gguf"  # the file `troupe serve -m $model` reads
+  gguf="$("$root/ops/models.sh" --path "$model")"  # the file `troupe serve -m $model` reads
   peer_port=$((port + 1))
   # One slot per stream, each with room for its prompt and tokens; continuous batching is its default.
   "$bin/llama-server" -m "$gguf" -t "$threads" -np "$streams" -c $((streams * (tokens + 64))) \
