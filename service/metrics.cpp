@@ -153,10 +153,8 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   gauge(out, "troupe_kv_pages_used", "KV pages held by sequences", g.pages_used);
   gauge(out, "troupe_kv_pages_cached", "Unreferenced KV pages kept for prefix reuse", g.pages_cached);
   gauge(out, "troupe_kv_pages_free", "KV pages free", g.pages_free);
-  const int64_t sessions = now.sessions >= 0 ? now.sessions : sessions_;
-  if (sessions >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions);
-  const int64_t jobs = now.jobs_running >= 0 ? now.jobs_running : jobs_running_;
-  if (jobs >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs);
+  if (sessions_ >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions_);
+  if (jobs_running_ >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs_running_);
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;
 }

@@ -33,10 +33,10 @@ class Histogram {
 };
 
 // What the scrape asks for at the time: the scheduler's Stats (its gauges
-// and the counters it keeps anyway) and the stores' counts.
+// and the counters it keeps anyway). The stores' counts are pushed instead
+// (jobs_running, sessions_stored).
 struct Snapshot {
   messages::StatsFields stats;
-  int64_t sessions = -1, jobs_running = -1;  // -1: not known (left out)
 };
 
 class ServiceMetrics {
@@ -67,7 +67,7 @@ class ServiceMetrics {
   std::map<std::pair<std::string, int>, uint64_t> http_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
-  int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known
+  int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known (left out)
 };
 
 }  // namespace troupe::service

@@ -45,7 +45,7 @@ TEST_CASE("outcomes, tokens, speculation and HTTP routes are counted by label") 
   m.http_request("/v1/completions", 200);
   service::Snapshot now;
   now.stats.running = 2, now.stats.pages_free = 7, now.stats.preemptions = 3;
-  now.sessions = 4;
+  m.sessions_stored(4);  // pushed by the persistence actor; the job actor has pushed nothing yet
   const std::string text = m.prometheus(now);
   CHECK(value(text, "troupe_requests_total{outcome=\"stop\"}") == 2);
   CHECK(value(text, "troupe_requests_total{outcome=\"too_long\"}") == 1);
@@ -60,4 +60,6 @@ TEST_CASE("outcomes, tokens, speculation and HTTP routes are counted by label") 
   CHECK(value(text, "troupe_preemptions_total") == 3);
   CHECK(value(text, "troupe_sessions") == 4);
   CHECK(value(text, "troupe_jobs_running") == -1);  // not known: left out
+  m.jobs_running(2);
+  CHECK(value(m.prometheus(now), "troupe_jobs_running") == 2);
 }
