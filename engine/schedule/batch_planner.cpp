@@ -100,11 +100,16 @@ int32_t BatchPlanner::tenant_running(TenantId t) const {
   return n;
 }
 
-bool BatchPlanner::over_share(const PlannedSequence& s) const {
+bool BatchPlanner::over_share(const PlannedSequence& s, int32_t until) const {
   if (!other_tenant_active(s.tenant)) return false;
   const double share = weight_share(s.tenant);
-  return tenant_running(s.tenant) > std::max(1.0, share * limits_.max_running) ||
-         tenant_pages(s.tenant) > std::max(1.0, share * pool_.capacity());
+  int32_t running = tenant_running(s.tenant), pages = tenant_pages(s.tenant);
+  if (until >= 0) {
+    const auto held = static_cast<int32_t>(s.kv.block_table().size());
+    running += s.state != RequestState::running;
+    pages += std::max(held, (until + page_size_ - 1) / page_size_) - held;
+  }
+  return running > std::max(1.0, share * limits_.max_running) || pages > std::max(1.0, share * pool_.capacity());
 }
 
 BatchPlanner::TenantLoad BatchPlanner::tenant_load(TenantId t) const {
@@ -265,13 +270,43 @@ bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
   return cache_.make_free(need) && s.kv.reserve(n_tokens);
 }
 
-bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
+// Whether pages move fairly from `victim`'s tenant to `keep`'s (which asks
+// for pages up to position `until`): the victim's tenant holds more than its
+// share of the pages, and without the victim's it still holds at least as
+// many, for its weight, as keep's would. A move can then never be undone
+// by the reverse move, so tenants cannot take pages back and forth without
+// end (as they did when any tenant under its share took from any over it:
+// with many tenants, each one's share is less than one request needs).
+bool BatchPlanner::fair_page_move(const PlannedSequence& victim, const PlannedSequence& keep, int32_t until) const {
+  if (victim.tenant == keep.tenant || !other_tenant_active(victim.tenant)) return false;
+  const double share = weight_share(victim.tenant);
+  const int32_t victim_pages = tenant_pages(victim.tenant);
+  if (victim_pages <= std::max(1.0, share * pool_.capacity())) return false;
+  const auto held = static_cast<int32_t>(keep.kv.block_table().size());
+  const int32_t keep_pages = tenant_pages(keep.tenant) + std::max(held, (until + page_size_ - 1) / page_size_) - held;
+  const int32_t left = victim_pages - static_cast<int32_t>(victim.kv.block_table().size());
+  return static_cast<double>(left) / tenants_.at(victim.tenant).weight >=
+         static_cast<double>(keep_pages) / tenants_.at(keep.tenant).weight;
+}
+
+// The same for a running slot, which `keep` takes if it is not running yet.
+bool BatchPlanner::fair_slot_move(const PlannedSequence& victim, const PlannedSequence& keep) const {
+  if (victim.tenant == keep.tenant || !other_tenant_active(victim.tenant)) return false;
+  const int32_t victim_running = tenant_running(victim.tenant);
+  if (victim_running <= std::max(1.0, weight_share(victim.tenant) * limits_.max_running)) return false;
+  const int32_t keep_running = tenant_running(keep.tenant) + (keep.state != RequestState::running);
+  return static_cast<double>(victim_running - 1) / tenants_.at(victim.tenant).weight >=
+         static_cast<double>(keep_running) / tenants_.at(keep.tenant).weight;
+}
+
+bool BatchPlanner::preempt_one(const PlannedSequence& keep, int32_t until) {
   // Who gives way to `keep`: a less important sequence; at equal priority,
-  // one of a tenant over its share to one under it, else a newer one.
-  const bool keep_over = over_share(keep);
-  auto gives_way = [&](const PlannedSequence& s, bool s_over) {
+  // one whose pages move fairly to keep's tenant, and never one of a tenant
+  // poorer than keep's (the move the other way would be fair); else a newer one.
+  auto gives_way = [&](const PlannedSequence& s, bool fair) {
     if (s.priority != keep.priority) return s.priority > keep.priority;
-    if (s.tenant != keep.tenant && s_over != keep_over) return s_over;
+    if (fair) return true;
+    if (fair_page_move(keep, s, static_cast<int32_t>(s.kv.block_table().size()) * page_size_)) return false;
     return s.arrival > keep.arrival;
   };
   PlannedSequence* victim = nullptr;
@@ -279,7 +314,7 @@ bool BatchPlanner::preempt_one(const PlannedSequence& keep) {
   for (auto& [id, p] : seqs_) {
     PlannedSequence* s = p.get();
     if (s == &keep || s->state != RequestState::running) continue;
-    const bool s_over = over_share(*s);
+    const bool s_over = fair_page_move(*s, keep, until);
     if (!gives_way(*s, s_over)) continue;
     if (!victim || (s_over && !victim_over) ||
         (s_over == victim_over && (s->priority > victim->priority ||
@@ -319,9 +354,12 @@ void BatchPlanner::admit(PlannedSequence& s) {
 const std::vector<PlannedSlice>& BatchPlanner::plan() {
   // Running prefills that all need pages the others hold would wait for each
   // other forever: when nothing can run, the least important newest one
-  // gives its pages back and the step is planned again.
+  // gives its pages back and the step is planned again, for the running
+  // ones only. (Admitting a waiting request into the pages just freed brings
+  // the standstill back: two requests take turns, and neither ever ends.)
+  bool admit = true;
   while (true) {
-    plan_once();
+    plan_once(admit);
     if (!slices_.empty()) break;
     PlannedSequence* victim = nullptr;
     int32_t running = 0;
@@ -332,15 +370,13 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
         victim = p.get();
     }
     if (running <= 1) break;
-    release(*victim, true);
-    victim->state = RequestState::waiting;
-    ++victim->preemptions;
-    ++preemptions_;
+    preempt(*victim);
+    admit = false;
   }
   return slices_;
 }
 
-void BatchPlanner::plan_once() {
+void BatchPlanner::plan_once(bool admit_waiting) {
   slices_.clear();
   copies_.clear();
   refund_ = 0;
@@ -369,7 +405,7 @@ void BatchPlanner::plan_once() {
     int32_t k = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), allowance(*s) - 1);
     if (k > 0 && !(reserve(*s, s->computed + 1 + k) && unshare_for_write(*s, s->computed))) k = 0;
     bool ok = k > 0 || (reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed));
-    while (!ok && preempt_one(*s)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
+    while (!ok && preempt_one(*s, s->computed + 1)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     budget += refund_;
     refund_ = 0;
     if (!ok) {  // nothing less important to take pages from: it waits itself
@@ -392,7 +428,7 @@ void BatchPlanner::plan_once() {
   // A request that cannot get in keeps its place: none behind it passes,
   // unless it is held back by its own tenant's share (then only that
   // tenant's later requests wait behind it).
-  bool admitting = true;
+  bool admitting = admit_waiting;
   std::vector<TenantId> held;
   auto hold = [&](const PlannedSequence& s) {
     if (over_share(s)) held.push_back(s.tenant);
@@ -405,14 +441,27 @@ void BatchPlanner::plan_once() {
   // step in flight, not after a step filled with the flood's prompts.
   std::vector<PlannedSequence*> yielded;
   bool under_share_prefilled = false;
+  // Where a sequence's next prefill chunk ends (before admission: its first, uncached).
+  auto chunk_end = [&](const PlannedSequence& s) {
+    return s.computed + std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, allowance(s));
+  };
   auto prefill = [&](PlannedSequence* s) {
     if (budget == 0) return;
-    const bool protects = other_tenant_active(s->tenant) && !over_share(*s);
+    const bool protects = other_tenant_active(s->tenant) && !over_share(*s, chunk_end(*s));
     if (s->state == RequestState::running) {
       if (scheduled(s->id)) return;
       const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
       const int32_t chunk = std::min(pending, allowance(*s));
-      if (chunk <= 0 || !reserve(*s, s->computed + chunk) || !unshare_for_write(*s, s->computed)) return;
+      if (chunk <= 0) return;
+      // A prefill under way that finds no pages takes them from newer or
+      // less important work, as a decode does: left holding its pages while
+      // admissions pass it, it would never finish.
+      bool ok = reserve(*s, s->computed + chunk);
+      while (!ok && preempt_one(*s, s->computed + chunk)) ok = reserve(*s, s->computed + chunk);
+      budget += refund_;
+      refund_ = 0;
+      running = this->running();
+      if (!ok || !unshare_for_write(*s, s->computed)) return;
       slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
       spend(*s, chunk);
       under_share_prefilled |= protects;
@@ -442,7 +491,8 @@ void BatchPlanner::plan_once() {
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     const int32_t chunk = std::min(pending, allowance(*s));
     bool ok = reserve(*s, s->computed + chunk);
-    while (!ok && over_share_victim_exists(*s) && preempt_one(*s)) ok = reserve(*s, s->computed + chunk);
+    while (!ok && fair_victim_exists(*s, s->computed + chunk) && preempt_one(*s, s->computed + chunk))
+      ok = reserve(*s, s->computed + chunk);
     budget += refund_;
     refund_ = 0;
     if (!ok) {
@@ -457,7 +507,7 @@ void BatchPlanner::plan_once() {
     under_share_prefilled |= protects;
   };
   for (PlannedSequence* s : prefill_order()) {
-    if (over_share(*s))
+    if (over_share(*s, chunk_end(*s)))
       yielded.push_back(s);
     else
       prefill(s);
@@ -466,29 +516,24 @@ void BatchPlanner::plan_once() {
     for (PlannedSequence* s : yielded) prefill(s);
 }
 
-// With every slot taken, the newest (least important first) sequence of a
-// tenant over its share, if `s`'s own tenant is under its share and the
-// victim is not more important than `s`.
+// With every slot taken, the newest (least important first) sequence whose
+// slot moves fairly to `s`'s tenant and that is not more important than `s`.
 PlannedSequence* BatchPlanner::slot_victim(const PlannedSequence& s) {
-  if (over_share(s) || !other_tenant_active(s.tenant)) return nullptr;
   PlannedSequence* victim = nullptr;
   for (auto& [id, p] : seqs_) {
     PlannedSequence* v = p.get();
-    if (v->state != RequestState::running || v->tenant == s.tenant || v->priority < s.priority || !over_share(*v))
-      continue;
+    if (v->state != RequestState::running || v->priority < s.priority || !fair_slot_move(*v, s)) continue;
     if (!victim || v->priority > victim->priority || (v->priority == victim->priority && v->arrival > victim->arrival))
       victim = v;
   }
   return victim;
 }
 
-// A new admission takes pages from running work only across tenants, from
-// one over its share (within a tenant, arrival order stands: it waits).
-bool BatchPlanner::over_share_victim_exists(const PlannedSequence& s) const {
-  if (over_share(s)) return false;
+// A new admission takes pages from running work only across tenants, where
+// they move fairly (within a tenant, arrival order stands: it waits).
+bool BatchPlanner::fair_victim_exists(const PlannedSequence& s, int32_t until) const {
   for (const auto& [id, p] : seqs_)
-    if (p->state == RequestState::running && p->tenant != s.tenant && p->priority >= s.priority && over_share(*p))
-      return true;
+    if (p->state == RequestState::running && p->priority >= s.priority && fair_page_move(*p, s, until)) return true;
   return false;
 }
 

@@ -7,7 +7,8 @@
 // leave (at most PlannerLimits::batch_tokens_when_busy a step while any
 // runs or waits). A sequence is admitted only when pages for its next chunk are
 // free (after evicting unreferenced cached prefix pages); when a running
-// sequence cannot get the page for its next token, the lowest-priority,
+// sequence cannot get the page for its next token or the rest of its
+// prompt, the lowest-priority,
 // newest running sequence is preempted: its pages are released and it goes
 // back to the queue to be recomputed later. Nothing blocks, nothing is lost.
 //
@@ -17,10 +18,14 @@
 // returning from idle starts at the least-served active one, so idle time
 // is not banked). A tenant holding more than its weighted share of running
 // slots or KV pages gives way — its newest sequence is preempted — to an
-// equally important sequence of a tenant under its share, so a newcomer
-// waits at most a step behind a flood. Hard caps per tenant (queue, slots,
-// pages as fractions of the whole) hold even with no one else around for
-// the queue, and while another tenant is active for slots and pages.
+// equally important sequence of another tenant, if it still holds at least
+// as much as that tenant afterwards, so a newcomer waits at most a step
+// behind a flood, and a move is never undone by the reverse move (with many
+// tenants each one's share is smaller than one request: a rule that let any
+// tenant under its share take from any over it made two take turns for
+// ever). Hard caps per tenant (queue, slots, pages as fractions of the
+// whole) hold even with no one else around for the queue, and while another
+// tenant is active for slots and pages.
 //
 // Use: add() requests; per step plan() → batch() → Backend::forward_choose
 // → commit(sampled tokens); finish() or cancel() ends a sequence. Not
@@ -186,11 +191,12 @@ class BatchPlanner {
 
  private:
   PlannedSequence* get(uint64_t id);
-  void plan_once();
+  void plan_once(bool admit_waiting);
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
-  bool preempt_one(const PlannedSequence& keep);
+  // Preempts one sequence that gives way to `keep`, which asks for pages up to position `until`.
+  bool preempt_one(const PlannedSequence& keep, int32_t until);
   void preempt(PlannedSequence& victim);
   void release(PlannedSequence& s, bool preempted = false);
   std::vector<PlannedSequence*> by_priority(RequestState state);
@@ -206,9 +212,13 @@ class BatchPlanner {
   Tenant& tenant(TenantId t);  // created when it has none
   void tenant_done(TenantId t);
   double weight_share(TenantId t) const;  // its weight over all active tenants' weights
-  bool over_share(const PlannedSequence& s) const;  // its tenant holds more slots or pages than its share
+  // Its tenant holds more slots or pages than its share; with `until` >= 0,
+  // counting `s` as running with pages up to that position (as it asks).
+  bool over_share(const PlannedSequence& s, int32_t until = -1) const;
+  bool fair_page_move(const PlannedSequence& victim, const PlannedSequence& keep, int32_t until) const;
+  bool fair_slot_move(const PlannedSequence& victim, const PlannedSequence& keep) const;
   PlannedSequence* slot_victim(const PlannedSequence& s);
-  bool over_share_victim_exists(const PlannedSequence& s) const;
+  bool fair_victim_exists(const PlannedSequence& s, int32_t until) const;
   bool other_tenant_active(TenantId t) const { return tenants_.size() > 1 || (tenants_.size() == 1 && !tenants_.count(t)); }
   int32_t tenant_pages(TenantId t) const;
   int32_t tenant_running(TenantId t) const;
