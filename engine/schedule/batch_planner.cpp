@@ -1,7 +1,9 @@
 #include "engine/schedule/batch_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -434,20 +436,35 @@ void BatchPlanner::plan_once(bool admit_waiting) {
     if (over_share(s)) held.push_back(s.tenant);
     else admitting = false;
   };
-  // A tenant over its share yields its prefill chunks to the others: in a
-  // step where a tenant under its share prefills (a newcomer's prompt above
-  // all), the over-share tenants decode but do not prefill, so that step is
-  // short and the newcomer's first token comes one short step after the
-  // step in flight, not after a step filled with the flood's prompts.
-  std::vector<PlannedSequence*> yielded;
-  bool under_share_prefilled = false;
+  // A tenant over its share, or with more requests in the system for its
+  // weight than another tenant with a prompt as important to compute,
+  // yields its prefill chunks: in a step where that lighter tenant prefills
+  // (a newcomer's prompt above all), the heavier ones decode but do not
+  // prefill, so that step is short and the newcomer's first token comes one
+  // short step after the step in flight, not after a step filled with the
+  // flood's prompts. Tenants with as many requests each yield to none.
+  const std::vector<PlannedSequence*> order = prefill_order();
+  auto load = [&](TenantId t) {
+    const Tenant& x = tenants_.at(t);
+    return static_cast<double>(x.sequences) / x.weight;
+  };
+  // The lightest tenant with prefill work at each priority or a more important one.
+  std::array<double, 3> lightest;
+  lightest.fill(std::numeric_limits<double>::infinity());
+  for (const PlannedSequence* s : order)
+    for (auto p = static_cast<size_t>(s->priority); p < lightest.size(); ++p) lightest[p] = std::min(lightest[p], load(s->tenant));
   // Where a sequence's next prefill chunk ends (before admission: its first, uncached).
   auto chunk_end = [&](const PlannedSequence& s) {
     return s.computed + std::min(static_cast<int32_t>(s.tokens.size()) - s.computed, allowance(s));
   };
+  auto yields = [&](const PlannedSequence& s) {
+    return over_share(s, chunk_end(s)) || load(s.tenant) > lightest[static_cast<size_t>(s.priority)];
+  };
+  std::vector<PlannedSequence*> yielded;
+  bool under_share_prefilled = false;
   auto prefill = [&](PlannedSequence* s) {
     if (budget == 0) return;
-    const bool protects = other_tenant_active(s->tenant) && !over_share(*s, chunk_end(*s));
+    const bool protects = other_tenant_active(s->tenant) && !yields(*s);
     if (s->state == RequestState::running) {
       if (scheduled(s->id)) return;
       const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
@@ -506,8 +523,8 @@ void BatchPlanner::plan_once(bool admit_waiting) {
     ++running;
     under_share_prefilled |= protects;
   };
-  for (PlannedSequence* s : prefill_order()) {
-    if (over_share(*s, chunk_end(*s)))
+  for (PlannedSequence* s : order) {
+    if (yields(*s))
       yielded.push_back(s);
     else
       prefill(s);

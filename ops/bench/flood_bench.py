@@ -7,10 +7,12 @@
       each flood request ended, and the server's peak RSS (VmHWM).
       slots: N ordinary prompts (~200 tokens, 64 new tokens each) from one connection, enough
       to take every running slot, the queue and the KV pages; the polite connection asks its
-      short questions meanwhile. Prints its TTFT p50/p99 beside the server's mean step time
-      over the flood (the fair-share target: a first token at most a step behind the flood).
+      short questions meanwhile, at random moments. Prints its TTFT p50/p99 beside the flood's own mean step time,
+      measured over 20 s before the first question (the fair-share target: a first token at most
+      a step behind the flood).
 """
 import collections
+import random
 import sys
 import threading
 import time
@@ -29,38 +31,67 @@ def vm_hwm_mb(pid):
 
 
 def slots(ep, pid, n):
-    flood = Client(ep, timeout=1200)
     words = "the quick brown fox jumps over the lazy dog while the cat sleeps by the warm fire "
-    streams = []
-    def ask(polite, count):
+    ended = collections.Counter()
+    sent = threading.Event()
+    queued = []
+
+    def flood_client():
+        # The flood reads its streams as it goes: the server ends the requests of a
+        # client that stops reading (its queue fills), as it does a gone one's.
+        with Client(ep, timeout=1200) as flood:
+            streams = [flood.generate(f"{i} " + words * 12, max_tokens=64, temperature=0, ignore_eos=True)
+                       for i in range(n)]  # distinct prompts: no prefix sharing eases the flood
+            sent.set()
+            for s in streams:
+                try:
+                    s.read()
+                    ended[s.finish_reason] += 1
+                except TroupeError as e:
+                    ended[e.code] += 1
+
+    def ask(polite, count, spread=True):
         out = []
         while len(out) < count:
             s = polite.generate("Write one word.", max_tokens=2, temperature=0)
             s.read()
             out.append(s.timings["ttft_ms"])
-            time.sleep(0.5)
+            queued.append(s.timings["queue_ms"])
+            # At random moments: a question asked a fixed time after the last answer
+            # would land at the same point of the flood's step every time.
+            time.sleep(random.uniform(0.5, 8.0) if spread else 0.5)
         return out
 
+    random.seed(1)
     with Client(ep, timeout=120) as polite:
-        alone = ask(polite, 10)  # the same question without the flood
+        alone = ask(polite, 10, spread=False)  # the same question without the flood
         before = polite.stats()
-        for i in range(n):  # distinct prompts: no prefix sharing eases the flood
-            streams.append(flood.generate(f"{i} " + words * 12, max_tokens=64, temperature=0, ignore_eos=True))
-        time.sleep(2)  # the flood holds the slots and the queue before the first question
+        threading.Thread(target=flood_client, daemon=True).start()  # not joined: the server is killed after
+        sent.wait()
+        time.sleep(2)  # the flood holds slots and the queue
         held = polite.stats()
+        time.sleep(20)  # the flood alone: its own step time
+        quiet = polite.stats()
         ttfts = ask(polite, 20)
         after = polite.stats()
-    flood.close()  # the server ends a gone client's requests: the rest of the flood is not waited for
-    steps = after["steps"] - held["steps"]
-    step_ms = (after["engine_ms"] - held["engine_ms"]) / steps if steps else float("nan")
-    print(f"flood: {n} prompts from one connection; while the polite client asked: {held['running']} running, "
-          f"{held['waiting']} waiting, {held['pages_used']} of {held['pages_total']} pages used")
+    steps = quiet["steps"] - held["steps"]
+    step_ms = (quiet["engine_ms"] - held["engine_ms"]) / steps if steps else float("nan")
+    asked = after["steps"] - quiet["steps"]
+    print(f"flood: {n} prompts from one connection; when the polite client began: {quiet['running']} running, "
+          f"{quiet['waiting']} waiting, {quiet['pages_used']} of {quiet['pages_total']} pages used; "
+          f"ended so far: {dict(ended)}")
+    print(f"the flood alone: mean step {step_ms:.1f} ms ({steps} steps in 20 s)")
     print(f"polite client: TTFT p50 {percentile(ttfts, 50):.1f} ms, p99 {percentile(ttfts, 99):.1f} ms "
-          f"({len(ttfts)} questions, none refused); mean step over the flood {step_ms:.1f} ms "
-          f"({steps} steps)")
-    delay = percentile(ttfts, 99) - percentile(alone, 50)
-    print(f"polite client alone: TTFT p50 {percentile(alone, 50):.1f} ms; the flood's delay at p99 "
-          f"{delay:.1f} ms = {delay / step_ms:.2f} steps (target <= 1)")
+          f"({len(ttfts)} questions, none refused; {asked} steps meanwhile, mean "
+          f"{(after['engine_ms'] - quiet['engine_ms']) / max(asked, 1):.1f} ms)")
+    queued = queued[len(alone):]
+    print(f"polite client: queued before its first step p50 {percentile(queued, 50):.1f} ms, "
+          f"p99 {percentile(queued, 99):.1f} ms")
+    alone_ms = percentile(alone, 50)
+    for q in (50, 99):
+        delay = percentile(ttfts, q) - alone_ms
+        print(f"the flood's delay of the first token at p{q}: {delay:.1f} ms = {delay / step_ms:.2f} of its steps "
+              f"(target <= 1; alone TTFT p50 {alone_ms:.1f} ms)")
     print(f"server peak RSS: {vm_hwm_mb(pid):.0f} MB; steps before the flood: {before['steps']}")
 
 

@@ -83,6 +83,32 @@ TEST_CASE("in a step where a newcomer prefills, a tenant over its share decodes 
   CHECK(in_step(next, 5));
 }
 
+TEST_CASE("a flood under its shares but with more requests queued also yields its prefill to a newcomer's prompt") {
+  // As on a slow CPU: the flood admits a prompt a step, so it holds few
+  // slots and pages, but its queue is long.
+  PagePool pool(4096);
+  PlannerLimits l;
+  l.token_budget = 64;
+  BatchPlanner p(pool, 4, l);
+  for (uint64_t id = 1; id <= 20; ++id) p.add(id, Priority::chat, prompt(400, static_cast<int32_t>(id * 1000)), 64, kFlood);
+  step(p);
+  REQUIRE(p.tenant_load(kFlood).running == 1);
+  REQUIRE(p.add(100, Priority::chat, prompt(8, 50000), 8, kPolite) == BatchPlanner::AddResult::accepted);
+  const auto s = step(p);
+  REQUIRE(in_step(s, 100));
+  CHECK(s.size() == 1);  // the flood's prompt waits a step
+  const auto next = step(p);
+  CHECK(in_step(next, 1));
+  // Two tenants with as many requests each do not hold each other back.
+  PagePool pool2(4096);
+  BatchPlanner q(pool2, 4, l);
+  q.add(1, Priority::chat, prompt(40, 1000), 8, kFlood);
+  q.add(2, Priority::chat, prompt(8, 2000), 8, kPolite);
+  const auto both = step(q);
+  CHECK(in_step(both, 1));
+  CHECK(in_step(both, 2));
+}
+
 TEST_CASE("with the pages all held by a flood, a newcomer's prompt takes pages from it at once") {
   PagePool pool(24);  // four prompts of 22 tokens hold all 24 pages
   PlannerLimits l;
