@@ -4,6 +4,7 @@
 
 #include "actors/replies.h"
 #include "service/clock.h"
+#include "service/response_tier.h"
 
 namespace troupe::actors {
 namespace {
@@ -26,7 +27,22 @@ void admit(Self self, service::AdmitRequest a) {
   if (a.summarize_through > 0)
     self->send(self->state.links.jobs, summarize_atom::value,
                service::SummaryTask{a.session_id, std::move(a.summary_messages), a.summarize_through});
-  self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
+  if (a.response_cache_key.empty()) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
+  // The response cache tier first: a hit is answered here, the model never runs.
+  const std::string key = a.response_cache_key;
+  self->request(self->state.links.persistence, caf::infinite, response_find_atom::value, key)
+      .then(
+          [self, a](persistence::CacheLookup& r) mutable {
+            if (!r.found) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
+            const double ms = static_cast<double>(service::steady_ns() - a.accepted_ns) / 1e6;
+            for (auto& frame : service::cached_answer_frames(a.client_id, r.answer, ms))
+              self->state.links.replies->send(a.peer, a.client_id, frame);
+            if (self->state.links.metrics)
+              self->state.links.metrics->request_done(wire::EnumNameFinishReason(static_cast<wire::FinishReason>(r.answer.finish_reason)),
+                                                      r.answer.prompt_tokens, r.answer.prompt_tokens,
+                                                      static_cast<int32_t>(r.answer.tokens.size()));
+          },
+          [self, a](caf::error&) mutable { self->send(self->state.links.scheduler, admit_atom::value, std::move(a)); });
 }
 
 void begin_turn(Self self, service::SessionTurn turn) {

@@ -66,6 +66,8 @@ using job_get_atom = caf::atom_constant<caf::atom("jget")>;  // (job id): one en
 using summarize_atom = caf::atom_constant<caf::atom("summarize")>;      // a session's summary to write
 using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... and to store
 // Retention (persistence/retention.h).
+using response_find_atom = caf::atom_constant<caf::atom("rfind")>;    // (key) -> CacheLookup
+using response_store_atom = caf::atom_constant<caf::atom("rstore")>;  // (key, answer)
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 
@@ -107,6 +109,8 @@ using persistence_actor = caf::typed_actor<
     caf::replies_to<job_load_atom>::with<JobRecords>,
     caf::replies_to<job_get_atom, std::string>::with<JobRecords>,  // none or one, or the damage
     caf::reacts_to<session_summary_atom, service::SummaryResult>,
+    caf::replies_to<response_find_atom, std::string>::with<persistence::CacheLookup>,
+    caf::reacts_to<response_store_atom, std::string, persistence::CachedAnswer>,
     caf::reacts_to<sweep_atom, job_actor>,  // swept jobs are told to it
     caf::reacts_to<sweep_atom>,
     caf::replies_to<drain_atom>::with<bool>>;
@@ -149,6 +153,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionStart)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::Principal)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionCommit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::KvSpill)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::CacheLookup)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::CachedAnswer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::JobRecord)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::JobRecords)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::JobItemFields)

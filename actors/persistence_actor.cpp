@@ -124,6 +124,8 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   st.replies = std::move(replies);
   st.sessions = std::make_unique<persistence::SessionTurns>(*st.store, std::move(policy));
   st.jobs = std::make_unique<persistence::JobBook>(*st.store);
+  if (retention.responses.max_bytes > 0)
+    st.responses = std::make_unique<persistence::ResponseCache>(*st.store, retention.responses);
   if (retention.policy.enabled()) {
     st.sweeper = std::make_unique<persistence::Sweeper>(*st.store, retention.policy,
                                                         [self](const std::string& id) { return self->state.sessions->busy(id); });
@@ -190,6 +192,25 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
       [self, written](session_summary_atom, const service::SummaryResult& s) {
         self->state.sessions->summarize(s.session_id, s.text, s.through);
         written(s.session_id);
+      },
+      // A store that cannot be read or written makes the cache miss, never the request fail.
+      [self](response_find_atom, const std::string& key) {
+        persistence::CacheLookup r;
+        if (!self->state.responses) return r;
+        try {
+          if (auto a = self->state.responses->find(key, service::unix_ms())) r = {true, std::move(*a)};
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
+        }
+        return r;
+      },
+      [self](response_store_atom, const std::string& key, const persistence::CachedAnswer& a) {
+        if (!self->state.responses) return;
+        try {
+          self->state.responses->put(key, a, service::unix_ms());
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
+        }
       },
       [self](sweep_atom, job_actor& watcher) {
         if (!self->state.sweeper) return;

@@ -12,6 +12,7 @@
 
 #include "actors/interfaces.h"
 #include "persistence/jobs.h"
+#include "persistence/response_cache.h"
 #include "persistence/retention.h"
 #include "persistence/session_turns.h"
 #include "persistence/store.h"
@@ -34,10 +35,12 @@ struct PersistenceState {
   int64_t sweep_started_ns = 0;
   int sweep_slices = 0;
   std::shared_ptr<service::ServiceMetrics> metrics;  // the stored-sessions gauge; may be null
+  std::unique_ptr<persistence::ResponseCache> responses;  // null: no response cache tier
 };
 
 struct RetentionOptions {
   persistence::RetentionPolicy policy;  // not enabled(): no sweeps
+  persistence::ResponseCachePolicy responses;  // the response cache tier (max_bytes 0: none)
   std::chrono::milliseconds interval{0};  // between passes; 0: persistence::default_sweep_interval_ms
 };
 

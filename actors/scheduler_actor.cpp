@@ -29,6 +29,7 @@ void deliver(Self self, service::Outbound out) {
   for (auto& s : out.idle_sessions) self->send(to.allocator, session_idle_atom::value, std::move(s));
   for (auto& id : out.active_sessions) self->send(to.allocator, session_active_atom::value, std::move(id));
   for (uint64_t seq : out.swap_fetches) swap_in(self, seq);
+  for (auto& c : out.cache_answers) self->send(to.persistence, response_store_atom::value, std::move(c.key), std::move(c.answer));
 }
 
 void pump(Self self) {

@@ -219,6 +219,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   retention.policy.max_store_bytes = options.max_store_bytes;
   retention.policy.page_size = policy.page_size;
   retention.interval = options.sweep_interval;
+  retention.responses = {options.response_cache_ttl.count(), options.response_cache_bytes};
   persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention, metrics);
   allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
 
@@ -260,6 +261,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.draft_model = static_cast<bool>(drafter);
   gc.draft_names = draft_names;
   gc.clients = clients;
+  gc.response_cache = options.response_cache_bytes > 0;
+  gc.model_fingerprint = policy.model_fingerprint;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   ingestion_handle =
       system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog, metrics});

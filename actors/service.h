@@ -55,6 +55,10 @@ struct ServiceOptions {
   std::chrono::milliseconds job_ttl{0};      // since the job ended
   int64_t max_store_bytes = 0;
   std::chrono::milliseconds sweep_interval{0};  // 0: a tenth of the shortest TTL, within [1 s, 60 s]
+  // The response cache tier (persistence/response_cache.h): answers to
+  // requests that ask for it, kept this long, within this many bytes (0: none).
+  int64_t response_cache_bytes = 256ll << 20;
+  std::chrono::milliseconds response_cache_ttl{3600 * 1000};
   // Authentication (messages/curve_auth.h). With server_key (this server's
   // .secret) and clients_dir: CURVE on the client and event sockets, and
   // sessions and jobs owned by the client that made them. worker_key: the

@@ -26,6 +26,7 @@ struct ClientArgs {
   int max_draft = 0;
   std::string draft_model;
   std::string context_policy = "default";
+  bool response_cache = false;
   SamplingOptions sampling;
   bool special = false;
   bool quiet = false;
@@ -67,6 +68,8 @@ void report(const messages::StreamOutcome& out, bool quiet) {
   std::fprintf(stderr, "[%d prompt tokens (%d cached), %d generated; queue %.1f ms, first token %.1f ms, %.1f ms/token; finish: %s]\n",
                u.prompt_tokens, u.cached_prompt_tokens, u.completion_tokens, u.queue_ms, u.ttft_ms, u.per_token_ms,
                reason_name(u.reason));
+  if (u.response_cache != wire::ResponseCacheOutcome::not_asked)
+    std::fprintf(stderr, "[response cache: %s]\n", wire::EnumNameResponseCacheOutcome(u.response_cache));
   if (u.speculated)
     std::fprintf(stderr, "[speculation %s: %d drafted, %d accepted in %d windows]\n", u.spec_source.c_str(), u.spec_drafted,
                  u.spec_accepted, u.spec_windows);
@@ -88,6 +91,9 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
                   "summarize (a summary stands for them), refuse; default: window for sessions, refuse otherwise")
       ->check(CLI::IsMember({"default", "window", "summarize", "refuse"}))
       ->capture_default_str();
+  cmd->add_flag("--cache", a.response_cache,
+                 "Answer from the server's response cache when it holds this very request, else store the answer "
+                 "(greedy or seeded requests; not session turns)");
   add_sampling_flags(*cmd, a.sampling);
 }
 
@@ -104,7 +110,7 @@ int run_complete(const ClientArgs& a) {
   if (!a.system.empty() || a.prompt.empty()) throw std::invalid_argument("--prompt is required");
   out = conn.stream(messages::generate_request(id, a.prompt, wire_sampling(a.sampling), priority(a.priority), a.special, false,
                                               false, 1, speculation(a.speculation), a.max_draft, a.draft_model,
-                                              context_policy(a.context_policy)),
+                                              context_policy(a.context_policy), a.response_cache),
                     id,
                     print_text, std::chrono::seconds(a.timeout_s));
   std::printf("\n");
@@ -141,7 +147,7 @@ int run_chat(const ClientArgs& a) {
     const uint64_t id = conn.next_id();
     const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority),
                                                         false, speculation(a.speculation), a.max_draft, a.draft_model,
-                                                        context_policy(a.context_policy)),
+                                                        context_policy(a.context_policy), 1, a.response_cache),
                                  id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);

@@ -31,6 +31,7 @@ struct ServeArgs {
   std::string kv_codec = "auto";
   int session_idle_s = 300;
   int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
+  int64_t response_cache_ttl_s = 3600;
   ServerAuthArgs auth;
   std::string worker_key;
   double drain_timeout_s = 30;
@@ -73,6 +74,8 @@ int run_serve(ServeArgs& a) {
   o.session_ttl = std::chrono::seconds(a.session_ttl_s);
   o.job_ttl = std::chrono::seconds(a.job_ttl_s);
   o.sweep_interval = std::chrono::seconds(a.sweep_interval_s);
+  if (a.response_cache_ttl_s <= 0) throw std::invalid_argument("--response-cache-ttl must be positive (--response-cache-bytes 0 turns the cache off)");
+  o.response_cache_ttl = std::chrono::seconds(a.response_cache_ttl_s);
   // RocksDB's memtables count from their arenas' first blocks, a few MiB in
   // all: a cap near that would delete every record to stay under it.
   if (o.max_store_bytes != 0 && o.max_store_bytes < (int64_t{64} << 20))
@@ -199,6 +202,14 @@ Run add_serve(CLI::App& app) {
                   "jobs and idle sessions are deleted and the store compacted; 0: no cap (default), else at least 64M")
       ->transform(CLI::AsSizeValue(false), kUnitsValidator)
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--response-cache-bytes", a->service.response_cache_bytes,
+                  "Bytes of answers the response cache tier keeps for requests that ask for it (--cache on complete "
+                  "and chat), oldest dropped first: e.g. 256M (default); 0: no response cache")
+      ->transform(CLI::AsSizeValue(false), kUnitsValidator)
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--response-cache-ttl", a->response_cache_ttl_s,
+                  "How long a cached answer is served: 30s, 15m, 24h, 7d (default 1h)")
+      ->transform(duration(), kUnitsValidator);
   cmd->add_option("--sweep-interval", a->sweep_interval_s,
                   "Time between retention sweeps (default: a tenth of the shortest TTL, within 1s..60s)")
       ->transform(duration(), kUnitsValidator);

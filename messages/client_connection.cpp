@@ -84,6 +84,7 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
         }
         if (d->sample() == 0) {
           out.usage.reason = d->finish_reason();
+          out.usage.response_cache = d->response_cache();
           if (d->usage()) {
             out.usage.prompt_tokens = d->usage()->prompt_tokens();
             out.usage.cached_prompt_tokens = d->usage()->cached_prompt_tokens();

@@ -55,19 +55,20 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
                        bool special, bool logprobs, bool ignore_eos, int32_t n, wire::Speculation speculation,
-                       int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy) {
+                       int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, bool response_cache) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
   const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation,
-                                         max_draft, draft, policy);
+                                         max_draft, draft, policy, response_cache);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
                    const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
-                   int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, int32_t n) {
+                   int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, int32_t n,
+                   bool response_cache) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
   for (const auto& [role, content] : messages)
@@ -76,7 +77,8 @@ Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
-  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, n, speculation, max_draft, draft, policy);
+  const auto body =
+      wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, n, speculation, max_draft, draft, policy, response_cache);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 
@@ -118,7 +120,8 @@ Bytes done_response(uint64_t id, const DoneFields& d) {
   if (d.speculated)
     spec = wire::CreateSpeculationStats(fbb, fbb.CreateString(d.spec_source), d.spec_drafted, d.spec_accepted, d.spec_windows,
                                         d.spec_windows ? static_cast<float>(d.spec_accepted) / d.spec_windows : 0.0f);
-  return response(id, wire::ResponseBody::Done, wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec).Union(), fbb);
+  return response(id, wire::ResponseBody::Done,
+                  wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec, d.response_cache).Union(), fbb);
 }
 
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {

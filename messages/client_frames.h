@@ -46,13 +46,13 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
                        bool ignore_eos = false, int32_t n = 1,
                        wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
                        std::string_view draft_model = {},
-                       wire::ContextPolicy policy = wire::ContextPolicy::server_default);
+                       wire::ContextPolicy policy = wire::ContextPolicy::server_default, bool response_cache = false);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
                    wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
                    std::string_view draft_model = {}, wire::ContextPolicy policy = wire::ContextPolicy::server_default,
-                   int32_t n = 1);
+                   int32_t n = 1, bool response_cache = false);
 Bytes cancel_request(uint64_t id, uint64_t target);
 Bytes stats_request(uint64_t id);
 Bytes ping_request(uint64_t id, uint64_t nonce);
@@ -65,6 +65,7 @@ struct DoneFields {
   bool speculated = false;
   std::string spec_source;
   int32_t spec_drafted = 0, spec_accepted = 0, spec_windows = 0;
+  wire::ResponseCacheOutcome response_cache = wire::ResponseCacheOutcome::not_asked;
 };
 
 struct StatsFields {

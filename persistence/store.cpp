@@ -198,4 +198,11 @@ uint32_t read_be32(std::string_view b) {
   return u(0) << 24 | u(1) << 16 | u(2) << 8 | u(3);
 }
 
+std::string be64(uint64_t v) { return be32(static_cast<uint32_t>(v >> 32)) + be32(static_cast<uint32_t>(v)); }
+
+uint64_t read_be64(std::string_view b) {
+  if (b.size() < 8) return 0;
+  return static_cast<uint64_t>(read_be32(b)) << 32 | read_be32(b.substr(4));
+}
+
 }  // namespace troupe::persistence

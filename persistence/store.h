@@ -1,11 +1,12 @@
 #pragma once
-// The RocksDB store under `troupe serve --data-dir`: four column families,
+// The RocksDB store under `troupe serve --data-dir`: five column families,
 //
 //   meta      "schema_version" → decimal text (kSchemaVersion); a store of
 //             another version is refused at open with a clear error
 //   sessions  chat sessions (layout: persistence/sessions.h)
 //   jobs      batch jobs (layout: persistence/jobs.h)
 //   kv_pages  spilled KV pages, reserved for the KV tiers
+//   responses the response cache tier (layout: persistence/response_cache.h)
 //
 // Only the persistence actor calls it, never the engine step's thread.
 // Writes go as one atomic Batch; sync batches are on disk (WAL fsync'd)
@@ -34,7 +35,7 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Family : uint8_t { meta = 0, sessions = 1, jobs = 2, kv_pages = 3 };
+enum class Family : uint8_t { meta = 0, sessions = 1, jobs = 2, kv_pages = 3, responses = 4 };
 
 // What a scan could not read: blocks skipped for damage (a failed checksum)
 // and the first reason. A scan given one goes on past a damaged block.
@@ -108,5 +109,7 @@ class Store {
 // Big-endian, so keys sort by number.
 std::string be32(uint32_t v);
 uint32_t read_be32(std::string_view bytes);
+std::string be64(uint64_t v);
+uint64_t read_be64(std::string_view bytes);
 
 }  // namespace troupe::persistence

@@ -12,7 +12,7 @@
 
 namespace troupe::persistence {
 
-inline constexpr std::array<const char*, 4> kFamilyNames = {"meta", "sessions", "jobs", "kv_pages"};
+inline constexpr std::array<const char*, 5> kFamilyNames = {"meta", "sessions", "jobs", "kv_pages", "responses"};
 
 inline rocksdb::Options store_options() {
   rocksdb::Options options;

@@ -50,6 +50,9 @@ struct AdmitRequest {
   // [0, summarize_through) is to be written (summarize policy).
   std::vector<ChatMessage> summary_messages;
   int32_t summarize_through = 0;
+  // The response cache tier: what it did, and (a miss) the key its answer is stored under.
+  wire::ResponseCacheOutcome response_cache = wire::ResponseCacheOutcome::not_asked;
+  std::string response_cache_key;
 };
 
 // Peers of requests the server makes itself (batch job items): their

@@ -150,6 +150,11 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     else if (v == "auto") spec = wire::Speculation::auto_;
     else return bad("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
   }
+  bool cache = false;  // troupe's extension: the response cache tier (greedy or seeded requests)
+  if (auto rc = body.find("troupe_response_cache"); rc != body.end() && !rc->is_null()) {
+    if (!rc->is_boolean()) return bad("troupe_response_cache", "troupe_response_cache must be true or false");
+    cache = rc->get<bool>();
+  }
   std::string session = session_header;
   if (auto se = body.find("session"); se != body.end() && !se->is_null()) {
     if (!se->is_string()) return bad("session", "session must be a string");
@@ -168,7 +173,7 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
       turn.emplace_back(role, content);
     }
     call.request = messages::chat_request(1, session, turn, s, wire::Priority::chat, false, spec, 0, {},
-                                          wire::ContextPolicy::server_default, call.n);
+                                          wire::ContextPolicy::server_default, call.n, cache);
   } else {
     if (!session.empty()) return bad("session", "sessions are for chat completions");
     auto p = body.find("prompt");
@@ -178,7 +183,8 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     else return bad("prompt", "prompt must be a string (one prompt per request)");
     bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
     if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
-    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, ignore_eos, call.n, spec);
+    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, ignore_eos, call.n, spec,
+                                              0, {}, wire::ContextPolicy::server_default, cache);
   }
   return call;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "messages/client_frames.h"
+#include "persistence/response_cache.h"
 #include "persistence/session_turns.h"
 
 namespace troupe::service {
@@ -44,10 +45,16 @@ struct Outbound {
   std::vector<uint64_t> swap_drops;                 // no longer needed
   std::vector<SessionPages> idle_sessions;          // ended a turn: pages cached until idle
   std::vector<std::string> active_sessions;         // began a turn: not idle any more
+  struct AnswerToCache {
+    std::string key;
+    persistence::CachedAnswer answer;
+  };
+  std::vector<AnswerToCache> cache_answers;  // finished answers for the response cache tier
 
   bool empty() const {
     return replies.empty() && commits.empty() && released_sessions.empty() && spills.empty() && swap_outs.empty() &&
-           swap_fetches.empty() && swap_drops.empty() && idle_sessions.empty() && active_sessions.empty();
+           swap_fetches.empty() && swap_drops.empty() && idle_sessions.empty() && active_sessions.empty() &&
+           cache_answers.empty();
   }
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "service/response_tier.h"
+
 namespace troupe::service {
 namespace {
 
@@ -111,6 +113,9 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   a.logprobs = t.logprobs();
   a.samples = t.n();
   a.policy = resolve_policy(t.context_policy(), t.session_id() && t.session_id()->size() > 0);
+  if (t.response_cache() && t.session_id() && t.session_id()->size() > 0)
+    return rejection(a.client_id, wire::ErrorCode::invalid_field,
+                     "response_cache: a session turn is never answered from the cache (its history is the session's)");
   if (auto why = resolve_speculation(a, t.speculation(), t.max_draft(), t.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   return std::nullopt;
@@ -168,6 +173,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return query(Query::Kind::cancel, peer, id, req->body_as_Cancel()->target_request_id());
       case wire::RequestBody::Generate:
         if (auto r = read_generate(*req->body_as_Generate(), a)) return *r;
+        resolve_response_cache(a, req->body_as_Generate()->response_cache());
         return a;
       case wire::RequestBody::ChatTurn: {
         const auto* t = req->body_as_ChatTurn();
@@ -180,6 +186,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         }
         if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
           a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+          resolve_response_cache(a, t->response_cache());
           return a;
         }
         // A one-off conversation under window: each earlier message is a turn that may go.
@@ -187,6 +194,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
         const ChatMessage last[] = {chat.back()};
         a.prompt = fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window).prompt;
+        resolve_response_cache(a, t->response_cache());
         return a;
       }
       case wire::RequestBody::ListSessions: return query(Query::Kind::list_sessions, peer, id);
@@ -208,6 +216,19 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
     return rejection(id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
   }
   return rejection(id, wire::ErrorCode::invalid_field, "body: not a request this server answers");
+}
+
+// A request that asks for the response cache gets its key, or bypasses the
+// cache when its answer is not its own (or the server keeps none).
+void RequestGate::resolve_response_cache(AdmitRequest& a, bool asked) const {
+  if (!asked) return;
+  a.response_cache = wire::ResponseCacheOutcome::bypassed;
+  if (!cfg_.response_cache) return;
+  CacheableRequest r{cfg_.model_fingerprint, a.prompt, &a.sampling, a.ignore_eos, a.logprobs, a.samples, a.speculation};
+  if (auto key = response_cache_key(r)) {
+    a.response_cache = wire::ResponseCacheOutcome::miss;  // until ingestion finds it
+    a.response_cache_key = std::move(*key);
+  }
 }
 
 // Room a prompt may take: the context less what the answer needs (its

@@ -40,6 +40,10 @@ struct GateConfig {
   // The clients CURVE admits, with their policies (messages/curve_auth.h);
   // null: no authentication (no ownership, one fair share per connection).
   std::shared_ptr<const messages::ClientDirectory> clients;
+  // The response cache tier: kept by this server (serve --response-cache-mb
+  // > 0), and the model file's fingerprint its keys carry.
+  bool response_cache = false;
+  uint64_t model_fingerprint = 0;
 };
 
 // The name under which a gateway asks for the server's own figures (the HTTP
@@ -90,6 +94,7 @@ class RequestGate {
   std::optional<messages::Rejection> read_generate(const wire::Generate& g, AdmitRequest& a) const;
   std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
   std::optional<std::string> bias_problem(const messages::SamplingFields& s) const;
+  void resolve_response_cache(AdmitRequest& a, bool asked) const;
   std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
                                                  const flatbuffers::String* draft_model) const;
   int64_t prompt_budget(const AdmitRequest& a) const;

@@ -26,6 +26,7 @@ std::optional<wire::FinishReason> ResponseStream::push(int32_t token, float logp
   last_token_ns_ = now;
   if (!ignore_eos_ && tokenizer_->is_end_of_generation(token)) return wire::FinishReason::stop;
   ++completion_;
+  if (record_tokens_) tokens_.push_back(token);
   const std::string text = stops_.push(decoder_.push(token));
   if (keep_answer_) answer_ += text;
   const float lp[] = {logprob};

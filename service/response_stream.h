@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/speculation/controller.h"
 #include "engine/stop_strings.h"
@@ -50,6 +51,10 @@ class ResponseStream {
     out.replies.push_back({target_.peer, target_.client_id, bytes});
   }
   std::string take_answer() { return std::move(answer_); }
+  // Keep the answer's text and token ids (for the response cache tier).
+  void record() { keep_answer_ = record_tokens_ = true; }
+  const std::string& answer() const { return answer_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
 
  private:
   const Tokenizer* tokenizer_;
@@ -57,8 +62,9 @@ class ResponseStream {
   StreamDecoder decoder_;
   StopStrings stops_;
   int32_t max_tokens_;
-  bool logprobs_, ignore_eos_, keep_answer_;
+  bool logprobs_, ignore_eos_, keep_answer_, record_tokens_ = false;
   std::string answer_;
+  std::vector<int32_t> tokens_;
   int32_t completion_ = 0;
   int64_t accepted_ns_, scheduled_ns_ = 0, first_token_ns_ = 0, last_token_ns_ = 0;
 };

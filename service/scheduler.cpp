@@ -88,6 +88,9 @@ void Scheduler::admit(AdmitRequest a) {
   s.persisted_pages = a.persisted_pages;
   s.window_first_turn = a.window_first_turn;
   s.tenant = std::move(tenant);
+  s.cache = a.response_cache;
+  s.cache_key = std::move(a.response_cache_key);
+  if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
   s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
@@ -165,6 +168,12 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
   const PlannedSequence* p = planner_.find(seq);
   messages::DoneFields d = s.stream.done(reason, p ? p->prompt_tokens : 0, p ? p->cached_prompt_tokens : 0,
                                          speculation_.stats(seq), now());
+  d.response_cache = s.cache;
+  // An answer that ended by itself is the request's: the response cache keeps it.
+  if (!s.cache_key.empty() && (reason == wire::FinishReason::stop || reason == wire::FinishReason::length ||
+                               reason == wire::FinishReason::stop_string))
+    out_.cache_answers.push_back({std::move(s.cache_key),
+                                  {s.stream.tokens(), s.stream.answer(), static_cast<uint8_t>(reason), d.prompt_tokens, 0}});
   if (cfg_.metrics) {
     cfg_.metrics->request_done(wire::EnumNameFinishReason(reason), d.prompt_tokens, d.cached_prompt_tokens,
                                d.completion_tokens);

@@ -112,6 +112,8 @@ class Scheduler {
     int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
     int32_t window_first_turn = 0;     // the first stored turn its prompt kept
     std::string tenant;                // its request's fair-share tenant
+    wire::ResponseCacheOutcome cache = wire::ResponseCacheOutcome::not_asked;
+    std::string cache_key;             // a miss: its answer is stored under it
   };
   using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
 

@@ -31,7 +31,8 @@ declare -A value=(
   [kv-spill-codec]='"int8"' [speculation]='"ngram"' [max-draft]=4 [draft-model]='"draft.gguf"'
   [draft-worker]='"tcp://127.0.0.1:7803"' [draft-timeout]=7.25 [draft-kv-tokens]=2048
   [no-kv-spill]=true [session-idle]=60 [session-ttl]=86400 [job-ttl]=3600
-  [max-store-bytes]=21474836480 [sweep-interval]=5 [auth]='"curve"'
+  [max-store-bytes]=21474836480 [sweep-interval]=5 [response-cache-bytes]=1048576 [response-cache-ttl]=600
+  [auth]='"curve"'
   [server-key]="\"$work/server.secret\"" [clients-dir]="\"$work/clients\"" [insecure]=true
   [worker-key]="\"$work/worker.key\"" [client-queue-share]=0.25 [client-slot-share]=0.75
   [client-page-share]=0.125

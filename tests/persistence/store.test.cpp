@@ -212,7 +212,7 @@ TEST_CASE("a sound store checks clean, with its records counted", "[persistence]
   const StoreCheck c = check_store(dir.path);
   CHECK(c.ok());
   CHECK(c.jobs == 20);
-  REQUIRE(c.families.size() == 4);
+  REQUIRE(c.families.size() == 5);
   CHECK(c.families[2].name == "jobs");
   CHECK(c.families[2].records == 40);  // a header and an item each
   CHECK_THROWS_WITH(check_store(dir.path / "none"), Catch::Contains("holds no store"));

@@ -61,6 +61,15 @@ def check_streams(c, troupe, model):
     spec.read()
     check(spec.tokens == plain.tokens, f"speculation changed the tokens: {spec.tokens} vs {plain.tokens}")
     check(plain.speculation is None, "no speculation reported when off")
+    # The response cache tier: the same greedy request again is a hit with the same tokens.
+    first = c.generate(rep, max_tokens=24, temperature=0, response_cache=True)
+    first.read()
+    again = c.generate(rep, max_tokens=24, temperature=0, response_cache=True)
+    again.read()
+    check((first.response_cache, again.response_cache) == ("miss", "hit"),
+          f"response cache: {first.response_cache}, then {again.response_cache}")
+    check(again.tokens == first.tokens == plain.tokens and again.text == first.text, "a hit streams the stored answer")
+    check(plain.response_cache == "not_asked", "a request that does not ask reports not_asked")
     # Chat, and two streams interleaved on one connection.
     a = c.chat([("system", "be brief"), ("user", "hi")], max_tokens=8, temperature=0)
     b = c.generate("interleaved", max_tokens=8, temperature=0)

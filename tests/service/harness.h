@@ -17,6 +17,13 @@
 
 namespace troupe::test {
 
+inline messages::SamplingFields greedy_sampling(int32_t max_tokens) {
+  messages::SamplingFields s;
+  s.temperature = 0;
+  s.max_tokens = max_tokens;
+  return s;
+}
+
 inline std::shared_ptr<const Tokenizer> synthetic_tokenizer() {
   static const auto tok = [] {
     return std::make_shared<const Tokenizer>(synthetic_vocabulary(train_synthetic_vocabulary(256, 0)));

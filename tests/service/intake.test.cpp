@@ -6,18 +6,14 @@
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
 #include "service/intake.h"
+#include "tests/service/harness.h"
 
 using namespace troupe;
 using namespace troupe::service;
 
 namespace {
 
-messages::SamplingFields greedy() {
-  messages::SamplingFields s;
-  s.temperature = 0;
-  s.max_tokens = 4;
-  return s;
-}
+messages::SamplingFields greedy() { return test::greedy_sampling(4); }
 
 }  // namespace
 

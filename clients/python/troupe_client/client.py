@@ -8,8 +8,8 @@ import zmq
 from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn, DeleteSession, Done, Error,
                          ErrorCode, FinishReason, Generate, JobAccepted, JobEvent, JobList, JobReply, JobResults,
                          JobState, JobStatus, ListJobs, ListSessions, Ping, Pong, Priority, Request, RequestBody,
-                         Response, ResponseBody, Sampling, Session, SessionList, ShowSession, Stats, StatsReply,
-                         SubmitJob, Tokens)
+                         Response, ResponseBody, ResponseCacheOutcome, Sampling, Session, SessionList, ShowSession,
+                         Stats, StatsReply, SubmitJob, Tokens)
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
@@ -20,6 +20,7 @@ _TURN_STATES = {0: "window", 1: "summarized", 2: "archived"}
 _ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
 _FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
 _JOB_STATES = {v: k for k, v in vars(JobState.JobState).items() if not k.startswith("_")}
+_CACHE_OUTCOMES = {v: k for k, v in vars(ResponseCacheOutcome.ResponseCacheOutcome).items() if not k.startswith("_")}
 
 
 def _table(body, cls):
@@ -165,6 +166,7 @@ class Stream:
         self.usage = None
         self.timings = None
         self.speculation = None  # from Done: source, drafted, accepted, windows, mean_accepted
+        self.response_cache = None  # from Done: "not_asked", "hit", "miss" or "bypassed"
         self.logprobs = []
         self.token_times = []  # time.perf_counter() at which each token of sample 0 arrived
 
@@ -199,6 +201,7 @@ class Stream:
                 if d.Sample() != 0:
                     continue
                 self.finish_reason = _FINISH_NAMES.get(d.FinishReason(), str(d.FinishReason()))
+                self.response_cache = _CACHE_OUTCOMES.get(d.ResponseCache(), str(d.ResponseCache()))
                 u, t = d.Usage(), d.Timings()
                 self.usage = {"prompt_tokens": u.PromptTokens(), "cached_prompt_tokens": u.CachedPromptTokens(),
                               "completion_tokens": u.CompletionTokens()} if u else {}
@@ -298,7 +301,10 @@ class Client:
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
-                 context_policy="default"):
+                 context_policy="default", response_cache=False):
+        """response_cache: answer from the server's stored answer to this very
+        request when it has one (greedy, or seeded), else store it; the
+        stream's response_cache then says hit, miss or bypassed."""
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
@@ -314,6 +320,7 @@ class Client:
         Generate.AddSpeculation(b, _SPECULATION[speculation])
         Generate.AddMaxDraft(b, max_draft)
         Generate.AddContextPolicy(b, _CONTEXT_POLICIES[context_policy])
+        Generate.AddResponseCache(b, response_cache)
         if draft is not None:
             Generate.AddDraftModel(b, draft)
         body = Generate.End(b)
@@ -323,7 +330,7 @@ class Client:
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
-             draft_model="", context_policy="default"):
+             draft_model="", context_policy="default", response_cache=False):
         """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
@@ -352,6 +359,7 @@ class Client:
         ChatTurn.AddSpeculation(b, _SPECULATION[speculation])
         ChatTurn.AddMaxDraft(b, max_draft)
         ChatTurn.AddContextPolicy(b, _CONTEXT_POLICIES[context_policy])
+        ChatTurn.AddResponseCache(b, response_cache)
         if draft is not None:
             ChatTurn.AddDraftModel(b, draft)
         body = ChatTurn.End(b)
