@@ -27,12 +27,17 @@ void admit(Self self, service::AdmitRequest a) {
   if (a.summarize_through > 0)
     self->send(self->state.links.jobs, summarize_atom::value,
                service::SummaryTask{a.session_id, std::move(a.summary_messages), a.summarize_through});
+  auto count = [self](wire::ResponseCacheOutcome o) {
+    if (self->state.links.metrics) self->state.links.metrics->response_cache(wire::EnumNameResponseCacheOutcome(o));
+  };
+  if (a.response_cache == wire::ResponseCacheOutcome::bypassed) count(a.response_cache);
   if (a.response_cache_key.empty()) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
   // The response cache tier first: a hit is answered here, the model never runs.
   const std::string key = a.response_cache_key;
   self->request(self->state.links.persistence, caf::infinite, response_find_atom::value, key)
       .then(
-          [self, a](persistence::CacheLookup& r) mutable {
+          [self, a, count](persistence::CacheLookup& r) mutable {
+            count(r.found ? wire::ResponseCacheOutcome::hit : wire::ResponseCacheOutcome::miss);
             if (!r.found) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
             const double ms = static_cast<double>(service::steady_ns() - a.accepted_ns) / 1e6;
             for (auto& frame : service::cached_answer_frames(a.client_id, r.answer, ms))

@@ -97,6 +97,10 @@ void ServiceMetrics::job_item(const std::string& outcome) {
   std::lock_guard lock(mutex_);
   ++job_items_[outcome];
 }
+void ServiceMetrics::response_cache(const std::string& outcome) {
+  std::lock_guard lock(mutex_);
+  ++response_cache_[outcome];
+}
 void ServiceMetrics::http_request(const std::string& route, int status) {
   std::lock_guard lock(mutex_);
   ++http_[{route, status}];
@@ -143,6 +147,9 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
     sample(out, "troupe_speculation_accepted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.second));
   header(out, "troupe_job_items_total", "counter", "Batch-job items ended, by outcome");
   for (const auto& [outcome, n] : job_items_) sample(out, "troupe_job_items_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
+  header(out, "troupe_response_cache_total", "counter", "Requests that asked for the response cache tier, by outcome");
+  for (const auto& [outcome, n] : response_cache_)
+    sample(out, "troupe_response_cache_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
   header(out, "troupe_http_requests_total", "counter", "HTTP requests answered, by route and status");
   for (const auto& [key, n] : http_)
     sample(out, "troupe_http_requests_total", "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",

@@ -51,6 +51,7 @@ class ServiceMetrics {
   void request_done(const std::string& outcome, int64_t prompt_tokens, int64_t cached_tokens, int64_t completion_tokens);
   void speculation(const std::string& source, int64_t drafted, int64_t accepted);
   void job_item(const std::string& outcome);
+  void response_cache(const std::string& outcome);  // hit, miss or bypassed
   void http_request(const std::string& route, int status);
   // Counts the actors that own them push on each change (the job actor):
   // a scrape then reads them without asking anyone.
@@ -63,7 +64,7 @@ class ServiceMetrics {
  private:
   mutable std::mutex mutex_;
   Histogram ttft_, itl_, queue_, step_;
-  std::map<std::string, uint64_t> outcomes_, job_items_;
+  std::map<std::string, uint64_t> outcomes_, job_items_, response_cache_;
   std::map<std::pair<std::string, int>, uint64_t> http_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;

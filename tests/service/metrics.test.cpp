@@ -36,13 +36,16 @@ TEST_CASE("histogram buckets are cumulative and end in +Inf, with sum and count"
   CHECK(text.find("# TYPE troupe_time_to_first_token_seconds histogram") != std::string::npos);
 }
 
-TEST_CASE("outcomes, tokens, speculation and HTTP routes are counted by label") {
+TEST_CASE("outcomes, tokens, speculation, the response cache and HTTP routes are counted by label") {
   service::ServiceMetrics m;
   m.request_done("stop", 10, 4, 3);
   m.request_done("stop", 5, 0, 2);
   m.request_done("too_long", 0, 0, 0);
   m.speculation("ngram", 8, 5);
   m.http_request("/v1/completions", 200);
+  m.response_cache("hit");
+  m.response_cache("hit");
+  m.response_cache("bypassed");
   service::Snapshot now;
   now.stats.running = 2, now.stats.pages_free = 7, now.stats.preemptions = 3;
   m.sessions_stored(4);  // pushed by the persistence actor; the job actor has pushed nothing yet
@@ -55,6 +58,8 @@ TEST_CASE("outcomes, tokens, speculation and HTTP routes are counted by label") 
   CHECK(value(text, "troupe_speculation_drafted_tokens_total{source=\"ngram\"}") == 8);
   CHECK(value(text, "troupe_speculation_accepted_tokens_total{source=\"ngram\"}") == 5);
   CHECK(value(text, "troupe_http_requests_total{route=\"/v1/completions\",status=\"200\"}") == 1);
+  CHECK(value(text, "troupe_response_cache_total{outcome=\"hit\"}") == 2);
+  CHECK(value(text, "troupe_response_cache_total{outcome=\"bypassed\"}") == 1);
   CHECK(value(text, "troupe_requests_running") == 2);
   CHECK(value(text, "troupe_kv_pages_free") == 7);
   CHECK(value(text, "troupe_preemptions_total") == 3);
