@@ -16,6 +16,10 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
   cmd.add_option("--penalty-last-n", o.params.penalty_last_n, "How many recent tokens the penalties see");
   cmd.add_option("--seed", o.params.seed, "Random seed (same seed, same output)");
   cmd.add_option("--stop", o.stop, "Stop when this text appears (repeatable)");
+  cmd.add_option("--accept-ratio", o.params.accept_ratio,
+                 "Speculation on a greedy request: keep a drafted token at least this likely relative to the "
+                 "model's top one (1 = exactly greedy; lower accepts more drafts)")
+      ->check(CLI::Range(1e-6, 1.0));
 }
 
 messages::SamplingFields wire_sampling(const SamplingOptions& o) {
@@ -29,6 +33,7 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   f.frequency_penalty = o.params.frequency_penalty;
   f.penalty_last_n = o.params.penalty_last_n;
   f.seed = o.params.seed;
+  f.accept_ratio = o.params.accept_ratio;
   f.max_tokens = o.max_tokens;
   f.stop = o.stop;
   return f;

@@ -18,6 +18,9 @@ void SamplingParams::validate() const {
   if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 10.0f) bad("presence_penalty must be in [-10, 10]");
   if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 10.0f) bad("frequency_penalty must be in [-10, 10]");
   if (penalty_last_n < 0) bad("penalty_last_n must be >= 0");
+  if (!(accept_ratio > 0.0f && accept_ratio <= 1.0f)) bad("accept_ratio must be in (0, 1]");
+  if (accept_ratio < 1.0f && temperature > 0.0f)
+    bad("accept_ratio below 1 applies to greedy requests (temperature 0); sampled drafts are verified exactly");
   for (const auto& [token, bias] : logit_bias)
     if (token < 0 || !std::isfinite(bias) || std::fabs(bias) > 100.0f) bad("logit_bias: a token >= 0, a bias in [-100, 100]");
 }

@@ -23,6 +23,10 @@ struct SamplingParams {
   uint64_t seed = 0;
   // Added to these tokens' logits first, as OpenAI's logit_bias (-100 bans).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Verifying greedy drafts (engine/speculation/acceptance.h): keep a drafted
+  // token whose probability is at least this fraction of the top token's.
+  // 1: exactly greedy; less trades fidelity for accepted drafts. Greedy only.
+  float accept_ratio = 1.0f;
 
   // Throws std::invalid_argument naming the bad field.
   void validate() const;
@@ -44,6 +48,7 @@ class Sampler {
   int32_t draw(const Distribution& d);  // one draw from this sampler's generator
   float uniform();                      // in [0, 1), from the same generator (speculative acceptance)
   bool greedy() const { return params_.temperature == 0.0f; }
+  const SamplingParams& params() const { return params_; }
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);

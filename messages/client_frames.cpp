@@ -14,7 +14,7 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
   return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
-                              bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()));
+                              bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio);
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -50,6 +50,7 @@ SamplingFields read_sampling(const wire::Sampling* s) {
     for (const auto* str : *stop) f.stop.emplace_back(str->str());
   if (const auto* bias = s->logit_bias())
     for (const auto* b : *bias) f.logit_bias.emplace_back(b->token(), b->bias());
+  f.accept_ratio = s->accept_ratio();
   return f;
 }
 

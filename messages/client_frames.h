@@ -31,6 +31,7 @@ struct SamplingFields {
   int32_t max_tokens = 256;
   std::vector<std::string> stop;
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias)
+  float accept_ratio = 1.0f;  // verifying greedy drafts (SamplingParams::accept_ratio)
 };
 
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults

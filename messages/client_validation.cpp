@@ -53,6 +53,10 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (!in_range(c, f + "presence_penalty", s->presence_penalty(), -10, 10, "[-10, 10]")) return false;
   if (!in_range(c, f + "frequency_penalty", s->frequency_penalty(), -10, 10, "[-10, 10]")) return false;
   if (s->penalty_last_n() < 0) return c.fail(f + "penalty_last_n", "is negative");
+  if (!(s->accept_ratio() > 0.0f && s->accept_ratio() <= 1.0f))
+    return c.fail(f + "accept_ratio", std::to_string(s->accept_ratio()) + " is outside (0, 1]");
+  if (s->accept_ratio() < 1.0f && s->temperature() > 0.0f)
+    return c.fail(f + "accept_ratio", "below 1 only for greedy requests (temperature 0); sampled drafts are verified exactly");
   if (const auto* bias = s->logit_bias()) {
     if (bias->size() > 1024) return c.fail(f + "logit_bias", std::to_string(bias->size()) + " tokens, at most 1024");
     for (const auto* b : *bias) {

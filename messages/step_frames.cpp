@@ -35,7 +35,8 @@ flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbu
   for (const auto& [token, b] : f.logit_bias) bias.emplace_back(token, b);
   return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
                                             f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed, logprobs,
-                                            bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()));
+                                            bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()),
+                                            f.accept_ratio);
 }
 
 DraftQOffsets build_draft_q(flatbuffers::FlatBufferBuilder& fbb, std::span<const DraftDistribution> q) {

@@ -108,7 +108,8 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
                    number(body, "repeat_penalty", s.repeat_penalty, 0.01, 10), number(body, "min_p", s.min_p, 0, 1),
                    number(body, "max_completion_tokens", s.max_tokens, 1, max_tokens),
                    number(body, "max_tokens", s.max_tokens, 1, max_tokens), number(body, "top_k", s.top_k, 0, 1 << 20),
-                   number(body, "n", call.n, 1, 16), number(body, "seed", seed, -9.2e18, 9.2e18)})
+                   number(body, "n", call.n, 1, 16), number(body, "seed", seed, -9.2e18, 9.2e18),
+                   number(body, "troupe_accept_ratio", s.accept_ratio, 1e-6, 1)})
     if (err) return *err;
   if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI's 0 means the top token only; troupe's range is (0, 1]
   s.seed = static_cast<uint64_t>(seed);

@@ -20,6 +20,7 @@ inline SamplingParams sampling_params(const wire::step::SequenceSampling* s) {
   p.seed = s->seed();
   if (const auto* bias = s->logit_bias())
     for (const auto* b : *bias) p.logit_bias.emplace_back(b->token(), b->bias());
+  p.accept_ratio = s->accept_ratio();
   return p;
 }
 

@@ -1,6 +1,7 @@
 #include "engine/speculation/acceptance.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace troupe {
@@ -34,7 +35,12 @@ Acceptance accept_drafts(Sampler& sampler, std::span<const int32_t> drafts, cons
     }
     const int32_t d = drafts[i];
     if (sampler.greedy()) {
-      if (p[0].first == d) {
+      // The row holds the penalized logits now: p(d) / p(top) = exp(l_d - l_top).
+      const std::span<float> logits = row(static_cast<int32_t>(i));
+      const float alpha = sampler.params().accept_ratio;
+      const bool near = alpha < 1.0f && d >= 0 && static_cast<size_t>(d) < logits.size() &&
+                        std::exp(logits[static_cast<size_t>(d)] - logits[static_cast<size_t>(p[0].first)]) >= alpha;
+      if (p[0].first == d || near) {
         ++a.accepted;
         history.push_back(d);
         continue;

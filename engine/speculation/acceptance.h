@@ -5,6 +5,10 @@
 //   greedy   accept while d_i equals the target's argmax at position i - 1;
 //            then add the target's own token at the first mismatch (or after
 //            the last draft): the output is exactly greedy decoding's.
+//            With SamplingParams::accept_ratio α < 1 (a lenient, "speculative
+//            cascade" rule) d_i is also kept when p_i(d_i) >= α p_i(argmax),
+//            i.e. when its logit is within -ln α of the top one: the output is
+//            the drafter's wherever the target finds it nearly as likely.
 //   sampled  accept d_i with probability min(1, p_i(d_i) / q_i(d_i)), where p
 //            is the target's distribution after the sampler's penalties and
 //            cuts and q the drafter's (a point mass for n-gram drafts); on

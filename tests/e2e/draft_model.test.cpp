@@ -114,6 +114,57 @@ TEST_CASE("a draft model in the server process: greedy streams are token-identic
   }
 }
 
+TEST_CASE("a lenient acceptance ratio keeps more of a poor drafter's tokens, 1 stays exactly greedy, and bad ratios are refused",
+          "[service]") {
+  // A drafter of another shape and weights (the same vocabulary): it often disagrees.
+  const auto other = std::filesystem::temp_directory_path() / ("troupe-service-other-" + std::to_string(getpid()) + ".gguf");
+  SyntheticModelSpec spec;
+  spec.seed = 24;
+  spec.tied_output = false;  // its own output matrix: its argmax is not the target's
+  write_synthetic_model(spec, other.string());
+  Server server("lenient", {"--draft-model", other.string()});
+  Reference ref;
+  auto run = [&](float ratio) {
+    int drafted = 0, accepted = 0;
+    for (int i = 0; i < 4; ++i) {
+      messages::ClientConnection c(server.endpoint);
+      auto s = greedy(24);
+      s.accept_ratio = ratio;
+      const uint64_t id = c.next_id();
+      const auto out = c.stream(messages::generate_request(id, draft_prompt(i), s, wire::Priority::interactive, false, false,
+                                                           false, 1, wire::Speculation::draft, 4),
+                                id, {}, 60s);
+      INFO("ratio " << ratio << ", prompt " << i << ": " << out.message);
+      REQUIRE(out.done);
+      if (ratio == 1.0f) CHECK(out.tokens == ref.greedy(draft_prompt(i), 24));  // exact despite the drafter
+      drafted += out.usage.spec_drafted;
+      accepted += out.usage.spec_accepted;
+    }
+    return std::make_pair(drafted, accepted);
+  };
+  // Random weights put the logits far apart (no draft within e^-14 of the top
+  // one here): only a tiny ratio lets the drafter's tokens through.
+  const auto [d1, a1] = run(1.0f);
+  const auto [dl, al] = run(1e-30f);
+  INFO("exact: " << a1 << " of " << d1 << " drafts kept; ratio 1e-30: " << al << " of " << dl);
+  REQUIRE(d1 > 0);
+  REQUIRE(dl > 0);
+  CHECK(a1 < d1);  // the drafter is poor: exact verification rejects some
+  CHECK(static_cast<double>(al) / dl > static_cast<double>(a1) / d1);
+  // Out of (0, 1], or below 1 with sampling: an Error naming the field.
+  messages::ClientConnection c(server.endpoint);
+  auto bad = greedy(4);
+  for (const auto& [ratio, temperature] : {std::pair{0.0f, 0.0f}, std::pair{1.5f, 0.0f}, std::pair{0.5f, 0.8f}}) {
+    bad.accept_ratio = ratio;
+    bad.temperature = temperature;
+    const uint64_t id = c.next_id();
+    const auto out = c.stream(messages::generate_request(id, "hello", bad), id, {}, 10s);
+    CHECK(out.error == wire::ErrorCode::invalid_field);
+    CHECK_THAT(out.message, Catch::Contains("sampling.accept_ratio"));
+  }
+  std::filesystem::remove(other);
+}
+
 TEST_CASE("a draft model in its own worker process: the same streams, and a dead worker costs drafts, not requests",
           "[service]") {
   const std::string worker_endpoint = ipc_endpoint("draftworker");

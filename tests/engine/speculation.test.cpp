@@ -80,6 +80,44 @@ TEST_CASE("greedy acceptance keeps the drafts that match the argmax, then the ta
   CHECK(all.next == 1);  // every draft kept: the bonus token from the last row
 }
 
+TEST_CASE("a lenient acceptance ratio keeps a greedy draft nearly as likely as the argmax, and only those") {
+  // Row 0: argmax 3 (logit 2.0); the draft 5 at 1.5 has p(5)/p(3) = exp(-0.5) = 0.607.
+  std::vector<std::vector<float>> rows(3, std::vector<float>(8, 0.0f));
+  rows[0][3] = 2.0f, rows[0][5] = 1.5f;
+  rows[1][4] = 2.0f, rows[1][2] = 0.0f;  // the next draft, 2, is exp(-2) = 0.135 of the top
+  rows[2][1] = 1.0f;
+  auto row = [&](int32_t i) { return std::span<float>(rows[static_cast<size_t>(i)]); };
+  const std::vector<int32_t> drafts{5, 2};
+  auto run = [&](float ratio) {
+    SamplingParams p = plain(0, 1);
+    p.accept_ratio = ratio;
+    Sampler s(p);
+    std::vector<int32_t> history{9};
+    return std::make_pair(accept_drafts(s, drafts, row, history), history);
+  };
+  const auto [exact, h1] = run(1.0f);  // exactly greedy: 5 is not the argmax
+  CHECK(exact.accepted == 0);
+  CHECK(exact.next == 3);
+  const auto [lenient, h2] = run(0.6f);  // 0.607 >= 0.6: kept; 0.135 < 0.6: the target's 4
+  CHECK(lenient.accepted == 1);
+  CHECK(lenient.next == 4);
+  CHECK(h2 == std::vector<int32_t>{9, 5, 4});
+  const auto [strict, h3] = run(0.61f);  // just above the ratio: not kept
+  CHECK(strict.accepted == 0);
+  const auto [loose, h4] = run(0.1f);  // both kept, then the last row's argmax
+  CHECK(loose.accepted == 2);
+  CHECK(loose.next == 1);
+  // Out of (0, 1], or below 1 on a sampled request: refused with the reason.
+  SamplingParams bad = plain(0, 1);
+  bad.accept_ratio = 0.0f;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("accept_ratio"));
+  bad.accept_ratio = 1.5f;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("accept_ratio"));
+  bad = plain(0.8f, 1);
+  bad.accept_ratio = 0.5f;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("greedy"));
+}
+
 TEST_CASE("sampled acceptance follows the target distribution exactly, with point-mass and model drafts (chi-square)") {
   // Target: p0 at the first position, p1 at the second (temperature 1, no cuts).
   const std::vector<float> l0{1.0f, 0.2f, -0.5f, 0.7f, 0.0f}, l1{-1.0f, 0.5f, 0.3f, 0.0f, 1.2f};
