@@ -101,6 +101,13 @@ def check_bad_input(c):
         check(False, "a draft model request served by a server without one")
     except TroupeError as e:
         check(e.code == "invalid_field" and "draft model" in e.message, str(e))
+    for ratio, temperature in ((0.0, 0), (1.5, 0), (0.5, 0.8)):
+        try:
+            c.generate("x", max_tokens=4, temperature=temperature, accept_ratio=ratio).read()
+            check(False, f"accept_ratio {ratio} at temperature {temperature} accepted")
+        except TroupeError as e:
+            check(e.code == "invalid_field" and "accept_ratio" in e.message, str(e))
+    c.chat([("user", "x")], max_tokens=4, temperature=0, accept_ratio=0.5).read()  # greedy: a valid ratio
     c.send_raw(b"\x00garbage")
     r = c.receive_raw(10)
     check(r is not None and r.ClientRequestId() == 0, "malformed input answered")
@@ -113,6 +120,11 @@ def check_sessions_and_jobs(c):
     shown = c.show_session("py")
     check(shown["turns"] == 2 and [m[1] for m in shown["messages"]][::2] == ["first", "second"], str(shown))
     check(shown["turn_states"] == ["window", "window"] and shown["context_summary"] == "", str(shown))
+    try:
+        c.chat([("user", "x")], max_tokens=4, temperature=0, session_id="py", response_cache=True).read()
+        check(False, "a session turn was answered from the response cache")
+    except TroupeError as e:
+        check(e.code == "invalid_field" and "response_cache" in e.message, str(e))
     # A context policy travels with the turn: summarize needs a session to keep its summary in.
     try:
         c.chat([("user", "x")], max_tokens=4, temperature=0, context_policy="summarize").read()

@@ -108,7 +108,7 @@ class TroupeError(Exception):
         self.message = message
 
 
-def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop):
+def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0):
     stops = [b.CreateString(s) for s in stop]
     stop_vec = None
     if stops:
@@ -124,6 +124,7 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
     Sampling.AddRepeatPenalty(b, repeat_penalty)
     Sampling.AddSeed(b, seed)
     Sampling.AddMaxTokens(b, max_tokens)
+    Sampling.AddAcceptRatio(b, accept_ratio)
     if stop_vec is not None:
         Sampling.AddStop(b, stop_vec)
     return Sampling.End(b)
@@ -301,14 +302,17 @@ class Client:
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
-                 context_policy="default", response_cache=False):
+                 context_policy="default", response_cache=False, accept_ratio=1.0):
         """response_cache: answer from the server's stored answer to this very
         request when it has one (greedy, or seeded), else store it; the
-        stream's response_cache then says hit, miss or bypassed."""
+        stream's response_cache then says hit, miss or bypassed.
+        accept_ratio: with speculation on a greedy request, keep a drafted token
+        at least this likely relative to the model's own (1: exactly greedy)."""
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
-        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
+                             accept_ratio)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
         Generate.AddSampling(b, sampling)
@@ -330,7 +334,7 @@ class Client:
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
-             draft_model="", context_policy="default", response_cache=False):
+             draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0):
         """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
@@ -350,7 +354,8 @@ class Client:
         msgs = b.EndVector()
         sid = b.CreateString(session_id)
         draft = b.CreateString(draft_model) if draft_model else None
-        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
+                             accept_ratio)
         ChatTurn.Start(b)
         ChatTurn.AddSessionId(b, sid)
         ChatTurn.AddMessages(b, msgs)
