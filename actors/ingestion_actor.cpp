@@ -1,5 +1,6 @@
 #include "actors/ingestion_actor.h"
 
+#include <memory>
 #include <variant>
 
 #include "actors/replies.h"
@@ -33,21 +34,23 @@ void admit(Self self, service::AdmitRequest a) {
   if (a.response_cache == wire::ResponseCacheOutcome::bypassed) count(a.response_cache);
   if (a.response_cache_key.empty()) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
   // The response cache tier first: a hit is answered here, the model never runs.
-  const std::string key = a.response_cache_key;
-  self->request(self->state.links.persistence, caf::infinite, response_find_atom::value, key)
+  // The request waits for the lookup in one shared copy (its prompt may be long).
+  auto held = std::make_shared<service::AdmitRequest>(std::move(a));
+  auto to_scheduler = [self, held] { self->send(self->state.links.scheduler, admit_atom::value, std::move(*held)); };
+  self->request(self->state.links.persistence, caf::infinite, response_find_atom::value, held->response_cache_key)
       .then(
-          [self, a, count](persistence::CacheLookup& r) mutable {
+          [self, held, count, to_scheduler](persistence::CacheLookup& r) {
             count(r.found ? wire::ResponseCacheOutcome::hit : wire::ResponseCacheOutcome::miss);
-            if (!r.found) return self->send(self->state.links.scheduler, admit_atom::value, std::move(a));
-            const double ms = static_cast<double>(service::steady_ns() - a.accepted_ns) / 1e6;
-            for (auto& frame : service::cached_answer_frames(a.client_id, r.answer, ms))
-              self->state.links.replies->send(a.peer, a.client_id, frame);
+            if (!r.found) return to_scheduler();
+            const double ms = static_cast<double>(service::steady_ns() - held->accepted_ns) / 1e6;
+            for (auto& frame : service::cached_answer_frames(held->client_id, r.answer, ms))
+              self->state.links.replies->send(held->peer, held->client_id, frame);
             if (self->state.links.metrics)
-              self->state.links.metrics->request_done(wire::EnumNameFinishReason(static_cast<wire::FinishReason>(r.answer.finish_reason)),
-                                                      r.answer.prompt_tokens, r.answer.prompt_tokens,
-                                                      static_cast<int32_t>(r.answer.tokens.size()));
+              self->state.links.metrics->request_done(
+                  wire::EnumNameFinishReason(static_cast<wire::FinishReason>(r.answer.finish_reason)), r.answer.prompt_tokens,
+                  r.answer.prompt_tokens, static_cast<int32_t>(r.answer.tokens.size()));
           },
-          [self, a](caf::error&) mutable { self->send(self->state.links.scheduler, admit_atom::value, std::move(a)); });
+          [to_scheduler](caf::error&) { to_scheduler(); });
 }
 
 void begin_turn(Self self, service::SessionTurn turn) {

@@ -53,8 +53,7 @@ class ResponseStream {
   std::string take_answer() { return std::move(answer_); }
   // Keep the answer's text and token ids (for the response cache tier).
   void record() { keep_answer_ = record_tokens_ = true; }
-  const std::string& answer() const { return answer_; }
-  const std::vector<int32_t>& tokens() const { return tokens_; }
+  std::vector<int32_t> take_tokens() { return std::move(tokens_); }
 
  private:
   const Tokenizer* tokenizer_;

@@ -173,7 +173,7 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
   if (!s.cache_key.empty() && (reason == wire::FinishReason::stop || reason == wire::FinishReason::length ||
                                reason == wire::FinishReason::stop_string))
     out_.cache_answers.push_back({std::move(s.cache_key),
-                                  {s.stream.tokens(), s.stream.answer(), static_cast<uint8_t>(reason), d.prompt_tokens, 0}});
+                                  {s.stream.take_tokens(), s.stream.take_answer(), static_cast<uint8_t>(reason), d.prompt_tokens, 0}});
   if (cfg_.metrics) {
     cfg_.metrics->request_done(wire::EnumNameFinishReason(reason), d.prompt_tokens, d.cached_prompt_tokens,
                                d.completion_tokens);

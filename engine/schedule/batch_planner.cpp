@@ -102,14 +102,18 @@ int32_t BatchPlanner::tenant_running(TenantId t) const {
   return n;
 }
 
+int32_t BatchPlanner::tenant_pages_with(const PlannedSequence& s, int32_t until) const {
+  const auto held = static_cast<int32_t>(s.kv.block_table().size());
+  return tenant_pages(s.tenant) + std::max(held, (until + page_size_ - 1) / page_size_) - held;
+}
+
 bool BatchPlanner::over_share(const PlannedSequence& s, int32_t until) const {
   if (!other_tenant_active(s.tenant)) return false;
   const double share = weight_share(s.tenant);
   int32_t running = tenant_running(s.tenant), pages = tenant_pages(s.tenant);
   if (until >= 0) {
-    const auto held = static_cast<int32_t>(s.kv.block_table().size());
     running += s.state != RequestState::running;
-    pages += std::max(held, (until + page_size_ - 1) / page_size_) - held;
+    pages = tenant_pages_with(s, until);
   }
   return running > std::max(1.0, share * limits_.max_running) || pages > std::max(1.0, share * pool_.capacity());
 }
@@ -284,8 +288,7 @@ bool BatchPlanner::fair_page_move(const PlannedSequence& victim, const PlannedSe
   const double share = weight_share(victim.tenant);
   const int32_t victim_pages = tenant_pages(victim.tenant);
   if (victim_pages <= std::max(1.0, share * pool_.capacity())) return false;
-  const auto held = static_cast<int32_t>(keep.kv.block_table().size());
-  const int32_t keep_pages = tenant_pages(keep.tenant) + std::max(held, (until + page_size_ - 1) / page_size_) - held;
+  const int32_t keep_pages = tenant_pages_with(keep, until);
   const int32_t left = victim_pages - static_cast<int32_t>(victim.kv.block_table().size());
   return static_cast<double>(left) / tenants_.at(victim.tenant).weight >=
          static_cast<double>(keep_pages) / tenants_.at(keep.tenant).weight;
@@ -305,24 +308,24 @@ bool BatchPlanner::preempt_one(const PlannedSequence& keep, int32_t until) {
   // Who gives way to `keep`: a less important sequence; at equal priority,
   // one whose pages move fairly to keep's tenant, and never one of a tenant
   // poorer than keep's (the move the other way would be fair); else a newer one.
-  auto gives_way = [&](const PlannedSequence& s, bool fair) {
+  auto gives_way = [&](const PlannedSequence& s, bool fair) {  // fair: s's pages move fairly to keep
     if (s.priority != keep.priority) return s.priority > keep.priority;
     if (fair) return true;
     if (fair_page_move(keep, s, static_cast<int32_t>(s.kv.block_table().size()) * page_size_)) return false;
     return s.arrival > keep.arrival;
   };
   PlannedSequence* victim = nullptr;
-  bool victim_over = false;
+  bool victim_fair = false;
   for (auto& [id, p] : seqs_) {
     PlannedSequence* s = p.get();
     if (s == &keep || s->state != RequestState::running) continue;
-    const bool s_over = fair_page_move(*s, keep, until);
-    if (!gives_way(*s, s_over)) continue;
-    if (!victim || (s_over && !victim_over) ||
-        (s_over == victim_over && (s->priority > victim->priority ||
-                                   (s->priority == victim->priority && s->arrival > victim->arrival)))) {
+    const bool fair = fair_page_move(*s, keep, until);
+    if (!gives_way(*s, fair)) continue;
+    if (!victim || (fair && !victim_fair) ||
+        (fair == victim_fair && (s->priority > victim->priority ||
+                                 (s->priority == victim->priority && s->arrival > victim->arrival)))) {
       victim = s;
-      victim_over = s_over;
+      victim_fair = fair;
     }
   }
   if (!victim) return false;
@@ -474,10 +477,11 @@ void BatchPlanner::plan_once(bool admit_waiting) {
       // less important work, as a decode does: left holding its pages while
       // admissions pass it, it would never finish.
       bool ok = reserve(*s, s->computed + chunk);
+      const uint64_t before = preemptions_;
       while (!ok && preempt_one(*s, s->computed + chunk)) ok = reserve(*s, s->computed + chunk);
       budget += refund_;
       refund_ = 0;
-      running = this->running();
+      running -= static_cast<int32_t>(preemptions_ - before);
       if (!ok || !unshare_for_write(*s, s->computed)) return;
       slices_.push_back({s->id, s->computed, chunk, s->computed + chunk == static_cast<int32_t>(s->tokens.size())});
       spend(*s, chunk);

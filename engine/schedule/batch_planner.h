@@ -221,6 +221,8 @@ class BatchPlanner {
   bool fair_victim_exists(const PlannedSequence& s, int32_t until) const;
   bool other_tenant_active(TenantId t) const { return tenants_.size() > 1 || (tenants_.size() == 1 && !tenants_.count(t)); }
   int32_t tenant_pages(TenantId t) const;
+  // The pages of `s`'s tenant were `s` to hold pages up to position `until`.
+  int32_t tenant_pages_with(const PlannedSequence& s, int32_t until) const;
   int32_t tenant_running(TenantId t) const;
 
   PagePool& pool_;

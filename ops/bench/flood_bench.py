@@ -30,6 +30,16 @@ def vm_hwm_mb(pid):
     return float("nan")
 
 
+def count_endings(streams, ended):
+    """Reads each stream to its end, counting how it ended (finish reason or error code)."""
+    for s in streams:
+        try:
+            s.read()
+            ended[s.finish_reason] += 1
+        except TroupeError as e:
+            ended[e.code] += 1
+
+
 def slots(ep, pid, n):
     words = "the quick brown fox jumps over the lazy dog while the cat sleeps by the warm fire "
     ended = collections.Counter()
@@ -43,12 +53,7 @@ def slots(ep, pid, n):
             streams = [flood.generate(f"{i} " + words * 12, max_tokens=64, temperature=0, ignore_eos=True)
                        for i in range(n)]  # distinct prompts: no prefix sharing eases the flood
             sent.set()
-            for s in streams:
-                try:
-                    s.read()
-                    ended[s.finish_reason] += 1
-                except TroupeError as e:
-                    ended[e.code] += 1
+            count_endings(streams, ended)
 
     def ask(polite, count, spread=True):
         out = []
@@ -129,12 +134,7 @@ def main():
             time.sleep(0.02)
     sender.join()
     ended = collections.Counter()
-    for s in streams:
-        try:
-            s.read()
-            ended[s.finish_reason] += 1
-        except TroupeError as e:
-            ended[e.code] += 1
+    count_endings(streams, ended)
     flood.close()
     rss = vm_hwm_mb(pid)
     print(f"flood: {n} prompts of 1 MiB from one connection in {time.monotonic() - began:.1f} s; "
