@@ -35,6 +35,8 @@ std::string response_cache_refusal(const CacheableRequest& r) {
     return "a sampled request without a seed is answered anew each time; give it a seed, or temperature 0";
   if (r.samples != 1) return "only single-sample requests are cached (n = 1)";
   if (r.logprobs) return "log-probabilities are not cached";
+  if (s.accept_ratio < 1.0f && r.speculation != SpeculationMode::off)
+    return "a lenient accept_ratio keeps whatever was drafted, and drafting depends on the server's load";
   return {};
 }
 

@@ -80,6 +80,14 @@ TEST_CASE("requests whose answer is not theirs alone get no key, and a reason") 
   r.samples = 1;
   r.logprobs = true;
   CHECK_FALSE(response_cache_key(r));
+  // A lenient acceptance ratio keeps drafts: with speculation the answer is not the request's alone.
+  auto lenient = greedy();
+  lenient.accept_ratio = 0.5f;
+  CacheableRequest l{7, prompt, &lenient, false, false, 1, SpeculationMode::draft};
+  CHECK_FALSE(response_cache_key(l));
+  CHECK(response_cache_refusal(l).find("accept_ratio") != std::string::npos);
+  l.speculation = SpeculationMode::off;  // exactly greedy then
+  CHECK(response_cache_key(l));
 }
 
 TEST_CASE("a hit is Accepted, one Tokens frame with the whole answer, and a Done marked hit") {
