@@ -68,6 +68,9 @@ using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... 
 // Retention (persistence/retention.h).
 using response_find_atom = caf::atom_constant<caf::atom("rfind")>;    // (key) -> CacheLookup
 using response_store_atom = caf::atom_constant<caf::atom("rstore")>;  // (key, answer)
+using escalate_atom = caf::atom_constant<caf::atom("escalate")>;  // a request (or its cancel) to the next tier
+using ended_atom = caf::atom_constant<caf::atom("ended")>;        // requests that left a tier for good
+using tiers_atom = caf::atom_constant<caf::atom("tiers")>;        // the tiers' schedulers, to their router
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 
@@ -134,6 +137,14 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<drain_atom, bool>::with<int32_t>,
     caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
 
+// In front of the tiers' schedulers of a server with model tiers
+// (service/tier_router.h): to ingestion and jobs it is the scheduler.
+using tier_router_actor = scheduler_actor::extend<
+    caf::reacts_to<escalate_atom, service::AdmitRequest>,
+    caf::reacts_to<escalate_atom, std::string, uint64_t, uint64_t>,  // a cancel that came after its request moved
+    caf::reacts_to<ended_atom, std::vector<service::Outbound::Ended>>,
+    caf::reacts_to<tiers_atom, std::vector<scheduler_actor>>>;
+
 using ingestion_actor = caf::typed_actor<
     caf::reacts_to<request_atom, std::string, std::string, std::string, bool>,
     caf::reacts_to<drain_atom>,
@@ -142,6 +153,8 @@ using ingestion_actor = caf::typed_actor<
 }  // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::Outbound::Ended>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::actors::scheduler_actor>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobSubmission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobQuery)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SummaryTask)

@@ -20,6 +20,10 @@ void swap_in(Self self, uint64_t seq) {
 
 void deliver(Self self, service::Outbound out) {
   const SchedulerLinks& to = self->state.links;
+  // Before the Done frames: the router forgets a request before its client can reuse the id.
+  if (to.router && !out.ended.empty()) self->send(to.router, ended_atom::value, std::move(out.ended));
+  for (auto& a : out.escalations) self->send(to.router, escalate_atom::value, std::move(a));
+  for (auto& c : out.moved_cancels) self->send(to.router, escalate_atom::value, std::move(c.peer), c.request_id, c.target);
   for (const auto& r : out.replies) to.replies->send(r.peer, r.client_id, r.bytes);
   for (auto& c : out.commits) self->send(to.persistence, session_commit_atom::value, std::move(c));
   for (auto& id : out.released_sessions) self->send(to.persistence, session_release_atom::value, std::move(id));

@@ -19,6 +19,7 @@ struct SchedulerLinks {
   draft_actor drafter;  // none: no draft model
   persistence_actor persistence;
   kv_allocator_actor allocator;
+  tier_router_actor router;  // cascade tiers: escalations go to it; none: one model
 };
 
 struct SchedulerActorState {

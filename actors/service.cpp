@@ -20,6 +20,7 @@
 #include "actors/remote_worker_actor.h"
 #include "actors/replies.h"
 #include "actors/scheduler_actor.h"
+#include "actors/tier_router_actor.h"
 #include "actors/verifier_actor.h"
 #include "engine/chat_template.h"
 #include "engine/gguf_file.h"
@@ -81,6 +82,19 @@ struct Service::Impl {
   persistence_actor persistence_handle;
   kv_allocator_actor allocator;
   job_actor jobs;
+  // Cascade tiers below the last (this struct's verifier and scheduler are
+  // the last tier's), and the router in front of them all.
+  struct SmallTier {
+    std::string name;
+    std::shared_ptr<Backend> backend;
+    verifier_actor verifier;
+    kv_allocator_actor allocator;
+    scheduler_actor scheduler;
+  };
+  std::vector<SmallTier> small_tiers;
+  std::shared_ptr<service::TierTable> tier_table;  // null: one model
+  tier_router_actor router;
+  scheduler_actor front;  // what ingestion and jobs send to: the router, or the one scheduler
   bool kv_spill = false;
   messages::CurveKeys curve, worker_curve;                 // this server's pair; its pair toward workers
   std::shared_ptr<const messages::ClientDirectory> clients;  // null: no CURVE
@@ -88,6 +102,7 @@ struct Service::Impl {
   void open_auth();
   VerifierSide open_verifier();
   void open_draft_model();
+  void open_tiers(const VerifierSide& v);
   persistence::SessionPolicy session_policy(const VerifierSide& v);
   void spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits);
 };
@@ -180,6 +195,50 @@ void Service::Impl::open_draft_model() {
   }
 }
 
+// The smaller tiers, each its own engine; one tokenizer across all of them
+// (a request moves between tiers as tokens). The first tier's model drafts
+// for the last when no draft model is given: that is the verify policy.
+void Service::Impl::open_tiers(const VerifierSide& v) {
+  if (options.tier_paths.empty()) return;
+  tier_table = std::make_shared<service::TierTable>();
+  // A tier is named as serve was given it; a path by its file name.
+  const std::filesystem::path given(options.model_name);
+  const std::string last_name = options.model_name.empty() ? v.config.name
+                                : given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string()
+                                                                                           : options.model_name;
+  for (size_t i = 0; i < options.tier_paths.size(); ++i) {
+    BackendOptions bo = options.backend;
+    bo.kv_pages = static_cast<int32_t>((options.kv_tokens + bo.page_size - 1) / bo.page_size);
+    bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
+    SmallTier t;
+    t.name = i < options.tier_names.size() ? options.tier_names[i] : std::string();
+    t.backend = open_backend(options.tier_paths[i], bo);
+    if (t.name.empty()) t.name = t.backend->config().name;
+    const std::string why = draft_pair_mismatch(tokenizer->vocabulary(), load_vocabulary(t.backend->file()));
+    if (!why.empty())
+      throw std::runtime_error("--tiers: " + t.name + " and " + last_name + " have different tokenizers (" + why +
+                               "); a request moves between tiers as tokens, so every tier needs the same one");
+    tier_table->names.push_back(t.name);
+    tier_table->aliases.push_back({t.name, std::filesystem::path(options.tier_paths[i]).stem().string(), t.backend->config().name});
+    small_tiers.push_back(std::move(t));
+  }
+  tier_table->names.push_back(last_name);
+  tier_table->aliases.push_back({last_name, std::filesystem::path(options.model_path).stem().string(), v.config.name});
+  tier_table->default_policy = options.tier_policy;
+  tier_table->default_threshold = options.escalate_threshold;
+  tier_table->window = options.escalate_window;
+  tier_table->escalate_for_good = options.escalate_for_good;
+  messages::SamplingFields probe;
+  probe.temperature = 0;
+  const auto route = service::resolve_route(*tier_table, probe, 1);
+  if (const auto* why = std::get_if<std::string>(&route))
+    throw std::invalid_argument("--tier " + options.tier_policy + ": " + why->substr(why->find(':') + 2));
+  if (options.draft_model_path.empty() && options.draft_worker.empty()) {
+    options.draft_model_path = options.tier_paths.front();
+    options.draft_model_name = small_tiers.front().name;
+  }
+}
+
 persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) {
   persistence::SessionPolicy p;
   p.model_name = options.model_name.empty() ? v.config.name : options.model_name;
@@ -223,6 +282,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention, metrics);
   allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
 
+  if (tier_table) router = system->spawn(tier_router, std::shared_ptr<const service::TierTable>(tier_table), replies);
   service::SchedulerConfig sc;
   sc.tokenizer = tokenizer;
   sc.kv_pages = v.kv_pages;
@@ -235,7 +295,37 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.spill_codec = options.kv_spill_codec;
   sc.kv_shift = v.can_shift;
   sc.metrics = metrics;
-  scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator});
+  if (tier_table) {
+    sc.tier = tier_table->last();
+    sc.tier_name = tier_table->names.back();
+  }
+  scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator, router});
+  front = scheduler_handle;
+  if (tier_table) {
+    std::vector<scheduler_actor> schedulers;
+    for (size_t i = 0; i < small_tiers.size(); ++i) {
+      SmallTier& t = small_tiers[i];
+      t.verifier = system->spawn<caf::detached>(actors::verifier, t.backend);
+      t.allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
+      service::SchedulerConfig tc = sc;
+      tc.kv_pages = t.backend->pages().capacity();
+      tc.page_size = t.backend->page_size();
+      tc.planner.max_context = std::min<int32_t>(limits.max_context, static_cast<int32_t>(std::min<int64_t>(
+                                                                        t.backend->config().n_ctx_train, INT32_MAX)));
+      tc.draft_model = false;
+      tc.kv_transfer = t.backend->can_transfer_pages();  // swaps of preempted sequences; session pages are the last tier's
+      tc.session_spill = false;
+      tc.kv_shift = t.backend->can_shift_kv();
+      tc.tier = static_cast<int32_t>(i);
+      tc.tier_name = t.name;
+      tc.next_tier = true;
+      t.scheduler = system->spawn(scheduler, tc, SchedulerLinks{replies, t.verifier, draft_actor(), persistence_handle, t.allocator, router});
+      schedulers.push_back(t.scheduler);
+    }
+    schedulers.push_back(scheduler_handle);
+    caf::anon_send(router, tiers_atom::value, std::move(schedulers));
+    front = router;
+  }
 
   const ChatFormat chat_format = detect_chat_format(tokenizer->vocabulary(), v.config.architecture);
   service::BatchJobsConfig jc;
@@ -244,7 +334,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   jc.max_context = limits.max_context;
   jc.max_prompt_bytes = options.client.max_prompt_bytes;
   jc.max_in_flight = std::max(1, options.job_items_in_flight);
-  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, scheduler_handle, persistence_handle, metrics});
+  jc.tiers = tier_table;
+  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, front, persistence_handle, metrics});
   replies->set_jobs(jobs);
   // Sweeps start once the job actor, which must hear of swept jobs, exists.
   caf::anon_send(persistence_handle, sweep_atom::value, jobs);
@@ -263,9 +354,13 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.clients = clients;
   gc.response_cache = options.response_cache_bytes > 0;
   gc.model_fingerprint = policy.model_fingerprint;
+  // The cache's answers depend on every tier's model.
+  for (const SmallTier& t : small_tiers)
+    gc.model_fingerprint = (gc.model_fingerprint * 0x100000001b3ull) ^ file_fingerprint(t.backend->file());
+  gc.tiers = tier_table;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   ingestion_handle =
-      system->spawn(ingestion, gc, IngestionLinks{replies, scheduler_handle, persistence_handle, jobs, backlog, metrics});
+      system->spawn(ingestion, gc, IngestionLinks{replies, front, persistence_handle, jobs, backlog, metrics});
 }
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
@@ -287,6 +382,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   if (limits.max_context <= 0)
     limits.max_context = static_cast<int32_t>(std::min<int64_t>({v.config.n_ctx_train, 8192, pool}));
   s.options.planner = limits;
+  s.open_tiers(v);
   s.open_draft_model();
   const persistence::SessionPolicy policy = s.session_policy(v);
   // The store and sockets first: a locked store or a port in use fails
@@ -329,12 +425,17 @@ Service::~Service() {
     auto stop = [](const auto& a) {
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     };
-    stop(s.ingestion_handle), stop(s.jobs), stop(s.scheduler_handle), stop(s.allocator), stop(s.persistence_handle),
-        stop(s.verifier), stop(s.drafter);
+    stop(s.ingestion_handle), stop(s.jobs), stop(s.router), stop(s.scheduler_handle), stop(s.allocator),
+        stop(s.persistence_handle), stop(s.verifier), stop(s.drafter);
+    for (auto& t : s.small_tiers) {
+      stop(t.scheduler), stop(t.allocator), stop(t.verifier);
+      t.scheduler = scheduler_actor(), t.allocator = kv_allocator_actor(), t.verifier = verifier_actor();
+    }
     // Drop our handles: a detached actor's thread waits until its actor is
     // destroyed, and the system's destructor waits for that thread.
     s.replies->set_jobs(job_actor());
     s.ingestion_handle = ingestion_actor(), s.jobs = job_actor(), s.scheduler_handle = scheduler_actor();
+    s.router = tier_router_actor(), s.front = scheduler_actor();
     s.allocator = kv_allocator_actor(), s.persistence_handle = persistence_actor();
     s.verifier = verifier_actor(), s.drafter = draft_actor();
     s.system.reset();
@@ -345,7 +446,13 @@ Service::~Service() {
 
 std::string Service::describe() const {
   const Impl& s = *impl_;
-  return s.backend_text + s.draft_text + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
+  std::string tiers;
+  if (s.tier_table) {
+    tiers = "; tiers ";
+    for (size_t i = 0; i < s.tier_table->names.size(); ++i) tiers += (i ? " < " : "") + s.tier_table->names[i];
+    tiers += " (default " + s.options.tier_policy + ")";
+  }
+  return s.backend_text + s.draft_text + tiers + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
          "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
                                 (s.options.kv_spill_codec == 2 ? "k8v4" : s.options.kv_spill_codec == 3 ? "its own format" : "int8")
@@ -361,7 +468,7 @@ int32_t Service::drain(std::chrono::milliseconds timeout) {
   caf::anon_send(s.jobs, drain_atom::value);
   auto live = [&](bool stop) {
     int32_t n = -1;
-    self->request(s.scheduler_handle, std::chrono::seconds(30), drain_atom::value, stop)
+    self->request(s.front, std::chrono::seconds(30), drain_atom::value, stop)
         .receive([&](int32_t left) { n = left; }, [&](caf::error&) { n = -1; });
     return n;
   };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/schedule/batch_planner.h"
@@ -78,6 +79,15 @@ struct ServiceOptions {
   // A draft worker that does not answer in this time costs its step's
   // drafts only (drafting pauses a few seconds), not the requests.
   std::chrono::milliseconds draft_timeout{30000};
+  // Cascade tiers (service/cascade.h): the smaller models, smallest first,
+  // each its own engine in this process; model_path is the last (largest)
+  // tier. With tiers and no draft model given, the first tier's model also
+  // drafts for the last (the verify policy). Empty: one model.
+  std::vector<std::string> tier_paths, tier_names;
+  std::string tier_policy = "escalate";  // requests that do not choose
+  float escalate_threshold = 0.6f;
+  int32_t escalate_window = 8;
+  int32_t escalate_for_good = 3;
 };
 
 // $XDG_DATA_HOME/troupe, else ~/.local/share/troupe.

@@ -238,6 +238,7 @@ Run add_batch(CLI::App& app) {
   submit->add_option("--priority", a->priority, "batch, chat or interactive")->capture_default_str();
   submit->add_flag("--watch", a->watch, "Then watch the job until it ends");
   add_sampling_flags(*submit, a->sampling);
+  add_tier_flags(*submit, a->sampling);
   common(submit);
   events(submit);
   CLI::App* stat = cmd->add_subcommand("status", "A job's state and progress");

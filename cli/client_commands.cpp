@@ -70,6 +70,11 @@ void report(const messages::StreamOutcome& out, bool quiet) {
                reason_name(u.reason));
   if (u.response_cache != wire::ResponseCacheOutcome::not_asked)
     std::fprintf(stderr, "[response cache: %s]\n", wire::EnumNameResponseCacheOutcome(u.response_cache));
+  if (!u.tiers.empty()) {
+    std::string tiers;
+    for (const auto& [tier, tokens] : u.tiers) tiers += (tiers.empty() ? "" : " -> ") + tier + " " + std::to_string(tokens);
+    std::fprintf(stderr, "[tiers: %s]\n", tiers.c_str());
+  }
   if (u.speculated)
     std::fprintf(stderr, "[speculation %s: %d drafted, %d accepted in %d windows]\n", u.spec_source.c_str(), u.spec_drafted,
                  u.spec_accepted, u.spec_windows);
@@ -95,6 +100,7 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
                  "Answer from the server's response cache when it holds this very request, else store the answer "
                  "(greedy or seeded requests; not session turns)");
   add_sampling_flags(*cmd, a.sampling);
+  add_tier_flags(*cmd, a.sampling);
 }
 
 auto print_text = [](std::string_view t) {
@@ -187,6 +193,17 @@ int run_stats(const ClientArgs& a) {
               static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
               static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()),
               static_cast<unsigned long long>(s->tokens_shifted()));
+  if (s->tiers())
+    for (const auto* t : *s->tiers())
+      std::printf("{\"tier\": \"%s\", \"requests\": %llu, \"escalated_in\": %llu, \"escalations\": %llu, \"tokens\": %llu, "
+                  "\"forward_tokens\": %llu, \"steps\": %llu, \"drafted\": %llu, \"accepted\": %llu, \"running\": %d, "
+                  "\"waiting\": %d, \"pages_used\": %d, \"pages_total\": %d}\n",
+                  t->name() ? t->name()->c_str() : "", static_cast<unsigned long long>(t->requests()),
+                  static_cast<unsigned long long>(t->escalated_in()), static_cast<unsigned long long>(t->escalations()),
+                  static_cast<unsigned long long>(t->tokens()), static_cast<unsigned long long>(t->forward_tokens()),
+                  static_cast<unsigned long long>(t->steps()), static_cast<unsigned long long>(t->drafted()),
+                  static_cast<unsigned long long>(t->accepted()), t->running(), t->waiting(), t->pages_used(),
+                  t->pages_total());
   return 0;
 }
 

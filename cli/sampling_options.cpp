@@ -22,6 +22,15 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
       ->check(CLI::Range(1e-6, 1.0));
 }
 
+void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
+  cmd.add_option("--tier", o.tier,
+                 "On a server with model tiers: small, large, a tier's name, escalate, verify or auto "
+                 "(default: the server's)");
+  cmd.add_option("--escalate-threshold", o.escalate_threshold,
+                 "--tier escalate: move to the next tier when the mean probability of the last tokens falls below this")
+      ->check(CLI::Range(0.001, 0.999));
+}
+
 messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   messages::SamplingFields f;
   f.temperature = o.params.temperature;
@@ -36,6 +45,8 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   f.accept_ratio = o.params.accept_ratio;
   f.max_tokens = o.max_tokens;
   f.stop = o.stop;
+  f.tier = o.tier;
+  f.escalate_threshold = o.escalate_threshold;
   return f;
 }
 

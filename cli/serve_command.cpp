@@ -21,6 +21,7 @@ namespace {
 
 struct ServeArgs {
   std::string model;
+  std::vector<std::string> tiers;
   actors::ServiceOptions service;
   BackendNames names;  // --device, --weights, --kv-type, --rope-*
   bool no_prefix_cache = false;
@@ -54,6 +55,21 @@ int run_serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   actors::ServiceOptions o = a.service;
   apply_backend_names(o.backend, a.names);
+  // With tiers, the last (largest) is the model; --model, if given, must name it.
+  if (!a.tiers.empty()) {
+    if (a.tiers.size() < 2) throw std::invalid_argument("--tiers needs two models or more, smallest first");
+    if (!a.model.empty() && a.model != a.tiers.back())
+      throw std::invalid_argument("--model " + a.model + " is not the last of --tiers (" + a.tiers.back() +
+                                  "); the last tier is the model, so give one or the other");
+    a.model = a.tiers.back();
+    for (size_t i = 0; i + 1 < a.tiers.size(); ++i) {
+      o.tier_paths.push_back(resolve_model(a.tiers[i]));
+      const std::filesystem::path given(a.tiers[i]);
+      o.tier_names.push_back(given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : a.tiers[i]);
+    }
+  } else if (a.model.empty()) {
+    throw std::invalid_argument("--model is required (or --tiers SMALL,LARGE)");
+  }
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
   if (!a.draft_model.empty()) {
@@ -111,7 +127,26 @@ Run add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model to streaming clients over ZeroMQ");
   add_config_options(*cmd, a->print_config);  // first: the file fills what the flags leave
-  cmd->add_option("--model,-m", a->model, "Model name or GGUF path")->required();
+  cmd->add_option("--model,-m", a->model, "Model name or GGUF path (with --tiers: the last tier)");
+  cmd->add_option("--tiers", a->tiers,
+                  "Cascade: model tiers, smallest first, one tokenizer (e.g. qwen2.5-coder-0.5b,qwen2.5-coder-1.5b); "
+                  "each its own engine, the last is the model (docs/CASCADE.md)")
+      ->delimiter(',');
+  cmd->add_option("--tier", a->service.tier_policy,
+                  "With --tiers, the route of requests that do not choose: small, large, a tier's name, escalate, "
+                  "verify or auto")
+      ->capture_default_str();
+  cmd->add_option("--escalate-threshold", a->service.escalate_threshold,
+                  "escalate: hand a request to the next tier when the mean probability of its last tokens falls below this")
+      ->check(CLI::Range(0.001, 0.999))
+      ->capture_default_str();
+  cmd->add_option("--escalate-window", a->service.escalate_window, "escalate: over this many tokens")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--escalate-for-good", a->service.escalate_for_good,
+                  "escalate: a session's turns start on the last tier after this many of them escalated (0: never)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--listen", a->service.listen, "ZeroMQ endpoint to bind")->capture_default_str();
   cmd->add_option("--http", a->service.http,
                   "Also serve HTTP on HOST:PORT: OpenAI's /v1/chat/completions and /v1/completions, /metrics, "

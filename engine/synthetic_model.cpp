@@ -97,7 +97,7 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   const float we = 1.0f / std::sqrt(static_cast<float>(e)), wf = 1.0f / std::sqrt(static_cast<float>(spec.n_ff));
   TensorMaker t(w, spec.seed);
   t.add("token_embd.weight", {e, n_vocab}, spec.embedding_type, 0.0f, 1.0f);
-  t.add("output_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+  t.add("output_norm.weight", {e}, TensorType::F32, spec.output_scale, 0.1f * spec.output_scale);
   if (!spec.tied_output) t.add("output.weight", {e, n_vocab}, spec.embedding_type, 0.0f, we * 1.7f);
   for (int64_t i = 0; i < spec.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";

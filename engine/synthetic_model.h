@@ -24,6 +24,9 @@ struct SyntheticModelSpec {
   TensorType weight_type = TensorType::F32;  // attention and FFN matrices
   TensorType embedding_type = TensorType::F32;
   bool tied_output = true;
+  // The output norm's mean weight: below 1 the logits shrink and the model
+  // is less sure of its tokens (tests of confidence-driven routing).
+  float output_scale = 1.0f;
   uint64_t seed = 1;
   // rope.scaling.* metadata: "" (none written), "linear" or "yarn".
   std::string rope_scaling;

@@ -103,6 +103,8 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
             out.usage.spec_accepted = sp->accepted();
             out.usage.spec_windows = sp->windows();
           }
+          if (const auto* tiers = d->tiers())
+            for (const auto* t : *tiers) out.usage.tiers.emplace_back(t->tier() ? t->tier()->str() : "", t->tokens());
         }
         if (++done == samples) {
           out.done = true;

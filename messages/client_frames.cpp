@@ -14,7 +14,8 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
   return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
-                              bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio);
+                              bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio,
+                              s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold);
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -51,6 +52,8 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   if (const auto* bias = s->logit_bias())
     for (const auto* b : *bias) f.logit_bias.emplace_back(b->token(), b->bias());
   f.accept_ratio = s->accept_ratio();
+  if (s->tier()) f.tier = s->tier()->str();
+  f.escalate_threshold = s->escalate_threshold();
   return f;
 }
 
@@ -121,8 +124,14 @@ Bytes done_response(uint64_t id, const DoneFields& d) {
   if (d.speculated)
     spec = wire::CreateSpeculationStats(fbb, fbb.CreateString(d.spec_source), d.spec_drafted, d.spec_accepted, d.spec_windows,
                                         d.spec_windows ? static_cast<float>(d.spec_accepted) / d.spec_windows : 0.0f);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::TierSegment>>> tiers;
+  if (!d.tiers.empty()) {
+    std::vector<flatbuffers::Offset<wire::TierSegment>> segments;
+    for (const auto& [tier, tokens] : d.tiers) segments.push_back(wire::CreateTierSegment(fbb, fbb.CreateString(tier), tokens));
+    tiers = fbb.CreateVector(segments);
+  }
   return response(id, wire::ResponseBody::Done,
-                  wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec, d.response_cache).Union(), fbb);
+                  wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec, d.response_cache, tiers).Union(), fbb);
 }
 
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {
@@ -139,11 +148,20 @@ Bytes pong_response(uint64_t id, uint64_t nonce) {
 Bytes stats_response(uint64_t id, const StatsFields& s) {
   flatbuffers::FlatBufferBuilder fbb(256);
   const auto model = fbb.CreateString(s.model);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::TierStats>>> tiers;
+  if (!s.tiers.empty()) {
+    std::vector<flatbuffers::Offset<wire::TierStats>> each;
+    for (const TierStatsFields& t : s.tiers)
+      each.push_back(wire::CreateTierStats(fbb, fbb.CreateString(t.name), t.requests, t.escalated_in, t.escalations, t.tokens,
+                                           t.forward_tokens, t.steps, t.drafted, t.accepted, t.running, t.waiting,
+                                           t.pages_used, t.pages_total));
+    tiers = fbb.CreateVector(each);
+  }
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
                                            s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted, s.preemptions,
-                                           s.draining);
+                                           s.draining, tiers);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

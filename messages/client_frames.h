@@ -32,6 +32,8 @@ struct SamplingFields {
   std::vector<std::string> stop;
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias)
   float accept_ratio = 1.0f;  // verifying greedy drafts (SamplingParams::accept_ratio)
+  std::string tier;                // cascade routing (service/cascade.h); empty: the server's default
+  float escalate_threshold = 0.0f;  // 0: the server's default
 };
 
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults
@@ -67,6 +69,14 @@ struct DoneFields {
   std::string spec_source;
   int32_t spec_drafted = 0, spec_accepted = 0, spec_windows = 0;
   wire::ResponseCacheOutcome response_cache = wire::ResponseCacheOutcome::not_asked;
+  std::vector<std::pair<std::string, int32_t>> tiers;  // (tier, tokens it wrote), in order
+};
+
+struct TierStatsFields {
+  std::string name;
+  uint64_t requests = 0, escalated_in = 0, escalations = 0, tokens = 0, forward_tokens = 0, steps = 0;
+  uint64_t drafted = 0, accepted = 0;
+  int32_t running = 0, waiting = 0, pages_used = 0, pages_total = 0;
 };
 
 struct StatsFields {
@@ -79,6 +89,7 @@ struct StatsFields {
   uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
   uint64_t tokens_shifted = 0, preemptions = 0;
   bool draining = false;
+  std::vector<TierStatsFields> tiers;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

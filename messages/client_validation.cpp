@@ -57,6 +57,9 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
     return c.fail(f + "accept_ratio", std::to_string(s->accept_ratio()) + " is outside (0, 1]");
   if (s->accept_ratio() < 1.0f && s->temperature() > 0.0f)
     return c.fail(f + "accept_ratio", "below 1 only for greedy requests (temperature 0); sampled drafts are verified exactly");
+  if (s->tier() && s->tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
+  if (!(s->escalate_threshold() >= 0.0f && s->escalate_threshold() < 1.0f))
+    return c.fail(f + "escalate_threshold", std::to_string(s->escalate_threshold()) + " is outside (0, 1) (0: the server's default)");
   if (const auto* bias = s->logit_bias()) {
     if (bias->size() > 1024) return c.fail(f + "logit_bias", std::to_string(bias->size()) + " tokens, at most 1024");
     for (const auto* b : *bias) {

@@ -9,7 +9,7 @@ flatbuffers::Offset<wire::SessionSummary> build_summary(flatbuffers::FlatBufferB
   const auto id = fbb.CreateString(s.session_id);
   const auto model = fbb.CreateString(s.model);
   const auto owner = s.owner.empty() ? 0 : fbb.CreateString(s.owner);
-  return wire::CreateSessionSummary(fbb, id, s.turns, s.tokens, s.created_ms, s.updated_ms, model, owner);
+  return wire::CreateSessionSummary(fbb, id, s.turns, s.tokens, s.created_ms, s.updated_ms, model, owner, s.escalations);
 }
 
 Bytes session_id_request(uint64_t id, std::string_view session_id, bool remove) {

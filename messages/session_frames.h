@@ -18,6 +18,7 @@ struct SessionSummaryFields {
   int64_t created_ms = 0, updated_ms = 0;
   std::string model;
   std::string owner;
+  int32_t escalations = 0;  // turns a smaller tier handed to a larger one
 };
 
 using RoleContent = std::pair<std::string, std::string>;

@@ -92,6 +92,8 @@ SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms, const Pr
       start.summary_through = s->summary_through;
       start.context_summary = s->context_summary;
       start.window_first_turn = s->window_first_turn;
+      start.model = s->model;
+      start.escalations = s->escalations;
       if (kv_valid(*s)) {
         start.kv_stored = s->kv_pages;
         start.kv_tokens = s->tokens;
@@ -135,7 +137,8 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
   next.kv_pages = kv_valid(next) ? std::min(next.kv_pages, common_pages(next.tokens, c.tokens, policy_.page_size)) : 0;
   next.kv_model = policy_.kv_identity.model;
   next.kv_layout = policy_.kv_identity.layout;
-  next.model = policy_.model_name;
+  next.model = c.model.empty() ? policy_.model_name : c.model;
+  if (c.escalated) ++next.escalations;
   next.model_fingerprint = policy_.model_fingerprint;
   next.tokens = std::move(c.tokens);
   next.sampling = std::move(c.sampling);

@@ -45,6 +45,10 @@ struct SessionStart {
   std::vector<int32_t> kv_tokens;
   std::vector<std::string> kv_data;
   int32_t kv_stored = 0;  // stored pages of kv_tokens (kv_data may be empty)
+  // Cascade routing (service/cascade.h): the tier that answered the last
+  // turn, and how many turns escalated from a smaller tier to a larger one.
+  std::string model;
+  int32_t escalations = 0;
 };
 
 // A finished session turn, to be made durable before its Done is sent.
@@ -57,6 +61,8 @@ struct SessionCommit {
   messages::SamplingFields sampling;
   messages::DoneFields done;
   int32_t window_first_turn = 0;  // the first stored turn this turn's prompt kept
+  std::string model;       // the model tier that answered; empty: the server's model
+  bool escalated = false;  // a smaller tier handed the turn to a larger one mid-stream
 };
 
 // Pages of a session's token history leaving memory for the store.

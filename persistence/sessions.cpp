@@ -40,6 +40,7 @@ SessionRecord decode_header(const std::string& bytes) {
   s.summary_through = std::max(0, h->summary_through());
   if (h->context_summary()) s.context_summary = h->context_summary()->str();
   if (h->owner()) s.owner = h->owner()->str();
+  s.escalations = h->escalations();
   return s;
 }
 
@@ -81,6 +82,7 @@ messages::SessionSummaryFields SessionRecord::summary() const {
   f.updated_ms = updated_ms;
   f.model = model;
   f.owner = owner;
+  f.escalations = escalations;
   return f;
 }
 
@@ -94,7 +96,7 @@ std::string encode_session_header(const SessionRecord& s) {
   const auto owner = s.owner.empty() ? 0 : fbb.CreateString(s.owner);
   fbb.Finish(store::CreateSessionHeader(fbb, id, s.created_ms, s.updated_ms, static_cast<int32_t>(s.turns.size()), model,
                                         s.model_fingerprint, tokens, sampling, s.kv_pages, s.kv_model, s.kv_layout,
-                                        s.window_first_turn, s.summary_through, summary, owner));
+                                        s.window_first_turn, s.summary_through, summary, owner, s.escalations));
   return messages::finish_bytes(fbb);
 }
 

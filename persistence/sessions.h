@@ -48,6 +48,7 @@ struct SessionRecord {
   // before window_first_turn are archived (out of the context, still stored).
   int32_t window_first_turn = 0, summary_through = 0;
   std::string context_summary;
+  int32_t escalations = 0;  // turns a smaller model tier handed to a larger one (service/cascade.h)
 
   std::vector<ChatMessage> history() const;  // every turn's messages, in order
   std::vector<wire::TurnState> turn_states() const;

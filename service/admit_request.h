@@ -4,6 +4,7 @@
 // ChatTurn on its way from ingestion, or from the job runner, to the
 // scheduler.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,12 @@
 #include "engine/schedule/batch_planner.h"
 #include "engine/speculation/controller.h"
 #include "messages/client_frames.h"
+#include "service/cascade.h"
 #include "service/context_window.h"
 
 namespace troupe::service {
+
+class ResponseStream;
 
 struct AdmitRequest {
   std::string peer;  // ZeroMQ routing id of the client connection, or an internal_peer()
@@ -53,6 +57,15 @@ struct AdmitRequest {
   // The response cache tier: what it did, and (a miss) the key its answer is stored under.
   wire::ResponseCacheOutcome response_cache = wire::ResponseCacheOutcome::not_asked;
   std::string response_cache_key;
+  // Cascade routing (service/cascade.h): the tier it runs on and what may
+  // move it, and (a session turn) how many of the session's turns escalated.
+  Route route;
+  int32_t session_escalations = 0;
+  // A request a smaller tier escalated: its client's stream so far, which
+  // this tier continues, and the prompt it was first given (its prompt
+  // here is that prompt and the tokens written so far).
+  std::shared_ptr<ResponseStream> carried;
+  int32_t first_prompt_tokens = 0;
 };
 
 // Peers of requests the server makes itself (batch job items): their

@@ -4,6 +4,7 @@
 
 #include "messages/client_validation.h"
 #include "service/clock.h"
+#include "service/route_request.h"
 
 namespace troupe::service {
 namespace {
@@ -148,7 +149,9 @@ void BatchJobs::pump() {
     a.sampling = job.sampling;
     a.priority = priority_of(job.priority);
     a.accepted_ns = cfg_.clock();
-    if (auto problem = item_prompt(job, index, a)) {
+    auto problem = route_request(cfg_.tiers.get(), a);
+    if (!problem) problem = item_prompt(job, index, a);
+    if (problem) {
       messages::JobItemFields r;
       r.index = index;
       r.error = *problem;
@@ -182,6 +185,7 @@ void BatchJobs::summarize(SummaryTask task) {
   a.sampling.max_tokens = 200;
   a.priority = Priority::batch;
   a.accepted_ns = cfg_.clock();
+  route_request(cfg_.tiers.get(), a);  // the server's default route: greedy, so it always has one
   try {
     a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, task.messages, true);
   } catch (const std::exception& e) {

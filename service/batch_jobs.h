@@ -28,6 +28,7 @@
 #include "messages/job_frames.h"
 #include "persistence/jobs.h"
 #include "service/admit_request.h"
+#include "service/cascade.h"
 #include "service/outbound.h"
 
 namespace troupe::service {
@@ -100,6 +101,7 @@ struct BatchJobsConfig {
   // first; older ones keep only their summary, and a results query reads them
   // from the store (JobWork::loads).
   size_t max_cached_jobs = 256;
+  std::shared_ptr<const TierTable> tiers;  // cascade tiers: items take the job's route; null: one model
   std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
   std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
 };

@@ -116,6 +116,18 @@ void ServiceMetrics::sessions_stored(int64_t n) {
   sessions_ = n;
 }
 
+void ServiceMetrics::tier(int32_t index, messages::TierStatsFields figures) {
+  std::lock_guard lock(mutex_);
+  tiers_[index] = std::move(figures);
+}
+
+std::vector<messages::TierStatsFields> ServiceMetrics::tiers() const {
+  std::lock_guard lock(mutex_);
+  std::vector<messages::TierStatsFields> out;
+  for (const auto& [index, t] : tiers_) out.push_back(t);
+  return out;
+}
+
 std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   const messages::StatsFields& g = now.stats;
   std::lock_guard lock(mutex_);
@@ -162,6 +174,27 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   gauge(out, "troupe_kv_pages_free", "KV pages free", g.pages_free);
   if (sessions_ >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions_);
   if (jobs_running_ >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs_running_);
+  // Cascade tiers, one series each (label tier = the model's name).
+  using Field = uint64_t messages::TierStatsFields::*;
+  const std::pair<const char*, Field> tier_counters[] = {
+      {"requests", &messages::TierStatsFields::requests},
+      {"escalated_in", &messages::TierStatsFields::escalated_in},
+      {"escalations", &messages::TierStatsFields::escalations},
+      {"tokens", &messages::TierStatsFields::tokens},
+      {"forward_tokens", &messages::TierStatsFields::forward_tokens},
+      {"steps", &messages::TierStatsFields::steps},
+      {"drafted_tokens", &messages::TierStatsFields::drafted},
+      {"accepted_tokens", &messages::TierStatsFields::accepted}};
+  const char* tier_help[] = {"Requests that started on the tier", "Requests continued on the tier after a smaller one escalated them",
+                             "Requests the tier handed to the next one mid-stream", "Tokens the tier wrote",
+                             "Positions the tier's model computed (prompts, decode, verify windows)", "The tier's forward passes",
+                             "Drafted tokens the tier verified", "Of those, kept"};
+  if (!g.tiers.empty())
+    for (size_t i = 0; i < std::size(tier_counters); ++i) {
+      const std::string name = std::string("troupe_tier_") + tier_counters[i].first + "_total";
+      header(out, name.c_str(), "counter", tier_help[i]);
+      for (const auto& t : g.tiers) sample(out, name, "tier=\"" + t.name + "\"", static_cast<double>(t.*tier_counters[i].second));
+    }
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;
 }

@@ -11,6 +11,8 @@
 #include "messages/client_frames.h"
 #include "persistence/response_cache.h"
 #include "persistence/session_turns.h"
+#include "service/admit_request.h"
+#include "service/cascade.h"
 
 namespace troupe::service {
 
@@ -50,11 +52,26 @@ struct Outbound {
     persistence::CachedAnswer answer;
   };
   std::vector<AnswerToCache> cache_answers;  // finished answers for the response cache tier
+  // Cascade tiers (service/cascade.h): requests handed to the next tier
+  // mid-stream; cancels of them that came here after they left; requests
+  // that left this tier for good (what they teach `auto`).
+  std::vector<AdmitRequest> escalations;
+  struct Cancel {
+    std::string peer;
+    uint64_t request_id = 0, target = 0;
+  };
+  std::vector<Cancel> moved_cancels;
+  struct Ended {
+    std::string peer;
+    uint64_t client_id = 0;
+    RouteOutcome outcome;
+  };
+  std::vector<Ended> ended;
 
   bool empty() const {
     return replies.empty() && commits.empty() && released_sessions.empty() && spills.empty() && swap_outs.empty() &&
            swap_fetches.empty() && swap_drops.empty() && idle_sessions.empty() && active_sessions.empty() &&
-           cache_answers.empty();
+           cache_answers.empty() && escalations.empty() && moved_cancels.empty() && ended.empty();
   }
 };
 

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "service/response_tier.h"
+#include "service/route_request.h"
 
 namespace troupe::service {
 namespace {
@@ -93,6 +94,7 @@ std::optional<messages::Rejection> RequestGate::read_generate(const wire::Genera
   a.samples = g.n();
   if (auto why = resolve_speculation(a, g.speculation(), g.max_draft(), g.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  if (auto why = route_request(cfg_.tiers.get(), a)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.prompt = cfg_.tokenizer->encode(g.prompt()->string_view(), cfg_.tokenizer->add_bos_by_default(), g.special());
   a.policy = resolve_policy(g.context_policy(), false);
   const int64_t budget = prompt_budget(a);
@@ -118,6 +120,7 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
                      "response_cache: a session turn is never answered from the cache (its history is the session's)");
   if (auto why = resolve_speculation(a, t.speculation(), t.max_draft(), t.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  if (auto why = route_request(cfg_.tiers.get(), a)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   return std::nullopt;
 }
 
@@ -202,7 +205,14 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return query(Query::Kind::show_session, peer, id, 0, req->body_as_ShowSession()->session_id()->str());
       case wire::RequestBody::DeleteSession:
         return query(Query::Kind::delete_session, peer, id, 0, req->body_as_DeleteSession()->session_id()->str());
-      case wire::RequestBody::SubmitJob: return submission(*req->body_as_SubmitJob(), peer, id);
+      case wire::RequestBody::SubmitJob: {
+        JobSubmission sub = submission(*req->body_as_SubmitJob(), peer, id);
+        // Its items take the route the job asks for: a bad tier is refused now, not per item.
+        static const TierTable kNone;
+        auto route = resolve_route(cfg_.tiers ? *cfg_.tiers : kNone, sub.sampling, 1);
+        if (auto* why = std::get_if<std::string>(&route)) return rejection(id, wire::ErrorCode::invalid_field, *why);
+        return sub;
+      }
       case wire::RequestBody::JobStatus:
         return query(Query::Kind::job, peer, id, 0, req->body_as_JobStatus()->job_id()->str(), JobQuery::status);
       case wire::RequestBody::JobResults:
@@ -224,7 +234,9 @@ void RequestGate::resolve_response_cache(AdmitRequest& a, bool asked) const {
   if (!asked) return;
   a.response_cache = wire::ResponseCacheOutcome::bypassed;
   if (!cfg_.response_cache) return;
-  CacheableRequest r{cfg_.model_fingerprint, a.prompt, &a.sampling, a.ignore_eos, a.logprobs, a.samples, a.speculation};
+  CacheableRequest r{cfg_.model_fingerprint, a.prompt,      &a.sampling,        a.ignore_eos,
+                     a.logprobs,             a.samples,     a.speculation,      route_key(a.route),
+                     a.route.kind == RouteKind::automatic};
   if (auto key = response_cache_key(r)) {
     a.response_cache = wire::ResponseCacheOutcome::miss;  // until ingestion finds it
     a.response_cache_key = std::move(*key);
@@ -253,6 +265,7 @@ std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(Sessio
   } catch (const std::exception& e) {
     return rejection(a.client_id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
   }
+  a.session_escalations = start.escalations;
   const auto ps = static_cast<size_t>(cfg_.page_size);
   size_t same = 0;
   while (same < a.prompt.size() && same < start.kv_tokens.size() && a.prompt[same] == start.kv_tokens[same]) ++same;

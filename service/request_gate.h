@@ -23,6 +23,7 @@
 #include "persistence/session_turns.h"
 #include "service/admit_request.h"
 #include "service/batch_jobs.h"
+#include "service/cascade.h"
 
 namespace troupe::service {
 
@@ -44,6 +45,8 @@ struct GateConfig {
   // > 0), and the model file's fingerprint its keys carry.
   bool response_cache = false;
   uint64_t model_fingerprint = 0;
+  // Cascade tiers (service/cascade.h); null or empty: one model.
+  std::shared_ptr<const TierTable> tiers;
 };
 
 // The name under which a gateway asks for the server's own figures (the HTTP

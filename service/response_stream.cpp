@@ -26,6 +26,7 @@ std::optional<wire::FinishReason> ResponseStream::push(int32_t token, float logp
   last_token_ns_ = now;
   if (!ignore_eos_ && tokenizer_->is_end_of_generation(token)) return wire::FinishReason::stop;
   ++completion_;
+  if (!segments_.empty()) ++segments_.back().second;
   if (record_tokens_) tokens_.push_back(token);
   const std::string text = stops_.push(decoder_.push(token));
   if (keep_answer_) answer_ += text;
@@ -58,6 +59,7 @@ messages::DoneFields ResponseStream::done(wire::FinishReason reason, int32_t pro
   d.ttft_ms = first_token_ns_ ? ms(first_token_ns_ - accepted_ns_) : 0;
   d.per_token_ms = completion_ > 1 ? ms(last_token_ns_ - first_token_ns_) / (completion_ - 1) : 0;
   d.total_ms = ms(now - accepted_ns_);
+  d.tiers = segments_;
   if (spec && spec->verify_steps > 0) {
     d.speculated = true;
     d.spec_source = draft_source_name(spec->last_source);

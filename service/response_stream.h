@@ -54,6 +54,9 @@ class ResponseStream {
   // Keep the answer's text and token ids (for the response cache tier).
   void record() { keep_answer_ = record_tokens_ = true; }
   std::vector<int32_t> take_tokens() { return std::move(tokens_); }
+  // Cascade tiers: tokens from here on are written by `tier` (Done.tiers).
+  void begin_segment(const std::string& tier) { segments_.emplace_back(tier, 0); }
+  const std::vector<std::pair<std::string, int32_t>>& segments() const { return segments_; }
 
  private:
   const Tokenizer* tokenizer_;
@@ -64,6 +67,7 @@ class ResponseStream {
   bool logprobs_, ignore_eos_, keep_answer_, record_tokens_ = false;
   std::string answer_;
   std::vector<int32_t> tokens_;
+  std::vector<std::pair<std::string, int32_t>> segments_;  // (tier, tokens)
   int32_t completion_ = 0;
   int64_t accepted_ns_, scheduled_ns_ = 0, first_token_ns_ = 0, last_token_ns_ = 0;
 };

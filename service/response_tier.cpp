@@ -37,6 +37,7 @@ std::string response_cache_refusal(const CacheableRequest& r) {
   if (r.logprobs) return "log-probabilities are not cached";
   if (s.accept_ratio < 1.0f && r.speculation != SpeculationMode::off)
     return "a lenient accept_ratio keeps whatever was drafted, and drafting depends on the server's load";
+  if (r.route_learned) return "tier auto answers by the policy it has learned so far, which changes";
   return {};
 }
 
@@ -66,6 +67,7 @@ std::optional<std::string> response_cache_key(const CacheableRequest& r) {
   for (const auto& [token, bias] : s.logit_bias) c.add(token), c.add(bias);
   c.add<uint8_t>(r.ignore_eos);
   c.add<uint8_t>(greedy ? 0 : static_cast<uint8_t>(r.speculation));
+  if (!r.route.empty()) c.add(r.route);  // absent without tiers: earlier keys stay valid
   std::string key(crypto_generichash_BYTES, '\0');
   static_assert(crypto_generichash_BYTES == 32);
   crypto_generichash(reinterpret_cast<unsigned char*>(key.data()), key.size(),

@@ -30,6 +30,8 @@ struct CacheableRequest {
   bool logprobs = false;
   int32_t samples = 1;
   SpeculationMode speculation = SpeculationMode::off;
+  std::string route;  // cascade tiers: service/cascade.h route_key(); empty: none
+  bool route_learned = false;  // auto: the choice depends on what the router has learned
 };
 
 // Why a request asking for the cache cannot use it; empty when it can.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <stdexcept>
 
 #include "messages/draft_frames.h"
@@ -38,6 +39,12 @@ void Scheduler::refuse(const AdmitRequest& a, wire::ErrorCode code, const std::s
   if (cfg_.metrics) cfg_.metrics->request_done(wire::EnumNameErrorCode(code), 0, 0, 0);
   out_.replies.push_back({a.peer, a.client_id, messages::error_response(a.client_id, code, message)});
   release_session(a.session_id);
+  // A duplicate id names a request that runs: the router's record of it stays.
+  if (code != wire::ErrorCode::duplicate_id) ended(a.peer, a.client_id);
+}
+
+void Scheduler::ended(const std::string& peer, uint64_t client_id, RouteOutcome outcome) {
+  if (cfg_.tier >= 0) out_.ended.push_back({peer, client_id, outcome});
 }
 
 void Scheduler::admit(AdmitRequest a) {
@@ -51,6 +58,7 @@ void Scheduler::admit(AdmitRequest a) {
       d.prompt_tokens = static_cast<int32_t>(a.prompt.size());
       if (cfg_.metrics) cfg_.metrics->request_done("cancelled", 0, 0, 0);
       out_.replies.push_back({a.peer, a.client_id, messages::done_response(a.client_id, d)});
+      ended(a.peer, a.client_id);
       return release_session(a.session_id);
     }
   }
@@ -61,6 +69,9 @@ void Scheduler::admit(AdmitRequest a) {
   const uint64_t seq = next_seq_++;
   const auto prompt_tokens = static_cast<int32_t>(a.prompt.size());
   if (!a.session_id.empty()) out_.active_sessions.push_back(a.session_id);
+  // Another tier's pages do not fit this one: they wait for the tier they belong to.
+  std::vector<std::string> foreign_pages;
+  if (!cfg_.session_spill) foreign_pages = std::exchange(a.restore_pages, {});
   restore(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.restore_pages);
   plan_reuse(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.prompt, a.reuse);
   std::string tenant = a.tenant.empty() ? a.peer : a.tenant;
@@ -79,9 +90,21 @@ void Scheduler::admit(AdmitRequest a) {
     case BatchPlanner::AddResult::duplicate: return refuse(a, wire::ErrorCode::too_long, "the prompt does not fit the context");
     case BatchPlanner::AddResult::accepted: break;
   }
-  Sequence s{ResponseStream(*cfg_.tokenizer, {a.peer, a.client_id, 0}, a.sampling, a.logprobs, a.ignore_eos,
-                            !a.session_id.empty(), a.accepted_ns),
+  const bool carried = static_cast<bool>(a.carried);
+  Sequence s{carried ? ResponseStream(*a.carried)
+                     : ResponseStream(*cfg_.tokenizer, {a.peer, a.client_id, 0}, a.sampling, a.logprobs, a.ignore_eos,
+                                      !a.session_id.empty(), a.accepted_ns),
              std::move(a.sampling)};
+  if (cfg_.tier >= 0) s.stream.begin_segment(cfg_.tier_name);
+  ++(carried ? escalated_in_ : requests_in_);
+  s.route = a.route;
+  if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1)
+    s.watch.emplace(a.route.threshold, a.route.window);
+  s.weight = a.weight;
+  s.priority = a.priority;
+  s.first_prompt_tokens = carried ? a.first_prompt_tokens : -1;
+  s.session_escalations = a.session_escalations;
+  s.restore_pages = std::move(foreign_pages);
   s.forks_pending = a.samples - 1;
   s.session_id = std::move(a.session_id);
   s.turn_messages = std::move(a.turn_messages);
@@ -92,15 +115,17 @@ void Scheduler::admit(AdmitRequest a) {
   s.cache_key = std::move(a.response_cache_key);
   if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
-  s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
+  if (!carried) s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
   sequences_.emplace(seq, std::move(s));
   account();
+  if (cfg_.metrics && cfg_.tier >= 0) cfg_.metrics->tier(cfg_.tier, tier_stats());
 }
 
 void Scheduler::cancel(const std::string& peer, uint64_t request_id, uint64_t target) {
   auto it = requests_.find({peer, target});
   if (it == requests_.end()) {
+    if (escalated_.count({peer, target})) return out_.moved_cancels.push_back({peer, request_id, target});
     if (is_internal_peer(peer)) return;  // a job item that already ended
     // It may still be on its way (a prompt being tokenized): remembered for a while.
     if (early_cancels_.size() >= kMaxEarlyCancels)
@@ -166,7 +191,9 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
     s.stream.send(messages::done_response(s.stream.target().client_id, unforked), out_);
   }
   const PlannedSequence* p = planner_.find(seq);
-  messages::DoneFields d = s.stream.done(reason, p ? p->prompt_tokens : 0, p ? p->cached_prompt_tokens : 0,
+  // An escalated request's prompt is the one its client sent; the rest was its answer so far.
+  const int32_t prompt = s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : p ? p->prompt_tokens : 0;
+  messages::DoneFields d = s.stream.done(reason, prompt, p ? std::min(p->cached_prompt_tokens, prompt) : 0,
                                          speculation_.stats(seq), now());
   d.response_cache = s.cache;
   // An answer that ended by itself is the request's: the response cache keeps it.
@@ -198,7 +225,7 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
     c.tokens = p->tokens;
     const int32_t full = p->computed / cfg_.page_size;
     std::vector<int32_t> kept(p->tokens.begin(), p->tokens.begin() + static_cast<int64_t>(full) * cfg_.page_size);
-    if (cfg_.kv_transfer && full > s.persisted_pages) {
+    if (cfg_.kv_transfer && cfg_.session_spill && full > s.persisted_pages) {
       const auto table = p->kv.block_table();
       transfers_.spill(s.session_id, kept, s.persisted_pages,
                        std::vector<int32_t>(table.begin() + s.persisted_pages, table.begin() + full));
@@ -208,6 +235,8 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
   c.sampling = s.sampling;
   c.done = std::move(done);
   c.window_first_turn = s.window_first_turn;
+  c.model = cfg_.tier_name;
+  c.escalated = s.stream.segments().size() > 1;
   out_.commits.push_back(std::move(c));
   s.session_id.clear();
 }
@@ -229,22 +258,76 @@ void Scheduler::fail_step(const std::string& message) {
   for (uint64_t seq : in_step_) fail(seq, wire::ErrorCode::internal, message);
 }
 
-void Scheduler::drop(uint64_t seq) {
+// `moved`: escalated to the next tier, where the request goes on.
+void Scheduler::drop(uint64_t seq, bool moved) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   if (swapped_.erase(seq)) out_.swap_drops.push_back(seq);
   planner_.finish(seq);
   forget_.push_back(seq);
+  RouteOutcome outcome;
+  const Sequence& s = it->second;
+  outcome.kind = s.route.kind;
+  outcome.workload = s.route.chosen_by_auto ? s.route.workload : -1;
+  outcome.tokens = s.stream.completion();
+  if (!cfg_.next_tier && !s.stream.segments().empty() && s.stream.segments().size() > 1)
+    outcome.large_tokens = s.stream.segments().back().second;
+  if (const SpeculationStats* spec = speculation_.stats(seq)) {
+    drafted_ += spec->drafted, accepted_ += spec->accepted;
+    outcome.drafted = static_cast<int32_t>(spec->drafted);
+    outcome.accepted = static_cast<int32_t>(spec->accepted);
+    outcome.windows = static_cast<int32_t>(spec->verify_steps);
+  }
   speculation_.remove(seq);
-  const StreamTarget& t = it->second.stream.target();
+  const StreamTarget& t = s.stream.target();
   if (auto g = requests_.find({t.peer, t.client_id}); g != requests_.end()) {
     std::erase(g->second, seq);
     if (g->second.empty()) {
+      if (!moved) ended(t.peer, t.client_id, outcome);
       requests_.erase(g);
-      release_tenant(it->second.tenant);
+      release_tenant(s.tenant);
     }
   }
   sequences_.erase(it);
+}
+
+// The small tier's confidence fell: the next tier continues the same stream
+// from the prompt and the tokens written so far (its prefix cache serves
+// what it already holds), and this tier lets the sequence go.
+void Scheduler::escalate(uint64_t seq) {
+  Sequence& s = sequences_.at(seq);
+  const PlannedSequence* p = planner_.find(seq);
+  if (!p) return;
+  AdmitRequest a;
+  a.peer = s.stream.target().peer;
+  a.client_id = s.stream.target().client_id;
+  a.tenant = s.tenant;
+  a.weight = s.weight;
+  a.prompt = p->tokens;
+  a.sampling = s.sampling;
+  a.sampling.max_tokens = s.stream.max_tokens() - s.stream.completion();
+  a.priority = s.priority;
+  a.logprobs = s.stream.logprobs();
+  a.ignore_eos = s.stream.ignore_eos();
+  a.accepted_ns = s.stream.accepted_ns();
+  a.session_id = s.session_id;
+  a.turn_messages = s.turn_messages;
+  a.persisted_pages = s.persisted_pages;
+  a.restore_pages = std::move(s.restore_pages);
+  a.window_first_turn = s.window_first_turn;
+  a.response_cache = s.cache;
+  a.response_cache_key = s.cache_key;
+  a.route = s.route;
+  a.route.tier = cfg_.tier + 1;
+  a.session_escalations = s.session_escalations;
+  a.carried = std::make_shared<ResponseStream>(s.stream);
+  a.first_prompt_tokens = s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : p->prompt_tokens;
+  out_.escalations.push_back(std::move(a));
+  ++escalations_out_;
+  if (escalated_.size() >= kMaxEarlyCancels)
+    std::erase_if(escalated_, [t = now()](const auto& e) { return t - e.second > kEarlyCancelNs; });
+  escalated_[{s.stream.target().peer, s.stream.target().client_id}] = now();
+  drop(seq, true);
 }
 
 // Counted per request: a tenant's number lives while it has one.
@@ -493,7 +576,7 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
     specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
                      introduce ? &s.sampling : nullptr,
                      introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
-                     s.stream.logprobs(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts)});
+                     s.stream.logprobs() || s.watch.has_value(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts)});
     in_step_.push_back(slices[i].id);
   }
   return specs;
@@ -526,6 +609,7 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
   planner_.release_pages(transfers_.step_done());
   apply_deferred();
   account();
+  if (cfg_.metrics && cfg_.tier >= 0) cfg_.metrics->tier(cfg_.tier, tier_stats());
 }
 
 void Scheduler::take_tokens(const wire::step::StepResult& res) {
@@ -549,6 +633,7 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
     if (p.wants_token) wanted.push_back(p.id);
   }
   if (step_tokens > 0) speculation_.observe_step(step_tokens, res.forward_ms());
+  if (step_tokens > 0) forward_tokens_ += static_cast<uint64_t>(step_tokens), ++forward_steps_;
   if (cfg_.metrics) cfg_.metrics->step(res.forward_ms() * 1e-3, step_tokens);
   // The result must answer this step, slice for slice.
   bool matches = res.step() == step_ && wanted.size() == who.size();
@@ -619,7 +704,8 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   }
   if (finished) return end(seq, *finished, true);
   const PlannedSequence* s = planner_.find(seq);
-  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
+  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) return end(seq, wire::FinishReason::context_full, true);
+  if (it->second.watch && it->second.watch->observe(std::exp(logprob))) escalate(seq);
 }
 
 // ------------------------------------------------------------ accounting
@@ -654,7 +740,36 @@ messages::StatsFields Scheduler::stats() {
   f.tokens_shifted = tokens_shifted_;
   f.preemptions = ps.preemptions;
   f.draining = draining_;
+  // Cascade tiers: every tier's figures; requests counted across them all
+  // (the pages above are this, the last, tier's).
+  if (cfg_.tier >= 0 && cfg_.metrics) {
+    cfg_.metrics->tier(cfg_.tier, tier_stats());
+    f.tiers = cfg_.metrics->tiers();
+    f.running = f.waiting = 0;
+    for (const auto& t : f.tiers) f.running += t.running, f.waiting += t.waiting;
+  }
   return f;
+}
+
+messages::TierStatsFields Scheduler::tier_stats() {
+  const PlannerStats ps = planner_.stats();
+  messages::TierStatsFields t;
+  t.name = cfg_.tier_name;
+  t.requests = requests_in_;
+  t.escalated_in = escalated_in_;
+  t.escalations = escalations_out_;
+  t.tokens = tokens_generated_;
+  t.forward_tokens = forward_tokens_;
+  t.steps = forward_steps_;
+  t.drafted = drafted_;
+  t.accepted = accepted_;
+  for (const auto& [seq, s] : sequences_)
+    if (const SpeculationStats* spec = speculation_.stats(seq)) t.drafted += spec->drafted, t.accepted += spec->accepted;
+  t.running = ps.running;
+  t.waiting = ps.waiting;
+  t.pages_used = ps.pages_used;
+  t.pages_total = ps.pages_total;
+  return t;
 }
 
 }  // namespace troupe::service

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "engine/schedule/batch_planner.h"
 #include "engine/tokenizer.h"
 #include "service/admit_request.h"
+#include "service/cascade.h"
 #include "service/kv_transfers.h"
 #include "service/metrics.h"
 #include "service/outbound.h"
@@ -51,6 +53,14 @@ struct SchedulerConfig {
   // this many bytes; beyond it they are recomputed. 0: always recompute.
   int64_t swap_bytes = int64_t{1} << 30;
   bool kv_shift = false;  // the verifier moves KV between positions (context shifts)
+  // Cascade tiers (service/cascade.h): this scheduler's tier (-1: the server
+  // has none), its model's name, whether a larger tier follows (escalate
+  // hands requests to it), and whether session pages are this tier's to
+  // spill and restore (the store keeps one model's: the last tier's).
+  int32_t tier = -1;
+  std::string tier_name;
+  bool next_tier = false;
+  bool session_spill = true;
   std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
   std::shared_ptr<ServiceMetrics> metrics;  // null: none recorded
 };
@@ -94,6 +104,7 @@ class Scheduler {
 
   // Everything but pages_spilled, which the allocator counts as the store confirms.
   messages::StatsFields stats();
+  messages::TierStatsFields tier_stats();
   Outbound take_outbound() { return std::exchange(out_, {}); }
   bool plan_out() const { return phase_ == Phase::drafting || phase_ == Phase::stepping; }
 
@@ -114,6 +125,14 @@ class Scheduler {
     std::string tenant;                // its request's fair-share tenant
     wire::ResponseCacheOutcome cache = wire::ResponseCacheOutcome::not_asked;
     std::string cache_key;             // a miss: its answer is stored under it
+    // Cascade: its route, the watch that may escalate it, what the next tier needs.
+    Route route;
+    std::optional<EscalationWatch> watch;
+    uint32_t weight = 1;
+    Priority priority = Priority::interactive;
+    int32_t first_prompt_tokens = -1;  // escalated here: the prompt its client sent
+    int32_t session_escalations = 0;
+    std::vector<std::string> restore_pages;  // the last tier's stored pages, kept for it
   };
   using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
 
@@ -136,7 +155,9 @@ class Scheduler {
   void apply_deferred();
   void fail(uint64_t seq, wire::ErrorCode code, const std::string& message);
   void fail_step(const std::string& message);
-  void drop(uint64_t seq);
+  void drop(uint64_t seq, bool moved = false);
+  void escalate(uint64_t seq);
+  void ended(const std::string& peer, uint64_t client_id, RouteOutcome outcome = {});
   void release_session(const std::string& session_id);
   TenantId tenant_id(const std::string& tenant);
   void release_tenant(const std::string& tenant);
@@ -153,6 +174,7 @@ class Scheduler {
   // Cancels that overtook their request (control frames skip queued prompts,
   // service/intake.h): when, so the request ends at once on arrival.
   std::map<RequestKey, int64_t> early_cancels_;
+  std::map<RequestKey, int64_t> escalated_;  // handed to the next tier: later cancels follow them
   static constexpr int64_t kEarlyCancelNs = 30'000'000'000;
   static constexpr size_t kMaxEarlyCancels = 4096;
   // Fair-share tenants by name, numbered for the planner while they have requests.
@@ -171,6 +193,8 @@ class Scheduler {
   std::vector<uint64_t> forget_;                      // ended sequences the verifier may drop
   std::vector<std::pair<uint64_t, bool>> deferred_;  // (sequence, tell the client) ended while a plan was out
   uint64_t tokens_generated_ = 0;
+  uint64_t requests_in_ = 0, escalated_in_ = 0, escalations_out_ = 0, forward_tokens_ = 0, forward_steps_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0;
   uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
   bool draining_ = false;
   double engine_ms_ = 0;      // sum of the verifier's step times

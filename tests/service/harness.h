@@ -86,6 +86,8 @@ struct FakeEngine {
   std::function<int32_t(uint64_t seq, int32_t position)> token = [](uint64_t seq, int32_t pos) {
     return static_cast<int32_t>(40 + (seq * 7 + static_cast<uint64_t>(pos) * 3) % 50);
   };
+  // The log-probability reported with each sampled token; empty: 0 (certain).
+  std::function<float(uint64_t seq, int32_t position)> logprob;
 
   // The StepResult a verifier would send for `plan` (StepPlan bytes).
   std::string answer(const std::string& plan, double forward_ms = 10) const {
@@ -105,6 +107,7 @@ struct FakeEngine {
           t.accepted.push_back(want);
         }
         t.token = token(s->sequence_id(), pos);
+        if (logprob) t.logprob = logprob(s->sequence_id(), pos);
         sampled.push_back(std::move(t));
       }
     // Page contents as a worker would export them: a recognisable fill.

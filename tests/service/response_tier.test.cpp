@@ -18,7 +18,7 @@ messages::SamplingFields greedy() { return test::greedy_sampling(32); }
 
 std::string key_of(const messages::SamplingFields& s, std::vector<int32_t> prompt = {1, 2, 3}, uint64_t model = 7,
                    SpeculationMode spec = SpeculationMode::off) {
-  CacheableRequest r{model, prompt, &s, false, false, 1, spec};
+  CacheableRequest r{model, prompt, &s, false, false, 1, spec, {}, false};
   auto k = response_cache_key(r);
   REQUIRE(k);
   return *k;
@@ -70,7 +70,7 @@ TEST_CASE("requests whose answer is not theirs alone get no key, and a reason") 
   auto s = greedy();
   s.temperature = 0.8f;  // no seed
   const std::vector<int32_t> prompt{1, 2};
-  CacheableRequest r{7, prompt, &s, false, false, 1, SpeculationMode::off};
+  CacheableRequest r{7, prompt, &s, false, false, 1, SpeculationMode::off, {}, false};
   CHECK_FALSE(response_cache_key(r));
   CHECK(response_cache_refusal(r).find("seed") != std::string::npos);
   s.seed = 3;
@@ -83,11 +83,27 @@ TEST_CASE("requests whose answer is not theirs alone get no key, and a reason") 
   // A lenient acceptance ratio keeps drafts: with speculation the answer is not the request's alone.
   auto lenient = greedy();
   lenient.accept_ratio = 0.5f;
-  CacheableRequest l{7, prompt, &lenient, false, false, 1, SpeculationMode::draft};
+  CacheableRequest l{7, prompt, &lenient, false, false, 1, SpeculationMode::draft, {}, false};
   CHECK_FALSE(response_cache_key(l));
   CHECK(response_cache_refusal(l).find("accept_ratio") != std::string::npos);
   l.speculation = SpeculationMode::off;  // exactly greedy then
   CHECK(response_cache_key(l));
+}
+
+TEST_CASE("cascade routes key the cache apart (without tiers the key is as before), and auto gets none") {
+  const auto s = greedy();
+  const std::vector<int32_t> prompt{1, 2};
+  CacheableRequest plain{7, prompt, &s, false, false, 1, SpeculationMode::off, {}, false};
+  CacheableRequest small = plain, large = plain, learned = plain;
+  small.route = "tier 0";
+  large.route = "tier 1";
+  learned.route = "auto";
+  learned.route_learned = true;
+  REQUIRE(response_cache_key(plain));
+  CHECK(*response_cache_key(small) != *response_cache_key(plain));
+  CHECK(*response_cache_key(small) != *response_cache_key(large));
+  CHECK_FALSE(response_cache_key(learned));
+  CHECK(response_cache_refusal(learned).find("auto") != std::string::npos);
 }
 
 TEST_CASE("a hit is Accepted, one Tokens frame with the whole answer, and a Done marked hit") {

@@ -72,7 +72,7 @@ def subscribe_events(endpoint, topic="", *, client_key=None, server_key=None, co
 def _session_summary(s):
     return {"session_id": (s.SessionId() or b"").decode(), "turns": s.Turns(), "tokens": s.Tokens(),
             "created_ms": s.CreatedMs(), "updated_ms": s.UpdatedMs(), "model": (s.Model() or b"").decode(),
-            "owner": (s.Owner() or b"").decode()}
+            "owner": (s.Owner() or b"").decode(), "escalations": s.Escalations()}
 
 
 def _job_summary(j):
@@ -108,8 +108,10 @@ class TroupeError(Exception):
         self.message = message
 
 
-def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0):
+def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0,
+              tier="", escalate_threshold=0.0):
     stops = [b.CreateString(s) for s in stop]
+    tier_s = b.CreateString(tier) if tier else None
     stop_vec = None
     if stops:
         Sampling.StartStopVector(b, len(stops))
@@ -125,9 +127,19 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
     Sampling.AddSeed(b, seed)
     Sampling.AddMaxTokens(b, max_tokens)
     Sampling.AddAcceptRatio(b, accept_ratio)
+    Sampling.AddEscalateThreshold(b, escalate_threshold)
+    if tier_s is not None:
+        Sampling.AddTier(b, tier_s)
     if stop_vec is not None:
         Sampling.AddStop(b, stop_vec)
     return Sampling.End(b)
+
+
+def _tier_stats(t):
+    return {"name": (t.Name() or b"").decode(), "requests": t.Requests(), "escalated_in": t.EscalatedIn(),
+            "escalations": t.Escalations(), "tokens": t.Tokens(), "forward_tokens": t.ForwardTokens(),
+            "steps": t.Steps(), "drafted": t.Drafted(), "accepted": t.Accepted(), "running": t.Running(),
+            "waiting": t.Waiting(), "pages_used": t.PagesUsed(), "pages_total": t.PagesTotal()}
 
 
 def _expect(r, kind):
@@ -168,6 +180,7 @@ class Stream:
         self.timings = None
         self.speculation = None  # from Done: source, drafted, accepted, windows, mean_accepted
         self.response_cache = None  # from Done: "not_asked", "hit", "miss" or "bypassed"
+        self.tiers = []  # from Done (a server with tiers): [{"tier": name, "tokens": n}, ...] in order
         self.logprobs = []
         self.token_times = []  # time.perf_counter() at which each token of sample 0 arrived
 
@@ -208,6 +221,8 @@ class Stream:
                               "completion_tokens": u.CompletionTokens()} if u else {}
                 self.timings = {"queue_ms": t.QueueMs(), "ttft_ms": t.TtftMs(), "per_token_ms": t.PerTokenMs(),
                                 "total_ms": t.TotalMs()} if t else {}
+                self.tiers = [{"tier": (d.Tiers(i).Tier() or b"").decode(), "tokens": d.Tiers(i).Tokens()}
+                              for i in range(d.TiersLength())]
                 sp = d.Speculation()
                 self.speculation = {"source": (sp.Source() or b"").decode(), "drafted": sp.Drafted(),
                                     "accepted": sp.Accepted(), "windows": sp.Windows(),
@@ -302,17 +317,23 @@ class Client:
     def generate(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
-                 context_policy="default", response_cache=False, accept_ratio=1.0):
+                 context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
+                 escalate_threshold=0.0):
         """response_cache: answer from the server's stored answer to this very
         request when it has one (greedy, or seeded), else store it; the
         stream's response_cache then says hit, miss or bypassed.
         accept_ratio: with speculation on a greedy request, keep a drafted token
-        at least this likely relative to the model's own (1: exactly greedy)."""
+        at least this likely relative to the model's own (1: exactly greedy).
+        tier: on a server with model tiers, "small", "large", a tier's name,
+        "escalate", "verify" or "auto" ("": the server's default); the stream's
+        `tiers` then says which tier wrote which tokens. escalate_threshold:
+        for "escalate", the mean top-token probability to stay above (0: the
+        server's)."""
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio)
+                             accept_ratio, tier, escalate_threshold)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
         Generate.AddSampling(b, sampling)
@@ -334,7 +355,8 @@ class Client:
 
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
-             draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0):
+             draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
+             escalate_threshold=0.0):
         """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
@@ -355,7 +377,7 @@ class Client:
         sid = b.CreateString(session_id)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio)
+                             accept_ratio, tier, escalate_threshold)
         ChatTurn.Start(b)
         ChatTurn.AddSessionId(b, sid)
         ChatTurn.AddMessages(b, msgs)
@@ -403,7 +425,8 @@ class Client:
                 "tokens_generated": s.TokensGenerated(), "model": (s.Model() or b"").decode(),
                 "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs(), "pages_spilled": s.PagesSpilled(),
                 "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
-                "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted()}
+                "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted(),
+                "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())]}
 
     def _ask(self, b, body_type, body, reply_kind):
         rid = next(self._ids)
@@ -443,7 +466,7 @@ class Client:
 
     # Durable batch jobs; progress events come on the server's event socket (see parse_job_event).
     def submit_job(self, items, template="", *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-                   repeat_penalty=1.0, seed=0, stop=(), priority="batch"):
+                   repeat_penalty=1.0, seed=0, stop=(), priority="batch", tier="", escalate_threshold=0.0):
         b = flatbuffers.Builder(1024 + sum(len(i) for i in items))
         offs = [b.CreateString(i) for i in items]
         SubmitJob.StartItemsVector(b, len(offs))
@@ -451,7 +474,8 @@ class Client:
             b.PrependUOffsetTRelative(o)
         vec = b.EndVector()
         t = b.CreateString(template)
-        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop)
+        sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, 1.0, tier,
+                             escalate_threshold)
         SubmitJob.Start(b)
         SubmitJob.AddItems(b, vec)
         SubmitJob.AddTemplate(b, t)

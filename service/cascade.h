@@ -1,0 +1,105 @@
+#pragma once
+// Cascade routing across model tiers (`troupe serve --tiers small,large`):
+// which tier answers a request, when a small tier hands a request to the
+// next one mid-stream, and how `auto` learns between policies. Plain
+// decisions; the router actor (actors/tier_router_actor.cpp) and each
+// tier's scheduler apply them. docs/CASCADE.md says why they are so.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "messages/client_frames.h"
+
+namespace troupe::service {
+
+enum class RouteKind : uint8_t {
+  fixed,      // one tier answers
+  escalate,   // the first tier writes until its confidence falls; the next continues
+  verify,     // the first tier drafts, the last verifies (speculation, accept_ratio)
+  automatic,  // the router picks escalate or verify per workload class
+};
+
+struct Route {
+  RouteKind kind = RouteKind::fixed;
+  int32_t tier = -1;        // the tier it runs on now; -1: a server without tiers
+  float threshold = 0.0f;   // escalate: the mean top-token probability to stay above
+  int32_t window = 8;       // escalate: over this many tokens
+  bool chosen_by_auto = false;
+  int32_t workload = -1;    // auto: the class it was chosen for
+};
+
+// The tiers a server runs, smallest first, and its defaults.
+struct TierTable {
+  std::vector<std::string> names;                 // each tier's model name, as reported
+  std::vector<std::vector<std::string>> aliases;  // what requests may call each tier
+  std::string default_policy = "escalate";
+  float default_threshold = 0.6f;
+  int32_t window = 8;
+  int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
+  bool empty() const { return names.empty(); }
+  int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }
+};
+
+// The request's route from its sampling's tier fields, or why it has none
+// (one line, for invalid_field). `samples`: n parallel samples.
+std::variant<Route, std::string> resolve_route(const TierTable& tiers, const messages::SamplingFields& s, int32_t samples);
+// What the route means for the response cache key (answers differ by route).
+std::string route_key(const Route& r);
+
+// The confidence signal of `escalate`: the mean probability of the tokens
+// the small tier chose (greedy: its top token) over a sliding window. It
+// trips once the window is full and the mean falls below the threshold.
+class EscalationWatch {
+ public:
+  EscalationWatch(float threshold, int32_t window) : threshold_(threshold), window_(window < 1 ? 1 : window) {}
+  bool observe(float probability);  // true: escalate now
+  float mean() const { return recent_.empty() ? 1.0f : static_cast<float>(sum_ / recent_.size()); }
+
+ private:
+  float threshold_;
+  size_t window_;
+  std::deque<float> recent_;
+  double sum_ = 0;
+};
+
+// What a finished request teaches `auto`.
+struct RouteOutcome {
+  RouteKind kind = RouteKind::escalate;
+  int32_t workload = -1;
+  int32_t tokens = 0;        // completion tokens
+  int32_t large_tokens = 0;  // of them, written by the last tier (escalate)
+  int32_t drafted = 0, accepted = 0, windows = 0;  // verify
+};
+
+// auto's choice per workload class (priority x prompt-length bucket): the
+// policy expected to cost the last tier fewest forward passes per token,
+// from measured escalation and acceptance. Escalate: the share of tokens the
+// last tier wrote, plus a re-read of the prompt when it escalated. Verify:
+// one pass per verified window. Each class tries both before it settles,
+// and re-measures the other every `explore_every` requests.
+class AutoChooser {
+ public:
+  explicit AutoChooser(int32_t explore_every = 16) : explore_every_(explore_every) {}
+  static int32_t workload(uint8_t priority, int64_t prompt_tokens);
+  RouteKind choose(int32_t workload);
+  void learn(const RouteOutcome& o);
+  // Expected last-tier passes per token for a class, or -1 when unmeasured.
+  double cost(int32_t workload, RouteKind kind) const;
+
+ private:
+  struct Measured {
+    double cost = 0;  // moving average
+    int64_t n = 0;
+  };
+  struct Class {
+    Measured escalate, verify;
+    int64_t chosen = 0;
+  };
+  int32_t explore_every_;
+  std::map<int32_t, Class> classes_;
+};
+
+}  // namespace troupe::service

@@ -1,0 +1,288 @@
+// Cascade routing end to end: `troupe serve --tiers SMALL,LARGE` on two
+// synthetic models with one vocabulary. The small one is unsure of every
+// token (its logits are scaled down), so `escalate` hands each request to
+// the large one after its first window. Checked against the engine alone:
+// the tokens before the switch are the small model's, those after are the
+// large model's greedy continuation of exactly that prefix; `verify` with
+// accept_ratio 1 is the large model's greedy output. On the real pair
+// ([.realcascade], label oracle) verify at 1 equals the large model too.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/gguf_file.h"
+#include "messages/client_connection.h"
+#include "messages/job_frames.h"
+#include "messages/session_frames.h"
+#include "tests/e2e/fixture.h"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+// The small tier: the service model's vocabulary, other weights, flat logits.
+std::string unsure_model_path() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / ("troupe-cascade-small-" + std::to_string(getpid()) + ".gguf");
+    SyntheticModelSpec spec = service_model_spec();
+    spec.seed = 24;
+    spec.output_scale = 0.05f;
+    write_synthetic_model(spec, p.string());
+    return p.string();
+  }();
+  return path;
+}
+
+std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+messages::SamplingFields routed(const std::string& tier, int tokens, float threshold = 0) {
+  messages::SamplingFields s = greedy(tokens);
+  s.tier = tier;
+  s.escalate_threshold = threshold;
+  return s;
+}
+
+messages::StreamOutcome ask(const std::string& endpoint, const std::string& prompt, const messages::SamplingFields& s) {
+  messages::ClientConnection c(endpoint);
+  const uint64_t id = c.next_id();
+  return c.stream(messages::generate_request(id, prompt, s), id, {}, 120s);
+}
+
+// The engine alone on a model: greedy continuation of token ids.
+std::vector<int32_t> greedy_ids(const std::string& model, std::vector<int32_t> ids, int tokens) {
+  BackendOptions o;
+  o.kv_pages = 512;
+  auto backend = open_backend(model, o);
+  Tokenizer tok(load_vocabulary(backend->file()));
+  GenerateOptions g;
+  g.max_tokens = tokens;
+  g.sampling.temperature = 0;
+  return generate(*backend, tok, ids, g, {}).tokens;
+}
+
+std::vector<std::pair<std::string, int32_t>> segments(std::initializer_list<std::pair<std::string, int32_t>> s) { return s; }
+
+}  // namespace
+
+TEST_CASE("escalate: one stream, the small model's tokens up to the switch, then the large model's continuation of that "
+          "prefix",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascade", {"--tiers", small + "," + model_path(), "--escalate-window", "8"});
+  CHECK_THAT(server.process.output(), Catch::Contains("tiers " + stem(small) + " < " + stem(model_path())));
+  const std::string prompt = "The fox and the dog, the fox and the";
+  const auto out = ask(server.endpoint, prompt, routed("escalate", 24, 0.99f));
+  INFO(out.message);
+  REQUIRE(out.done);
+  CHECK(out.usage.completion_tokens == 24);
+  REQUIRE(out.tokens.size() == 24);
+  // The small model is never 99 % sure: it hands over after its first window of 8.
+  CHECK(out.usage.tiers == segments({{stem(small), 8}, {stem(model_path()), 16}}));
+  Tokenizer tok(load_vocabulary(GgufFile::open(model_path())));
+  std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos_by_default(), false);
+  CHECK(out.usage.prompt_tokens == static_cast<int32_t>(ids.size()));
+  const std::vector<int32_t> first(out.tokens.begin(), out.tokens.begin() + 8), rest(out.tokens.begin() + 8, out.tokens.end());
+  CHECK(first == greedy_ids(small, ids, 8));
+  ids.insert(ids.end(), first.begin(), first.end());
+  CHECK(rest == greedy_ids(model_path(), ids, 16));
+
+  // The tiers alone: small writes what the small model writes, large what the large one does.
+  const auto by_small = ask(server.endpoint, prompt, routed("small", 8));
+  REQUIRE(by_small.done);
+  CHECK(by_small.tokens == first);
+  CHECK(by_small.usage.tiers == segments({{stem(small), 8}}));
+  const auto by_large = ask(server.endpoint, prompt, routed(stem(model_path()), 12));
+  REQUIRE(by_large.done);
+  Reference ref;
+  CHECK(by_large.tokens == ref.greedy(prompt, 12));
+
+  // A lenient threshold never escalates this short answer... at 0.001 the mean never falls below it.
+  const auto stays = ask(server.endpoint, prompt, routed("escalate", 12, 0.001f));
+  REQUIRE(stays.done);
+  CHECK(stays.usage.tiers == segments({{stem(small), 12}}));
+
+  // Stats, per tier.
+  messages::ClientConnection c(server.endpoint);
+  messages::Bytes keep;
+  const auto* st = stats(c, keep);
+  REQUIRE(st);
+  REQUIRE(st->tiers());
+  REQUIRE(st->tiers()->size() == 2);
+  const auto* t0 = st->tiers()->Get(0);
+  const auto* t1 = st->tiers()->Get(1);
+  CHECK(t0->name()->str() == stem(small));
+  CHECK(t0->requests() == 3);
+  CHECK(t0->escalations() == 1);
+  CHECK(t1->escalated_in() == 1);
+  CHECK(t1->requests() == 1);
+  CHECK(t0->tokens() == 8 + 8 + 12);
+  CHECK(t1->tokens() == 16 + 12);
+  CHECK(t1->forward_tokens() > t1->tokens());  // its prompts too
+  CHECK(pages_return(c, 5s));
+}
+
+TEST_CASE("verify at accept_ratio 1 is the large model's greedy output; the small model drafts it", "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadeverify", {"--tiers", small + "," + model_path(), "--tier", "large"});
+  CHECK_THAT(server.process.output(), Catch::Contains("draft model"));
+  Reference ref;
+  int drafted = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string prompt = "Request " + std::to_string(i) + " is about the fox and the dog";
+    const auto out = ask(server.endpoint, prompt, routed("verify", 24));
+    INFO(out.message);
+    REQUIRE(out.done);
+    CHECK(out.tokens == ref.greedy(prompt, 24));
+    CHECK(out.usage.tiers == segments({{stem(model_path()), 24}}));
+    drafted += out.usage.spec_drafted;
+    // The server's default here is large: the same tokens, nothing drafted.
+    const auto plain = ask(server.endpoint, prompt, greedy(24));
+    REQUIRE(plain.done);
+    CHECK(plain.tokens == out.tokens);
+    CHECK(plain.usage.spec_drafted == 0);
+  }
+  CHECK(drafted > 0);
+}
+
+TEST_CASE("a session escalates for good after N escalated turns, and remembers its tier; a job's items take its tier",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadesession", {"--tiers", small + "," + model_path(), "--escalate-threshold", "0.99",
+                                   "--escalate-window", "4", "--escalate-for-good", "1"});
+  auto turn = [&](const std::string& user) {
+    messages::ClientConnection c(server.endpoint);
+    const uint64_t id = c.next_id();
+    const std::vector<std::pair<std::string, std::string>> msgs{{"user", user}};
+    return c.stream(messages::chat_request(id, "tiered", msgs, greedy(12)), id, {}, 60s);
+  };
+  const auto first = turn("hello there");
+  REQUIRE(first.done);
+  CHECK(first.usage.tiers == segments({{stem(small), 4}, {stem(model_path()), 8}}));
+  const auto second = turn("and again");
+  REQUIRE(second.done);
+  CHECK(second.usage.tiers == segments({{stem(model_path()), 12}}));  // on the last tier from its first token
+  messages::ClientConnection c(server.endpoint);
+  const uint64_t id = c.next_id();
+  c.send(messages::show_session_request(id, "tiered"));
+  bool shown = false;
+  while (auto f = c.receive(10s)) {
+    const auto* r = messages::check_response(*f);
+    if (!r || r->client_request_id() != id) continue;
+    const auto* s = r->body_as_Session();
+    REQUIRE(s);
+    CHECK(s->summary()->escalations() == 1);
+    CHECK(s->summary()->model()->str() == stem(model_path()));
+    shown = true;
+    break;
+  }
+  CHECK(shown);
+
+  // A batch job at `small`: its items run on the small tier, none escalates.
+  messages::Bytes keep;
+  const uint64_t before = stats(c, keep)->tiers()->Get(0)->requests();
+  const uint64_t jid = c.next_id();
+  const std::vector<std::string> items{"one", "two", "three"};
+  c.send(messages::submit_job_request(jid, items, "Say: {item}", routed("small", 6)));
+  std::string job;
+  while (auto f = c.receive(10s)) {
+    const auto* r = messages::check_response(*f);
+    if (r && r->client_request_id() == jid && r->body_as_JobAccepted()) {
+      job = r->body_as_JobAccepted()->job()->job_id()->str();
+      break;
+    }
+  }
+  REQUIRE(!job.empty());
+  bool finished = false;
+  for (int i = 0; i < 200 && !finished; ++i) {
+    const uint64_t q = c.next_id();
+    c.send(messages::job_status_request(q, job));
+    while (auto f = c.receive(5s)) {
+      const auto* r = messages::check_response(*f);
+      if (!r || r->client_request_id() != q) continue;
+      finished = r->body_as_JobReply() && r->body_as_JobReply()->job()->state() == wire::JobState::finished;
+      break;
+    }
+    if (!finished) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(finished);
+  const auto* after = stats(c, keep);
+  CHECK(after->tiers()->Get(0)->requests() == before + 3);
+  CHECK(after->tiers()->Get(0)->escalations() == 1);  // the session's first turn only
+}
+
+TEST_CASE("cascade bad input gets one line: unknown tiers, tiers without a server's tiers, policies that cannot run, "
+          "tiers with other tokenizers",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  {
+    Server server("cascadebad", {"--tiers", small + "," + model_path()});
+    auto expect = [&](const messages::SamplingFields& s, const std::string& says) {
+      const auto out = ask(server.endpoint, "hello", s);
+      INFO(out.message);
+      CHECK_FALSE(out.done);
+      CHECK(out.error == wire::ErrorCode::invalid_field);
+      CHECK_THAT(out.message, Catch::Contains(says));
+    };
+    expect(routed("medium", 4), "no tier 'medium'");
+    auto sampled = routed("verify", 4);
+    sampled.temperature = 0.8f;
+    expect(sampled, "temperature 0");
+    expect(routed("escalate", 4, 1.5f), "sampling.escalate_threshold");
+    auto lenient = routed("verify", 4);
+    lenient.accept_ratio = 0;
+    expect(lenient, "sampling.accept_ratio");
+    // The server goes on serving.
+    CHECK(ask(server.endpoint, "hello", routed("large", 4)).done);
+  }
+  {
+    Server plain("cascadeplain");
+    const auto out = ask(plain.endpoint, "hello", routed("small", 4));
+    CHECK(out.error == wire::ErrorCode::invalid_field);
+    CHECK_THAT(out.message, Catch::Contains("runs one model"));
+  }
+  SyntheticModelSpec other = service_model_spec();
+  other.n_vocab = 1000;
+  const std::string other_path = Server::log("cascadevocab") + ".gguf";
+  write_synthetic_model(other, other_path);
+  CHECK_THROWS_WITH(Server("cascadevocab", {"--tiers", other_path + "," + model_path()}),
+                    Catch::Contains("different tokenizers"));
+  CHECK_THROWS_WITH(Server("cascadepolicy", {"--tiers", small + "," + model_path(), "--tier", "biggest"}),
+                    Catch::Contains("--tier biggest"));
+  CHECK_THROWS_WITH(Server("cascadeone", {"--tiers", model_path()}), Catch::Contains("two models or more"));
+  std::filesystem::remove(other_path);
+}
+
+// The real pair (TROUPE_REAL_DRAFT small, TROUPE_REAL_MODEL large): verify at
+// accept_ratio 1 equals the large tier alone, token for token; escalate
+// gives one well-formed stream whose segments add up.
+TEST_CASE("the real pair as tiers: verify at 1 equals the large model greedily, escalate streams once", "[.realcascade]") {
+  const char* large = std::getenv("TROUPE_REAL_MODEL");
+  const char* small = std::getenv("TROUPE_REAL_DRAFT");
+  REQUIRE(large != nullptr);
+  REQUIRE(small != nullptr);
+  const std::string endpoint = ipc_endpoint("realcascade");
+  ChildProcess server({troupe_binary(), "serve", "--tiers", std::string(small) + "," + large, "--listen", endpoint,
+                       "--threads", "2", "--kv-tokens", "8192", "--data-dir", Server::data_dir(endpoint)},
+                      Server::log("realcascade"), "listening on", 180s);
+  const std::vector<std::string> prompts{"def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+                                         "def is_palindrome(s: str) -> bool:\n"};
+  for (const auto& prompt : prompts) {
+    INFO(prompt);
+    const auto want = ask(endpoint, prompt, routed("large", 32));
+    const auto got = ask(endpoint, prompt, routed("verify", 32));
+    REQUIRE(want.done);
+    REQUIRE(got.done);
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.usage.spec_drafted > 0);
+    const auto esc = ask(endpoint, prompt, routed("escalate", 32, 0.9f));
+    REQUIRE(esc.done);
+    int32_t sum = 0;
+    for (const auto& [tier, n] : esc.usage.tiers) sum += n;
+    CHECK(sum == esc.usage.completion_tokens);
+    CHECK(static_cast<int32_t>(esc.tokens.size()) == esc.usage.completion_tokens);
+  }
+}

@@ -1,0 +1,328 @@
+// Cascade routing's decisions (service/cascade.h, service/tier_router.h) and
+// a request escalating between two tiers' schedulers with fabricated step
+// results: the tokens before the switch are the small tier's, the rest the
+// large tier's continuation of exactly that prefix, in one stream.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "service/cascade.h"
+#include "service/response_stream.h"
+#include "service/route_request.h"
+#include "service/scheduler.h"
+#include "service/tier_router.h"
+#include "tests/service/harness.h"
+
+using namespace troupe;
+using namespace troupe::service;
+
+namespace {
+
+std::shared_ptr<TierTable> two_tiers() {
+  auto t = std::make_shared<TierTable>();
+  t->names = {"mini", "maxi"};
+  t->aliases = {{"mini", "mini-q8"}, {"maxi"}};
+  t->default_threshold = 0.5f;
+  t->window = 4;
+  t->escalate_for_good = 2;
+  return t;
+}
+
+messages::SamplingFields with_tier(const std::string& tier, float temperature = 0) {
+  messages::SamplingFields s;
+  s.temperature = temperature;
+  s.tier = tier;
+  return s;
+}
+
+Route route_of(const TierTable& t, const messages::SamplingFields& s, int32_t n = 1) {
+  auto r = resolve_route(t, s, n);
+  INFO((std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : ""));
+  REQUIRE(std::holds_alternative<Route>(r));
+  return std::get<Route>(r);
+}
+
+std::string refusal(const TierTable& t, const messages::SamplingFields& s, int32_t n = 1) {
+  auto r = resolve_route(t, s, n);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  return std::get<std::string>(r);
+}
+
+}  // namespace
+
+TEST_CASE("routes: fixed tiers by role or name, the policies, the server's default, and one-line refusals") {
+  const auto t = two_tiers();
+  CHECK(route_of(*t, with_tier("small")).tier == 0);
+  CHECK(route_of(*t, with_tier("large")).tier == 1);
+  CHECK(route_of(*t, with_tier("mini-q8")).tier == 0);
+  CHECK(route_of(*t, with_tier("maxi")).kind == RouteKind::fixed);
+  const Route e = route_of(*t, with_tier(""));  // the default: escalate
+  CHECK(e.kind == RouteKind::escalate);
+  CHECK(e.tier == 0);
+  CHECK(e.threshold == 0.5f);
+  CHECK(e.window == 4);
+  auto own = with_tier("escalate");
+  own.escalate_threshold = 0.8f;
+  CHECK(route_of(*t, own).threshold == 0.8f);
+  const Route v = route_of(*t, with_tier("verify"));
+  CHECK(v.kind == RouteKind::verify);
+  CHECK(v.tier == 1);
+  CHECK(route_of(*t, with_tier("auto")).kind == RouteKind::automatic);
+
+  CHECK_THAT(refusal(*t, with_tier("medium")), Catch::StartsWith("sampling.tier: no tier 'medium'") &&
+                                                   Catch::Contains("mini-q8"));
+  CHECK_THAT(refusal(*t, with_tier("escalate"), 2), Catch::Contains("n = 1"));
+  CHECK_THAT(refusal(*t, with_tier("verify", 0.8f)), Catch::Contains("temperature 0"));
+  // Sampled requests may escalate (the signal is the probability of what was sampled).
+  CHECK(route_of(*t, with_tier("escalate", 0.8f)).kind == RouteKind::escalate);
+  // A server without tiers takes no tier at all.
+  const TierTable none;
+  CHECK(route_of(none, with_tier("")).tier == -1);
+  CHECK_THAT(refusal(none, with_tier("small")), Catch::Contains("runs one model"));
+}
+
+TEST_CASE("a routed request's speculation: off under escalate, the draft model under verify, n-grams off the last tier") {
+  const auto t = two_tiers();
+  AdmitRequest a;
+  a.sampling = with_tier("escalate");
+  a.speculation = SpeculationMode::draft;
+  REQUIRE_FALSE(route_request(t.get(), a));
+  CHECK(a.speculation == SpeculationMode::off);
+  a.sampling = with_tier("verify");
+  REQUIRE_FALSE(route_request(t.get(), a));
+  CHECK(a.speculation == SpeculationMode::draft);
+  a.sampling = with_tier("small");
+  a.speculation = SpeculationMode::automatic;
+  REQUIRE_FALSE(route_request(t.get(), a));
+  CHECK(a.speculation == SpeculationMode::ngram);
+  a.sampling = with_tier("nope");
+  CHECK(route_request(t.get(), a));
+}
+
+TEST_CASE("the escalation watch trips on the mean of a full window, not on one unsure token") {
+  EscalationWatch w(0.5f, 4);
+  CHECK_FALSE(w.observe(0.1f));  // the window is not full yet
+  CHECK_FALSE(w.observe(0.9f));
+  CHECK_FALSE(w.observe(0.9f));
+  CHECK_FALSE(w.observe(0.9f));  // mean 0.7
+  CHECK_FALSE(w.observe(0.2f));  // 0.9 0.9 0.9 0.2: 0.725
+  CHECK_FALSE(w.observe(0.2f));  // 0.55
+  CHECK(w.observe(0.2f));        // 0.9 0.2 0.2 0.2: 0.375
+  EscalationWatch one(0.5f, 1);
+  CHECK(one.observe(0.4f));
+}
+
+TEST_CASE("auto tries both policies in a class, then keeps the one that costs the last tier fewer passes") {
+  AutoChooser a(4);
+  const int32_t w = AutoChooser::workload(0, 100);
+  CHECK(w != AutoChooser::workload(0, 1000));
+  CHECK(w != AutoChooser::workload(2, 100));
+  int escalates = 0, verifies = 0;
+  for (int i = 0; i < 4; ++i) {
+    const RouteKind k = a.choose(w);
+    (k == RouteKind::escalate ? escalates : verifies)++;
+    RouteOutcome o;
+    o.kind = k;
+    o.workload = w;
+    o.tokens = 100;
+    if (k == RouteKind::escalate) o.large_tokens = 90;  // nearly always escalates late: costly
+    else o.accepted = 75;                               // drafts accepted well: 26 passes
+    a.learn(o);
+  }
+  CHECK(escalates == 2);
+  CHECK(verifies == 2);
+  CHECK(a.cost(w, RouteKind::escalate) == Approx(0.91));
+  CHECK(a.cost(w, RouteKind::verify) == Approx(0.26));
+  int verify_after = 0;
+  for (int i = 0; i < 8; ++i) verify_after += a.choose(w) == RouteKind::verify;
+  CHECK(verify_after == 6);  // every 4th choice re-measures the other
+  // Another class has learned nothing.
+  CHECK(a.cost(AutoChooser::workload(1, 100), RouteKind::verify) < 0);
+}
+
+TEST_CASE("the router: duplicates refused, auto settled, sessions kept on the last tier after N escalations") {
+  const auto table = two_tiers();
+  TierRouter r(table);
+  AdmitRequest a;
+  a.peer = "p";
+  a.client_id = 1;
+  a.sampling = with_tier("escalate");
+  REQUIRE_FALSE(route_request(table.get(), a));
+  CHECK(r.admit(a, 0) == 0);
+  CHECK(r.where("p", 1) == 0);
+  AdmitRequest again = a;
+  CHECK(r.admit(again, 0) == TierRouter::kDuplicate);
+  // It escalates: now found on tier 1; then it ends.
+  AdmitRequest moved = a;
+  moved.route.tier = 1;
+  CHECK(r.escalated(moved) == 1);
+  CHECK(r.where("p", 1) == 1);
+  r.ended("p", 1, {});
+  CHECK(r.where("p", 1) == -1);
+  CHECK(r.live() == 0);
+  // A client gone while its request moved: the move reports it.
+  CHECK(r.admit(a, 0) == 0);
+  r.gone("p");
+  CHECK(r.escalated(moved) == -1);
+
+  AdmitRequest session = a;
+  session.client_id = 2;
+  session.session_id = "s";
+  session.session_escalations = 2;
+  CHECK(r.admit(session, 0) == 1);
+  CHECK(session.route.kind == RouteKind::fixed);
+
+  AdmitRequest au = a;
+  au.client_id = 3;
+  au.sampling = with_tier("auto");
+  REQUIRE_FALSE(route_request(table.get(), au));
+  const int32_t tier = r.admit(au, 0);
+  CHECK(au.route.chosen_by_auto);
+  CHECK(au.route.kind != RouteKind::automatic);
+  CHECK(tier == (au.route.kind == RouteKind::verify ? 1 : 0));
+  CHECK(au.speculation == (au.route.kind == RouteKind::verify ? SpeculationMode::draft : SpeculationMode::off));
+
+  // A cancel ahead of its request sends the request where the cancel waits.
+  AdmitRequest late = a;
+  late.client_id = 4;
+  late.sampling = with_tier("large");
+  REQUIRE_FALSE(route_request(table.get(), late));
+  r.cancel_ahead("p", 4, 0);
+  CHECK(r.admit(late, 1000) == 0);
+}
+
+namespace {
+
+SchedulerConfig tier_config(int32_t tier, const std::string& name, bool next) {
+  SchedulerConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.kv_pages = 64;
+  c.page_size = 4;
+  c.planner.token_budget = 16;
+  c.planner.max_context = 256;
+  c.model_name = name;
+  c.tier = tier;
+  c.tier_name = name;
+  c.next_tier = next;
+  c.session_spill = !next;
+  int64_t t = 0;
+  c.clock = [t]() mutable { return t += 1000000; };
+  return c;
+}
+
+// Runs one scheduler against its fake engine until it has nothing to send.
+void drain_steps(Scheduler& s, const test::FakeEngine& engine, Outbound& all) {
+  for (int i = 0; i < 200; ++i) {
+    SchedulerPlan plan = s.next_step();
+    Outbound o = s.take_outbound();
+    for (auto& r : o.replies) all.replies.push_back(std::move(r));
+    for (auto& e : o.escalations) all.escalations.push_back(std::move(e));
+    for (auto& e : o.ended) all.ended.push_back(std::move(e));
+    if (plan.kind == SchedulerPlan::Kind::none) return;
+    REQUIRE(plan.kind == SchedulerPlan::Kind::step);
+    s.apply(engine.answer(plan.bytes), "");
+    o = s.take_outbound();
+    for (auto& r : o.replies) all.replies.push_back(std::move(r));
+    for (auto& e : o.escalations) all.escalations.push_back(std::move(e));
+    for (auto& e : o.ended) all.ended.push_back(std::move(e));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a request escalates mid-stream: one Accepted, the small tier's tokens, then the large tier's continuation of that "
+          "prefix, one Done naming both") {
+  Scheduler small(tier_config(0, "mini", true)), large(tier_config(1, "maxi", false));
+  test::FakeEngine unsure, sure;
+  // The small tier grows less sure with each token; it has written 5 when the
+  // mean of its last 4 falls under 0.5 (0.8, 0.65, 0.5, 0.35, 0.2: 0.425).
+  unsure.token = [](uint64_t, int32_t pos) { return 100 + pos; };
+  unsure.logprob = [](uint64_t, int32_t pos) { return std::log(0.8f - 0.15f * static_cast<float>(pos - 6)); };
+  sure.token = [](uint64_t, int32_t pos) { return 200 + pos; };
+  AdmitRequest a;
+  a.peer = "client";
+  a.client_id = 7;
+  a.prompt = {40, 41, 42, 43, 44, 45};
+  a.sampling = with_tier("escalate");
+  a.sampling.max_tokens = 12;
+  a.session_id = "";
+  a.accepted_ns = 1;
+  REQUIRE_FALSE(route_request(two_tiers().get(), a));
+  small.admit(std::move(a));
+  Outbound out;
+  drain_steps(small, unsure, out);
+  REQUIRE(out.escalations.size() == 1);
+  CHECK(out.ended.empty());  // it moved; it did not end
+  AdmitRequest& moved = out.escalations.front();
+  CHECK(moved.route.tier == 1);
+  CHECK(moved.first_prompt_tokens == 6);
+  CHECK(moved.prompt == std::vector<int32_t>{40, 41, 42, 43, 44, 45, 106, 107, 108, 109, 110});
+  CHECK(moved.sampling.max_tokens == 7);
+  REQUIRE(moved.carried);
+  CHECK(moved.carried->completion() == 5);
+  CHECK(small.stats().running == 0);
+  CHECK(small.tier_stats().escalations == 1);
+  // A cancel that reaches the small tier now follows the request.
+  small.cancel("client", 8, 7);
+  Outbound after = small.take_outbound();
+  REQUIRE(after.moved_cancels.size() == 1);
+  CHECK(after.moved_cancels.front().target == 7);
+  CHECK(after.replies.empty());
+
+  large.admit(std::move(moved));
+  drain_steps(large, sure, out);
+  std::vector<test::Frame> frames;
+  for (const auto& r : out.replies) frames.push_back(test::read_frame(r));
+  int accepted = 0, done = 0;
+  std::vector<int32_t> streamed;
+  for (const auto& f : frames) {
+    accepted += f.kind == wire::ResponseBody::Accepted;
+    done += f.kind == wire::ResponseBody::Done;
+    if (f.kind == wire::ResponseBody::Tokens) streamed.insert(streamed.end(), f.tokens.begin(), f.tokens.end());
+  }
+  CHECK(accepted == 1);
+  CHECK(done == 1);
+  CHECK(frames.back().kind == wire::ResponseBody::Done);
+  // The large tier continues from position 11: its tokens are its own for that prefix.
+  CHECK(streamed == std::vector<int32_t>{106, 107, 108, 109, 110, 211, 212, 213, 214, 215, 216, 217});
+  const auto* done_frame = messages::check_response(out.replies.back().bytes)->body_as_Done();
+  REQUIRE(done_frame);
+  CHECK(done_frame->usage()->prompt_tokens() == 6);
+  CHECK(done_frame->usage()->completion_tokens() == 12);
+  REQUIRE(done_frame->tiers());
+  REQUIRE(done_frame->tiers()->size() == 2);
+  CHECK(done_frame->tiers()->Get(0)->tier()->str() == "mini");
+  CHECK(done_frame->tiers()->Get(0)->tokens() == 5);
+  CHECK(done_frame->tiers()->Get(1)->tier()->str() == "maxi");
+  CHECK(done_frame->tiers()->Get(1)->tokens() == 7);
+  REQUIRE(out.ended.size() == 1);
+  CHECK(out.ended.front().client_id == 7);
+  CHECK(large.tier_stats().escalated_in == 1);
+  CHECK(large.tier_stats().tokens == 7);
+  CHECK(large.stats().pages_used == 0);
+}
+
+TEST_CASE("a sure small tier never escalates, and a fixed route never watches") {
+  Scheduler small(tier_config(0, "mini", true));
+  test::FakeEngine sure;
+  sure.logprob = [](uint64_t, int32_t) { return std::log(0.95f); };
+  const std::vector<std::string> tiers{"escalate", "small"};
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const std::string& tier = tiers[i];
+    AdmitRequest a;
+    a.peer = "c";
+    a.client_id = i + 1;
+    a.prompt = {40, 41, 42};
+    a.sampling = with_tier(tier);
+    a.sampling.max_tokens = 20;
+    REQUIRE_FALSE(route_request(two_tiers().get(), a));
+    small.admit(std::move(a));
+  }
+  Outbound out;
+  drain_steps(small, sure, out);
+  CHECK(out.escalations.empty());
+  CHECK(out.ended.size() == 2);
+  CHECK(small.tier_stats().tokens == 40);
+  CHECK(small.tier_stats().requests == 2);
+}
