@@ -125,7 +125,7 @@ TEST_CASE("escalate: one stream, the small model's tokens up to the switch, then
   CHECK(pages_return(c, 5s));
 }
 
-TEST_CASE("verify at accept_ratio 1 is the large model's greedy output; the small model drafts it", "[service]") {
+TEST_CASE("verify at accept_ratio 1 is the large model's greedy output, which the small model drafts", "[service]") {
   const std::string small = unsure_model_path();
   Server server("cascadeverify", {"--tiers", small + "," + model_path(), "--tier", "large"});
   CHECK_THAT(server.process.output(), Catch::Contains("draft model"));
@@ -148,7 +148,7 @@ TEST_CASE("verify at accept_ratio 1 is the large model's greedy output; the smal
   CHECK(drafted > 0);
 }
 
-TEST_CASE("a session escalates for good after N escalated turns, and remembers its tier; a job's items take its tier",
+TEST_CASE("a session escalates for good after N escalated turns, and remembers its tier, and a job's items take its tier",
           "[service]") {
   const std::string small = unsure_model_path();
   Server server("cascadesession", {"--tiers", small + "," + model_path(), "--escalate-threshold", "0.99",
