@@ -87,6 +87,7 @@ struct ServiceOptions {
   std::string tier_policy = "escalate";  // requests that do not choose
   float escalate_threshold = 0.6f;
   int32_t escalate_window = 8;
+  int32_t escalate_within = 0;  // 0: anywhere in the answer
   int32_t escalate_for_good = 3;
 };
 

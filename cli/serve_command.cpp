@@ -143,6 +143,10 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--escalate-window", a->service.escalate_window, "escalate: over this many tokens")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--escalate-within", a->service.escalate_within,
+                  "escalate: only among the answer's first this many tokens (0: anywhere)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--escalate-for-good", a->service.escalate_for_good,
                   "escalate: a session's turns start on the last tier after this many of them escalated (0: never)")
       ->check(CLI::Range(0, 1 << 20))

@@ -24,6 +24,7 @@ std::variant<Route, std::string> resolve_route(const TierTable& t, const message
   const std::string& policy = s.tier.empty() ? t.default_policy : s.tier;
   r.threshold = s.escalate_threshold > 0 ? s.escalate_threshold : t.default_threshold;
   r.window = t.window;
+  r.within = t.within;
   if (policy == "small") {
     r.tier = 0;
   } else if (policy == "large") {
@@ -46,7 +47,8 @@ std::string route_key(const Route& r) {
   if (r.tier < 0) return {};
   switch (r.kind) {
     case RouteKind::fixed: return "tier " + std::to_string(r.tier);
-    case RouteKind::escalate: return "escalate " + std::to_string(r.threshold) + "/" + std::to_string(r.window);
+    case RouteKind::escalate:
+      return "escalate " + std::to_string(r.threshold) + "/" + std::to_string(r.window) + "/" + std::to_string(r.within);
     case RouteKind::verify: return "verify";
     case RouteKind::automatic: return "auto";
   }
@@ -54,6 +56,8 @@ std::string route_key(const Route& r) {
 }
 
 bool EscalationWatch::observe(float p) {
+  if (within_ > 0 && seen_ >= within_) return false;
+  ++seen_;
   recent_.push_back(p);
   sum_ += p;
   if (recent_.size() > window_) {

@@ -27,6 +27,7 @@ struct Route {
   int32_t tier = -1;        // the tier it runs on now; -1: a server without tiers
   float threshold = 0.0f;   // escalate: the mean top-token probability to stay above
   int32_t window = 8;       // escalate: over this many tokens
+  int32_t within = 0;       // escalate: only among the answer's first this many tokens; 0: anywhere
   bool chosen_by_auto = false;
   int32_t workload = -1;    // auto: the class it was chosen for
 };
@@ -38,6 +39,7 @@ struct TierTable {
   std::string default_policy = "escalate";
   float default_threshold = 0.6f;
   int32_t window = 8;
+  int32_t within = 0;
   int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
   bool empty() const { return names.empty(); }
   int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }
@@ -51,16 +53,20 @@ std::string route_key(const Route& r);
 
 // The confidence signal of `escalate`: the mean probability of the tokens
 // the small tier chose (greedy: its top token) over a sliding window. It
-// trips once the window is full and the mean falls below the threshold.
+// trips once the window is full and the mean falls below the threshold;
+// with `within` > 0, only among the answer's first `within` tokens (a late
+// switch inherits a prefix the large model cannot take back).
 class EscalationWatch {
  public:
-  EscalationWatch(float threshold, int32_t window) : threshold_(threshold), window_(window < 1 ? 1 : window) {}
+  EscalationWatch(float threshold, int32_t window, int32_t within = 0)
+      : threshold_(threshold), window_(window < 1 ? 1 : window), within_(within) {}
   bool observe(float probability);  // true: escalate now
   float mean() const { return recent_.empty() ? 1.0f : static_cast<float>(sum_ / recent_.size()); }
 
  private:
   float threshold_;
   size_t window_;
+  int32_t within_, seen_ = 0;
   std::deque<float> recent_;
   double sum_ = 0;
 };

@@ -69,9 +69,14 @@ void Scheduler::admit(AdmitRequest a) {
   const uint64_t seq = next_seq_++;
   const auto prompt_tokens = static_cast<int32_t>(a.prompt.size());
   if (!a.session_id.empty()) out_.active_sessions.push_back(a.session_id);
-  // Another tier's pages do not fit this one: they wait for the tier they belong to.
+  // Another tier's pages do not fit this one: they wait for the tier they
+  // belong to, should the request escalate there. Pages of a shifted history
+  // (restore_tokens) hold other positions than the prompt's: those are dropped.
   std::vector<std::string> foreign_pages;
-  if (!cfg_.session_spill) foreign_pages = std::exchange(a.restore_pages, {});
+  if (!cfg_.session_spill) {
+    foreign_pages = std::exchange(a.restore_pages, {});
+    if (!a.restore_tokens.empty()) foreign_pages.clear();
+  }
   restore(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.restore_pages);
   plan_reuse(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.prompt, a.reuse);
   std::string tenant = a.tenant.empty() ? a.peer : a.tenant;
@@ -99,7 +104,7 @@ void Scheduler::admit(AdmitRequest a) {
   ++(carried ? escalated_in_ : requests_in_);
   s.route = a.route;
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1)
-    s.watch.emplace(a.route.threshold, a.route.window);
+    s.watch.emplace(a.route.threshold, a.route.window, a.route.within);
   s.weight = a.weight;
   s.priority = a.priority;
   s.first_prompt_tokens = carried ? a.first_prompt_tokens : -1;

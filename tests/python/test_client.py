@@ -167,7 +167,58 @@ def main():
         server.terminate()
         server.wait(timeout=30)
     check_dead_endpoint(work)
+    check_tiers(troupe, work, model)
     print("python client: all checks passed")
+
+
+def check_tiers(troupe, work, large):
+    # A server with two tiers: the client's tier= reaches it, and Done and stats report tiers.
+    small = os.path.join(work, "python-client-small.gguf")
+    subprocess.run([troupe, "make-model", "-o", small, "--embd", "128", "--ff", "256", "--seed", "6"], check=True,
+                   capture_output=True)
+    endpoint = f"ipc://{work}/python-tiers-{os.getpid()}.sock"
+    log = open(os.path.join(work, "python-tiers-serve.log"), "w")
+    server = subprocess.Popen([troupe, "serve", "--tiers", f"{small},{large}", "--listen", endpoint, "--threads", "1",
+                               "--kv-tokens", "4096", "--data-dir", os.path.join(work, f"python-tiers-{os.getpid()}.data")],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(1200):
+            if "listening on" in open(log.name).read():
+                break
+            time.sleep(0.05)
+        else:
+            raise SystemExit("tiered server did not start: " + open(log.name).read())
+        names = ["python-client-small", "python-client"]
+        with Client(endpoint, timeout=60) as c:
+            for tier, name in (("small", names[0]), ("large", names[1]), (names[0], names[0])):
+                stream = c.generate("The fox and the dog", max_tokens=6, temperature=0, tier=tier)
+                stream.read()
+                check(stream.tiers == [{"tier": name, "tokens": 6}], f"tier {tier}: {stream.tiers}")
+            verified = c.generate("The fox and the dog", max_tokens=6, temperature=0, tier="verify")
+            verified.read()
+            check(verified.tiers == [{"tier": names[1], "tokens": 6}], f"verify: {verified.tiers}")
+            esc = c.generate("The fox and the dog", max_tokens=6, temperature=0, tier="escalate", escalate_threshold=0.5)
+            esc.read()
+            check(sum(t["tokens"] for t in esc.tiers) == 6, f"escalate: {esc.tiers}")
+            try:
+                c.generate("x", max_tokens=4, temperature=0, tier="medium").read()
+                check(False, "an unknown tier was accepted")
+            except TroupeError as e:
+                check(e.code == "invalid_field" and "no tier 'medium'" in e.message, str(e))
+            c.chat([("user", "hi")], max_tokens=4, temperature=0, session_id="py-tiers", tier="large").read()
+            shown = c.show_session("py-tiers")
+            check(shown["model"] == names[1] and shown["escalations"] == 0, str(shown))
+            job = c.submit_job(["a", "b"], "Say {item}", max_tokens=4, temperature=0, tier="small")
+            for _ in range(600):
+                if c.job_status(job["job_id"])["state"] == "finished":
+                    break
+                time.sleep(0.05)
+            stats = c.stats()
+            check([t["name"] for t in stats["tiers"]] == names, str(stats["tiers"]))
+            check(stats["tiers"][0]["requests"] >= 5 and stats["tiers"][1]["tokens"] >= 10, str(stats["tiers"]))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def check_dead_endpoint(work):

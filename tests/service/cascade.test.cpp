@@ -111,6 +111,11 @@ TEST_CASE("the escalation watch trips on the mean of a full window, not on one u
   CHECK(w.observe(0.2f));        // 0.9 0.2 0.2 0.2: 0.375
   EscalationWatch one(0.5f, 1);
   CHECK(one.observe(0.4f));
+  // Only among the first 2 tokens: a later unsure token moves nothing.
+  EscalationWatch early(0.5f, 1, 2);
+  CHECK_FALSE(early.observe(0.9f));
+  CHECK_FALSE(early.observe(0.9f));
+  CHECK_FALSE(early.observe(0.1f));
 }
 
 TEST_CASE("auto tries both policies in a class, then keeps the one that costs the last tier fewer passes") {
