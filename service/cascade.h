@@ -37,9 +37,9 @@ struct TierTable {
   std::vector<std::string> names;                 // each tier's model name, as reported
   std::vector<std::vector<std::string>> aliases;  // what requests may call each tier
   std::string default_policy = "escalate";
-  float default_threshold = 0.6f;
-  int32_t window = 8;
-  int32_t within = 0;
+  float default_threshold = 0.3f;
+  int32_t window = 1;
+  int32_t within = 8;
   int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
   bool empty() const { return names.empty(); }
   int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }

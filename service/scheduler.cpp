@@ -297,8 +297,8 @@ void Scheduler::drop(uint64_t seq, bool moved) {
 }
 
 // The small tier's confidence fell: the next tier continues the same stream
-// from the prompt and the tokens written so far (its prefix cache serves
-// what it already holds), and this tier lets the sequence go.
+// from the prompt and the tokens sent so far (its prefix cache serves what
+// it already holds), and this tier lets the sequence go.
 void Scheduler::escalate(uint64_t seq) {
   Sequence& s = sequences_.at(seq);
   const PlannedSequence* p = planner_.find(seq);
@@ -309,6 +309,7 @@ void Scheduler::escalate(uint64_t seq) {
   a.tenant = s.tenant;
   a.weight = s.weight;
   a.prompt = p->tokens;
+  a.prompt.pop_back();  // the unsure token, not sent: the next tier writes its position
   a.sampling = s.sampling;
   a.sampling.max_tokens = s.stream.max_tokens() - s.stream.completion();
   a.priority = s.priority;
@@ -698,6 +699,10 @@ void Scheduler::fork_samples(uint64_t seq) {
 void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
+  // The token that makes the small tier's confidence fall is not sent: the
+  // next tier writes that position (the client never sees the unsure token,
+  // which would commit the larger model to the smaller one's guess).
+  if (it->second.watch && it->second.watch->observe(std::exp(logprob))) return escalate(seq);
   ResponseStream& stream = it->second.stream;
   const int32_t before = stream.completion();
   const int64_t t = now(), previous = stream.last_token_ns();
@@ -709,8 +714,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   }
   if (finished) return end(seq, *finished, true);
   const PlannedSequence* s = planner_.find(seq);
-  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) return end(seq, wire::FinishReason::context_full, true);
-  if (it->second.watch && it->second.watch->observe(std::exp(logprob))) escalate(seq);
+  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
 }
 
 // ------------------------------------------------------------ accounting

@@ -25,6 +25,7 @@ std::shared_ptr<TierTable> two_tiers() {
   t->aliases = {{"mini", "mini-q8"}, {"maxi"}};
   t->default_threshold = 0.5f;
   t->window = 4;
+  t->within = 0;
   t->escalate_for_good = 2;
   return t;
 }
@@ -240,8 +241,9 @@ TEST_CASE("a request escalates mid-stream: one Accepted, the small tier's tokens
           "prefix, one Done naming both") {
   Scheduler small(tier_config(0, "mini", true)), large(tier_config(1, "maxi", false));
   test::FakeEngine unsure, sure;
-  // The small tier grows less sure with each token; it has written 5 when the
-  // mean of its last 4 falls under 0.5 (0.8, 0.65, 0.5, 0.35, 0.2: 0.425).
+  // The small tier grows less sure with each token: the mean of its last 4
+  // falls under 0.5 with its 5th (0.8, 0.65, 0.5, 0.35, 0.2: 0.425), which is
+  // not sent; the large tier writes that position and on.
   unsure.token = [](uint64_t, int32_t pos) { return 100 + pos; };
   unsure.logprob = [](uint64_t, int32_t pos) { return std::log(0.8f - 0.15f * static_cast<float>(pos - 6)); };
   sure.token = [](uint64_t, int32_t pos) { return 200 + pos; };
@@ -262,10 +264,10 @@ TEST_CASE("a request escalates mid-stream: one Accepted, the small tier's tokens
   AdmitRequest& moved = out.escalations.front();
   CHECK(moved.route.tier == 1);
   CHECK(moved.first_prompt_tokens == 6);
-  CHECK(moved.prompt == std::vector<int32_t>{40, 41, 42, 43, 44, 45, 106, 107, 108, 109, 110});
-  CHECK(moved.sampling.max_tokens == 7);
+  CHECK(moved.prompt == std::vector<int32_t>{40, 41, 42, 43, 44, 45, 106, 107, 108, 109});
+  CHECK(moved.sampling.max_tokens == 8);
   REQUIRE(moved.carried);
-  CHECK(moved.carried->completion() == 5);
+  CHECK(moved.carried->completion() == 4);
   CHECK(small.stats().running == 0);
   CHECK(small.tier_stats().escalations == 1);
   // A cancel that reaches the small tier now follows the request.
@@ -289,8 +291,8 @@ TEST_CASE("a request escalates mid-stream: one Accepted, the small tier's tokens
   CHECK(accepted == 1);
   CHECK(done == 1);
   CHECK(frames.back().kind == wire::ResponseBody::Done);
-  // The large tier continues from position 11: its tokens are its own for that prefix.
-  CHECK(streamed == std::vector<int32_t>{106, 107, 108, 109, 110, 211, 212, 213, 214, 215, 216, 217});
+  // The large tier continues from position 10: its tokens are its own for that prefix.
+  CHECK(streamed == std::vector<int32_t>{106, 107, 108, 109, 210, 211, 212, 213, 214, 215, 216, 217});
   const auto* done_frame = messages::check_response(out.replies.back().bytes)->body_as_Done();
   REQUIRE(done_frame);
   CHECK(done_frame->usage()->prompt_tokens() == 6);
@@ -298,13 +300,13 @@ TEST_CASE("a request escalates mid-stream: one Accepted, the small tier's tokens
   REQUIRE(done_frame->tiers());
   REQUIRE(done_frame->tiers()->size() == 2);
   CHECK(done_frame->tiers()->Get(0)->tier()->str() == "mini");
-  CHECK(done_frame->tiers()->Get(0)->tokens() == 5);
+  CHECK(done_frame->tiers()->Get(0)->tokens() == 4);
   CHECK(done_frame->tiers()->Get(1)->tier()->str() == "maxi");
-  CHECK(done_frame->tiers()->Get(1)->tokens() == 7);
+  CHECK(done_frame->tiers()->Get(1)->tokens() == 8);
   REQUIRE(out.ended.size() == 1);
   CHECK(out.ended.front().client_id == 7);
   CHECK(large.tier_stats().escalated_in == 1);
-  CHECK(large.tier_stats().tokens == 7);
+  CHECK(large.tier_stats().tokens == 8);
   CHECK(large.stats().pages_used == 0);
 }
 
