@@ -24,6 +24,8 @@ void deliver(Self self, service::Outbound out) {
   if (to.router && !out.ended.empty()) self->send(to.router, ended_atom::value, std::move(out.ended));
   for (auto& a : out.escalations) self->send(to.router, escalate_atom::value, std::move(a));
   for (auto& c : out.moved_cancels) self->send(to.router, escalate_atom::value, std::move(c.peer), c.request_id, c.target);
+  // Stored before the Done leaves: the client's next identical request finds it.
+  for (auto& c : out.cache_answers) self->send(to.persistence, response_store_atom::value, std::move(c.key), std::move(c.answer));
   for (const auto& r : out.replies) to.replies->send(r.peer, r.client_id, r.bytes);
   for (auto& c : out.commits) self->send(to.persistence, session_commit_atom::value, std::move(c));
   for (auto& id : out.released_sessions) self->send(to.persistence, session_release_atom::value, std::move(id));
@@ -33,7 +35,6 @@ void deliver(Self self, service::Outbound out) {
   for (auto& s : out.idle_sessions) self->send(to.allocator, session_idle_atom::value, std::move(s));
   for (auto& id : out.active_sessions) self->send(to.allocator, session_active_atom::value, std::move(id));
   for (uint64_t seq : out.swap_fetches) swap_in(self, seq);
-  for (auto& c : out.cache_answers) self->send(to.persistence, response_store_atom::value, std::move(c.key), std::move(c.answer));
 }
 
 void pump(Self self) {
