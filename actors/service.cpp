@@ -86,7 +86,13 @@ struct Service::Impl {
   // the last tier's), and the router in front of them all.
   struct SmallTier {
     std::string name;
-    std::shared_ptr<Backend> backend;
+    std::shared_ptr<Backend> backend;  // in process; null: in a `troupe worker`
+    std::string worker;
+    std::unique_ptr<GgufFile> file;    // a worker's tier: its model's tokenizer and config, read here
+    int32_t kv_pages = 0, page_size = 0;
+    int64_t n_ctx_train = 0;
+    bool can_transfer = false, can_shift = false;
+    uint64_t fingerprint = 0;
     verifier_actor verifier;
     kv_allocator_actor allocator;
     scheduler_actor scheduler;
@@ -212,14 +218,41 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
     bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
     SmallTier t;
     t.name = i < options.tier_names.size() ? options.tier_names[i] : std::string();
-    t.backend = open_backend(options.tier_paths[i], bo);
-    if (t.name.empty()) t.name = t.backend->config().name;
-    const std::string why = draft_pair_mismatch(tokenizer->vocabulary(), load_vocabulary(t.backend->file()));
+    std::string config_name;
+    t.worker = i < options.tier_workers.size() ? options.tier_workers[i] : std::string();
+    if (t.worker.empty()) {
+      t.backend = open_backend(options.tier_paths[i], bo);
+      t.kv_pages = t.backend->pages().capacity();
+      t.page_size = t.backend->page_size();
+      t.n_ctx_train = t.backend->config().n_ctx_train;
+      t.can_transfer = t.backend->can_transfer_pages();
+      t.can_shift = t.backend->can_shift_kv();
+      config_name = t.backend->config().name;
+      t.fingerprint = file_fingerprint(t.backend->file());
+    } else {  // the tier's engine in a worker: this process reads the file for its tokenizer only
+      t.file = std::make_unique<GgufFile>(GgufFile::open(options.tier_paths[i]));
+      const ModelConfig c = read_model_config(*t.file, options.backend.overrides);
+      const messages::WorkerInfo w = query_worker({t.worker, worker_curve}, options.worker_timeout);
+      if (w.n_vocab != c.n_vocab)
+        throw std::runtime_error("--tier-workers: the worker at " + t.worker + " serves a model with " +
+                                 std::to_string(w.n_vocab) + " tokens; " + options.tier_paths[i] + " has " +
+                                 std::to_string(c.n_vocab));
+      t.kv_pages = w.kv_pages;
+      t.page_size = w.page_size;
+      t.n_ctx_train = c.n_ctx_train;
+      t.can_transfer = w.can_transfer_pages;
+      t.can_shift = w.can_shift_kv;
+      config_name = c.name;
+      t.fingerprint = file_fingerprint(*t.file);
+    }
+    if (t.name.empty()) t.name = config_name;
+    const std::string why =
+        draft_pair_mismatch(tokenizer->vocabulary(), load_vocabulary(t.backend ? t.backend->file() : *t.file));
     if (!why.empty())
       throw std::runtime_error("--tiers: " + t.name + " and " + last_name + " have different tokenizers (" + why +
                                "); a request moves between tiers as tokens, so every tier needs the same one");
     tier_table->names.push_back(t.name);
-    tier_table->aliases.push_back({t.name, std::filesystem::path(options.tier_paths[i]).stem().string(), t.backend->config().name});
+    tier_table->aliases.push_back({t.name, std::filesystem::path(options.tier_paths[i]).stem().string(), config_name});
     small_tiers.push_back(std::move(t));
   }
   tier_table->names.push_back(last_name);
@@ -306,17 +339,18 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
     std::vector<scheduler_actor> schedulers;
     for (size_t i = 0; i < small_tiers.size(); ++i) {
       SmallTier& t = small_tiers[i];
-      t.verifier = system->spawn<caf::detached>(actors::verifier, t.backend);
+      if (t.backend) t.verifier = system->spawn<caf::detached>(actors::verifier, t.backend);
+      else t.verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{t.worker, worker_curve}, options.worker_timeout);
       t.allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
       service::SchedulerConfig tc = sc;
-      tc.kv_pages = t.backend->pages().capacity();
-      tc.page_size = t.backend->page_size();
+      tc.kv_pages = t.kv_pages;
+      tc.page_size = t.page_size;
       tc.planner.max_context = std::min<int32_t>(limits.max_context, static_cast<int32_t>(std::min<int64_t>(
-                                                                        t.backend->config().n_ctx_train, INT32_MAX)));
+                                                                        t.n_ctx_train, INT32_MAX)));
       tc.draft_model = false;
-      tc.kv_transfer = t.backend->can_transfer_pages();  // swaps of preempted sequences; session pages are the last tier's
+      tc.kv_transfer = t.can_transfer;  // swaps of preempted sequences; session pages are the last tier's
       tc.session_spill = false;
-      tc.kv_shift = t.backend->can_shift_kv();
+      tc.kv_shift = t.can_shift;
       tc.tier = static_cast<int32_t>(i);
       tc.tier_name = t.name;
       tc.next_tier = true;
@@ -357,7 +391,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   gc.model_fingerprint = policy.model_fingerprint;
   // The cache's answers depend on every tier's model.
   for (const SmallTier& t : small_tiers)
-    gc.model_fingerprint = (gc.model_fingerprint * 0x100000001b3ull) ^ file_fingerprint(t.backend->file());
+    gc.model_fingerprint = (gc.model_fingerprint * 0x100000001b3ull) ^ t.fingerprint;
   gc.tiers = tier_table;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   ingestion_handle =

@@ -84,6 +84,9 @@ struct ServiceOptions {
   // tier. With tiers and no draft model given, the first tier's model also
   // drafts for the last (the verify policy). Empty: one model.
   std::vector<std::string> tier_paths, tier_names;
+  // A smaller tier's engine in a `troupe worker` at this endpoint, one per
+  // smaller tier in order; empty or missing: in this process.
+  std::vector<std::string> tier_workers;
   std::string tier_policy = "escalate";  // requests that do not choose
   // The defaults are the best rule measured on HumanEval (docs/BENCHMARKS.md):
   // one token under 0.3 among the answer's first 8.

@@ -62,6 +62,9 @@ int run_serve(ServeArgs& a) {
       throw std::invalid_argument("--model " + a.model + " is not the last of --tiers (" + a.tiers.back() +
                                   "); the last tier is the model, so give one or the other");
     a.model = a.tiers.back();
+    if (o.tier_workers.size() > a.tiers.size() - 1)
+      throw std::invalid_argument("--tier-workers names " + std::to_string(o.tier_workers.size()) +
+                                  " workers for " + std::to_string(a.tiers.size() - 1) + " smaller tiers");
     for (size_t i = 0; i + 1 < a.tiers.size(); ++i) {
       o.tier_paths.push_back(resolve_model(a.tiers[i]));
       const std::filesystem::path given(a.tiers[i]);
@@ -131,6 +134,10 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--tiers", a->tiers,
                   "Cascade: model tiers, smallest first, one tokenizer (e.g. qwen2.5-coder-0.5b,qwen2.5-coder-1.5b); "
                   "each its own engine, the last is the model (docs/CASCADE.md)")
+      ->delimiter(',');
+  cmd->add_option("--tier-workers", a->service.tier_workers,
+                  "With --tiers: the smaller tiers' engines in `troupe worker` processes at these endpoints, one "
+                  "per smaller tier in order (an empty one: in this process)")
       ->delimiter(',');
   cmd->add_option("--tier", a->service.tier_policy,
                   "With --tiers, the route of requests that do not choose: small, large, a tier's name, escalate, "

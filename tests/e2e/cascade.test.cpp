@@ -215,6 +215,29 @@ TEST_CASE("a session escalates for good after N escalated turns, and remembers i
   CHECK(after->tiers()->Get(0)->escalations() == 1);  // the session's first turn only
 }
 
+TEST_CASE("a smaller tier in its own worker process escalates the same way as in process", "[service]") {
+  const std::string small = unsure_model_path();
+  const std::string worker_endpoint = ipc_endpoint("tierworker");
+  ChildProcess worker({troupe_binary(), "worker", "-m", small, "--listen", worker_endpoint, "--threads", "1",
+                       "--kv-tokens", "8192"},
+                      Server::log("tierworker"), "listening on");
+  Server split("cascadesplit", {"--tiers", small + "," + model_path(), "--tier-workers", worker_endpoint,
+                                "--escalate-window", "8", "--escalate-within", "0"});
+  Server local("cascadelocal", {"--tiers", small + "," + model_path(), "--escalate-window", "8", "--escalate-within", "0"});
+  const std::string prompt = "The fox and the dog, the fox and the";
+  const auto a = ask(split.endpoint, prompt, routed("escalate", 24, 0.99f));
+  const auto b = ask(local.endpoint, prompt, routed("escalate", 24, 0.99f));
+  INFO(a.message << " / " << b.message);
+  REQUIRE(a.done);
+  REQUIRE(b.done);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.usage.tiers == b.usage.tiers);
+  CHECK(a.usage.tiers.size() == 2);
+  CHECK_THROWS_WITH(Server("cascadetoomany", {"--tiers", small + "," + model_path(), "--tier-workers",
+                                              worker_endpoint + "," + worker_endpoint}),
+                    Catch::Contains("--tier-workers names 2 workers for 1 smaller tiers"));
+}
+
 TEST_CASE("cascade bad input gets one line: unknown tiers, tiers without a server's tiers, policies that cannot run, "
           "tiers with other tokenizers",
           "[service]") {
