@@ -275,7 +275,7 @@ void Scheduler::drop(uint64_t seq, bool moved) {
   outcome.kind = s.route.kind;
   outcome.workload = s.route.chosen_by_auto ? s.route.workload : -1;
   outcome.tokens = s.stream.completion();
-  if (!cfg_.next_tier && !s.stream.segments().empty() && s.stream.segments().size() > 1)
+  if (!cfg_.next_tier && s.stream.segments().size() > 1)
     outcome.large_tokens = s.stream.segments().back().second;
   if (const SpeculationStats* spec = speculation_.stats(seq)) {
     drafted_ += spec->drafted, accepted_ += spec->accepted;
@@ -772,8 +772,6 @@ messages::TierStatsFields Scheduler::tier_stats() {
   t.steps = forward_steps_;
   t.drafted = drafted_;
   t.accepted = accepted_;
-  for (const auto& [seq, s] : sequences_)
-    if (const SpeculationStats* spec = speculation_.stats(seq)) t.drafted += spec->drafted, t.accepted += spec->accepted;
   t.running = ps.running;
   t.waiting = ps.waiting;
   t.pages_used = ps.pages_used;
