@@ -21,6 +21,7 @@
 #include "service/admit_request.h"
 #include "service/batch_jobs.h"
 #include "service/outbound.h"
+#include "service/placement.h"
 
 namespace troupe::actors {
 
@@ -71,6 +72,11 @@ using response_store_atom = caf::atom_constant<caf::atom("rstore")>;  // (key, a
 using escalate_atom = caf::atom_constant<caf::atom("escalate")>;  // a request (or its cancel) to the next tier
 using ended_atom = caf::atom_constant<caf::atom("ended")>;        // requests that left a tier for good
 using tiers_atom = caf::atom_constant<caf::atom("tiers")>;        // the tiers' schedulers, to their router
+// Data-parallel workers (service/placement.h): a scheduler's load after its
+// steps, and its worker lost or back, to the router; the heartbeat's tick.
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using worker_atom = caf::atom_constant<caf::atom("worker")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 
@@ -135,15 +141,21 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<gone_atom, std::string>,
     caf::reacts_to<stats_atom, std::string, uint64_t>,
     caf::replies_to<drain_atom, bool>::with<int32_t>,
-    caf::reacts_to<tick_atom>>;  // idle sessions' pages go back to the pool
+    caf::reacts_to<tick_atom>,        // idle sessions' pages go back to the pool
+    caf::reacts_to<heartbeat_atom>>;  // a worker's scheduler probes it
 
-// In front of the tiers' schedulers of a server with model tiers
-// (service/tier_router.h): to ingestion and jobs it is the scheduler.
+// The schedulers behind a router: per tier, smallest first, one per worker.
+using TierSchedulers = std::vector<std::vector<scheduler_actor>>;
+
+// In front of the schedulers of a server with model tiers or several
+// workers (service/tier_router.h): to ingestion and jobs it is the scheduler.
 using tier_router_actor = scheduler_actor::extend<
-    caf::reacts_to<escalate_atom, service::AdmitRequest>,
+    caf::reacts_to<escalate_atom, service::AdmitRequest>,  // escalated, or moved off a lost worker
     caf::reacts_to<escalate_atom, std::string, uint64_t, uint64_t>,  // a cancel that came after its request moved
     caf::reacts_to<ended_atom, std::vector<service::Outbound::Ended>>,
-    caf::reacts_to<tiers_atom, std::vector<scheduler_actor>>>;
+    caf::reacts_to<load_atom, int32_t, int32_t, service::ReplicaLoad>,  // (tier, worker, load)
+    caf::reacts_to<worker_atom, int32_t, int32_t, bool>,                // (tier, worker, up)
+    caf::reacts_to<tiers_atom, TierSchedulers>>;
 
 using ingestion_actor = caf::typed_actor<
     caf::reacts_to<request_atom, std::string, std::string, std::string, bool>,
@@ -154,7 +166,8 @@ using ingestion_actor = caf::typed_actor<
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::Outbound::Ended>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::actors::scheduler_actor>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TierSchedulers)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::ReplicaLoad)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobSubmission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::JobQuery)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SummaryTask)

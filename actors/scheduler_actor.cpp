@@ -2,8 +2,12 @@
 
 #include <caf/actor_system.hpp>
 
+#include <algorithm>
+#include <utility>
+
 #include "actors/replies.h"
 #include "messages/draft_frames.h"
+#include "messages/step_frames.h"
 
 namespace troupe::actors {
 namespace {
@@ -18,8 +22,17 @@ void swap_in(Self self, uint64_t seq) {
             [self, seq](caf::error&) { self->state.scheduler->swap_arrived({seq, {}, {}}); pump(self); });
 }
 
+// The router's coordinates of this scheduler: (tier, worker).
+std::pair<int32_t, int32_t> coordinates(Self self) {
+  return {std::max(self->state.tier, 0), std::max(self->state.replica, 0)};
+}
+
 void deliver(Self self, service::Outbound out) {
   const SchedulerLinks& to = self->state.links;
+  if (to.router && out.worker != 0) {
+    const auto [tier, worker] = coordinates(self);
+    self->send(to.router, worker_atom::value, tier, worker, out.worker > 0);
+  }
   // Before the Done frames: the router forgets a request before its client can reuse the id.
   if (to.router && !out.ended.empty()) self->send(to.router, ended_atom::value, std::move(out.ended));
   for (auto& a : out.escalations) self->send(to.router, escalate_atom::value, std::move(a));
@@ -51,7 +64,14 @@ void pump(Self self) {
               [self, render](caf::error& e) { self->state.scheduler->apply_drafts("", "unreachable: " + render(e)); pump(self); });
   if (plan.kind == service::SchedulerPlan::Kind::step)
     self->request(to.verifier, caf::infinite, step_atom::value, std::move(plan.bytes))
-        .then([self](std::string& r) { self->state.scheduler->apply(r, ""); pump(self); },
+        .then([self](std::string& r) {
+                self->state.scheduler->apply(r, "");
+                if (self->state.links.router && self->state.replica >= 0) {
+                  const auto [tier, worker] = coordinates(self);
+                  self->send(self->state.links.router, load_atom::value, tier, worker, self->state.scheduler->load());
+                }
+                pump(self);
+              },
               [self, render](caf::error& e) { self->state.scheduler->apply("", "verifier unreachable: " + render(e)); pump(self); });
 }
 
@@ -65,13 +85,30 @@ void ask_draft_cost(Self self) {
             [](caf::error&) {});
 }
 
+// A worker's heartbeat: an empty StepPlan while no plan is out. Its answer
+// tells a lost worker that is back, or a loss while idle.
+void heartbeat(Self self) {
+  if (!self->state.scheduler->plan_out())
+    self->request(self->state.links.verifier, caf::infinite, step_atom::value, messages::step_plan(0, {}, {}))
+        .then([self](std::string& r) { self->state.scheduler->probed(r); pump(self); },
+              [self](caf::error& e) {
+                self->state.scheduler->probed(messages::worker_lost_result("unreachable: " + self->system().render(e)));
+                pump(self);
+              });
+  self->delayed_send(self, self->state.links.heartbeat, heartbeat_atom::value);
+}
+
 }  // namespace
 
 scheduler_actor::behavior_type scheduler(Self self, service::SchedulerConfig config, SchedulerLinks links) {
+  self->state.tier = config.tier;
+  self->state.replica = config.replica;
   self->state.scheduler = std::make_unique<service::Scheduler>(std::move(config));
   self->state.links = std::move(links);
   if (self->state.links.drafter) ask_draft_cost(self);
   self->delayed_send(self, std::chrono::seconds(5), tick_atom::value);
+  if (self->state.links.heartbeat.count() > 0)
+    self->delayed_send(self, self->state.links.heartbeat, heartbeat_atom::value);
   return {
       [self](admit_atom, service::AdmitRequest& a) { self->state.scheduler->admit(std::move(a)); pump(self); },
       [self](cancel_atom, const std::string& peer, uint64_t id, uint64_t target) {
@@ -79,6 +116,7 @@ scheduler_actor::behavior_type scheduler(Self self, service::SchedulerConfig con
         pump(self);
       },
       [self](gone_atom, const std::string& peer) { self->state.scheduler->gone(peer); pump(self); },
+      [self](heartbeat_atom) { heartbeat(self); },
       [self](drain_atom, bool stop) {
         self->state.scheduler->drain();
         if (stop) self->state.scheduler->stop_all();

@@ -6,6 +6,7 @@
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 #include <stdexcept>
 #include <cstdlib>
@@ -42,7 +43,16 @@ struct VerifierSide {
   bool can_copy = false, can_transfer = false, can_shift = false;
   KvType kv_type = KvType::f16;
   std::string text;
+  // The verifier's workers (`serve --worker`, one or more): each its own KV pool.
+  struct Worker {
+    std::string endpoint;
+    int32_t kv_pages = 0;
+  };
+  std::vector<Worker> workers;
 };
+
+// How often a worker's scheduler probes it while idle or lost.
+constexpr std::chrono::milliseconds kWorkerHeartbeat{1000};
 
 // The engine's threads own the cores; the actors on CAF's pool (scheduler,
 // ingestion, jobs, the KV allocator) wake a few times per step. CAF's
@@ -98,6 +108,14 @@ struct Service::Impl {
     scheduler_actor scheduler;
   };
   std::vector<SmallTier> small_tiers;
+  // The model's verifier, KV allocator and scheduler: one, or one per worker
+  // (the first is also `verifier`, `allocator` and `scheduler_handle`).
+  struct Replica {
+    verifier_actor verifier;
+    kv_allocator_actor allocator;
+    scheduler_actor scheduler;
+  };
+  std::vector<Replica> replicas;
   std::shared_ptr<service::TierTable> tier_table;  // null: one model
   tier_router_actor router;
   scheduler_actor front;  // what ingestion and jobs send to: the router, or the one scheduler
@@ -146,31 +164,52 @@ std::filesystem::path default_data_dir() {
 
 VerifierSide Service::Impl::open_verifier() {
   VerifierSide v;
-  if (options.worker.empty()) {
+  if (options.workers.empty()) {
     BackendOptions bo = options.backend;
     bo.kv_pages = static_cast<int32_t>((options.kv_tokens + bo.page_size - 1) / bo.page_size);
     bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
     backend = open_backend(options.model_path, bo);
     v = {&backend->file(),       backend->config(),        backend->pages().capacity(), backend->page_size(),
          backend->can_copy_pages(), backend->can_transfer_pages(), backend->can_shift_kv(),  backend->kv_type(),
-         backend->describe()};
+         backend->describe(), {}};
     return v;
   }
   file = std::make_unique<GgufFile>(GgufFile::open(options.model_path));
   v.file = file.get();
   v.config = read_model_config(*file, options.backend.overrides);
-  const messages::WorkerInfo w = query_worker({options.worker, worker_curve}, options.worker_timeout);
-  if (w.n_vocab != v.config.n_vocab)
-    throw std::runtime_error("the worker at " + options.worker + " serves a model with " + std::to_string(w.n_vocab) +
-                             " tokens; " + options.model_path + " has " + std::to_string(v.config.n_vocab));
-  v.kv_pages = w.kv_pages;
-  v.page_size = w.page_size;
-  v.can_copy = w.can_copy_pages;
-  v.can_transfer = w.can_transfer_pages;
-  v.can_shift = w.can_shift_kv;
-  v.kv_type = static_cast<KvType>(w.kv_type);
-  v.text = "verifier in worker " + options.worker + " (" + w.model + ", KV " + std::to_string(v.kv_pages) + " pages x " +
-           std::to_string(v.page_size) + " tokens)";
+  const uint64_t fingerprint = file_fingerprint(*file);
+  std::map<uint64_t, std::string> instances;
+  v.can_copy = v.can_transfer = v.can_shift = true;
+  for (const std::string& endpoint : options.workers) {
+    const bool twice = std::count(options.workers.begin(), options.workers.end(), endpoint) > 1;
+    if (twice) throw std::invalid_argument("--worker " + endpoint + " is given twice; each worker serves one front end once");
+    const messages::WorkerInfo w = query_worker({endpoint, worker_curve}, options.worker_timeout);
+    if (w.model_fingerprint != 0 && w.model_fingerprint != fingerprint)
+      throw std::runtime_error("the worker at " + endpoint + " serves another model (" + w.model + ") than " +
+                               options.model_path + "; every worker must load the front end's model file");
+    if (w.n_vocab != v.config.n_vocab)
+      throw std::runtime_error("the worker at " + endpoint + " serves a model with " + std::to_string(w.n_vocab) +
+                               " tokens; " + options.model_path + " has " + std::to_string(v.config.n_vocab));
+    if (w.instance != 0) {
+      auto [it, fresh] = instances.emplace(w.instance, endpoint);
+      if (!fresh) throw std::invalid_argument("--worker " + endpoint + " and " + it->second + " are the same worker process");
+    }
+    if (!v.workers.empty() && (w.page_size != v.page_size || static_cast<KvType>(w.kv_type) != v.kv_type))
+      throw std::runtime_error("the worker at " + endpoint + " keeps KV pages of " + std::to_string(w.page_size) + " tokens (" +
+                               kv_type_name(static_cast<KvType>(w.kv_type)) + "), the one at " + v.workers.front().endpoint +
+                               " of " + std::to_string(v.page_size) + " (" + kv_type_name(v.kv_type) +
+                               "); a request moves between workers, so they need the same page size and KV type");
+    v.kv_pages = v.workers.empty() ? w.kv_pages : std::min(v.kv_pages, w.kv_pages);
+    v.page_size = w.page_size;
+    v.kv_type = static_cast<KvType>(w.kv_type);
+    v.can_copy = v.can_copy && w.can_copy_pages;
+    v.can_transfer = v.can_transfer && w.can_transfer_pages;
+    v.can_shift = v.can_shift && w.can_shift_kv;
+    v.workers.push_back({endpoint, w.kv_pages});
+    v.text += std::string(v.text.empty() ? "" : ", ") + endpoint + " (" + w.model + ", KV " + std::to_string(w.kv_pages) +
+              " pages x " + std::to_string(w.page_size) + " tokens)";
+  }
+  v.text = (v.workers.size() == 1 ? "verifier in worker " : "verifier in " + std::to_string(v.workers.size()) + " workers: ") + v.text;
   return v;
 }
 
@@ -178,6 +217,9 @@ VerifierSide Service::Impl::open_verifier() {
 void Service::Impl::open_draft_model() {
   if (!options.draft_model_path.empty() && !options.draft_worker.empty())
     throw std::invalid_argument("give a draft model or a draft worker, not both");
+  if (options.workers.size() > 1 && (!options.draft_model_path.empty() || !options.draft_worker.empty()))
+    throw std::invalid_argument("a draft model with several --worker is not supported yet (one draft model cannot serve "
+                                "several workers' sequences); --speculation ngram drafts on each worker");
   if (!options.draft_model_path.empty()) {
     BackendOptions bo = options.backend;
     const int64_t tokens = options.draft_kv_tokens > 0 ? options.draft_kv_tokens : options.kv_tokens;
@@ -206,6 +248,9 @@ void Service::Impl::open_draft_model() {
 // for the last when no draft model is given: that is the verify policy.
 void Service::Impl::open_tiers(const VerifierSide& v) {
   if (options.tier_paths.empty()) return;
+  if (v.workers.size() > 1)
+    throw std::invalid_argument("--tiers with several --worker is not supported yet: the first tier drafts for the last, "
+                                "and one draft model cannot serve several workers' sequences");
   tier_table = std::make_shared<service::TierTable>();
   // A tier is named as serve was given it; a path by its file name.
   const std::filesystem::path given(options.model_name);
@@ -301,8 +346,6 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
 }
 
 void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits) {
-  if (backend) verifier = system->spawn<caf::detached>(actors::verifier, backend);
-  else verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{options.worker, worker_curve}, options.worker_timeout);
   if (draft_backend) drafter = system->spawn<caf::detached>(actors::drafter, draft_backend, draft_names.front());
   else if (!options.draft_worker.empty())
     drafter = system->spawn<caf::detached>(remote_drafter, WorkerAddress{options.draft_worker, worker_curve}, options.draft_timeout);
@@ -314,9 +357,22 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   retention.interval = options.sweep_interval;
   retention.responses = {options.response_cache_ttl.count(), options.response_cache_bytes};
   persistence_handle = system->spawn<caf::detached>(persistence_role, store, replies, policy, retention, metrics);
-  allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
 
-  if (tier_table) router = system->spawn(tier_router, std::shared_ptr<const service::TierTable>(tier_table), replies);
+  // A router stands in front when requests have a choice: tiers, or workers.
+  const size_t n_workers = std::max<size_t>(v.workers.size(), 1);
+  if (tier_table || n_workers > 1) {
+    auto table = tier_table;
+    if (!table) {  // one model on several workers: one tier, as the router sees it
+      table = std::make_shared<service::TierTable>();
+      table->names = {policy.model_name};
+      table->aliases = {{policy.model_name}};
+    }
+    service::PlacementConfig pc;
+    pc.page_size = v.page_size;
+    std::vector<std::pair<int32_t, service::PlacementConfig>> workers(static_cast<size_t>(table->last() + 1), {1, pc});
+    workers.back().first = static_cast<int32_t>(n_workers);
+    router = system->spawn(tier_router, std::shared_ptr<const service::TierTable>(table), replies, std::move(workers));
+  }
   service::SchedulerConfig sc;
   sc.tokenizer = tokenizer;
   sc.kv_pages = v.kv_pages;
@@ -333,10 +389,34 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
     sc.tier = tier_table->last();
     sc.tier_name = tier_table->names.back();
   }
-  scheduler_handle = system->spawn(scheduler, sc, SchedulerLinks{replies, verifier, drafter, persistence_handle, allocator, router});
+  // The model's schedulers: one, or one per worker, each with its verifier and KV allocator.
+  std::vector<scheduler_actor> last_tier;
+  for (size_t i = 0; i < n_workers; ++i) {
+    Replica r;
+    if (backend) r.verifier = system->spawn<caf::detached>(actors::verifier, backend);
+    else
+      r.verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{v.workers[i].endpoint, worker_curve},
+                                                options.worker_timeout);
+    r.allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
+    service::SchedulerConfig rc = sc;
+    if (!v.workers.empty()) rc.worker_name = v.workers[i].endpoint;
+    if (n_workers > 1) {
+      rc.replica = static_cast<int32_t>(i);
+      rc.failover = true;
+      rc.kv_pages = v.workers[i].kv_pages;
+    }
+    SchedulerLinks links{replies, r.verifier, drafter, persistence_handle, r.allocator, router};
+    if (!v.workers.empty()) links.heartbeat = kWorkerHeartbeat;
+    r.scheduler = system->spawn(scheduler, rc, links);
+    last_tier.push_back(r.scheduler);
+    replicas.push_back(std::move(r));
+  }
+  verifier = replicas.front().verifier;
+  allocator = replicas.front().allocator;
+  scheduler_handle = replicas.front().scheduler;
   front = scheduler_handle;
-  if (tier_table) {
-    std::vector<scheduler_actor> schedulers;
+  if (router) {
+    TierSchedulers schedulers;
     for (size_t i = 0; i < small_tiers.size(); ++i) {
       SmallTier& t = small_tiers[i];
       if (t.backend) t.verifier = system->spawn<caf::detached>(actors::verifier, t.backend);
@@ -354,10 +434,13 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
       tc.tier = static_cast<int32_t>(i);
       tc.tier_name = t.name;
       tc.next_tier = true;
-      t.scheduler = system->spawn(scheduler, tc, SchedulerLinks{replies, t.verifier, draft_actor(), persistence_handle, t.allocator, router});
-      schedulers.push_back(t.scheduler);
+      SchedulerLinks links{replies, t.verifier, draft_actor(), persistence_handle, t.allocator, router};
+      if (!t.worker.empty()) links.heartbeat = kWorkerHeartbeat;
+      tc.worker_name = t.worker;
+      t.scheduler = system->spawn(scheduler, tc, links);
+      schedulers.push_back({t.scheduler});
     }
-    schedulers.push_back(scheduler_handle);
+    schedulers.push_back(std::move(last_tier));
     caf::anon_send(router, tiers_atom::value, std::move(schedulers));
     front = router;
   }
@@ -466,6 +549,8 @@ Service::~Service() {
       stop(t.scheduler), stop(t.allocator), stop(t.verifier);
       t.scheduler = scheduler_actor(), t.allocator = kv_allocator_actor(), t.verifier = verifier_actor();
     }
+    for (auto& r : s.replicas) stop(r.scheduler), stop(r.allocator), stop(r.verifier);
+    s.replicas.clear();
     // Drop our handles: a detached actor's thread waits until its actor is
     // destroyed, and the system's destructor waits for that thread.
     s.replies->set_jobs(job_actor());
@@ -521,7 +606,8 @@ int32_t Service::drain(std::chrono::milliseconds timeout) {
     for (int i = 0; i < 200 && live(false) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Barriers, in the order the writes travel: scheduler -> allocator (spills) -> persistence.
-  self->request(s.allocator, std::chrono::seconds(30), stats_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
+  for (const auto& r : s.replicas)
+    self->request(r.allocator, std::chrono::seconds(30), stats_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
   self->request(s.persistence_handle, std::chrono::seconds(60), drain_atom::value)
       .receive([](bool) {}, [](caf::error&) {});
   // Replies queued for the sockets (Done frames, errors) get out before they close.

@@ -33,10 +33,11 @@ struct ServiceOptions {
   // Prompts read from the socket and not yet tokenized; past either bound a
   // prompt is answered `overloaded` at once (service/intake.h).
   service::IntakeLimits intake;
-  // Split topology: the target verifier runs in `troupe worker` at this
-  // endpoint instead of in this process (which then loads only the
-  // tokenizer and config from model_path).
-  std::string worker;
+  // Split topology: the target verifier runs in `troupe worker` at these
+  // endpoints instead of in this process (which then loads only the
+  // tokenizer and config from model_path). Several: data-parallel workers,
+  // each its own KV pool, requests placed among them (docs/SCALE_OUT.md).
+  std::vector<std::string> workers;
   std::chrono::milliseconds worker_timeout{120000};
   // Where the RocksDB store (sessions, jobs) lives; created if missing.
   std::filesystem::path data_dir;

@@ -2,6 +2,8 @@
 
 #include <caf/actor_system.hpp>
 
+#include <algorithm>
+
 #include "actors/replies.h"
 #include "service/clock.h"
 
@@ -9,6 +11,7 @@ namespace troupe::actors {
 namespace {
 
 using Self = tier_router_actor::stateful_pointer<TierRouterState>;
+using Place = service::TierRouter::Place;
 
 void unknown(Self self, const std::string& peer, uint64_t id, uint64_t target) {
   self->state.replies->send(peer, id,
@@ -16,46 +19,68 @@ void unknown(Self self, const std::string& peer, uint64_t id, uint64_t target) {
                                                      "no running request " + std::to_string(target) + " on this connection"));
 }
 
-// Every tier's live requests, asked one after another, summed.
-void drain_from(Self self, size_t tier, bool stop, int32_t sum, caf::typed_response_promise<int32_t> promise) {
-  if (tier == self->state.tiers.size()) {
+const scheduler_actor& at(Self self, Place p) {
+  return self->state.tiers[static_cast<size_t>(p.tier)][static_cast<size_t>(p.worker)];
+}
+
+// Every scheduler's live requests, asked one after another, summed.
+void drain_from(Self self, size_t at, bool stop, int32_t sum, caf::typed_response_promise<int32_t> promise) {
+  std::vector<scheduler_actor> all;
+  for (const auto& tier : self->state.tiers) all.insert(all.end(), tier.begin(), tier.end());
+  if (at == all.size()) {
     promise.deliver(sum);
     return;
   }
-  self->request(self->state.tiers[tier], std::chrono::seconds(30), drain_atom::value, stop)
-      .then([=](int32_t left) mutable { drain_from(self, tier + 1, stop, sum + left, promise); },
-            [=](caf::error&) mutable { drain_from(self, tier + 1, stop, sum, promise); });
+  self->request(all[at], std::chrono::seconds(30), drain_atom::value, stop)
+      .then([=](int32_t left) mutable { drain_from(self, at + 1, stop, sum + left, promise); },
+            [=](caf::error&) mutable { drain_from(self, at + 1, stop, sum, promise); });
+}
+
+// No worker of its tier is up: a scheduler of that tier ends the request
+// with the reason (and frees its session, as it would for any refusal).
+void unavailable(Self self, service::AdmitRequest& a, int32_t tier) {
+  a.unplaced = true;
+  const auto t = static_cast<size_t>(std::clamp<int32_t>(tier, 0, static_cast<int32_t>(self->state.tiers.size()) - 1));
+  self->send(self->state.tiers[t].front(), admit_atom::value, std::move(a));
 }
 
 }  // namespace
 
 tier_router_actor::behavior_type tier_router(Self self, std::shared_ptr<const service::TierTable> table,
-                                             std::shared_ptr<Replies> replies) {
+                                             std::shared_ptr<Replies> replies,
+                                             std::vector<std::pair<int32_t, service::PlacementConfig>> workers) {
   self->state.router = std::make_unique<service::TierRouter>(std::move(table));
+  for (size_t t = 0; t < workers.size(); ++t)
+    self->state.router->set_workers(static_cast<int32_t>(t), workers[t].first, workers[t].second);
   self->state.replies = std::move(replies);
   return {
       [self](admit_atom, service::AdmitRequest& a) {
-        const int32_t tier = self->state.router->admit(a, service::steady_ns());
-        if (tier == service::TierRouter::kDuplicate) {
+        const Place p = self->state.router->admit(a, service::steady_ns());
+        if (p.tier == service::TierRouter::kDuplicate) {
           const uint64_t id = a.client_id;
           return self->state.replies->send(a.peer, id,
                                            messages::error_response(id, wire::ErrorCode::duplicate_id,
                                                                     "request id " + std::to_string(id) +
                                                                         " is already running on this connection"));
         }
-        self->send(self->state.tiers[static_cast<size_t>(tier)], admit_atom::value, std::move(a));
+        if (p.tier < 0) return unavailable(self, a, a.route.tier);
+        self->send(at(self, p), admit_atom::value, std::move(a));
       },
       [self](cancel_atom, const std::string& peer, uint64_t id, uint64_t target) {
-        const int32_t tier = self->state.router->where(peer, target);
-        if (tier < 0) self->state.router->cancel_ahead(peer, target, service::steady_ns());
-        self->send(self->state.tiers[static_cast<size_t>(std::max(tier, 0))], cancel_atom::value, peer, id, target);
+        Place p = self->state.router->where(peer, target);
+        if (p.tier < 0) {
+          self->state.router->cancel_ahead(peer, target, service::steady_ns());
+          p = {0, 0};
+        }
+        self->send(at(self, p), cancel_atom::value, peer, id, target);
       },
       [self](gone_atom, const std::string& peer) {
         self->state.router->gone(peer);
-        for (const auto& t : self->state.tiers) self->send(t, gone_atom::value, peer);
+        for (const auto& tier : self->state.tiers)
+          for (const auto& s : tier) self->send(s, gone_atom::value, peer);
       },
       [self](stats_atom, const std::string& peer, uint64_t id) {
-        self->send(self->state.tiers.back(), stats_atom::value, peer, id);  // it reports every tier
+        self->send(self->state.tiers.back().front(), stats_atom::value, peer, id);  // it reports them all
       },
       [self](drain_atom, bool stop) {
         auto promise = self->make_response_promise<int32_t>();
@@ -63,25 +88,39 @@ tier_router_actor::behavior_type tier_router(Self self, std::shared_ptr<const se
         return promise;
       },
       [self](tick_atom) {
-        for (const auto& t : self->state.tiers) self->send(t, tick_atom::value);
+        for (const auto& tier : self->state.tiers)
+          for (const auto& s : tier) self->send(s, tick_atom::value);
       },
+      [](heartbeat_atom) {},
       [self](escalate_atom, service::AdmitRequest& a) {
-        const int32_t tier = self->state.router->escalated(a);
-        const size_t to = static_cast<size_t>(std::clamp<int32_t>(a.route.tier, 0, static_cast<int32_t>(self->state.tiers.size()) - 1));
-        const std::string peer = a.peer;
-        self->send(self->state.tiers[to], admit_atom::value, std::move(a));
-        // Its client went away while it moved: the tier ends it, and frees its session.
-        if (tier < 0) self->send(self->state.tiers[to], gone_atom::value, peer);
+        const Place p = self->state.router->moved(a);
+        if (p.tier == service::TierRouter::kUnavailable) return unavailable(self, a, a.route.tier);
+        if (p.tier < 0) {
+          // Its client went away while it moved: a scheduler ends it, and frees its session.
+          const std::string peer = a.peer;
+          const Place last{static_cast<int32_t>(self->state.tiers.size()) - 1, 0};
+          self->send(at(self, last), admit_atom::value, std::move(a));
+          self->send(at(self, last), gone_atom::value, peer);
+          return;
+        }
+        self->send(at(self, p), admit_atom::value, std::move(a));
       },
       [self](escalate_atom, const std::string& peer, uint64_t id, uint64_t target) {
-        const int32_t tier = self->state.router->where(peer, target);
-        if (tier < 0) return unknown(self, peer, id, target);
-        self->send(self->state.tiers[static_cast<size_t>(tier)], cancel_atom::value, peer, id, target);
+        const Place p = self->state.router->where(peer, target);
+        if (p.tier < 0) return unknown(self, peer, id, target);
+        self->send(at(self, p), cancel_atom::value, peer, id, target);
       },
       [self](ended_atom, std::vector<service::Outbound::Ended>& ended) {
         for (const auto& e : ended) self->state.router->ended(e.peer, e.client_id, e.outcome);
       },
-      [self](tiers_atom, std::vector<scheduler_actor>& tiers) { self->state.tiers = std::move(tiers); },
+      [self](load_atom, int32_t tier, int32_t worker, const service::ReplicaLoad& load) {
+        self->state.router->report(tier, worker, load);
+      },
+      [self](worker_atom, int32_t tier, int32_t worker, bool up) {
+        if (up) self->state.router->worker_up(tier, worker);
+        else self->state.router->worker_down(tier, worker);
+      },
+      [self](tiers_atom, TierSchedulers& tiers) { self->state.tiers = std::move(tiers); },
   };
 }
 

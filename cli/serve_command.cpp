@@ -29,6 +29,7 @@ struct ServeArgs {
   std::string speculation = "off";
   std::string draft_model;
   double draft_timeout_s = 30;
+  double worker_timeout_s = 120;
   std::string kv_codec = "auto";
   int session_idle_s = 300;
   int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
@@ -82,6 +83,7 @@ int run_serve(ServeArgs& a) {
     o.draft_model_name = given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : a.draft_model;
   }
   o.draft_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.draft_timeout_s * 1000));
+  o.worker_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.worker_timeout_s * 1000));
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.kv_spill = !a.no_kv_spill;
   o.speculation = a.speculation == "ngram"  ? SpeculationMode::ngram
@@ -194,8 +196,15 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
-  cmd->add_option("--worker", a->service.worker,
-                  "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only)");
+  cmd->add_option("--worker", a->service.workers,
+                  "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only); "
+                  "give it again (or a list) for data-parallel workers, each its own KV pool (docs/SCALE_OUT.md)")
+      ->delimiter(',');
+  cmd->add_option("--worker-timeout", a->worker_timeout_s,
+                  "Seconds a worker may take to answer (a step, or the question at start); then it is lost: its "
+                  "requests move to another worker, or end. A worker that dies is noticed at once")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_option("--data-dir", a->service.data_dir,
                   "Where sessions and jobs are stored (default: $XDG_DATA_HOME/troupe or ~/.local/share/troupe)");
   cmd->add_option("--events", a->service.events,

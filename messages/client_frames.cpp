@@ -157,11 +157,20 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            t.pages_used, t.pages_total));
     tiers = fbb.CreateVector(each);
   }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::WorkerStats>>> workers;
+  if (!s.workers.empty()) {
+    std::vector<flatbuffers::Offset<wire::WorkerStats>> each;
+    for (const WorkerStatsFields& w : s.workers)
+      each.push_back(wire::CreateWorkerStats(fbb, fbb.CreateString(w.endpoint), fbb.CreateString(w.tier), w.up, w.requests,
+                                             w.moved_in, w.moved_out, w.lost, w.tokens, w.forward_tokens, w.steps, w.running,
+                                             w.waiting, w.pages_used, w.pages_total, w.step_ms));
+    workers = fbb.CreateVector(each);
+  }
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
                                            s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted, s.preemptions,
-                                           s.draining, tiers);
+                                           s.draining, tiers, workers);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

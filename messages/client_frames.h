@@ -79,6 +79,14 @@ struct TierStatsFields {
   int32_t running = 0, waiting = 0, pages_used = 0, pages_total = 0;
 };
 
+struct WorkerStatsFields {
+  std::string endpoint, tier;
+  bool up = true;
+  uint64_t requests = 0, moved_in = 0, moved_out = 0, lost = 0, tokens = 0, forward_tokens = 0, steps = 0;
+  int32_t running = 0, waiting = 0, pages_used = 0, pages_total = 0;
+  double step_ms = 0;
+};
+
 struct StatsFields {
   int32_t running = 0, waiting = 0;
   int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
@@ -90,6 +98,7 @@ struct StatsFields {
   uint64_t tokens_shifted = 0, preemptions = 0;
   bool draining = false;
   std::vector<TierStatsFields> tiers;
+  std::vector<WorkerStatsFields> workers;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

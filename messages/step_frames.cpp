@@ -136,8 +136,19 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto swaps = build_pages(fbb, swapped);
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
-                                          swaps, worker.kv_type, worker.can_shift_kv),
+                                          swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
+                                          worker.model_fingerprint),
              wire::step::StepPlanIdentifier());
+  return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+Bytes worker_lost_result(std::string_view why) {
+  flatbuffers::FlatBufferBuilder fbb(128 + why.size());
+  const auto err = fbb.CreateString(why.data(), why.size());
+  wire::step::StepResultBuilder b(fbb);
+  b.add_error(err);
+  b.add_worker_lost(true);
+  fbb.Finish(b.Finish(), wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -72,11 +72,16 @@ struct WorkerInfo {
   bool can_transfer_pages = false;
   uint8_t kv_type = 0;  // engine/kv_type.h KvType
   bool can_shift_kv = false;
+  uint64_t instance = 0;  // the worker process's random id (StepResult.instance)
+  uint64_t model_fingerprint = 0;
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
                   const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {},
                   std::span<const PageBytes> swapped = {});
+
+// What the front end's link to a worker answers when no result came (StepResult.worker_lost).
+Bytes worker_lost_result(std::string_view why);
 
 // A sequence's sampling as the step and draft messages carry it.
 flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,

@@ -66,6 +66,10 @@ struct AdmitRequest {
   // here is that prompt and the tokens written so far).
   std::shared_ptr<ResponseStream> carried;
   int32_t first_prompt_tokens = 0;
+  // Failover: the replica whose worker was lost (-1: none). It continues on
+  // another replica of the same tier, from its prompt and the tokens sent.
+  int32_t moved_from = -1;
+  bool unplaced = false;  // no worker of its tier is up: the scheduler refuses it
 };
 
 // Peers of requests the server makes itself (batch job items): their

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 namespace troupe::service {
 namespace {
@@ -116,15 +117,39 @@ void ServiceMetrics::sessions_stored(int64_t n) {
   sessions_ = n;
 }
 
-void ServiceMetrics::tier(int32_t index, messages::TierStatsFields figures) {
+void ServiceMetrics::tier(int32_t index, int32_t replica, messages::TierStatsFields figures) {
   std::lock_guard lock(mutex_);
-  tiers_[index] = std::move(figures);
+  tiers_[{index, replica}] = std::move(figures);
 }
 
 std::vector<messages::TierStatsFields> ServiceMetrics::tiers() const {
   std::lock_guard lock(mutex_);
   std::vector<messages::TierStatsFields> out;
-  for (const auto& [index, t] : tiers_) out.push_back(t);
+  int32_t last = -1;
+  for (const auto& [key, t] : tiers_) {
+    if (key.first != last) {
+      out.push_back(t);
+      last = key.first;
+      continue;
+    }
+    messages::TierStatsFields& sum = out.back();  // another replica of the same tier
+    sum.requests += t.requests, sum.escalated_in += t.escalated_in, sum.escalations += t.escalations;
+    sum.tokens += t.tokens, sum.forward_tokens += t.forward_tokens, sum.steps += t.steps;
+    sum.drafted += t.drafted, sum.accepted += t.accepted;
+    sum.running += t.running, sum.waiting += t.waiting, sum.pages_used += t.pages_used, sum.pages_total += t.pages_total;
+  }
+  return out;
+}
+
+void ServiceMetrics::worker(int32_t tier, int32_t replica, messages::WorkerStatsFields figures) {
+  std::lock_guard lock(mutex_);
+  workers_[{tier, replica}] = std::move(figures);
+}
+
+std::vector<messages::WorkerStatsFields> ServiceMetrics::workers() const {
+  std::lock_guard lock(mutex_);
+  std::vector<messages::WorkerStatsFields> out;
+  for (const auto& [key, w] : workers_) out.push_back(w);
   return out;
 }
 
@@ -195,6 +220,28 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
       header(out, name.c_str(), "counter", tier_help[i]);
       for (const auto& t : g.tiers) sample(out, name, "tier=\"" + t.name + "\"", static_cast<double>(t.*tier_counters[i].second));
     }
+  // Data-parallel workers, one series each (label worker = its endpoint).
+  using WorkerField = uint64_t messages::WorkerStatsFields::*;
+  const std::tuple<const char*, WorkerField, const char*> worker_counters[] = {
+      {"requests", &messages::WorkerStatsFields::requests, "Requests placed on the worker"},
+      {"moved_in", &messages::WorkerStatsFields::moved_in, "Requests the worker continued after another worker was lost"},
+      {"moved_out", &messages::WorkerStatsFields::moved_out, "Requests that left the worker when it was lost"},
+      {"lost", &messages::WorkerStatsFields::lost, "Times the worker was lost (connection dropped, silent, or restarted)"},
+      {"tokens", &messages::WorkerStatsFields::tokens, "Tokens the worker wrote"},
+      {"forward_tokens", &messages::WorkerStatsFields::forward_tokens, "Positions the worker computed"},
+      {"steps", &messages::WorkerStatsFields::steps, "The worker's forward passes"}};
+  const auto worker_label = [](const messages::WorkerStatsFields& w) {
+    return "worker=\"" + w.endpoint + "\"" + (w.tier.empty() ? std::string() : ",tier=\"" + w.tier + "\"");
+  };
+  if (!g.workers.empty()) {
+    for (const auto& [suffix, field, help] : worker_counters) {
+      const std::string name = std::string("troupe_worker_") + suffix + "_total";
+      header(out, name.c_str(), "counter", help);
+      for (const auto& w : g.workers) sample(out, name, worker_label(w), static_cast<double>(w.*field));
+    }
+    header(out, "troupe_worker_up", "gauge", "1 while the worker answers, 0 while it is lost");
+    for (const auto& w : g.workers) sample(out, "troupe_worker_up", worker_label(w), w.up ? 1 : 0);
+  }
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;
 }

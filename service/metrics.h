@@ -57,9 +57,13 @@ class ServiceMetrics {
   // a scrape then reads them without asking anyone.
   void jobs_running(int64_t n);
   void sessions_stored(int64_t n);  // the persistence actor
-  // Cascade tiers: each tier's scheduler pushes its figures after each step.
-  void tier(int32_t index, messages::TierStatsFields figures);
+  // Cascade tiers: each tier's scheduler pushes its figures after each step
+  // (a tier with several workers: each replica its own, summed in tiers()).
+  void tier(int32_t index, int32_t replica, messages::TierStatsFields figures);
   std::vector<messages::TierStatsFields> tiers() const;
+  // Data-parallel workers: each replica's scheduler pushes its figures.
+  void worker(int32_t tier, int32_t replica, messages::WorkerStatsFields figures);
+  std::vector<messages::WorkerStatsFields> workers() const;
 
   // The text exposition format (version 0.0.4) of everything, with the gauges.
   std::string prometheus(const Snapshot& now) const;
@@ -71,7 +75,8 @@ class ServiceMetrics {
   std::map<std::pair<std::string, int>, uint64_t> http_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
-  std::map<int32_t, messages::TierStatsFields> tiers_;
+  std::map<std::pair<int32_t, int32_t>, messages::TierStatsFields> tiers_;
+  std::map<std::pair<int32_t, int32_t>, messages::WorkerStatsFields> workers_;
   int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known (left out)
 };
 

@@ -67,11 +67,13 @@ struct Outbound {
     RouteOutcome outcome;
   };
   std::vector<Ended> ended;
+  // Failover: the worker was lost (-1) or is back (+1) since the last take.
+  int8_t worker = 0;
 
   bool empty() const {
     return replies.empty() && commits.empty() && released_sessions.empty() && spills.empty() && swap_outs.empty() &&
            swap_fetches.empty() && swap_drops.empty() && idle_sessions.empty() && active_sessions.empty() &&
-           cache_answers.empty() && escalations.empty() && moved_cancels.empty() && ended.empty();
+           cache_answers.empty() && escalations.empty() && moved_cancels.empty() && ended.empty() && worker == 0;
   }
 };
 

@@ -55,7 +55,10 @@ class ResponseStream {
   void record() { keep_answer_ = record_tokens_ = true; }
   std::vector<int32_t> take_tokens() { return std::move(tokens_); }
   // Cascade tiers: tokens from here on are written by `tier` (Done.tiers).
-  void begin_segment(const std::string& tier) { segments_.emplace_back(tier, 0); }
+  // (The same tier again, after a failover to another of its workers, continues its segment.)
+  void begin_segment(const std::string& tier) {
+    if (segments_.empty() || segments_.back().first != tier) segments_.emplace_back(tier, 0);
+  }
   const std::vector<std::pair<std::string, int32_t>>& segments() const { return segments_; }
 
  private:

@@ -26,10 +26,12 @@ SchedulerConfig checked(SchedulerConfig c) {
 
 Scheduler::Scheduler(SchedulerConfig config)
     : cfg_(checked(std::move(config))),
-      pool_(cfg_.kv_pages),
-      planner_(pool_, cfg_.page_size, cfg_.planner),
+      pool_(std::make_unique<PagePool>(cfg_.kv_pages)),
+      planner_(std::make_unique<BatchPlanner>(*pool_, cfg_.page_size, cfg_.planner)),
       speculation_(cfg_.draft_model),
-      swapped_(cfg_.swap_bytes) {}
+      swapped_(cfg_.swap_bytes) {
+  push_figures();  // every tier and worker is in the stats from the start
+}
 
 Scheduler::~Scheduler() = default;
 
@@ -44,7 +46,8 @@ void Scheduler::refuse(const AdmitRequest& a, wire::ErrorCode code, const std::s
 }
 
 void Scheduler::ended(const std::string& peer, uint64_t client_id, RouteOutcome outcome) {
-  if (cfg_.tier >= 0) out_.ended.push_back({peer, client_id, outcome});
+  // A router stands in front (tiers, or several workers): it forgets the request.
+  if (cfg_.tier >= 0 || cfg_.replica >= 0) out_.ended.push_back({peer, client_id, outcome});
 }
 
 void Scheduler::admit(AdmitRequest a) {
@@ -63,6 +66,17 @@ void Scheduler::admit(AdmitRequest a) {
     }
   }
   if (draining_) return refuse(a, wire::ErrorCode::shutting_down, "the server is draining: retry on another or after it restarts");
+  if (a.unplaced)
+    return refuse(a, wire::ErrorCode::unavailable,
+                  "no worker is up to run it (lost workers are probed until they answer); retry shortly");
+  if (worker_down_) {
+    // Placed here before the router heard of the loss: it goes elsewhere.
+    if (cfg_.failover) {
+      a.moved_from = cfg_.replica;
+      return out_.escalations.push_back(std::move(a));
+    }
+    return refuse(a, wire::ErrorCode::unavailable, "the worker is not answering (" + down_reason_ + "); retry shortly");
+  }
   if (requests_.count(key))
     return refuse(a, wire::ErrorCode::duplicate_id,
                   "request id " + std::to_string(a.client_id) + " is already running on this connection");
@@ -81,7 +95,7 @@ void Scheduler::admit(AdmitRequest a) {
   plan_reuse(a.restore_tokens.empty() ? a.prompt : a.restore_tokens, a.prompt, a.reuse);
   std::string tenant = a.tenant.empty() ? a.peer : a.tenant;
   const TenantId tid = tenant_id(tenant);
-  const auto added = planner_.add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens, tid, a.weight);
+  const auto added = planner_->add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens, tid, a.weight);
   if (added != BatchPlanner::AddResult::accepted) release_tenant(tenant);
   switch (added) {
     case BatchPlanner::AddResult::queue_full:
@@ -89,7 +103,7 @@ void Scheduler::admit(AdmitRequest a) {
                     "the queue is full (" + std::to_string(cfg_.planner.max_waiting) + " waiting); try again later");
     case BatchPlanner::AddResult::tenant_queue_full:
       return refuse(a, wire::ErrorCode::queue_full,
-                    "this client has its share of the queue waiting (" + std::to_string(planner_.tenant_load(tid).waiting) +
+                    "this client has its share of the queue waiting (" + std::to_string(planner_->tenant_load(tid).waiting) +
                         " requests); try again when some have run");
     case BatchPlanner::AddResult::too_long:
     case BatchPlanner::AddResult::duplicate: return refuse(a, wire::ErrorCode::too_long, "the prompt does not fit the context");
@@ -101,7 +115,7 @@ void Scheduler::admit(AdmitRequest a) {
                                       !a.session_id.empty(), a.accepted_ns),
              std::move(a.sampling)};
   if (cfg_.tier >= 0) s.stream.begin_segment(cfg_.tier_name);
-  ++(carried ? escalated_in_ : requests_in_);
+  ++(a.moved_from >= 0 ? moved_in_ : carried ? escalated_in_ : requests_in_);
   s.route = a.route;
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1)
     s.watch.emplace(a.route.threshold, a.route.window, a.route.within);
@@ -120,11 +134,11 @@ void Scheduler::admit(AdmitRequest a) {
   s.cache_key = std::move(a.response_cache_key);
   if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
-  if (!carried) s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_.queue_position(seq)), out_);
+  if (!carried) s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_->queue_position(seq)), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
   sequences_.emplace(seq, std::move(s));
   account();
-  if (cfg_.metrics && cfg_.tier >= 0) cfg_.metrics->tier(cfg_.tier, tier_stats());
+  push_figures();
 }
 
 void Scheduler::cancel(const std::string& peer, uint64_t request_id, uint64_t target) {
@@ -195,7 +209,7 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
     unforked.sample = i;
     s.stream.send(messages::done_response(s.stream.target().client_id, unforked), out_);
   }
-  const PlannedSequence* p = planner_.find(seq);
+  const PlannedSequence* p = planner_->find(seq);
   // An escalated request's prompt is the one its client sent; the rest was its answer so far.
   const int32_t prompt = s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : p ? p->prompt_tokens : 0;
   messages::DoneFields d = s.stream.done(reason, prompt, p ? std::min(p->cached_prompt_tokens, prompt) : 0,
@@ -226,7 +240,7 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
   c.session_id = s.session_id;
   c.messages = std::move(s.turn_messages);
   c.messages.push_back({"assistant", s.stream.take_answer()});
-  if (const PlannedSequence* p = planner_.find(seq)) {
+  if (const PlannedSequence* p = planner_->find(seq)) {
     c.tokens = p->tokens;
     const int32_t full = p->computed / cfg_.page_size;
     std::vector<int32_t> kept(p->tokens.begin(), p->tokens.begin() + static_cast<int64_t>(full) * cfg_.page_size);
@@ -268,7 +282,7 @@ void Scheduler::drop(uint64_t seq, bool moved) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   if (swapped_.erase(seq)) out_.swap_drops.push_back(seq);
-  planner_.finish(seq);
+  planner_->finish(seq);
   forget_.push_back(seq);
   RouteOutcome outcome;
   const Sequence& s = it->second;
@@ -299,17 +313,14 @@ void Scheduler::drop(uint64_t seq, bool moved) {
 // The small tier's confidence fell: the next tier continues the same stream
 // from the prompt and the tokens sent so far (its prefix cache serves what
 // it already holds), and this tier lets the sequence go.
-void Scheduler::escalate(uint64_t seq) {
-  Sequence& s = sequences_.at(seq);
-  const PlannedSequence* p = planner_.find(seq);
-  if (!p) return;
+AdmitRequest Scheduler::carry(uint64_t seq, const Sequence& s, std::vector<int32_t> prompt) {
+  const PlannedSequence* p = planner_->find(seq);
   AdmitRequest a;
   a.peer = s.stream.target().peer;
   a.client_id = s.stream.target().client_id;
   a.tenant = s.tenant;
   a.weight = s.weight;
-  a.prompt = p->tokens;
-  a.prompt.pop_back();  // the unsure token, not sent: the next tier writes its position
+  a.prompt = std::move(prompt);
   a.sampling = s.sampling;
   a.sampling.max_tokens = s.stream.max_tokens() - s.stream.completion();
   a.priority = s.priority;
@@ -319,21 +330,149 @@ void Scheduler::escalate(uint64_t seq) {
   a.session_id = s.session_id;
   a.turn_messages = s.turn_messages;
   a.persisted_pages = s.persisted_pages;
-  a.restore_pages = std::move(s.restore_pages);
   a.window_first_turn = s.window_first_turn;
   a.response_cache = s.cache;
   a.response_cache_key = s.cache_key;
   a.route = s.route;
-  a.route.tier = cfg_.tier + 1;
   a.session_escalations = s.session_escalations;
   a.carried = std::make_shared<ResponseStream>(s.stream);
-  a.first_prompt_tokens = s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : p->prompt_tokens;
-  out_.escalations.push_back(std::move(a));
-  ++escalations_out_;
+  a.first_prompt_tokens = s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : p ? p->prompt_tokens : 0;
   if (escalated_.size() >= kMaxEarlyCancels)
     std::erase_if(escalated_, [t = now()](const auto& e) { return t - e.second > kEarlyCancelNs; });
-  escalated_[{s.stream.target().peer, s.stream.target().client_id}] = now();
+  escalated_[{a.peer, a.client_id}] = now();  // later cancels follow it
+  return a;
+}
+
+void Scheduler::escalate(uint64_t seq) {
+  Sequence& s = sequences_.at(seq);
+  const PlannedSequence* p = planner_->find(seq);
+  if (!p) return;
+  std::vector<int32_t> prompt = p->tokens;
+  prompt.pop_back();  // the unsure token, not sent: the next tier writes its position
+  AdmitRequest a = carry(seq, s, std::move(prompt));
+  a.restore_pages = std::move(s.restore_pages);
+  a.route.tier = cfg_.tier + 1;
+  out_.escalations.push_back(std::move(a));
+  ++escalations_out_;
   drop(seq, true);
+}
+
+// Failover: the request continues on another replica of this tier from its
+// prompt and every token its client was sent; the tokens computed since
+// the last step are the only work lost.
+void Scheduler::move(uint64_t seq) {
+  Sequence& s = sequences_.at(seq);
+  const PlannedSequence* p = planner_->find(seq);
+  AdmitRequest a = carry(seq, s, p ? p->tokens : std::vector<int32_t>());
+  a.restore_pages = std::move(s.restore_pages);
+  a.moved_from = cfg_.replica;
+  out_.escalations.push_back(std::move(a));
+  ++moved_out_;
+  drop(seq, true);
+}
+
+void Scheduler::worker_lost(const std::string& why) {
+  if (worker_down_) return;
+  ++workers_lost_;
+  worker_down_ = true;
+  down_reason_ = why;
+  out_.worker = -1;
+  // The step in flight is void; what ended meanwhile ends as it would have.
+  in_step_.clear();
+  (void)transfers_.step_done();
+  transfers_ = KvTransfers();
+  apply_deferred();
+  std::vector<RequestKey> keys;
+  for (const auto& [key, seqs] : requests_) keys.push_back(key);
+  for (const RequestKey& key : keys) {
+    auto it = requests_.find(key);
+    if (it == requests_.end()) continue;
+    const std::vector<uint64_t> seqs = it->second;
+    // One stream moves as it is; n parallel samples share a prompt's pages and end.
+    if (cfg_.failover && seqs.size() == 1 && !draining_ && planner_->find(seqs.front())) move(seqs.front());
+    else fail(seqs.front(), wire::ErrorCode::unavailable, "the worker running it was lost (" + why + "); retry");
+  }
+  // A worker comes back empty: every page this side accounted is gone.
+  forget_.clear();
+  swapped_ = SwapLedger(cfg_.swap_bytes);
+  planner_.reset();
+  pool_ = std::make_unique<PagePool>(cfg_.kv_pages);
+  planner_ = std::make_unique<BatchPlanner>(*pool_, cfg_.page_size, cfg_.planner);
+  account();
+  push_figures();
+}
+
+bool Scheduler::check_instance(uint64_t instance, std::string& why) {
+  if (instance == 0) return true;  // an older worker: it cannot say
+  if (worker_instance_ == 0 || worker_instance_ == instance) {
+    worker_instance_ = instance;
+    return true;
+  }
+  why = "worker " + cfg_.worker_name + " restarted: its KV cache is empty";
+  return false;
+}
+
+void Scheduler::probed(const std::string& result) {
+  if (phase_ != Phase::ready) return;  // a step or a swap is out: its own result tells
+  const auto* res = messages::check_step_result(result);
+  std::string why;
+  if (!res) why = "worker " + cfg_.worker_name + " sent an unreadable answer";
+  else if (res->worker_lost()) why = res->error() ? res->error()->str() : "worker " + cfg_.worker_name + " was lost";
+  else if (res->kv_pages() != cfg_.kv_pages || res->page_size() != cfg_.page_size)
+    why = "worker " + cfg_.worker_name + " now has " + std::to_string(res->kv_pages()) + " KV pages of " +
+          std::to_string(res->page_size()) + " tokens; this server planned for " + std::to_string(cfg_.kv_pages) + " of " +
+          std::to_string(cfg_.page_size);
+  const uint64_t before = worker_instance_;
+  if (why.empty() && !worker_down_ && !check_instance(res->instance(), why)) worker_lost(why);
+  if (!why.empty()) {
+    if (!worker_down_) worker_lost(why);
+    down_reason_ = why;
+    return;
+  }
+  if (worker_down_) {
+    worker_instance_ = res->instance() ? res->instance() : before;
+    worker_down_ = false;
+    down_reason_.clear();
+    out_.worker = 1;
+    push_figures();
+  }
+}
+
+ReplicaLoad Scheduler::load() const {
+  ReplicaLoad l;
+  l.total_pages = cfg_.kv_pages;
+  l.free_pages = worker_down_ ? 0 : planner_->free_pages();
+  const int32_t running = planner_->running();
+  l.waiting = std::max<int32_t>(static_cast<int32_t>(requests_.size()) - running, 0);
+  l.step_ms = step_ms_avg_;
+  return l;
+}
+
+messages::WorkerStatsFields Scheduler::worker_stats() {
+  const PlannerStats ps = planner_->stats();
+  messages::WorkerStatsFields w;
+  w.endpoint = cfg_.worker_name;
+  w.tier = cfg_.tier >= 0 ? cfg_.tier_name : std::string();
+  w.up = !worker_down_;
+  w.requests = requests_in_ + escalated_in_;
+  w.moved_in = moved_in_;
+  w.moved_out = moved_out_;
+  w.lost = workers_lost_;
+  w.tokens = tokens_generated_;
+  w.forward_tokens = forward_tokens_;
+  w.steps = forward_steps_;
+  w.running = ps.running;
+  w.waiting = ps.waiting;
+  w.pages_used = ps.pages_used;
+  w.pages_total = ps.pages_total;
+  w.step_ms = step_ms_avg_;
+  return w;
+}
+
+void Scheduler::push_figures() {
+  if (!cfg_.metrics) return;
+  if (cfg_.tier >= 0) cfg_.metrics->tier(cfg_.tier, std::max(cfg_.replica, 0), tier_stats());
+  if (cfg_.replica >= 0) cfg_.metrics->worker(std::max(cfg_.tier, 0), cfg_.replica, worker_stats());
 }
 
 // Counted per request: a tenant's number lives while it has one.
@@ -356,7 +495,7 @@ void Scheduler::release_session(const std::string& session_id) {
 void Scheduler::drop_idle_session(const std::string& session_id, const std::vector<int32_t>& tokens) {
   for (const auto& [seq, s] : sequences_)
     if (s.session_id == session_id) return;  // a turn of it is live again
-  planner_.drop_prefix(tokens);
+  planner_->drop_prefix(tokens);
 }
 
 // ------------------------------------------------------------ KV tiers
@@ -370,7 +509,7 @@ void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string
   const auto n = static_cast<int32_t>(data.size());
   std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), int64_t{n} * cfg_.page_size));
   std::vector<messages::PageBytes> pages;
-  for (const auto& [index, page] : planner_.adopt_prefix(prompt, n)) pages.push_back({page, std::move(data[index])});
+  for (const auto& [index, page] : planner_->adopt_prefix(prompt, n)) pages.push_back({page, std::move(data[index])});
   pages_restored_ += pages.size();
   transfers_.restore(std::move(tokens), std::move(pages));
 }
@@ -383,12 +522,12 @@ void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string
 void Scheduler::plan_reuse(std::span<const int32_t> history, std::span<const int32_t> prompt, const KvReuse& r) {
   if (!cfg_.kv_shift || r.count <= 0 || !cfg_.planner.prefix_caching) return;
   const int32_t ps = cfg_.page_size;
-  std::vector<int32_t> source = planner_.retain_prefix(history, static_cast<size_t>((r.src_begin + r.count + ps - 1) / ps));
+  std::vector<int32_t> source = planner_->retain_prefix(history, static_cast<size_t>((r.src_begin + r.count + ps - 1) / ps));
   const int32_t count = std::min(r.count, static_cast<int32_t>(source.size()) * ps - r.src_begin);
   const int32_t dst_end = std::min<int32_t>((r.dst_begin + count) / ps * ps, static_cast<int32_t>(prompt.size()) / ps * ps);
-  const auto fill = count > 0 && dst_end > r.dst_begin ? planner_.adopt_prefix(prompt, dst_end / ps)
+  const auto fill = count > 0 && dst_end > r.dst_begin ? planner_->adopt_prefix(prompt, dst_end / ps)
                                                        : std::vector<std::pair<int32_t, int32_t>>();
-  if (fill.empty()) return planner_.release_pages(source);
+  if (fill.empty()) return planner_->release_pages(source);
   PlannedShift sh;
   sh.tokens.assign(prompt.begin(), prompt.begin() + dst_end);
   sh.source = std::move(source);
@@ -414,14 +553,14 @@ bool Scheduler::fetch_swap_in() {
   std::vector<uint64_t> gone;
   uint64_t fetch = 0;
   for (const auto& [seq, entry] : swapped_.entries()) {
-    const PlannedSequence* s = planner_.find(seq);
+    const PlannedSequence* s = planner_->find(seq);
     if (!s || s->state == RequestState::finished) {
       gone.push_back(seq);
       continue;
     }
-    if (s->state != RequestState::waiting || planner_.queue_position(seq) != 0) continue;
+    if (s->state != RequestState::waiting || planner_->queue_position(seq) != 0) continue;
     if (room < 0) {
-      const PlannerStats ps = planner_.stats();
+      const PlannerStats ps = planner_->stats();
       room = ps.pages_free + ps.pages_cached;
     }
     if (room >= entry.pages + 1) {
@@ -439,11 +578,11 @@ bool Scheduler::fetch_swap_in() {
 
 void Scheduler::swap_arrived(SwappedPages pages) {
   if (phase_ == Phase::fetching) phase_ = Phase::ready;
-  const PlannedSequence* s = planner_.find(pages.sequence);
+  const PlannedSequence* s = planner_->find(pages.sequence);
   if (!s || s->state != RequestState::waiting || pages.data.empty()) return;
   const auto n = static_cast<int32_t>(pages.data.size());
   std::vector<messages::PageBytes> imports;
-  for (const auto& [index, page] : planner_.adopt_prefix(pages.tokens, n))
+  for (const auto& [index, page] : planner_->adopt_prefix(pages.tokens, n))
     imports.push_back({page, std::move(pages.data[index])});
   pages_swapped_in_ += imports.size();
   transfers_.restore(std::move(pages.tokens), std::move(imports));
@@ -453,7 +592,7 @@ void Scheduler::swap_arrived(SwappedPages pages) {
 // (before it can reuse them) and kept in host memory, within the budget.
 std::vector<PreemptedPages> Scheduler::swaps_for_step() {
   std::vector<PreemptedPages> swaps;
-  for (auto& p : planner_.take_preempted()) {
+  for (auto& p : planner_->take_preempted()) {
     if (!cfg_.kv_transfer || !cfg_.planner.prefix_caching || p.pages.empty() || !swapped_.fits(p.pages.size(), cfg_.page_bytes))
       continue;
     swaps.push_back(std::move(p));
@@ -462,7 +601,7 @@ std::vector<PreemptedPages> Scheduler::swaps_for_step() {
 }
 
 void Scheduler::take_swapped(SwappedPages pages) {
-  const PlannedSequence* s = planner_.find(pages.sequence);
+  const PlannedSequence* s = planner_->find(pages.sequence);
   if (!s || s->state != RequestState::waiting) return;
   pages_swapped_out_ += pages.data.size();
   swapped_.add(pages.sequence, pages.tokens, static_cast<int32_t>(pages.data.size()), pages.bytes());
@@ -475,8 +614,8 @@ SchedulerPlan Scheduler::next_step() {
   SchedulerPlan plan;
   while (phase_ == Phase::ready || phase_ == Phase::drafted) {
     if (phase_ == Phase::ready) {
-      if (planner_.idle() && !transfers_.pending()) break;
-      if (!planner_.idle()) {
+      if (planner_->idle() && !transfers_.pending()) break;
+      if (!planner_->idle()) {
         if (cfg_.kv_transfer && fetch_swap_in()) {
           phase_ = Phase::fetching;
           break;
@@ -485,7 +624,7 @@ SchedulerPlan Scheduler::next_step() {
           const auto& s = sequences_.at(seq).stream;
           return s.max_tokens() - s.completion();
         };
-        const auto model = speculation_.propose(planner_, remaining, now());
+        const auto model = speculation_.propose(*planner_, remaining, now());
         if (!model.empty() || speculation_.has_forget()) {
           messages::Bytes bytes = messages::draft_plan(step_ + 1, model, speculation_.take_forget());
           if (!model.empty()) {
@@ -509,7 +648,7 @@ SchedulerPlan Scheduler::next_step() {
 void Scheduler::apply_drafts(const std::string& result, const std::string& error) {
   if (phase_ != Phase::drafting) return;
   phase_ = Phase::drafted;
-  speculation_.take(result, error, step_ + 1, planner_, static_cast<int32_t>(cfg_.tokenizer->size()), now());
+  speculation_.take(result, error, step_ + 1, *planner_, static_cast<int32_t>(cfg_.tokenizer->size()), now());
   apply_deferred();  // cancels that came while the draft model worked: no step is out now
   account();
 }
@@ -519,16 +658,16 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   const bool transfers = transfers_.pending();
   static const std::vector<PlannedSlice> kNone;
   const std::vector<PlannedSlice>* planned = &kNone;
-  if (!planner_.idle()) {
-    planned = &planner_.plan();
+  if (!planner_->idle()) {
+    planned = &planner_->plan();
     if (planned->empty()) {
       // Nothing running and the head of the queue cannot get its pages: it never will.
-      const PlannerStats ps = planner_.stats();
+      const PlannerStats ps = planner_->stats();
       if (ps.running == 0 && ps.waiting > 0) {
         uint64_t head = 0;
         int32_t best = INT32_MAX;
         for (const auto& [seq, s] : sequences_) {
-          const int32_t pos = planner_.queue_position(seq);
+          const int32_t pos = planner_->queue_position(seq);
           if (pos >= 0 && pos < best) best = pos, head = seq;
         }
         fail(head, wire::ErrorCode::too_long, "the request needs more KV pages than the server has");
@@ -542,11 +681,11 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   const std::vector<PlannedSlice>& slices = *planned;
   step_has_slices_ = !slices.empty();
   std::vector<PreemptedPages> swaps = swaps_for_step();
-  const Batch batch = slices.empty() ? Batch{} : planner_.batch();
+  const Batch batch = slices.empty() ? Batch{} : planner_->batch();
   const std::vector<messages::SliceSpec> specs = slice_specs(slices, batch);
   std::vector<std::pair<int32_t, int32_t>> copies;
   if (!slices.empty())
-    for (const PageCopy& c : planner_.copies()) copies.emplace_back(c.src, c.dst);
+    for (const PageCopy& c : planner_->copies()) copies.emplace_back(c.src, c.dst);
   // Spills and restores travel with this step (exports read before anything else).
   const StepPages pages = transfers_.take(std::move(swaps));
   plan.kind = SchedulerPlan::Kind::step;
@@ -575,7 +714,7 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
     const BatchSequence& b = batch.sequences[i];
     // The verifier learns a sequence's sampling (and any cached prefix) with
     // its first slice, and again after a preemption restarts it.
-    const PlannedSequence& ps = *planner_.find(slices[i].id);
+    const PlannedSequence& ps = *planner_->find(slices[i].id);
     const bool introduce = s.verifier_generation != ps.preemptions;
     s.verifier_generation = ps.preemptions;
     // The draft model's q for the drafts the window kept (the planner may cut it short).
@@ -594,12 +733,17 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
   std::string error = error_text;
   const auto* res = error.empty() ? messages::check_step_result(result) : nullptr;
   if (error.empty() && !res) error = "the verifier sent an unreadable step result";
+  // No result came, or it came from a new worker process: its KV is gone.
+  std::string lost;
+  if (res && res->worker_lost()) lost = res->error() ? res->error()->str() : "worker " + cfg_.worker_name + " was lost";
+  else if (res) check_instance(res->instance(), lost);
+  if (!lost.empty()) return worker_lost(lost);
   if (res && res->error()) error = res->error()->str();
   if (!error.empty()) {
     // The step's KV is unknown: its requests end with the reason; others go on.
     fail_step("engine step failed: " + error);
     // Restored pages may not have been written: they must not be reused.
-    for (const auto& tokens : transfers_.unwritten()) planner_.drop_prefix(tokens);
+    for (const auto& tokens : transfers_.unwritten()) planner_->drop_prefix(tokens);
   } else {
     for (auto& spill : transfers_.exported(*res)) out_.spills.push_back(std::move(spill));
     for (auto& pages : transfers_.swapped(*res)) take_swapped(std::move(pages));
@@ -612,14 +756,15 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
     }
   }
   in_step_.clear();
-  planner_.release_pages(transfers_.step_done());
+  planner_->release_pages(transfers_.step_done());
   apply_deferred();
   account();
-  if (cfg_.metrics && cfg_.tier >= 0) cfg_.metrics->tier(cfg_.tier, tier_stats());
+  push_figures();
 }
 
 void Scheduler::take_tokens(const wire::step::StepResult& res) {
   engine_ms_ += res.forward_ms();
+  step_ms_avg_ = step_ms_avg_ > 0 ? 0.8 * step_ms_avg_ + 0.2 * res.forward_ms() : res.forward_ms();
   std::vector<std::vector<int32_t>> sampled;  // per wanting slice: accepted drafts, then the next token
   std::vector<std::pair<uint64_t, float>> who;
   if (res.sampled())
@@ -633,7 +778,7 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   int64_t step_tokens = 0;
   std::map<uint64_t, int32_t> window_drafts;
   std::vector<uint64_t> wanted;
-  for (const PlannedSlice& p : planner_.planned()) {
+  for (const PlannedSlice& p : planner_->planned()) {
     step_tokens += p.count;
     if (p.drafts > 0) window_drafts[p.id] = p.drafts;
     if (p.wants_token) wanted.push_back(p.id);
@@ -647,7 +792,7 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   for (size_t i = 0; matches && i < sampled.size(); ++i)
     for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
   if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(step_));
-  if (step_has_slices_) planner_.commit(sampled);
+  if (step_has_slices_) planner_->commit(sampled);
   auto deferred = [&](uint64_t seq) {
     return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == seq; });
   };
@@ -677,12 +822,12 @@ void Scheduler::fork_samples(uint64_t seq) {
   const messages::SamplingFields sampling = parent.sampling;
   const bool logprobs = parent.stream.logprobs(), ignore_eos = parent.stream.ignore_eos();
   const int64_t accepted_ns = parent.stream.accepted_ns(), scheduled_ns = parent.stream.scheduled_ns();
-  const int32_t at = planner_.find(seq)->prompt_tokens - 1;
+  const int32_t at = planner_->find(seq)->prompt_tokens - 1;
   const std::string parent_tenant = parent.tenant;
   std::vector<uint64_t>& group = requests_.at({target.peer, target.client_id});
   for (int32_t i = 1; i <= forks; ++i) {
     const uint64_t child = next_seq_++;
-    if (!planner_.fork(seq, child, at)) break;
+    if (!planner_->fork(seq, child, at)) break;
     messages::SamplingFields own = sampling;
     own.seed = sampling.seed + static_cast<uint64_t>(i);  // distinct draws
     Sequence s{ResponseStream(*cfg_.tokenizer, {target.peer, target.client_id, i}, own, logprobs, ignore_eos, false,
@@ -713,7 +858,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
     else if (previous > 0) cfg_.metrics->inter_token(static_cast<double>(t - previous) * 1e-9);
   }
   if (finished) return end(seq, *finished, true);
-  const PlannedSequence* s = planner_.find(seq);
+  const PlannedSequence* s = planner_->find(seq);
   if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
 }
 
@@ -721,14 +866,14 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
 
 // Busy time: call after anything that may start or end work.
 void Scheduler::account() {
-  const bool busy = !planner_.idle();
+  const bool busy = !planner_->idle();
   const int64_t t = now();
   if (busy_since_ns_) busy_ms_ += ms(t - busy_since_ns_);
   busy_since_ns_ = busy ? t : 0;
 }
 
 messages::StatsFields Scheduler::stats() {
-  const PlannerStats ps = planner_.stats();
+  const PlannerStats ps = planner_->stats();
   messages::StatsFields f;
   f.running = ps.running;
   f.waiting = ps.waiting;
@@ -752,16 +897,31 @@ messages::StatsFields Scheduler::stats() {
   // Cascade tiers: every tier's figures; requests counted across them all
   // (the pages above are this, the last, tier's).
   if (cfg_.tier >= 0 && cfg_.metrics) {
-    cfg_.metrics->tier(cfg_.tier, tier_stats());
+    push_figures();
     f.tiers = cfg_.metrics->tiers();
     f.running = f.waiting = 0;
     for (const auto& t : f.tiers) f.running += t.running, f.waiting += t.waiting;
+  }
+  // Several workers: the pool and work figures are all of theirs together.
+  if (cfg_.replica >= 0 && cfg_.metrics) {
+    push_figures();
+    f.workers = cfg_.metrics->workers();
+    f.pages_total = f.pages_used = 0;
+    f.steps = f.tokens_generated = 0;
+    int32_t running = 0, waiting = 0;
+    for (const auto& w : f.workers) {
+      f.pages_total += w.pages_total, f.pages_used += w.pages_used;
+      f.steps += w.steps, f.tokens_generated += w.tokens;
+      running += w.running, waiting += w.waiting;
+    }
+    f.pages_free = f.pages_total - f.pages_used - f.pages_cached;
+    if (cfg_.tier < 0) f.running = running, f.waiting = waiting;
   }
   return f;
 }
 
 messages::TierStatsFields Scheduler::tier_stats() {
-  const PlannerStats ps = planner_.stats();
+  const PlannerStats ps = planner_->stats();
   messages::TierStatsFields t;
   t.name = cfg_.tier_name;
   t.requests = requests_in_;

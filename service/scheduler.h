@@ -32,6 +32,7 @@
 #include "service/kv_transfers.h"
 #include "service/metrics.h"
 #include "service/outbound.h"
+#include "service/placement.h"
 #include "service/response_stream.h"
 #include "service/speculation_planner.h"
 
@@ -61,6 +62,12 @@ struct SchedulerConfig {
   std::string tier_name;
   bool next_tier = false;
   bool session_spill = true;
+  // Data-parallel workers (service/placement.h): this scheduler's replica
+  // among its tier's workers (-1: the only one), and whether a lost
+  // worker's requests move to another replica (true) or end (false).
+  int32_t replica = -1;
+  bool failover = false;
+  std::string worker_name;  // its worker's endpoint, for messages and stats
   std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
   std::shared_ptr<ServiceMetrics> metrics;  // null: none recorded
 };
@@ -101,6 +108,18 @@ class Scheduler {
   // unless a turn of it is live again.
   void drop_idle_session(const std::string& session_id, const std::vector<int32_t>& tokens);
   void set_draft_round_ms(double ms) { speculation_.set_round_ms(ms); }
+  // The worker behind the verifier was lost (its connection dropped, it did
+  // not answer, or it came back as a new process): its requests move to
+  // another replica (failover) or end with `unavailable`, and this side
+  // forgets every page: a worker comes back empty. Until worker_back(),
+  // nothing is stepped and new requests go elsewhere (or are refused).
+  void worker_lost(const std::string& why);
+  // A heartbeat's answer (the worker's reply to an empty StepPlan, or the
+  // link's worker_lost result): notices a loss, or a lost worker that is back.
+  void probed(const std::string& result);
+  bool worker_down() const { return worker_down_; }
+  ReplicaLoad load() const;
+  messages::WorkerStatsFields worker_stats();
 
   // Everything but pages_spilled, which the allocator counts as the store confirms.
   messages::StatsFields stats();
@@ -157,6 +176,10 @@ class Scheduler {
   void fail_step(const std::string& message);
   void drop(uint64_t seq, bool moved = false);
   void escalate(uint64_t seq);
+  AdmitRequest carry(uint64_t seq, const Sequence& s, std::vector<int32_t> prompt);
+  void move(uint64_t seq);  // failover: to another replica of this tier
+  bool check_instance(uint64_t instance, std::string& why);
+  void push_figures();
   void ended(const std::string& peer, uint64_t client_id, RouteOutcome outcome = {});
   void release_session(const std::string& session_id);
   TenantId tenant_id(const std::string& tenant);
@@ -164,8 +187,10 @@ class Scheduler {
   void account();
 
   SchedulerConfig cfg_;
-  PagePool pool_;
-  BatchPlanner planner_;
+  // Owned through pointers: a worker that comes back after it was lost
+  // comes back empty, and so do they (worker_back()).
+  std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<BatchPlanner> planner_;
   SpeculationPlanner speculation_;
   KvTransfers transfers_;
   SwapLedger swapped_;
@@ -197,6 +222,12 @@ class Scheduler {
   uint64_t drafted_ = 0, accepted_ = 0;
   uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
   bool draining_ = false;
+  // Failover: the worker's process id as it last answered (0: not yet), and whether it is lost.
+  uint64_t worker_instance_ = 0;
+  bool worker_down_ = false;
+  std::string down_reason_;
+  uint64_t moved_in_ = 0, moved_out_ = 0, workers_lost_ = 0;
+  double step_ms_avg_ = 0;  // the worker's recent step time, for placement
   double engine_ms_ = 0;      // sum of the verifier's step times
   double busy_ms_ = 0;        // wall time with requests in the system
   int64_t busy_since_ns_ = 0;  // 0 while idle

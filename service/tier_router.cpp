@@ -3,11 +3,23 @@
 namespace troupe::service {
 
 TierRouter::TierRouter(std::shared_ptr<const TierTable> tiers, int32_t explore_every)
-    : tiers_(std::move(tiers)), auto_(explore_every) {}
+    : tiers_(std::move(tiers)), auto_(explore_every) {
+  placement_.assign(static_cast<size_t>(std::max(tiers_->last() + 1, 1)), Placement(1));
+}
 
-int32_t TierRouter::admit(AdmitRequest& a, int64_t now_ns) {
+void TierRouter::set_workers(int32_t tier, int32_t workers, PlacementConfig config) {
+  if (valid(tier)) placement_[static_cast<size_t>(tier)] = Placement(workers, config);
+}
+
+TierRouter::Place TierRouter::place(int32_t tier, const AdmitRequest& a, int32_t avoid) {
+  const Placement::Choice c = placement_[static_cast<size_t>(tier)].place(a.prompt, a.session_id, avoid);
+  if (c.replica == Placement::kNone) return {kUnavailable, 0};
+  return {tier, c.replica};
+}
+
+TierRouter::Place TierRouter::admit(AdmitRequest& a, int64_t now_ns) {
   const Key key{a.peer, a.client_id};
-  if (where_.count(key)) return kDuplicate;
+  if (where_.count(key)) return {kDuplicate, 0};
   Route& r = a.route;
   if (r.kind == RouteKind::automatic) {
     r.workload = AutoChooser::workload(static_cast<uint8_t>(a.priority), static_cast<int64_t>(a.prompt.size()));
@@ -22,34 +34,64 @@ int32_t TierRouter::admit(AdmitRequest& a, int64_t now_ns) {
     r.kind = RouteKind::fixed;
     r.tier = tiers_->last();
   }
+  bool early = false;
   if (auto e = early_.find(key); e != early_.end()) {
-    if (now_ns - e->second <= kEarlyNs) r.tier = 0;  // where its cancel waits
+    early = now_ns - e->second <= kEarlyNs;
+    if (early) r.tier = 0;  // where its cancel waits: the first tier's first worker
     early_.erase(e);
   }
   if (r.tier < 0 || r.tier > tiers_->last()) r.tier = tiers_->last();
-  where_[key] = r.tier;
-  return r.tier;
+  Place p;
+  if (early && placement_[0].is_up(0)) {
+    placement_[0].pin(0);
+    p = {0, 0};
+  } else {
+    p = place(r.tier, a, Placement::kNone);
+  }
+  if (p.tier >= 0) where_[key] = p;
+  return p;
 }
 
-int32_t TierRouter::escalated(const AdmitRequest& a) {
+TierRouter::Place TierRouter::moved(const AdmitRequest& a) {
   auto it = where_.find({a.peer, a.client_id});
-  if (it == where_.end()) return -1;
-  it->second = a.route.tier;
-  return a.route.tier;
+  if (it == where_.end()) return {kGone, 0};
+  placement_[static_cast<size_t>(it->second.tier)].ended(it->second.worker);
+  const int32_t tier = valid(a.route.tier) ? a.route.tier : tiers_->last();
+  const Place p = place(tier, a, a.moved_from >= 0 ? a.moved_from : Placement::kNone);
+  if (p.tier < 0) where_.erase(it);
+  else it->second = p;
+  return p;
 }
 
-int32_t TierRouter::where(const std::string& peer, uint64_t client_id) const {
+TierRouter::Place TierRouter::where(const std::string& peer, uint64_t client_id) const {
   auto it = where_.find({peer, client_id});
-  return it == where_.end() ? -1 : it->second;
+  return it == where_.end() ? Place{-1, 0} : it->second;
 }
 
 void TierRouter::ended(const std::string& peer, uint64_t client_id, const RouteOutcome& outcome) {
-  where_.erase({peer, client_id});
+  if (auto it = where_.find({peer, client_id}); it != where_.end()) {
+    placement_[static_cast<size_t>(it->second.tier)].ended(it->second.worker);
+    where_.erase(it);
+  }
   if (outcome.workload >= 0) auto_.learn(outcome);
 }
 
 void TierRouter::gone(const std::string& peer) {
-  std::erase_if(where_, [&](const auto& e) { return e.first.first == peer; });
+  std::erase_if(where_, [&](const auto& e) {
+    if (e.first.first != peer) return false;
+    placement_[static_cast<size_t>(e.second.tier)].ended(e.second.worker);
+    return true;
+  });
+}
+
+void TierRouter::report(int32_t tier, int32_t worker, const ReplicaLoad& load) {
+  if (valid(tier)) placement_[static_cast<size_t>(tier)].report(worker, load);
+}
+void TierRouter::worker_down(int32_t tier, int32_t worker) {
+  if (valid(tier)) placement_[static_cast<size_t>(tier)].down(worker);
+}
+void TierRouter::worker_up(int32_t tier, int32_t worker) {
+  if (valid(tier)) placement_[static_cast<size_t>(tier)].up(worker);
 }
 
 void TierRouter::cancel_ahead(const std::string& peer, uint64_t client_id, int64_t now_ns) {

@@ -1,35 +1,53 @@
 #pragma once
-// Where each request of a server with model tiers runs (service/cascade.h):
-// the tier a new request starts on (auto's choice and a session's
-// escalations decide it), where it went when a tier escalated it, and
-// which requests are still somewhere, so a cancel finds its request. Its
-// actor (actors/tier_router_actor.cpp) sends; this class decides.
+// Where each request of a server with model tiers or several workers runs
+// (service/cascade.h, service/placement.h): the tier a new request starts on
+// (auto's choice and a session's escalations decide it) and the worker of
+// that tier (placement), where it went when a tier escalated it or its
+// worker was lost, and which requests are still somewhere, so a cancel
+// finds its request. Its actor (actors/tier_router_actor.cpp) sends; this
+// class decides.
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include <vector>
+
 #include "service/admit_request.h"
 #include "service/cascade.h"
+#include "service/placement.h"
 
 namespace troupe::service {
 
 class TierRouter {
  public:
+  // Every tier has one worker until set_workers() says otherwise.
   explicit TierRouter(std::shared_ptr<const TierTable> tiers, int32_t explore_every = 16);
+  void set_workers(int32_t tier, int32_t workers, PlacementConfig config);
 
-  static constexpr int32_t kDuplicate = -1;
-  // A new request: its tier (its route and speculation settled), or
-  // kDuplicate when its id already runs on this connection.
-  int32_t admit(AdmitRequest& a, int64_t now_ns);
-  // A tier handed the request on: the tier it continues on, or -1 when its
-  // client went away meanwhile (the tier is then told the client is gone).
-  int32_t escalated(const AdmitRequest& a);
-  // The tier a request runs on; -1: none (ended, or not here yet).
-  int32_t where(const std::string& peer, uint64_t client_id) const;
+  static constexpr int32_t kDuplicate = -1;    // Place::tier: the id already runs on this connection
+  static constexpr int32_t kGone = -2;         // ... its client went away while it moved
+  static constexpr int32_t kUnavailable = -3;  // ... no worker of its tier is up
+  struct Place {
+    int32_t tier = -1;
+    int32_t worker = 0;
+    bool operator==(const Place&) const = default;
+  };
+  // A new request: where it runs (its route and speculation settled).
+  Place admit(AdmitRequest& a, int64_t now_ns);
+  // A tier handed the request on (escalation), or its worker was lost
+  // (a.moved_from): where it continues.
+  Place moved(const AdmitRequest& a);
+  // Where a request runs; tier -1: nowhere (ended, or not here yet).
+  Place where(const std::string& peer, uint64_t client_id) const;
   void ended(const std::string& peer, uint64_t client_id, const RouteOutcome& outcome);
   void gone(const std::string& peer);
+  // A worker's scheduler reports its load, or that its worker was lost or is back.
+  void report(int32_t tier, int32_t worker, const ReplicaLoad& load);
+  void worker_down(int32_t tier, int32_t worker);
+  void worker_up(int32_t tier, int32_t worker);
+  const Placement& placement(int32_t tier) const { return placement_[static_cast<size_t>(tier)]; }
   // A cancel found no request: it may have overtaken it (control frames skip
   // prompts waiting to be tokenized). The request then goes to the first
   // tier, whose scheduler holds the early cancel.
@@ -41,7 +59,10 @@ class TierRouter {
   using Key = std::pair<std::string, uint64_t>;
   std::shared_ptr<const TierTable> tiers_;
   AutoChooser auto_;
-  std::map<Key, int32_t> where_;
+  bool valid(int32_t tier) const { return tier >= 0 && tier < static_cast<int32_t>(placement_.size()); }
+  Place place(int32_t tier, const AdmitRequest& a, int32_t avoid);
+  std::vector<Placement> placement_;  // per tier
+  std::map<Key, Place> where_;
   std::map<Key, int64_t> early_;  // cancels ahead of their request
   static constexpr int64_t kEarlyNs = 30'000'000'000;
   static constexpr size_t kMaxEarly = 4096;

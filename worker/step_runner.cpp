@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <random>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/kv_page_codec.h"
 #include "engine/model_config.h"
+#include "engine/model_identity.h"
 #include "engine/page_pool.h"
 #include "engine/sampler.h"
 #include "engine/speculation/acceptance.h"
@@ -191,11 +193,22 @@ struct StepRunner::Impl {
   }
 };
 
+namespace {
+// This runner's id: a front end that sees it change knows its KV cache was lost.
+uint64_t new_instance() {
+  std::random_device rd;
+  const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t id = ((uint64_t{rd()} << 32) | rd()) ^ (t * 0x9e3779b97f4a7c15ull);
+  return id ? id : 1;
+}
+}  // namespace
+
 StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
   impl_->backend = std::move(backend);
   Backend& b = *impl_->backend;
   impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
-                 b.can_copy_pages(), b.can_transfer_pages(), static_cast<uint8_t>(b.kv_type()), b.can_shift_kv()};
+                 b.can_copy_pages(), b.can_transfer_pages(), static_cast<uint8_t>(b.kv_type()), b.can_shift_kv(),
+                 new_instance(), file_fingerprint(b.file())};
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

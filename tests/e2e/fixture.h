@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,6 +127,22 @@ inline messages::SamplingFields greedy(int max_tokens) {
   s.temperature = 0;
   s.max_tokens = max_tokens;
   return s;
+}
+
+// Greedy streams, one client connection each, all at once; `on_text` sees every delta.
+inline std::vector<messages::StreamOutcome> concurrent_greedy(const std::string& endpoint,
+                                                              const std::vector<std::string>& prompts, int tokens,
+                                                              const std::function<void(std::string_view)>& on_text = {}) {
+  std::vector<messages::StreamOutcome> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      messages::ClientConnection c(endpoint);
+      const uint64_t id = c.next_id();
+      got[i] = c.stream(messages::generate_request(id, prompts[i], greedy(tokens)), id, on_text, std::chrono::minutes(3));
+    });
+  for (auto& t : clients) t.join();
+  return got;
 }
 
 }  // namespace troupe::test

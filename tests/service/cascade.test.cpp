@@ -155,35 +155,35 @@ TEST_CASE("the router: duplicates refused, auto settled, sessions kept on the la
   a.client_id = 1;
   a.sampling = with_tier("escalate");
   REQUIRE_FALSE(route_request(table.get(), a));
-  CHECK(r.admit(a, 0) == 0);
-  CHECK(r.where("p", 1) == 0);
+  CHECK(r.admit(a, 0).tier == 0);
+  CHECK(r.where("p", 1).tier == 0);
   AdmitRequest again = a;
-  CHECK(r.admit(again, 0) == TierRouter::kDuplicate);
+  CHECK(r.admit(again, 0).tier == TierRouter::kDuplicate);
   // It escalates: now found on tier 1; then it ends.
   AdmitRequest moved = a;
   moved.route.tier = 1;
-  CHECK(r.escalated(moved) == 1);
-  CHECK(r.where("p", 1) == 1);
+  CHECK(r.moved(moved).tier == 1);
+  CHECK(r.where("p", 1).tier == 1);
   r.ended("p", 1, {});
-  CHECK(r.where("p", 1) == -1);
+  CHECK(r.where("p", 1).tier == -1);
   CHECK(r.live() == 0);
   // A client gone while its request moved: the move reports it.
-  CHECK(r.admit(a, 0) == 0);
+  CHECK(r.admit(a, 0).tier == 0);
   r.gone("p");
-  CHECK(r.escalated(moved) == -1);
+  CHECK(r.moved(moved).tier == TierRouter::kGone);
 
   AdmitRequest session = a;
   session.client_id = 2;
   session.session_id = "s";
   session.session_escalations = 2;
-  CHECK(r.admit(session, 0) == 1);
+  CHECK(r.admit(session, 0).tier == 1);
   CHECK(session.route.kind == RouteKind::fixed);
 
   AdmitRequest au = a;
   au.client_id = 3;
   au.sampling = with_tier("auto");
   REQUIRE_FALSE(route_request(table.get(), au));
-  const int32_t tier = r.admit(au, 0);
+  const int32_t tier = r.admit(au, 0).tier;
   CHECK(au.route.chosen_by_auto);
   CHECK(au.route.kind != RouteKind::automatic);
   CHECK(tier == (au.route.kind == RouteKind::verify ? 1 : 0));
@@ -195,7 +195,53 @@ TEST_CASE("the router: duplicates refused, auto settled, sessions kept on the la
   late.sampling = with_tier("large");
   REQUIRE_FALSE(route_request(table.get(), late));
   r.cancel_ahead("p", 4, 0);
-  CHECK(r.admit(late, 1000) == 0);
+  CHECK(r.admit(late, 1000).tier == 0);
+}
+
+TEST_CASE("the router: workers of a tier, a lost worker's requests moved to another, none up") {
+  const auto table = two_tiers();
+  TierRouter r(table);
+  PlacementConfig pc;
+  pc.page_size = 4;
+  r.set_workers(1, 2, pc);
+  auto request = [](uint64_t id, std::vector<int32_t> prompt) {
+    AdmitRequest a;
+    a.peer = "p";
+    a.client_id = id;
+    a.sampling = with_tier("large");
+    a.prompt = std::move(prompt);
+    return a;
+  };
+  AdmitRequest a = request(1, {1, 2, 3, 4, 5});
+  REQUIRE_FALSE(route_request(table.get(), a));
+  const auto first = r.admit(a, 0);
+  AdmitRequest b = request(2, {9, 9, 9, 9, 9});
+  REQUIRE_FALSE(route_request(table.get(), b));
+  const auto second = r.admit(b, 0);
+  CHECK(first.tier == 1);
+  CHECK(second.tier == 1);
+  CHECK(first.worker != second.worker);  // spread by load
+  // The first one's worker is lost: its request continues on the other.
+  r.worker_down(1, first.worker);
+  a.moved_from = first.worker;
+  const auto moved = r.moved(a);
+  CHECK(moved.tier == 1);
+  CHECK(moved.worker == second.worker);
+  CHECK(r.where("p", 1) == moved);
+  CHECK(r.placement(1).live(first.worker) == 0);
+  CHECK(r.placement(1).live(second.worker) == 2);
+  // Now the other is lost too: nowhere to go.
+  r.worker_down(1, second.worker);
+  b.moved_from = second.worker;
+  CHECK(r.moved(b).tier == TierRouter::kUnavailable);
+  CHECK(r.where("p", 2).tier == -1);
+  AdmitRequest c = request(3, {1});
+  REQUIRE_FALSE(route_request(table.get(), c));
+  CHECK(r.admit(c, 0).tier == TierRouter::kUnavailable);
+  // One comes back: new requests go to it; the first tier never had more than one.
+  r.worker_up(1, first.worker);
+  CHECK(r.admit(c, 0) == TierRouter::Place{1, first.worker});
+  CHECK(r.placement(0).replicas() == 1);
 }
 
 namespace {
