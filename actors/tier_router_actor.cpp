@@ -94,15 +94,9 @@ tier_router_actor::behavior_type tier_router(Self self, std::shared_ptr<const se
       [](heartbeat_atom) {},
       [self](escalate_atom, service::AdmitRequest& a) {
         const Place p = self->state.router->moved(a);
-        if (p.tier == service::TierRouter::kUnavailable) return unavailable(self, a, a.route.tier);
-        if (p.tier < 0) {
-          // Its client went away while it moved: a scheduler ends it, and frees its session.
-          const std::string peer = a.peer;
-          const Place last{static_cast<int32_t>(self->state.tiers.size()) - 1, 0};
-          self->send(at(self, last), admit_atom::value, std::move(a));
-          self->send(at(self, last), gone_atom::value, peer);
-          return;
-        }
+        // Its client went away while it moved: a scheduler refuses it, which
+        // frees its session (never one that would hand it back: unplaced).
+        if (p.tier < 0) return unavailable(self, a, a.route.tier);
         self->send(at(self, p), admit_atom::value, std::move(a));
       },
       [self](escalate_atom, const std::string& peer, uint64_t id, uint64_t target) {

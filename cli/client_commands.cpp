@@ -204,6 +204,17 @@ int run_stats(const ClientArgs& a) {
                   static_cast<unsigned long long>(t->steps()), static_cast<unsigned long long>(t->drafted()),
                   static_cast<unsigned long long>(t->accepted()), t->running(), t->waiting(), t->pages_used(),
                   t->pages_total());
+  if (s->workers())
+    for (const auto* w : *s->workers())
+      std::printf("{\"worker\": \"%s\", \"tier\": \"%s\", \"up\": %s, \"requests\": %llu, \"moved_in\": %llu, "
+                  "\"moved_out\": %llu, \"lost\": %llu, \"tokens\": %llu, \"forward_tokens\": %llu, \"steps\": %llu, "
+                  "\"running\": %d, \"waiting\": %d, \"pages_used\": %d, \"pages_total\": %d, \"step_ms\": %.1f}\n",
+                  w->endpoint() ? w->endpoint()->c_str() : "", w->tier() ? w->tier()->c_str() : "",
+                  w->up() ? "true" : "false", static_cast<unsigned long long>(w->requests()),
+                  static_cast<unsigned long long>(w->moved_in()), static_cast<unsigned long long>(w->moved_out()),
+                  static_cast<unsigned long long>(w->lost()), static_cast<unsigned long long>(w->tokens()),
+                  static_cast<unsigned long long>(w->forward_tokens()), static_cast<unsigned long long>(w->steps()),
+                  w->running(), w->waiting(), w->pages_used(), w->pages_total(), w->step_ms());
   return 0;
 }
 

@@ -418,11 +418,14 @@ void Scheduler::probed(const std::string& result) {
   std::string why;
   if (!res) why = "worker " + cfg_.worker_name + " sent an unreadable answer";
   else if (res->worker_lost()) why = res->error() ? res->error()->str() : "worker " + cfg_.worker_name + " was lost";
+  else if (worker_model_ != 0 && res->model_fingerprint() != 0 && res->model_fingerprint() != worker_model_)
+    why = "worker " + cfg_.worker_name + " now serves another model (" + (res->model() ? res->model()->str() : "") + ")";
   else if (res->kv_pages() != cfg_.kv_pages || res->page_size() != cfg_.page_size)
     why = "worker " + cfg_.worker_name + " now has " + std::to_string(res->kv_pages()) + " KV pages of " +
           std::to_string(res->page_size()) + " tokens; this server planned for " + std::to_string(cfg_.kv_pages) + " of " +
           std::to_string(cfg_.page_size);
   const uint64_t before = worker_instance_;
+  if (why.empty() && worker_model_ == 0) worker_model_ = res->model_fingerprint();
   if (why.empty() && !worker_down_ && !check_instance(res->instance(), why)) worker_lost(why);
   if (!why.empty()) {
     if (!worker_down_) worker_lost(why);
@@ -454,7 +457,7 @@ messages::WorkerStatsFields Scheduler::worker_stats() {
   w.endpoint = cfg_.worker_name;
   w.tier = cfg_.tier >= 0 ? cfg_.tier_name : std::string();
   w.up = !worker_down_;
-  w.requests = requests_in_ + escalated_in_;
+  w.requests = requests_in_ + escalated_in_ + moved_in_;
   w.moved_in = moved_in_;
   w.moved_out = moved_out_;
   w.lost = workers_lost_;
@@ -738,6 +741,7 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
   if (res && res->worker_lost()) lost = res->error() ? res->error()->str() : "worker " + cfg_.worker_name + " was lost";
   else if (res) check_instance(res->instance(), lost);
   if (!lost.empty()) return worker_lost(lost);
+  if (res && worker_model_ == 0) worker_model_ = res->model_fingerprint();
   if (res && res->error()) error = res->error()->str();
   if (!error.empty()) {
     // The step's KV is unknown: its requests end with the reason; others go on.

@@ -223,7 +223,7 @@ class Scheduler {
   uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
   bool draining_ = false;
   // Failover: the worker's process id as it last answered (0: not yet), and whether it is lost.
-  uint64_t worker_instance_ = 0;
+  uint64_t worker_instance_ = 0, worker_model_ = 0;
   bool worker_down_ = false;
   std::string down_reason_;
   uint64_t moved_in_ = 0, moved_out_ = 0, workers_lost_ = 0;

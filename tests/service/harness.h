@@ -88,6 +88,7 @@ struct FakeEngine {
   };
   // The log-probability reported with each sampled token; empty: 0 (certain).
   std::function<float(uint64_t seq, int32_t position)> logprob;
+  messages::WorkerInfo worker;  // what every result says of the worker (its instance id, ...)
 
   // The StepResult a verifier would send for `plan` (StepPlan bytes).
   std::string answer(const std::string& plan, double forward_ms = 10) const {
@@ -116,7 +117,7 @@ struct FakeEngine {
       for (int32_t page : *p->exports()) exported.push_back({page, page_bytes(page, 'e')});
     if (p->swap_outs())
       for (int32_t page : *p->swap_outs()) swapped.push_back({page, page_bytes(page, 's')});
-    return messages::step_result(p->step(), sampled, "", forward_ms, {}, exported, swapped);
+    return messages::step_result(p->step(), sampled, "", forward_ms, worker, exported, swapped);
   }
 
   int64_t page_size_bytes = 64;

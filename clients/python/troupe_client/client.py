@@ -142,6 +142,13 @@ def _tier_stats(t):
             "waiting": t.Waiting(), "pages_used": t.PagesUsed(), "pages_total": t.PagesTotal()}
 
 
+def _worker_stats(w):
+    return {"endpoint": (w.Endpoint() or b"").decode(), "tier": (w.Tier() or b"").decode(), "up": w.Up(),
+            "requests": w.Requests(), "moved_in": w.MovedIn(), "moved_out": w.MovedOut(), "lost": w.Lost(),
+            "tokens": w.Tokens(), "forward_tokens": w.ForwardTokens(), "steps": w.Steps(), "running": w.Running(),
+            "waiting": w.Waiting(), "pages_used": w.PagesUsed(), "pages_total": w.PagesTotal(), "step_ms": w.StepMs()}
+
+
 def _expect(r, kind):
     """The response's body of `kind`, or TroupeError for an Error (or any other body)."""
     if r.BodyType() == ResponseBody.ResponseBody.Error:
@@ -426,7 +433,8 @@ class Client:
                 "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs(), "pages_spilled": s.PagesSpilled(),
                 "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
                 "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted(),
-                "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())]}
+                "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())],
+                "workers": [_worker_stats(s.Workers(i)) for i in range(s.WorkersLength())]}
 
     def _ask(self, b, body_type, body, reply_kind):
         rid = next(self._ids)
