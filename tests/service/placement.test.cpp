@@ -170,7 +170,7 @@ TEST_CASE("placement: the prefix record stays bounded, newest kept") {
   CHECK(p.place(tokens(16, 10'000 * 1), "").prefix_pages == 0);   // the first, long forgotten
 }
 
-TEST_CASE("placement: what a choice costs (printed; docs/BENCHMARKS.md)") {
+TEST_CASE("placement: what a choice costs, printed for docs/BENCHMARKS.md") {
   Placement p(4, pages_of(16));
   for (int i = 0; i < 64; ++i) p.place(tokens(2048, 1 + (i % 8) * 100'000), "session-" + std::to_string(i % 16));
   const uint64_t before_ns = p.counters().place_ns;
