@@ -77,6 +77,7 @@ using tiers_atom = caf::atom_constant<caf::atom("tiers")>;        // the tiers' 
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using worker_atom = caf::atom_constant<caf::atom("worker")>;
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;  // (tier, scheduler): a worker joined
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 
@@ -155,6 +156,7 @@ using tier_router_actor = scheduler_actor::extend<
     caf::reacts_to<ended_atom, std::vector<service::Outbound::Ended>>,
     caf::reacts_to<load_atom, int32_t, int32_t, service::ReplicaLoad>,  // (tier, worker, load)
     caf::reacts_to<worker_atom, int32_t, int32_t, bool>,                // (tier, worker, up)
+    caf::reacts_to<join_atom, int32_t, scheduler_actor>,                // a worker joined: its scheduler
     caf::reacts_to<tiers_atom, TierSchedulers>>;
 
 using ingestion_actor = caf::typed_actor<

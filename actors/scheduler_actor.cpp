@@ -89,7 +89,7 @@ void ask_draft_cost(Self self) {
 // tells a lost worker that is back, or a loss while idle.
 void heartbeat(Self self) {
   if (!self->state.scheduler->plan_out())
-    self->request(self->state.links.verifier, caf::infinite, step_atom::value, messages::step_plan(0, {}, {}))
+    self->request(self->state.links.verifier, caf::infinite, step_atom::value, self->state.scheduler->probe_plan())
         .then([self](std::string& r) { self->state.scheduler->probed(r); pump(self); },
               [self](caf::error& e) {
                 self->state.scheduler->probed(messages::worker_lost_result("unreachable: " + self->system().render(e)));

@@ -6,7 +6,11 @@
 #include <caf/send.hpp>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <stdexcept>
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include "actors/draft_actor.h"
 #include "actors/ingestion_actor.h"
 #include "actors/job_actor.h"
+#include "actors/join_listener.h"
 #include "actors/kv_allocator_actor.h"
 #include "actors/persistence_actor.h"
 #include "actors/remote_worker_actor.h"
@@ -116,6 +121,22 @@ struct Service::Impl {
     scheduler_actor scheduler;
   };
   std::vector<Replica> replicas;
+  // Workers that join by themselves (--join-listen). The lock guards
+  // `replicas` and `joined` against the listener's thread.
+  std::unique_ptr<JoinListener> join_listener;
+  std::mutex workers_lock;
+  std::condition_variable first_join;
+  struct Joined {
+    std::string endpoint;
+    uint64_t instance = 0;
+  };
+  std::vector<Joined> joined;  // every worker: given at start or joined
+  bool serving = false;        // replicas can be added
+  std::optional<std::string> first_worker;
+  uint64_t model_fingerprint = 0;
+  service::SchedulerConfig replica_config;  // what a joining worker's scheduler starts from
+  SchedulerLinks links_template;
+  int64_t max_context = 0;
   std::shared_ptr<service::TierTable> tier_table;  // null: one model
   tier_router_actor router;
   scheduler_actor front;  // what ingestion and jobs send to: the router, or the one scheduler
@@ -129,6 +150,10 @@ struct Service::Impl {
   void open_tiers(const VerifierSide& v);
   persistence::SessionPolicy session_policy(const VerifierSide& v);
   void spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits);
+  void spawn_replica(const std::string& endpoint, int32_t kv_pages, bool joined_later);
+  std::string check_worker(const VerifierSide& v, const std::string& endpoint, const messages::WorkerInfo& w) const;
+  std::optional<std::string> admit_worker(const std::string& endpoint, uint64_t instance);
+  VerifierSide shape;  // the workers' KV shape, which a joining one must match
 };
 
 // Keys and clients, before anything binds; a non-loopback endpoint without
@@ -164,7 +189,7 @@ std::filesystem::path default_data_dir() {
 
 VerifierSide Service::Impl::open_verifier() {
   VerifierSide v;
-  if (options.workers.empty()) {
+  if (options.workers.empty() && options.join_listen.empty()) {
     BackendOptions bo = options.backend;
     bo.kv_pages = static_cast<int32_t>((options.kv_tokens + bo.page_size - 1) / bo.page_size);
     bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
@@ -177,28 +202,29 @@ VerifierSide Service::Impl::open_verifier() {
   file = std::make_unique<GgufFile>(GgufFile::open(options.model_path));
   v.file = file.get();
   v.config = read_model_config(*file, options.backend.overrides);
-  const uint64_t fingerprint = file_fingerprint(*file);
-  std::map<uint64_t, std::string> instances;
+  model_fingerprint = file_fingerprint(*file);
+  if (!options.join_listen.empty()) {
+    if (!options.insecure && !clients && !messages::is_loopback_endpoint(options.join_listen))
+      throw std::invalid_argument("--join-listen " + options.join_listen +
+                                  " is not a loopback endpoint: serve it with --auth curve (the workers' keys in "
+                                  "--clients-dir), or give --insecure to let anyone who reaches it add a worker");
+    join_listener = std::make_unique<JoinListener>(
+        options.join_listen, [this](const std::string& e, uint64_t i) { return admit_worker(e, i); }, curve, clients);
+  }
+  if (options.workers.empty()) {  // --join-listen alone: the first worker to join
+    std::unique_lock<std::mutex> g(workers_lock);
+    std::fprintf(stderr, "troupe serve: waiting for a worker to join at %s\n", options.join_listen.c_str());
+    std::fflush(stderr);
+    first_join.wait(g, [&] { return first_worker.has_value(); });
+    options.workers.push_back(*first_worker);
+  }
   v.can_copy = v.can_transfer = v.can_shift = true;
   for (const std::string& endpoint : options.workers) {
     const bool twice = std::count(options.workers.begin(), options.workers.end(), endpoint) > 1;
     if (twice) throw std::invalid_argument("--worker " + endpoint + " is given twice; each worker serves one front end once");
     const messages::WorkerInfo w = query_worker({endpoint, worker_curve}, options.worker_timeout);
-    if (w.model_fingerprint != 0 && w.model_fingerprint != fingerprint)
-      throw std::runtime_error("the worker at " + endpoint + " serves another model (" + w.model + ") than " +
-                               options.model_path + "; every worker must load the front end's model file");
-    if (w.n_vocab != v.config.n_vocab)
-      throw std::runtime_error("the worker at " + endpoint + " serves a model with " + std::to_string(w.n_vocab) +
-                               " tokens; " + options.model_path + " has " + std::to_string(v.config.n_vocab));
-    if (w.instance != 0) {
-      auto [it, fresh] = instances.emplace(w.instance, endpoint);
-      if (!fresh) throw std::invalid_argument("--worker " + endpoint + " and " + it->second + " are the same worker process");
-    }
-    if (!v.workers.empty() && (w.page_size != v.page_size || static_cast<KvType>(w.kv_type) != v.kv_type))
-      throw std::runtime_error("the worker at " + endpoint + " keeps KV pages of " + std::to_string(w.page_size) + " tokens (" +
-                               kv_type_name(static_cast<KvType>(w.kv_type)) + "), the one at " + v.workers.front().endpoint +
-                               " of " + std::to_string(v.page_size) + " (" + kv_type_name(v.kv_type) +
-                               "); a request moves between workers, so they need the same page size and KV type");
+    const std::string why = check_worker(v, endpoint, w);
+    if (!why.empty()) throw std::runtime_error(why);
     v.kv_pages = v.workers.empty() ? w.kv_pages : std::min(v.kv_pages, w.kv_pages);
     v.page_size = w.page_size;
     v.kv_type = static_cast<KvType>(w.kv_type);
@@ -206,6 +232,7 @@ VerifierSide Service::Impl::open_verifier() {
     v.can_transfer = v.can_transfer && w.can_transfer_pages;
     v.can_shift = v.can_shift && w.can_shift_kv;
     v.workers.push_back({endpoint, w.kv_pages});
+    joined.push_back({endpoint, w.instance});
     v.text += std::string(v.text.empty() ? "" : ", ") + endpoint + " (" + w.model + ", KV " + std::to_string(w.kv_pages) +
               " pages x " + std::to_string(w.page_size) + " tokens)";
   }
@@ -213,12 +240,78 @@ VerifierSide Service::Impl::open_verifier() {
   return v;
 }
 
+// Why a worker cannot serve this front end ("" if it can): another model,
+// the process of a worker it already has, or another KV shape than the
+// workers before it (a request moves between them as pages and tokens).
+std::string Service::Impl::check_worker(const VerifierSide& v, const std::string& endpoint,
+                                        const messages::WorkerInfo& w) const {
+  if (w.model_fingerprint != 0 && w.model_fingerprint != model_fingerprint)
+    return "the worker at " + endpoint + " serves another model (" + w.model + ") than " + options.model_path +
+           "; every worker must load the front end's model file";
+  if (w.n_vocab != v.config.n_vocab)
+    return "the worker at " + endpoint + " serves a model with " + std::to_string(w.n_vocab) + " tokens; " +
+           options.model_path + " has " + std::to_string(v.config.n_vocab);
+  if (w.instance != 0)
+    for (const Joined& j : joined)
+      if (j.instance == w.instance && j.endpoint != endpoint)
+        return "--worker " + endpoint + " and " + j.endpoint + " are the same worker process";
+  if (!v.workers.empty() && (w.page_size != v.page_size || static_cast<KvType>(w.kv_type) != v.kv_type))
+    return "the worker at " + endpoint + " keeps KV pages of " + std::to_string(w.page_size) + " tokens (" +
+           kv_type_name(static_cast<KvType>(w.kv_type)) + "), the one at " + v.workers.front().endpoint + " of " +
+           std::to_string(v.page_size) + " (" + kv_type_name(v.kv_type) +
+           "); a request moves between workers, so they need the same page size and KV type";
+  if (max_context > 0 && int64_t{w.kv_pages} * w.page_size < max_context)
+    return "the worker at " + endpoint + " holds " + std::to_string(int64_t{w.kv_pages} * w.page_size) +
+           " tokens of KV, less than this server's context of " + std::to_string(max_context) +
+           "; give it more --kv-tokens";
+  return "";
+}
+
+// A worker announced itself on the join socket (JoinListener's thread).
+std::optional<std::string> Service::Impl::admit_worker(const std::string& endpoint, uint64_t instance) {
+  std::unique_lock<std::mutex> g(workers_lock);
+  for (const Joined& j : joined)
+    if (j.endpoint == endpoint) return std::string();  // ours already; its scheduler notices a restart
+  if (!serving && first_worker) return std::nullopt;  // starting with the first: ask again later
+  messages::WorkerInfo w;
+  try {
+    w = query_worker({endpoint, worker_curve}, std::min<std::chrono::milliseconds>(options.worker_timeout, std::chrono::seconds(10)));
+  } catch (const std::exception& e) {
+    return std::string(e.what()) + " (the endpoint it gave with --advertise)";
+  }
+  if (w.instance != 0 && instance != 0 && w.instance != instance)
+    return "another worker process answers at " + endpoint + " than the one that announced it";
+  if (!serving) {  // the first: the service starts with it
+    VerifierSide v;
+    v.config = read_model_config(*file, options.backend.overrides);
+    const std::string why = check_worker(v, endpoint, w);
+    if (!why.empty()) return why;
+    first_worker = endpoint;
+    first_join.notify_all();
+    return std::string();
+  }
+  const std::string why = check_worker(shape, endpoint, w);
+  if (!why.empty()) {
+    std::fprintf(stderr, "troupe serve: refused a worker: %s\n", why.c_str());
+    std::fflush(stderr);
+    return why;
+  }
+  spawn_replica(endpoint, w.kv_pages, true);
+  joined.push_back({endpoint, w.instance});
+  shape.workers.push_back({endpoint, w.kv_pages});
+  std::fprintf(stderr, "troupe serve: worker %s joined (%s, KV %d pages x %d tokens); %zu workers\n", endpoint.c_str(),
+               w.model.c_str(), w.kv_pages, w.page_size, replicas.size());
+  std::fflush(stderr);
+  return std::string();
+}
+
 // The draft model: its tokens must be the model's, or its drafts mean nothing.
 void Service::Impl::open_draft_model() {
   if (!options.draft_model_path.empty() && !options.draft_worker.empty())
     throw std::invalid_argument("give a draft model or a draft worker, not both");
-  if (options.workers.size() > 1 && (!options.draft_model_path.empty() || !options.draft_worker.empty()))
-    throw std::invalid_argument("a draft model with several --worker is not supported yet (one draft model cannot serve "
+  if ((options.workers.size() > 1 || !options.join_listen.empty()) &&
+      (!options.draft_model_path.empty() || !options.draft_worker.empty()))
+    throw std::invalid_argument("a draft model with several --worker (or --join-listen) is not supported yet (one draft model cannot serve "
                                 "several workers' sequences); --speculation ngram drafts on each worker");
   if (!options.draft_model_path.empty()) {
     BackendOptions bo = options.backend;
@@ -248,8 +341,8 @@ void Service::Impl::open_draft_model() {
 // for the last when no draft model is given: that is the verify policy.
 void Service::Impl::open_tiers(const VerifierSide& v) {
   if (options.tier_paths.empty()) return;
-  if (v.workers.size() > 1)
-    throw std::invalid_argument("--tiers with several --worker is not supported yet: the first tier drafts for the last, "
+  if (v.workers.size() > 1 || !options.join_listen.empty())
+    throw std::invalid_argument("--tiers with several --worker (or --join-listen) is not supported yet: the first tier drafts for the last, "
                                 "and one draft model cannot serve several workers' sequences");
   tier_table = std::make_shared<service::TierTable>();
   // A tier is named as serve was given it; a path by its file name.
@@ -345,6 +438,29 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
   return p;
 }
 
+// One worker's verifier link, KV allocator and scheduler (the in-process
+// verifier when `endpoint` is empty). A worker that joins a running service
+// is then handed to the router, which places on it from its next request.
+void Service::Impl::spawn_replica(const std::string& endpoint, int32_t kv_pages, bool joined_later) {
+  Replica r;
+  if (backend) r.verifier = system->spawn<caf::detached>(actors::verifier, backend);
+  else
+    r.verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{endpoint, worker_curve}, options.worker_timeout);
+  r.allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
+  service::SchedulerConfig rc = replica_config;
+  rc.worker_name = endpoint;
+  if (replica_config.failover) {
+    rc.replica = static_cast<int32_t>(replicas.size());
+    rc.kv_pages = kv_pages;
+  }
+  SchedulerLinks links = links_template;
+  links.verifier = r.verifier;
+  links.allocator = r.allocator;
+  r.scheduler = system->spawn(scheduler, rc, links);
+  if (joined_later) caf::anon_send(router, join_atom::value, std::max(rc.tier, 0), r.scheduler);
+  replicas.push_back(std::move(r));
+}
+
 void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits) {
   if (draft_backend) drafter = system->spawn<caf::detached>(actors::drafter, draft_backend, draft_names.front());
   else if (!options.draft_worker.empty())
@@ -360,7 +476,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
 
   // A router stands in front when requests have a choice: tiers, or workers.
   const size_t n_workers = std::max<size_t>(v.workers.size(), 1);
-  if (tier_table || n_workers > 1) {
+  const bool several = n_workers > 1 || join_listener;  // workers may join later
+  if (tier_table || several) {
     auto table = tier_table;
     if (!table) {  // one model on several workers: one tier, as the router sees it
       table = std::make_shared<service::TierTable>();
@@ -390,27 +507,14 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
     sc.tier_name = tier_table->names.back();
   }
   // The model's schedulers: one, or one per worker, each with its verifier and KV allocator.
+  replica_config = sc;
+  replica_config.failover = several;
+  links_template = {replies, verifier_actor(), drafter, persistence_handle, kv_allocator_actor(), router};
+  if (!v.workers.empty()) links_template.heartbeat = kWorkerHeartbeat;
+  if (v.workers.empty()) spawn_replica("", v.kv_pages, false);
+  for (const auto& w : v.workers) spawn_replica(w.endpoint, w.kv_pages, false);
   std::vector<scheduler_actor> last_tier;
-  for (size_t i = 0; i < n_workers; ++i) {
-    Replica r;
-    if (backend) r.verifier = system->spawn<caf::detached>(actors::verifier, backend);
-    else
-      r.verifier = system->spawn<caf::detached>(remote_verifier, WorkerAddress{v.workers[i].endpoint, worker_curve},
-                                                options.worker_timeout);
-    r.allocator = system->spawn(kv_allocator, persistence_handle, options.session_idle);
-    service::SchedulerConfig rc = sc;
-    if (!v.workers.empty()) rc.worker_name = v.workers[i].endpoint;
-    if (n_workers > 1) {
-      rc.replica = static_cast<int32_t>(i);
-      rc.failover = true;
-      rc.kv_pages = v.workers[i].kv_pages;
-    }
-    SchedulerLinks links{replies, r.verifier, drafter, persistence_handle, r.allocator, router};
-    if (!v.workers.empty()) links.heartbeat = kWorkerHeartbeat;
-    r.scheduler = system->spawn(scheduler, rc, links);
-    last_tier.push_back(r.scheduler);
-    replicas.push_back(std::move(r));
-  }
+  for (const Replica& r : replicas) last_tier.push_back(r.scheduler);
   verifier = replicas.front().verifier;
   allocator = replicas.front().allocator;
   scheduler_handle = replicas.front().scheduler;
@@ -529,14 +633,21 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   s.events->pub = messages::bind_publisher(s.events->ctx, s.options.events, s.options.socket, s.curve);
   configure_actor_pool(s.config);
   s.system = std::make_unique<caf::actor_system>(s.config);
-  s.spawn(v, policy, limits);
-  s.backend_text = v.text;
+  {
+    std::lock_guard<std::mutex> g(s.workers_lock);
+    s.spawn(v, policy, limits);
+    s.shape = v;
+    s.max_context = limits.max_context;
+    s.serving = true;
+  }
+  s.backend_text = v.text + (s.join_listener ? "; workers join at " + s.options.join_listen : std::string());
   s.gateway->start(s.ingestion_handle, s.backlog, s.options.client);
   if (s.http) s.http->start(s.ingestion_handle, s.backlog, s.metrics);
 }
 
 Service::~Service() {
   Impl& s = *impl_;
+  s.join_listener.reset();  // no worker joins a service that is going away
   if (s.gateway) s.gateway->stop();
   if (s.http) s.http->stop();
   if (s.system) {
@@ -551,6 +662,7 @@ Service::~Service() {
     }
     for (auto& r : s.replicas) stop(r.scheduler), stop(r.allocator), stop(r.verifier);
     s.replicas.clear();
+    s.links_template = SchedulerLinks();
     // Drop our handles: a detached actor's thread waits until its actor is
     // destroyed, and the system's destructor waits for that thread.
     s.replies->set_jobs(job_actor());
@@ -606,8 +718,13 @@ int32_t Service::drain(std::chrono::milliseconds timeout) {
     for (int i = 0; i < 200 && live(false) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Barriers, in the order the writes travel: scheduler -> allocator (spills) -> persistence.
-  for (const auto& r : s.replicas)
-    self->request(r.allocator, std::chrono::seconds(30), stats_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
+  std::vector<kv_allocator_actor> allocators;
+  {
+    std::lock_guard<std::mutex> g(s.workers_lock);
+    for (const auto& r : s.replicas) allocators.push_back(r.allocator);
+  }
+  for (const auto& a : allocators)
+    self->request(a, std::chrono::seconds(30), stats_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
   self->request(s.persistence_handle, std::chrono::seconds(60), drain_atom::value)
       .receive([](bool) {}, [](caf::error&) {});
   // Replies queued for the sockets (Done frames, errors) get out before they close.

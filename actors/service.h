@@ -39,6 +39,10 @@ struct ServiceOptions {
   // each its own KV pool, requests placed among them (docs/SCALE_OUT.md).
   std::vector<std::string> workers;
   std::chrono::milliseconds worker_timeout{120000};
+  // Workers may also join by themselves (`troupe worker --join`) at this
+  // endpoint. Without any `workers`, the service starts with the first one
+  // that joins.
+  std::string join_listen;
   // Where the RocksDB store (sessions, jobs) lives; created if missing.
   std::filesystem::path data_dir;
   // The job event socket (PUB); empty: derived from `listen` (tcp port + 1,

@@ -115,6 +115,11 @@ tier_router_actor::behavior_type tier_router(Self self, std::shared_ptr<const se
         else self->state.router->worker_down(tier, worker);
       },
       [self](tiers_atom, TierSchedulers& tiers) { self->state.tiers = std::move(tiers); },
+      [self](join_atom, int32_t tier, scheduler_actor& s) {
+        if (tier < 0 || tier >= static_cast<int32_t>(self->state.tiers.size())) return;
+        self->state.router->add_worker(tier);
+        self->state.tiers[static_cast<size_t>(tier)].push_back(std::move(s));
+      },
   };
 }
 

@@ -200,6 +200,9 @@ Run add_serve(CLI::App& app) {
                   "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only); "
                   "give it again (or a list) for data-parallel workers, each its own KV pool (docs/SCALE_OUT.md)")
       ->delimiter(',');
+  cmd->add_option("--join-listen", a->service.join_listen,
+                  "Also take workers that announce themselves (`troupe worker --join`) at this ZeroMQ endpoint; "
+                  "without --worker, start with the first one to join (docs/SCALE_OUT.md)");
   cmd->add_option("--worker-timeout", a->worker_timeout_s,
                   "Seconds a worker may take to answer (a step, or the question at start); then it is lost: its "
                   "requests move to another worker, or end. A worker that dies is noticed at once")

@@ -3,14 +3,19 @@
 // serve` front end: as the target verifier (--role verifier, StepPlans of
 // messages/step.fbs, for `serve --worker ENDPOINT`) or as the draft model
 // (--role draft, DraftPlans of messages/draft.fbs, for `serve
-// --draft-worker ENDPOINT`).
+// --draft-worker ENDPOINT`). A verifier may announce itself to a front end
+// (--join) instead of being named by it, and drains on SIGTERM: it keeps
+// answering while the front end moves its requests away (docs/SCALE_OUT.md).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <zmq.hpp>
 
 #include "cli/commands.h"
@@ -19,14 +24,19 @@
 #include "cli/server_auth.h"
 #include "messages/curve_auth.h"
 #include "messages/zmq_sockets.h"
+#include "messages/step_frames.h"
 #include "worker/draft_runner.h"
+#include "worker/join_announcer.h"
 #include "worker/step_runner.h"
 
 namespace troupe::cli {
 namespace {
 
-std::atomic<bool> stop_requested{false};
-void on_stop_signal(int) { stop_requested = true; }
+std::atomic<int> stop_signals{0};
+void on_stop_signal(int) { stop_signals.fetch_add(1); }
+
+// A draining worker with no step for this long has no front end waiting on it.
+constexpr auto kDrainIdle = std::chrono::seconds(1);
 
 struct WorkerArgs {
   std::string model;
@@ -36,6 +46,70 @@ struct WorkerArgs {
   int64_t kv_tokens = 32768;
   std::string role = "verifier";
   ServerAuthArgs auth;
+  std::string join, advertise, join_key;
+  double drain_timeout = 30;
+};
+
+// The step socket's loop: each plan answered in turn. The first SIGTERM (or
+// SIGINT) starts a drain: results say `draining`, and the worker leaves when
+// its front end releases it, when no step came for kDrainIdle, or when the
+// drain time is up; a second signal leaves at once.
+struct StepLoop {
+  zmq::socket_t& socket;
+  std::function<std::string(const std::string&)> answer;
+  std::shared_ptr<worker::StepRunner> runner;  // null: a draft worker, which does not drain
+  worker::JoinAnnouncer* announcer = nullptr;
+  std::chrono::duration<double> drain_timeout{30};
+  std::atomic<bool>* refused = nullptr;
+
+  void run() {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    auto last_step = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point drain_until{};
+    bool draining = false;
+    while (stop_signals < 2) {
+      if (refused && *refused) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (stop_signals == 1 && !draining) {
+        if (!runner || drain_timeout.count() <= 0) return;
+        draining = true;
+        runner->set_draining(true);
+        if (announcer) announcer->stop();
+        drain_until = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(drain_timeout);
+        last_step = now;
+        std::fprintf(stderr, "troupe worker: draining (up to %.0f s): the front end moves its requests away\n",
+                     drain_timeout.count());
+        std::fflush(stderr);
+      }
+      if (draining && (now >= drain_until || now - last_step >= kDrainIdle)) return;
+      try {
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0) continue;
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        throw;
+      }
+      zmq::message_t id, plan;
+      if (!socket.recv(id, zmq::recv_flags::dontwait) || !socket.get(zmq::sockopt::rcvmore)) continue;
+      if (!socket.recv(plan, zmq::recv_flags::none)) continue;
+      const std::string bytes = plan.to_string();
+      const auto* p = runner ? messages::check_step_plan(bytes) : nullptr;
+      // Heartbeats (empty plans) do not keep a draining worker: work does.
+      if (!p || p->step() != 0 || (p->slices() && p->slices()->size() > 0)) last_step = std::chrono::steady_clock::now();
+      const std::string result = answer(bytes);
+      try {
+        socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        socket.send(zmq::buffer(result), zmq::send_flags::dontwait);
+      } catch (const zmq::error_t&) {
+        // The front end went away mid-step; it will start over with a new connection.
+      }
+      if (draining && p) {
+        if (p->release()) {
+          std::fprintf(stderr, "troupe worker: the front end released this worker\n");
+          return;
+        }
+      }
+    }
+  }
 };
 
 int run_worker(WorkerArgs& a) {
@@ -44,14 +118,25 @@ int run_worker(WorkerArgs& a) {
   o.kv_pages = static_cast<int32_t>((a.kv_tokens + o.page_size - 1) / o.page_size);
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
   std::function<std::string(const std::string&)> answer;
+  std::shared_ptr<worker::StepRunner> steps;
   if (a.role == "draft") {
+    if (!a.join.empty()) throw std::invalid_argument("--join is for verifier workers; a draft worker is named by --draft-worker");
     answer = [runner = std::make_shared<worker::DraftRunner>(backend, a.model)](const std::string& plan) {
       return runner->run(plan);
     };
   } else {
-    answer = [runner = std::make_shared<worker::StepRunner>(backend)](const std::string& plan) { return runner->run(plan); };
+    steps = std::make_shared<worker::StepRunner>(backend);
+    answer = [steps](const std::string& plan) { return steps->run(plan); };
   }
   check_server_auth(a.auth);
+  const std::string advertise = a.advertise.empty() ? worker::advertised_endpoint(a.listen) : a.advertise;
+  if (!a.join.empty() && advertise.empty())
+    throw std::invalid_argument("--listen " + a.listen + " is a wildcard address no front end can dial: give --advertise "
+                                "with the endpoint the front end reaches this worker at");
+  if (!a.join_key.empty() && a.auth.mode != "curve")
+    throw std::invalid_argument("--join-key needs --auth curve: this worker joins with its --server-key pair");
+  if (a.auth.mode == "curve" && !a.join.empty() && a.join_key.empty())
+    throw std::invalid_argument("--auth curve with --join needs --join-key: the front end's public key (.key)");
   if (a.auth.mode == "none" && !a.auth.insecure && !messages::is_loopback_endpoint(a.listen))
     throw std::invalid_argument(a.listen + " is not a loopback endpoint: serve it with --auth curve (keys from `troupe keygen`; "
                                 "the front end's .key in --clients-dir), or give --insecure");
@@ -73,24 +158,28 @@ int run_worker(WorkerArgs& a) {
   std::fprintf(stderr, "troupe worker (%s): listening on %s; %s\n", a.role.c_str(), a.listen.c_str(),
                backend->describe().c_str());
   std::fflush(stderr);
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  while (!stop_requested) {
-    try {
-      if (zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0) continue;
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      throw;
-    }
-    zmq::message_t id, plan;
-    if (!socket.recv(id, zmq::recv_flags::dontwait) || !socket.get(zmq::sockopt::rcvmore)) continue;
-    if (!socket.recv(plan, zmq::recv_flags::none)) continue;
-    const std::string result = answer(plan.to_string());
-    try {
-      socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      socket.send(zmq::buffer(result), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      // The front end went away mid-step; it will start over with a new connection.
-    }
+  std::atomic<bool> refused{false};
+  std::mutex why_lock;
+  std::string why;
+  std::unique_ptr<worker::JoinAnnouncer> announcer;
+  if (!a.join.empty()) {
+    worker::JoinOptions jo;
+    jo.front = a.join;
+    jo.advertise = advertise;
+    jo.instance = steps->instance();
+    if (!a.join_key.empty()) jo.curve = messages::client_curve(a.auth.server_key, a.join_key);
+    announcer = std::make_unique<worker::JoinAnnouncer>(std::move(jo), [&](const std::string& reason) {
+      std::lock_guard<std::mutex> g(why_lock);
+      why = reason;
+      refused = true;
+    });
+  }
+  StepLoop loop{socket, answer, steps, announcer.get(), std::chrono::duration<double>(a.drain_timeout), &refused};
+  loop.run();
+  announcer.reset();
+  if (refused) {
+    std::lock_guard<std::mutex> g(why_lock);
+    throw std::runtime_error("the front end at " + a.join + " refused this worker: " + why);
   }
   std::fprintf(stderr, "troupe worker: stopping\n");
   return 0;
@@ -115,6 +204,21 @@ Run add_worker(CLI::App& app) {
   cmd->add_option("--max-batch-tokens", a->backend.max_batch_tokens, "Largest step in tokens (CUDA buffers)")
       ->capture_default_str();
   add_server_auth_options(cmd, a->auth);
+  cmd->add_option("--join", a->join,
+                  "Announce this worker to the front end whose `serve --join-listen` is at this endpoint (again every "
+                  "5 s); it dials back --advertise");
+  cmd->add_option("--advertise", a->advertise,
+                  "With --join: the endpoint the front end reaches this worker at (default: --listen, unless a "
+                  "wildcard address)");
+  cmd->add_option("--join-key", a->join_key,
+                  "With --join and --auth curve: the front end's public key (.key); this worker joins with its "
+                  "--server-key pair")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "Seconds a verifier keeps answering after SIGTERM while the front end moves its requests away (0: "
+                  "stop at once); a second signal stops it at once")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   return [a] { return run_worker(*a); };
 }
 

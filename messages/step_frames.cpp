@@ -137,8 +137,16 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
                                           swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
-                                          worker.model_fingerprint),
+                                          worker.model_fingerprint, false, worker.draining),
              wire::step::StepPlanIdentifier());
+  return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+Bytes release_plan() {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  wire::step::StepPlanBuilder b(fbb);
+  b.add_release(true);
+  fbb.Finish(b.Finish(), wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 

@@ -74,11 +74,15 @@ struct WorkerInfo {
   bool can_shift_kv = false;
   uint64_t instance = 0;  // the worker process's random id (StepResult.instance)
   uint64_t model_fingerprint = 0;
+  bool draining = false;  // StepResult.draining: the worker is shutting down
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
                   const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {},
                   std::span<const PageBytes> swapped = {});
+
+// The front end lets a draining worker go (StepPlan.release): an empty plan.
+Bytes release_plan();
 
 // What the front end's link to a worker answers when no result came (StepResult.worker_lost).
 Bytes worker_lost_result(std::string_view why);

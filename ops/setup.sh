@@ -12,6 +12,7 @@ PACKAGES=(
   libtomlplusplus-dev  # troupe serve --config
   clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes
   chromium  # tests/http/test_web_page.py: the web page's browser test (headless)
+  iproute2  # tests/e2e/hosts.test.cpp: hosts simulated by network namespaces
 )
 
 missing=()

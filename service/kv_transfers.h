@@ -50,6 +50,7 @@ class KvTransfers {
   void restore(std::vector<int32_t> tokens, std::vector<messages::PageBytes> pages);
   void shift(PlannedShift shift) { shifts_.push_back(std::move(shift)); }
   bool pending() const { return !spills_.empty() || !restores_.empty() || !shifts_.empty(); }
+  bool spills_pending() const { return !spills_.empty(); }
 
   // The step going out takes what is queued, and the preempted sequences it swaps out.
   StepPages take(std::vector<PreemptedPages> swaps);

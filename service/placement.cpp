@@ -152,6 +152,11 @@ void Placement::down(int32_t replica) {
   std::erase_if(old_sessions_, [&](const auto& e) { return e.second == replica; });
 }
 
+int32_t Placement::add() {
+  replicas_.emplace_back();
+  return replicas() - 1;
+}
+
 void Placement::up(int32_t replica) {
   if (replica < 0 || replica >= replicas()) return;
   replicas_[static_cast<size_t>(replica)].up = true;

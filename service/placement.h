@@ -59,6 +59,8 @@ class Placement {
   // was sent is forgotten (a worker comes back empty).
   void down(int32_t replica);
   void up(int32_t replica);
+  // A worker joined (`troupe worker --join`): the next replica, up and empty.
+  int32_t add();
   bool is_up(int32_t replica) const { return replicas_[static_cast<size_t>(replica)].up; }
   int32_t live(int32_t replica) const { return replicas_[static_cast<size_t>(replica)].live; }
   int32_t replicas() const { return static_cast<int32_t>(replicas_.size()); }

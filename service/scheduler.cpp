@@ -424,10 +424,12 @@ void Scheduler::probed(const std::string& result) {
     why = "worker " + cfg_.worker_name + " now has " + std::to_string(res->kv_pages()) + " KV pages of " +
           std::to_string(res->page_size()) + " tokens; this server planned for " + std::to_string(cfg_.kv_pages) + " of " +
           std::to_string(cfg_.page_size);
+  else if (res->draining()) why = "worker " + cfg_.worker_name + " is shutting down";
   const uint64_t before = worker_instance_;
   if (why.empty() && worker_model_ == 0) worker_model_ = res->model_fingerprint();
   if (why.empty() && !worker_down_ && !check_instance(res->instance(), why)) worker_lost(why);
   if (!why.empty()) {
+    if (res && res->draining() && !worker_down_ && cfg_.failover) release_due_ = true;
     if (!worker_down_) worker_lost(why);
     down_reason_ = why;
     return;
@@ -435,6 +437,7 @@ void Scheduler::probed(const std::string& result) {
   if (worker_down_) {
     worker_instance_ = res->instance() ? res->instance() : before;
     worker_down_ = false;
+    worker_draining_ = false;
     down_reason_.clear();
     out_.worker = 1;
     push_figures();
@@ -764,6 +767,27 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
   apply_deferred();
   account();
   push_figures();
+  if (res && res->draining()) worker_drains();
+}
+
+// A worker that drains is told apart from one that died: its KV is intact,
+// so the session pages that finished turns owe the store go out with one
+// more step before its requests move. With no other worker to move to
+// (no failover), its requests finish there while its drain time lasts.
+void Scheduler::worker_drains() {
+  if (worker_down_ || !cfg_.failover) return;
+  if (!worker_draining_) {
+    worker_draining_ = true;
+    out_.worker = -1;  // nothing new is placed there
+  }
+  if (transfers_.spills_pending()) return;
+  release_due_ = true;
+  worker_lost("worker " + cfg_.worker_name + " is shutting down");
+}
+
+messages::Bytes Scheduler::probe_plan() {
+  if (!std::exchange(release_due_, false)) return messages::step_plan(0, {}, {});
+  return messages::release_plan();
 }
 
 void Scheduler::take_tokens(const wire::step::StepResult& res) {

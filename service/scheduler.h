@@ -118,6 +118,9 @@ class Scheduler {
   // link's worker_lost result): notices a loss, or a lost worker that is back.
   void probed(const std::string& result);
   bool worker_down() const { return worker_down_; }
+  // What a heartbeat sends the worker: an empty StepPlan, or the release of
+  // a draining worker whose requests all moved away (once).
+  messages::Bytes probe_plan();
   ReplicaLoad load() const;
   messages::WorkerStatsFields worker_stats();
 
@@ -225,6 +228,11 @@ class Scheduler {
   // Failover: the worker's process id as it last answered (0: not yet), and whether it is lost.
   uint64_t worker_instance_ = 0, worker_model_ = 0;
   bool worker_down_ = false;
+  // The worker is shutting down (StepResult.draining): nothing new goes
+  // there, and once the session pages it owes the store are out, its
+  // requests move away and it is released.
+  bool worker_draining_ = false, release_due_ = false;
+  void worker_drains();
   std::string down_reason_;
   uint64_t moved_in_ = 0, moved_out_ = 0, workers_lost_ = 0;
   double step_ms_avg_ = 0;  // the worker's recent step time, for placement

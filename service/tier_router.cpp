@@ -94,6 +94,10 @@ void TierRouter::worker_up(int32_t tier, int32_t worker) {
   if (valid(tier)) placement_[static_cast<size_t>(tier)].up(worker);
 }
 
+int32_t TierRouter::add_worker(int32_t tier) {
+  return valid(tier) ? placement_[static_cast<size_t>(tier)].add() : -1;
+}
+
 void TierRouter::cancel_ahead(const std::string& peer, uint64_t client_id, int64_t now_ns) {
   if (early_.size() >= kMaxEarly) std::erase_if(early_, [&](const auto& e) { return now_ns - e.second > kEarlyNs; });
   if (early_.size() < kMaxEarly) early_[{peer, client_id}] = now_ns;

@@ -47,6 +47,8 @@ class TierRouter {
   void report(int32_t tier, int32_t worker, const ReplicaLoad& load);
   void worker_down(int32_t tier, int32_t worker);
   void worker_up(int32_t tier, int32_t worker);
+  // A worker joined the tier: its index, the next one.
+  int32_t add_worker(int32_t tier);
   const Placement& placement(int32_t tier) const { return placement_[static_cast<size_t>(tier)]; }
   // A cancel found no request: it may have overtaken it (control frames skip
   // prompts waiting to be tokenized). The request then goes to the first

@@ -212,5 +212,7 @@ StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_uniqu
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }
+void StepRunner::set_draining(bool draining) { impl_->info.draining = draining; }
+uint64_t StepRunner::instance() const { return impl_->info.instance; }
 
 }  // namespace troupe::worker

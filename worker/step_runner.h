@@ -22,6 +22,10 @@ class StepRunner {
   StepRunner& operator=(const StepRunner&) = delete;
 
   std::string run(const std::string& plan_bytes);  // StepPlan bytes -> StepResult bytes, never throws
+  // Shutting down: every result says so (StepResult.draining), and the front
+  // end moves the requests away.
+  void set_draining(bool draining);
+  uint64_t instance() const;  // this runner's random id (StepResult.instance)
 
  private:
   struct Impl;

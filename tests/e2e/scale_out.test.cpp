@@ -8,6 +8,8 @@
 #include <atomic>
 #include <csignal>
 #include <dirent.h>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/e2e/fixture.h"
@@ -26,22 +28,60 @@ std::vector<std::string> prompts(int first, int n) {
 }
 
 struct Worker {
-  std::string endpoint;
+  std::string endpoint, log;
   std::unique_ptr<ChildProcess> process;
-  Worker(const std::string& tag, const std::string& model = model_path(), const std::string& at = "")
-      : endpoint(at.empty() ? ipc_endpoint(tag) : at) {
-    process = std::make_unique<ChildProcess>(
-        std::vector<std::string>{troupe_binary(), "worker", "-m", model, "--listen", endpoint, "--threads", "1",
-                                 "--kv-tokens", "8192"},
-        Server::log(tag), "listening on");
+  Worker(const std::string& tag, const std::string& model = model_path(), const std::string& at = "",
+         std::vector<std::string> extra = {})
+      : endpoint(at.empty() ? ipc_endpoint(tag) : at), log(Server::log(tag)) {
+    std::vector<std::string> argv{troupe_binary(), "worker", "-m", model, "--listen", endpoint, "--threads", "1",
+                                  "--kv-tokens", "8192"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process = std::make_unique<ChildProcess>(argv, log, "listening on");
   }
 };
+
+// Polls the server's stats until `ok` holds (or the time is up).
+template <typename Ok>
+bool stats_until(messages::ClientConnection& c, std::chrono::seconds within, Ok ok) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  messages::Bytes keep;
+  while (std::chrono::steady_clock::now() < until) {
+    if (const auto* s = stats(c, keep); s && ok(s)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
 
 std::vector<const wire::WorkerStats*> workers_of(const wire::StatsReply* s) {
   std::vector<const wire::WorkerStats*> out;
   if (s && s->workers())
     for (const auto* w : *s->workers()) out.push_back(w);
   return out;
+}
+
+// One greedy turn of session `tag`-`s`, on a connection of its own.
+messages::StreamOutcome session_turn(const std::string& endpoint, const std::string& tag, int s, const std::string& text) {
+  messages::ClientConnection c(endpoint);
+  const std::pair<std::string, std::string> msg[] = {{"user", text}};
+  const uint64_t id = c.next_id();
+  return c.stream(messages::chat_request(id, tag + "-" + std::to_string(s), msg, greedy(8)), id, {}, 120s);
+}
+
+// Greedy streams of prompts(first, n), `tokens` each; once every stream is
+// well under way (8 deltas each on average), `act(deltas so far)` runs while
+// they go on. The streams' outcomes, in prompt order.
+template <typename Act>
+std::vector<messages::StreamOutcome> streams_then(const std::string& endpoint, int first, int n, int tokens, Act act) {
+  std::atomic<int> deltas{0};
+  std::vector<messages::StreamOutcome> got;
+  std::thread clients([&] {
+    got = concurrent_greedy(endpoint, prompts(first, n), tokens, [&](std::string_view) { ++deltas; });
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (deltas < n * 8 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  act(deltas.load());
+  clients.join();
+  return got;
 }
 
 // A process's open file descriptors (sockets, pipes, files).
@@ -127,30 +167,19 @@ TEST_CASE("a worker killed mid-stream: its streams continue token-exact on the o
 
   // Four sessions with one turn each, before the kill.
   constexpr int kSessions = 4;
-  auto turn = [&](messages::ClientConnection& c, int s, const std::string& text) {
-    const std::pair<std::string, std::string> msg[] = {{"user", text}};
-    const uint64_t id = c.next_id();
-    return c.stream(messages::chat_request(id, "dp-session-" + std::to_string(s), msg, greedy(8)), id, {}, 120s);
-  };
   for (int s = 0; s < kSessions; ++s) {
-    messages::ClientConnection c(server.endpoint);
-    const auto out = turn(c, s, "hello " + std::to_string(s));
+    const auto out = session_turn(server.endpoint, "dp-session", s, "hello " + std::to_string(s));
     INFO(out.message);
     REQUIRE(out.done);
   }
 
   constexpr int kStreams = 16, kTokens = 96;
-  std::atomic<int> deltas{0};
-  std::vector<messages::StreamOutcome> got;
-  std::thread clients([&] {
-    got = concurrent_greedy(server.endpoint, prompts(100, kStreams), kTokens, [&](std::string_view) { ++deltas; });
-  });
+  int at_kill = 0;
   // Every stream has begun and none has ended: then worker b dies, mid-step.
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (deltas < kStreams * 8 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-  const int at_kill = deltas;
-  b->process->stop(SIGKILL);
-  clients.join();
+  const auto got = streams_then(server.endpoint, 100, kStreams, kTokens, [&](int deltas) {
+    at_kill = deltas;
+    b->process->stop(SIGKILL);
+  });
   for (int i = 0; i < kStreams; ++i) {
     const auto& g = got[static_cast<size_t>(i)];
     INFO("stream " << i << ": " << g.message);
@@ -173,8 +202,7 @@ TEST_CASE("a worker killed mid-stream: its streams continue token-exact on the o
 
   // Every session's next turn works (their KV restores or recomputes on the live worker).
   for (int s = 0; s < kSessions; ++s) {
-    messages::ClientConnection c(server.endpoint);
-    const auto out = turn(c, s, "and again " + std::to_string(s));
+    const auto out = session_turn(server.endpoint, "dp-session", s, "and again " + std::to_string(s));
     INFO("session " << s << ": " << out.message);
     CHECK(out.done);
   }
@@ -235,6 +263,93 @@ TEST_CASE("every worker lost: requests are refused as unavailable until one is b
     if (!served) std::this_thread::sleep_for(100ms);
   }
   CHECK(served);
+}
+
+TEST_CASE("workers that join: the front starts with the first, places on later ones, refuses another model",
+          "[service][scale]") {
+  const std::string join = ipc_endpoint("join-front");
+  Worker a("join-a", model_path(), "", {"--join", join});
+  Server server("join", {"--join-listen", join});
+  CHECK_THAT(server.process.output(), Catch::Contains("waiting for a worker to join"));
+  CHECK_THAT(server.process.output(), Catch::Contains("verifier in worker " + a.endpoint));
+  Reference ref;
+  messages::ClientConnection c(server.endpoint);
+  // A second worker joins the running service and takes its share.
+  Worker b("join-b", model_path(), "", {"--join", join});
+  REQUIRE(stats_until(c, 15s, [](const wire::StatsReply* s) { return workers_of(s).size() == 2; }));
+  CHECK_THAT(server.process.output(), Catch::Contains("worker " + b.endpoint + " joined"));
+  constexpr int kStreams = 12, kTokens = 16;
+  const auto got = concurrent_greedy(server.endpoint, prompts(300, kStreams), kTokens);
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << got[static_cast<size_t>(i)].message);
+    REQUIRE(got[static_cast<size_t>(i)].done);
+    CHECK(got[static_cast<size_t>(i)].tokens == ref.greedy(prompt_for(300 + i), kTokens));
+  }
+  messages::Bytes keep;
+  const auto w = workers_of(stats(c, keep));
+  REQUIRE(w.size() == 2);
+  CHECK(w[1]->endpoint()->str() == b.endpoint);
+  CHECK(w[1]->requests() >= 3);
+  // A worker with another model is refused at join, with one line, and exits.
+  Worker other("join-other", draft_model_path(), "", {"--join", join});
+  const int status = other.process->wait_exit(15s);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  std::ifstream f(other.log);
+  const std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK_THAT(said, Catch::Contains("refused this worker") && Catch::Contains("serves another model"));
+  CHECK(workers_of(stats(c, keep)).size() == 2);
+}
+
+TEST_CASE("a worker drained with SIGTERM mid-stream: its streams move token-exact, sessions go on, it is released",
+          "[service][scale]") {
+  Worker a("drain-a");
+  auto b = std::make_unique<Worker>("drain-b");
+  Server server("drain", {"--worker", a.endpoint, "--worker", b->endpoint});
+  Reference ref;
+  messages::ClientConnection probe(server.endpoint);
+  constexpr int kSessions = 4;
+  for (int s = 0; s < kSessions; ++s) {
+    const auto out = session_turn(server.endpoint, "drain-session", s,
+                                  "hello, this is a session that will move between workers " + std::to_string(s));
+    INFO(out.message);
+    REQUIRE(out.done);
+  }
+  constexpr int kStreams = 16, kTokens = 64;
+  int at_drain = 0, status = 0;
+  double left_s = 0;
+  const auto got = streams_then(server.endpoint, 400, kStreams, kTokens, [&](int deltas) {
+    at_drain = deltas;
+    const auto t0 = std::chrono::steady_clock::now();
+    status = b->process->stop(SIGTERM);  // returns when the worker has left
+    left_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  for (int i = 0; i < kStreams; ++i) {
+    const auto& g = got[static_cast<size_t>(i)];
+    INFO("stream " << i << ": " << g.message);
+    REQUIRE(g.done);
+    CHECK(g.tokens == ref.greedy(prompt_for(400 + i), kTokens));
+  }
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream f(b->log);
+  const std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK_THAT(said, Catch::Contains("draining") && Catch::Contains("released this worker"));
+  CHECK(left_s < 10);
+  messages::Bytes keep;
+  const auto w = workers_of(stats(probe, keep));
+  REQUIRE(w.size() == 2);
+  CHECK_FALSE(w[1]->up());
+  CHECK(w[0]->moved_in() == w[1]->moved_out());
+  std::printf("drain: SIGTERM after %d of %d tokens; worker left in %.2f s; %llu requests moved, every stream exact\n",
+              at_drain, kStreams * kTokens, left_s, static_cast<unsigned long long>(w[1]->moved_out()));
+  // Every session's next turn works on the worker left, from its stored pages.
+  for (int s = 0; s < kSessions; ++s) {
+    const auto out = session_turn(server.endpoint, "drain-session", s, "and again " + std::to_string(s));
+    INFO("session " << s << ": " << out.message);
+    CHECK(out.done);
+  }
+  CHECK(pages_return(probe, 10s));
 }
 
 TEST_CASE("bad worker lists are refused at start with one line", "[service][scale]") {

@@ -71,6 +71,21 @@ class ChildProcess {
     return status;
   }
   pid_t pid() const { return pid_; }
+  // Waits for the process to exit by itself; its wait status, or -1 if it
+  // still runs after `within`.
+  int wait_exit(std::chrono::milliseconds within) {
+    const auto until = std::chrono::steady_clock::now() + within;
+    while (pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      if (std::chrono::steady_clock::now() >= until) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
 
  private:
   std::string log_;

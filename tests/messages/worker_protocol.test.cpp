@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "messages/draft_frames.h"
+#include "messages/join_frames.h"
 #include "messages/step_frames.h"
 
 using namespace troupe;
@@ -107,4 +108,34 @@ TEST_CASE("a step or draft plan whose 8-byte forget ids are misaligned is refuse
     CHECK((check_draft_plan(draft) != nullptr) == aligned);
   }
   CHECK(misaligned == 1);  // one of the two paddings puts the ids 4 bytes off
+}
+
+TEST_CASE("a worker's join announcement and its answer round-trip; anything else is no announcement") {
+  const messages::Bytes request = messages::join_request("tcp://10.0.0.7:7701", 42);
+  const auto* r = messages::check_join_request(request);
+  REQUIRE(r);
+  CHECK(r->endpoint()->str() == "tcp://10.0.0.7:7701");
+  CHECK(r->instance() == 42);
+  CHECK(messages::check_join_request(messages::join_request("", 42)) == nullptr);  // no endpoint to dial
+  CHECK(messages::check_join_request(messages::step_plan(0, {}, {})) == nullptr);  // another kind of message
+  CHECK(messages::check_join_request("not a flatbuffer") == nullptr);
+  const messages::Bytes yes = messages::join_reply(true, ""), no = messages::join_reply(false, "serves another model");
+  REQUIRE(messages::check_join_reply(yes));
+  CHECK(messages::check_join_reply(yes)->accepted());
+  REQUIRE(messages::check_join_reply(no));
+  CHECK_FALSE(messages::check_join_reply(no)->accepted());
+  CHECK(messages::check_join_reply(no)->reason()->str() == "serves another model");
+}
+
+TEST_CASE("a drain's two flags: the worker says it drains, the front end releases it") {
+  messages::WorkerInfo w;
+  w.draining = true;
+  const messages::Bytes result = messages::step_result(3, {}, "", 1, w);
+  REQUIRE(messages::check_step_result(result));
+  CHECK(messages::check_step_result(result)->draining());
+  CHECK_FALSE(messages::check_step_result(messages::step_result(3, {}, "", 1, {}))->draining());
+  const auto* release = messages::check_step_plan(messages::release_plan());
+  REQUIRE(release);
+  CHECK(release->release());
+  CHECK_FALSE(messages::check_step_plan(messages::step_plan(0, {}, {}))->release());
 }

@@ -657,3 +657,53 @@ TEST_CASE("a lost worker with no other to take its requests ends them as unavail
   loop.run();
   CHECK(loop.of(3).back().kind == wire::ResponseBody::Done);
 }
+
+TEST_CASE("a draining worker: nothing new goes there, its requests move, and the next heartbeat releases it") {
+  Scheduler a(replica(0)), b(replica(1));
+  Loop on_a(a), on_b(b);
+  on_a.engine.token = on_b.engine.token = by_position;
+  on_a.engine.worker = {64, 4, 256, "test", false, false, 0, false, 7, 99};
+  a.admit(request(1, tokens(10), 12));
+  for (int i = 0; i < 3; ++i) REQUIRE(on_a.step());
+  CHECK(a.probe_plan() == messages::step_plan(0, {}, {}));  // an ordinary heartbeat while it serves
+  // SIGTERM on the worker: its next result says it drains (its KV is intact).
+  on_a.engine.worker.draining = true;
+  REQUIRE(on_a.step());
+  CHECK(a.worker_down());
+  CHECK(on_a.worker == -1);
+  REQUIRE(on_a.moved.size() == 1);
+  CHECK(on_a.moved.front().moved_from == 0);
+  const size_t sent_on_a = on_a.tokens_of(1).size();
+  CHECK(on_a.moved.front().prompt.size() == 10 + sent_on_a);
+  // The heartbeat lets it go, once; a draining worker's answers never bring it back.
+  const auto* release = messages::check_step_plan(a.probe_plan());
+  REQUIRE(release);
+  CHECK(release->release());
+  CHECK(a.probe_plan() == messages::step_plan(0, {}, {}));
+  a.probed(on_a.engine.answer(messages::step_plan(0, {}, {})));
+  CHECK(a.worker_down());
+  b.admit(std::move(on_a.moved.front()));
+  on_b.run();
+  std::vector<int32_t> all = on_a.tokens_of(1), rest = on_b.tokens_of(1), want;
+  all.insert(all.end(), rest.begin(), rest.end());
+  for (int32_t pos = 10; pos < 22; ++pos) want.push_back(by_position(0, pos));
+  CHECK(all == want);
+  // The worker restarts (a new process, not draining): it is back, empty.
+  on_a.engine.worker.draining = false;
+  on_a.engine.worker.instance = 8;
+  a.probed(on_a.engine.answer(messages::step_plan(0, {}, {})));
+  CHECK_FALSE(a.worker_down());
+}
+
+TEST_CASE("a draining worker with no other to move to keeps its requests until they finish") {
+  Scheduler s(config());  // one worker: no failover
+  Loop loop(s);
+  loop.engine.worker = {64, 4, 256, "test", false, false, 0, false, 7, 99};
+  s.admit(request(1, tokens(8), 6));
+  REQUIRE(loop.step());
+  loop.engine.worker.draining = true;
+  loop.run();
+  REQUIRE(loop.of(1).back().kind == wire::ResponseBody::Done);
+  CHECK(loop.of(1).back().completion_tokens == 6);
+  CHECK(loop.moved.empty());
+}
