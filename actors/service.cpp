@@ -434,6 +434,11 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
   p.page_size = v.page_size;
   p.page_bytes = shape.encoded_bytes(codec);
   p.idle_ms = options.session_idle.count();
+  // With several workers a session's next turn may run on another worker
+  // than its last (overloaded, drained, lost), whose memory lacks its pages:
+  // they are always read from the store, and the scheduler adopts only
+  // those its worker does not hold already.
+  if (v.workers.size() > 1 || !options.join_listen.empty()) p.idle_ms = 0;
   kv_spill = p.kv;
   return p;
 }

@@ -1,4 +1,4 @@
-"""Failover under load, for ops/bench/scale_out.sh.
+"""Failover under load and a session's move, for ops/bench/scale_out.sh.
 
   scale_out_bench.py failover ENDPOINT N PROMPT_TOKENS GEN_TOKENS WORKER_PID
       N greedy streams (ignore_eos) on a server with two workers; once a
@@ -7,6 +7,13 @@
       tokens, how many stalled (moved to the other worker), their longest
       gap between two tokens (the failover time a client sees) against the
       streams' usual gap, and the server's per-worker counts.
+
+  scale_out_bench.py turn ENDPOINT SESSION WORDS
+      One greedy turn of session SESSION: a user message of WORDS words
+      (about as many tokens) if WORDS > 0, else a short question. Prints one
+      JSON line: the client's time to the first token, the server's TTFT, the
+      prompt tokens and those served from cache (resident or restored pages),
+      and which worker served it.
 """
 import json
 import os
@@ -69,7 +76,26 @@ def failover(endpoint, n, n_prompt, n_gen, pid):
                     for w in stats["workers"]]}))
 
 
+def turn(endpoint, session, words):
+    text = text_of(words, random.Random(5)) if words > 0 else "And in one sentence?"
+    with Client(endpoint, timeout=3600) as c:
+        before = {w["endpoint"]: w["requests"] for w in c.stats()["workers"]}
+        t0 = time.perf_counter()
+        s = c.chat([("user", text)], max_tokens=8, temperature=0, session_id=session)
+        s.read()
+        first = s.token_times[0] - t0 if s.token_times else None
+        after = {w["endpoint"]: w["requests"] for w in c.stats()["workers"]}
+    worker = [e for e in after if after[e] > before.get(e, 0)]
+    print(json.dumps({"first_token_ms": round(1000 * first, 1) if first else None,
+                      "server_ttft_ms": round(s.timings.get("ttft_ms", 0), 1),
+                      "prompt_tokens": s.usage["prompt_tokens"], "cached_prompt_tokens": s.usage["cached_prompt_tokens"],
+                      "worker": worker[0].rsplit("/", 1)[-1] if worker else None}))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 7 or sys.argv[1] != "failover":
+    if len(sys.argv) == 7 and sys.argv[1] == "failover":
+        failover(sys.argv[2], *map(int, sys.argv[3:7]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "turn":
+        turn(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
         sys.exit(__doc__)
-    failover(sys.argv[2], *map(int, sys.argv[3:7]))

@@ -343,11 +343,13 @@ TEST_CASE("a worker drained with SIGTERM mid-stream: its streams move token-exac
   CHECK(w[0]->moved_in() == w[1]->moved_out());
   std::printf("drain: SIGTERM after %d of %d tokens; worker left in %.2f s; %llu requests moved, every stream exact\n",
               at_drain, kStreams * kTokens, left_s, static_cast<unsigned long long>(w[1]->moved_out()));
-  // Every session's next turn works on the worker left, from its stored pages.
+  // Every session's next turn works on the worker left, from its stored pages
+  // (restored there, or still in its memory): none is prefilled from scratch.
   for (int s = 0; s < kSessions; ++s) {
     const auto out = session_turn(server.endpoint, "drain-session", s, "and again " + std::to_string(s));
     INFO("session " << s << ": " << out.message);
     CHECK(out.done);
+    CHECK(out.usage.cached_prompt_tokens >= 16);
   }
   CHECK(pages_return(probe, 10s));
 }

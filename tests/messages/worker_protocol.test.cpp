@@ -110,7 +110,7 @@ TEST_CASE("a step or draft plan whose 8-byte forget ids are misaligned is refuse
   CHECK(misaligned == 1);  // one of the two paddings puts the ids 4 bytes off
 }
 
-TEST_CASE("a worker's join announcement and its answer round-trip; anything else is no announcement") {
+TEST_CASE("a worker's join announcement and its answer round-trip, and anything else is no announcement") {
   const messages::Bytes request = messages::join_request("tcp://10.0.0.7:7701", 42);
   const auto* r = messages::check_join_request(request);
   REQUIRE(r);
