@@ -154,6 +154,8 @@ struct Service::Impl {
   std::string check_worker(const VerifierSide& v, const std::string& endpoint, const messages::WorkerInfo& w) const;
   std::optional<std::string> admit_worker(const std::string& endpoint, uint64_t instance);
   VerifierSide shape;  // the workers' KV shape, which a joining one must match
+  // Requests have a choice of worker: several given, or more may join.
+  bool several_workers() const { return options.workers.size() > 1 || !options.join_listen.empty(); }
 };
 
 // Keys and clients, before anything binds; a non-loopback endpoint without
@@ -309,8 +311,7 @@ std::optional<std::string> Service::Impl::admit_worker(const std::string& endpoi
 void Service::Impl::open_draft_model() {
   if (!options.draft_model_path.empty() && !options.draft_worker.empty())
     throw std::invalid_argument("give a draft model or a draft worker, not both");
-  if ((options.workers.size() > 1 || !options.join_listen.empty()) &&
-      (!options.draft_model_path.empty() || !options.draft_worker.empty()))
+  if (several_workers() && (!options.draft_model_path.empty() || !options.draft_worker.empty()))
     throw std::invalid_argument("a draft model with several --worker (or --join-listen) is not supported yet (one draft model cannot serve "
                                 "several workers' sequences); --speculation ngram drafts on each worker");
   if (!options.draft_model_path.empty()) {
@@ -341,7 +342,7 @@ void Service::Impl::open_draft_model() {
 // for the last when no draft model is given: that is the verify policy.
 void Service::Impl::open_tiers(const VerifierSide& v) {
   if (options.tier_paths.empty()) return;
-  if (v.workers.size() > 1 || !options.join_listen.empty())
+  if (several_workers())
     throw std::invalid_argument("--tiers with several --worker (or --join-listen) is not supported yet: the first tier drafts for the last, "
                                 "and one draft model cannot serve several workers' sequences");
   tier_table = std::make_shared<service::TierTable>();
@@ -438,7 +439,7 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
   // than its last (overloaded, drained, lost), whose memory lacks its pages:
   // they are always read from the store, and the scheduler adopts only
   // those its worker does not hold already.
-  if (v.workers.size() > 1 || !options.join_listen.empty()) p.idle_ms = 0;
+  if (several_workers()) p.idle_ms = 0;
   kv_spill = p.kv;
   return p;
 }
@@ -481,7 +482,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
 
   // A router stands in front when requests have a choice: tiers, or workers.
   const size_t n_workers = std::max<size_t>(v.workers.size(), 1);
-  const bool several = n_workers > 1 || join_listener;  // workers may join later
+  const bool several = several_workers();
   if (tier_table || several) {
     auto table = tier_table;
     if (!table) {  // one model on several workers: one tier, as the router sees it
