@@ -133,9 +133,14 @@ TEST_CASE("a drain's two flags: the worker says it drains, the front end release
   const messages::Bytes result = messages::step_result(3, {}, "", 1, w);
   REQUIRE(messages::check_step_result(result));
   CHECK(messages::check_step_result(result)->draining());
-  CHECK_FALSE(messages::check_step_result(messages::step_result(3, {}, "", 1, {}))->draining());
-  const auto* release = messages::check_step_plan(messages::release_plan());
+  // Each checked root points into its buffer, so every buffer outlives the root read from it.
+  const messages::Bytes working = messages::step_result(3, {}, "", 1, {});
+  REQUIRE(messages::check_step_result(working));
+  CHECK_FALSE(messages::check_step_result(working)->draining());
+  const messages::Bytes release_bytes = messages::release_plan(), plain = messages::step_plan(0, {}, {});
+  const auto* release = messages::check_step_plan(release_bytes);
   REQUIRE(release);
   CHECK(release->release());
-  CHECK_FALSE(messages::check_step_plan(messages::step_plan(0, {}, {}))->release());
+  REQUIRE(messages::check_step_plan(plain));
+  CHECK_FALSE(messages::check_step_plan(plain)->release());
 }

@@ -676,7 +676,8 @@ TEST_CASE("a draining worker: nothing new goes there, its requests move, and the
   const size_t sent_on_a = on_a.tokens_of(1).size();
   CHECK(on_a.moved.front().prompt.size() == 10 + sent_on_a);
   // The heartbeat lets it go, once; a draining worker's answers never bring it back.
-  const auto* release = messages::check_step_plan(a.probe_plan());
+  const messages::Bytes release_bytes = a.probe_plan();  // outlives the root read from it
+  const auto* release = messages::check_step_plan(release_bytes);
   REQUIRE(release);
   CHECK(release->release());
   CHECK(a.probe_plan() == messages::step_plan(0, {}, {}));
