@@ -130,11 +130,11 @@ draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWo
   };
 }
 
-messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout) {
+messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout, uint64_t front) {
   const std::string& endpoint = address.endpoint;
   WorkerLink link(address);
   std::string answer;
-  const bool answered = link.call(messages::step_plan(0, {}, {}), timeout, answer) == WorkerLink::Outcome::reply;
+  const bool answered = link.call(messages::step_plan(0, {}, {}, {}, front), timeout, answer) == WorkerLink::Outcome::reply;
   const std::optional<std::string> reply = answered ? std::optional<std::string>(answer) : std::nullopt;
   if (!reply)
     throw std::runtime_error("no worker answered at " + endpoint +
@@ -143,9 +143,17 @@ messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::mil
   if (!r && messages::check_draft_result(*reply))
     throw std::runtime_error("the worker at " + endpoint + " is a draft worker; give it as --draft-worker");
   if (!r) throw std::runtime_error("the worker at " + endpoint + " sent an unreadable answer");
+  if (r->error()) throw WorkerRefused("the worker at " + endpoint + " refused this front end: " + r->error()->str());
   if (r->kv_pages() <= 0 || r->page_size() <= 0) throw std::runtime_error("the worker at " + endpoint + " reports no KV pages");
   return {r->kv_pages(), r->page_size(), r->n_vocab(), r->model() ? r->model()->str() : "", r->can_copy_pages(),
-          r->can_transfer_pages(), r->kv_type(), r->can_shift_kv(), r->instance(), r->model_fingerprint()};
+          r->can_transfer_pages(), r->kv_type(), r->can_shift_kv(), r->instance(), r->model_fingerprint(),
+          r->draining(), r->process()};
+}
+
+void release_worker(const WorkerAddress& address, std::chrono::milliseconds timeout, uint64_t front) {
+  WorkerLink link(address);
+  std::string answer;
+  link.call(messages::release_plan(front), timeout, answer);
 }
 
 messages::DrafterInfo query_draft_worker(const WorkerAddress& address, std::chrono::milliseconds timeout) {

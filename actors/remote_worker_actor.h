@@ -9,6 +9,7 @@
 // step (its requests end with the reason) or a step without drafts, not a hang.
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "actors/interfaces.h"
@@ -40,8 +41,19 @@ verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<R
 draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWorkerState> self, WorkerAddress address,
                                           std::chrono::milliseconds timeout);
 
-// Asks a verifier worker what it serves (an empty StepPlan); throws when it does not answer.
-messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout);
+// A worker that answered but has no share of its pool for this front end
+// (every share held by another live front end: worker/front_shares.h).
+struct WorkerRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Asks a verifier worker what it serves (an empty StepPlan from front end
+// `front`, which takes that front end's share of its pool); throws when it
+// does not answer, or WorkerRefused when it has no share for it.
+messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::milliseconds timeout, uint64_t front);
+// Tells a verifier worker that front end `front` is done with it (its
+// shutdown): its share of the pool is free for another. Best effort.
+void release_worker(const WorkerAddress& address, std::chrono::milliseconds timeout, uint64_t front);
 // Asks a draft worker what it serves (an empty DraftPlan); throws when it
 // does not answer or is not a draft worker.
 messages::DrafterInfo query_draft_worker(const WorkerAddress& address, std::chrono::milliseconds timeout);

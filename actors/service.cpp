@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <stdexcept>
 #include <cstdlib>
 
@@ -36,6 +37,7 @@
 #include "engine/page_pool.h"
 #include "engine/speculation/model_drafter.h"
 #include "engine/vocabulary.h"
+#include "worker/front_shares.h"
 
 namespace troupe::actors {
 namespace {
@@ -128,10 +130,42 @@ struct Service::Impl {
   std::condition_variable first_join;
   struct Joined {
     std::string endpoint;
-    uint64_t instance = 0;
+    uint64_t process = 0;  // the worker process's id (StepResult.process)
   };
   std::vector<Joined> joined;  // every worker: given at start or joined
   bool serving = false;        // replicas can be added
+  // This front end's id in its step plans: a worker that several front ends
+  // share keeps each one's pages apart by it (worker/front_shares.h).
+  const uint64_t front_id = worker::random_id();
+  // A worker's share of its pool, taken by a query that then refuses it, is let go at once.
+  void let_go(const std::string& endpoint, std::chrono::milliseconds wait = std::chrono::seconds(2)) {
+    release_worker({endpoint, worker_curve}, wait, front_id);
+  }
+  // A worker shared by several front ends may still hold the share of one
+  // that crashed: it frees it after 3 s of silence, so a restarted front end
+  // asks again for a while before it gives up.
+  messages::WorkerInfo query_worker_waiting(const std::string& endpoint) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+    for (bool told = false;; std::this_thread::sleep_for(std::chrono::milliseconds(250))) {
+      try {
+        return query_worker({endpoint, worker_curve}, options.worker_timeout, front_id);
+      } catch (const WorkerRefused& e) {
+        if (std::chrono::steady_clock::now() >= until) throw;
+        if (!std::exchange(told, true)) {
+          std::fprintf(stderr, "troupe serve: waiting for a share of a worker's pool: %s\n", e.what());
+          std::fflush(stderr);
+        }
+      }
+    }
+  }
+  // After the actors are gone (or a start that failed): no plan goes out any
+  // more, so the workers' shares are free for other front ends now, not
+  // after they miss this one's heartbeats.
+  ~Impl() {
+    for (const auto& j : joined) let_go(j.endpoint, std::chrono::milliseconds(500));
+    for (const auto& t : small_tiers)
+      if (!t.worker.empty()) let_go(t.worker, std::chrono::milliseconds(500));
+  }
   std::optional<std::string> first_worker;
   uint64_t model_fingerprint = 0;
   service::SchedulerConfig replica_config;  // what a joining worker's scheduler starts from
@@ -224,9 +258,12 @@ VerifierSide Service::Impl::open_verifier() {
   for (const std::string& endpoint : options.workers) {
     const bool twice = std::count(options.workers.begin(), options.workers.end(), endpoint) > 1;
     if (twice) throw std::invalid_argument("--worker " + endpoint + " is given twice; each worker serves one front end once");
-    const messages::WorkerInfo w = query_worker({endpoint, worker_curve}, options.worker_timeout);
+    const messages::WorkerInfo w = query_worker_waiting(endpoint);
     const std::string why = check_worker(v, endpoint, w);
-    if (!why.empty()) throw std::runtime_error(why);
+    if (!why.empty()) {
+      let_go(endpoint);
+      throw std::runtime_error(why);
+    }
     v.kv_pages = v.workers.empty() ? w.kv_pages : std::min(v.kv_pages, w.kv_pages);
     v.page_size = w.page_size;
     v.kv_type = static_cast<KvType>(w.kv_type);
@@ -234,7 +271,7 @@ VerifierSide Service::Impl::open_verifier() {
     v.can_transfer = v.can_transfer && w.can_transfer_pages;
     v.can_shift = v.can_shift && w.can_shift_kv;
     v.workers.push_back({endpoint, w.kv_pages});
-    joined.push_back({endpoint, w.instance});
+    joined.push_back({endpoint, w.process});
     v.text += std::string(v.text.empty() ? "" : ", ") + endpoint + " (" + w.model + ", KV " + std::to_string(w.kv_pages) +
               " pages x " + std::to_string(w.page_size) + " tokens)";
   }
@@ -253,9 +290,9 @@ std::string Service::Impl::check_worker(const VerifierSide& v, const std::string
   if (w.n_vocab != v.config.n_vocab)
     return "the worker at " + endpoint + " serves a model with " + std::to_string(w.n_vocab) + " tokens; " +
            options.model_path + " has " + std::to_string(v.config.n_vocab);
-  if (w.instance != 0)
+  if (w.process != 0)
     for (const Joined& j : joined)
-      if (j.instance == w.instance && j.endpoint != endpoint)
+      if (j.process == w.process && j.endpoint != endpoint)
         return "--worker " + endpoint + " and " + j.endpoint + " are the same worker process";
   if (!v.workers.empty() && (w.page_size != v.page_size || static_cast<KvType>(w.kv_type) != v.kv_type))
     return "the worker at " + endpoint + " keeps KV pages of " + std::to_string(w.page_size) + " tokens (" +
@@ -277,29 +314,36 @@ std::optional<std::string> Service::Impl::admit_worker(const std::string& endpoi
   if (!serving && first_worker) return std::nullopt;  // starting with the first: ask again later
   messages::WorkerInfo w;
   try {
-    w = query_worker({endpoint, worker_curve}, std::min<std::chrono::milliseconds>(options.worker_timeout, std::chrono::seconds(10)));
+    w = query_worker({endpoint, worker_curve}, std::min<std::chrono::milliseconds>(options.worker_timeout, std::chrono::seconds(10)),
+                     front_id);
   } catch (const std::exception& e) {
     return std::string(e.what()) + " (the endpoint it gave with --advertise)";
   }
-  if (w.instance != 0 && instance != 0 && w.instance != instance)
+  if (w.process != 0 && instance != 0 && w.process != instance) {
+    let_go(endpoint);
     return "another worker process answers at " + endpoint + " than the one that announced it";
+  }
   if (!serving) {  // the first: the service starts with it
     VerifierSide v;
     v.config = read_model_config(*file, options.backend.overrides);
     const std::string why = check_worker(v, endpoint, w);
-    if (!why.empty()) return why;
+    if (!why.empty()) {
+      let_go(endpoint);
+      return why;
+    }
     first_worker = endpoint;
     first_join.notify_all();
     return std::string();
   }
   const std::string why = check_worker(shape, endpoint, w);
   if (!why.empty()) {
+    let_go(endpoint);
     std::fprintf(stderr, "troupe serve: refused a worker: %s\n", why.c_str());
     std::fflush(stderr);
     return why;
   }
   spawn_replica(endpoint, w.kv_pages, true);
-  joined.push_back({endpoint, w.instance});
+  joined.push_back({endpoint, w.process});
   shape.workers.push_back({endpoint, w.kv_pages});
   std::fprintf(stderr, "troupe serve: worker %s joined (%s, KV %d pages x %d tokens); %zu workers\n", endpoint.c_str(),
                w.model.c_str(), w.kv_pages, w.page_size, replicas.size());
@@ -371,7 +415,7 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
     } else {  // the tier's engine in a worker: this process reads the file for its tokenizer only
       t.file = std::make_unique<GgufFile>(GgufFile::open(options.tier_paths[i]));
       const ModelConfig c = read_model_config(*t.file, options.backend.overrides);
-      const messages::WorkerInfo w = query_worker({t.worker, worker_curve}, options.worker_timeout);
+      const messages::WorkerInfo w = query_worker({t.worker, worker_curve}, options.worker_timeout, front_id);
       if (w.n_vocab != c.n_vocab)
         throw std::runtime_error("--tier-workers: the worker at " + t.worker + " serves a model with " +
                                  std::to_string(w.n_vocab) + " tokens; " + options.tier_paths[i] + " has " +
@@ -508,6 +552,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.spill_codec = options.kv_spill_codec;
   sc.kv_shift = v.can_shift;
   sc.metrics = metrics;
+  sc.front = front_id;
   if (tier_table) {
     sc.tier = tier_table->last();
     sc.tier_name = tier_table->names.back();

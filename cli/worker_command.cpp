@@ -5,7 +5,9 @@
 // (--role draft, DraftPlans of messages/draft.fbs, for `serve
 // --draft-worker ENDPOINT`). A verifier may announce itself to a front end
 // (--join) instead of being named by it, and drains on SIGTERM: it keeps
-// answering while the front end moves its requests away (docs/SCALE_OUT.md).
+// answering while the front end moves its requests away. Several front ends
+// may share one verifier (--fronts N), each with its share of the KV pool
+// (docs/SCALE_OUT.md).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 #include <zmq.hpp>
 
 #include "cli/commands.h"
@@ -46,19 +49,21 @@ struct WorkerArgs {
   int64_t kv_tokens = 32768;
   std::string role = "verifier";
   ServerAuthArgs auth;
-  std::string join, advertise, join_key;
+  std::vector<std::string> join;
+  std::string advertise, join_key;
   double drain_timeout = 30;
+  int32_t fronts = 1;
 };
 
 // The step socket's loop: each plan answered in turn. The first SIGTERM (or
 // SIGINT) starts a drain: results say `draining`, and the worker leaves when
-// its front end releases it, when no step came for kDrainIdle, or when the
+// every front end released it, when no step came for kDrainIdle, or when the
 // drain time is up; a second signal leaves at once.
 struct StepLoop {
   zmq::socket_t& socket;
   std::function<std::string(const std::string&)> answer;
   std::shared_ptr<worker::StepRunner> runner;  // null: a draft worker, which does not drain
-  worker::JoinAnnouncer* announcer = nullptr;
+  std::vector<std::unique_ptr<worker::JoinAnnouncer>>* announcers = nullptr;
   std::chrono::duration<double> drain_timeout{30};
   std::atomic<bool>* refused = nullptr;
 
@@ -74,7 +79,8 @@ struct StepLoop {
         if (!runner || drain_timeout.count() <= 0) return;
         draining = true;
         runner->set_draining(true);
-        if (announcer) announcer->stop();
+        if (announcers)
+          for (auto& a : *announcers) a->stop();
         drain_until = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(drain_timeout);
         last_step = now;
         std::fprintf(stderr, "troupe worker: draining (up to %.0f s): the front end moves its requests away\n",
@@ -102,11 +108,9 @@ struct StepLoop {
       } catch (const zmq::error_t&) {
         // The front end went away mid-step; it will start over with a new connection.
       }
-      if (draining && p) {
-        if (p->release()) {
-          std::fprintf(stderr, "troupe worker: the front end released this worker\n");
-          return;
-        }
+      if (draining && p && p->release() && runner->fronts_held() == 0) {
+        std::fprintf(stderr, "troupe worker: every front end released this worker\n");
+        return;
       }
     }
   }
@@ -121,11 +125,15 @@ int run_worker(WorkerArgs& a) {
   std::shared_ptr<worker::StepRunner> steps;
   if (a.role == "draft") {
     if (!a.join.empty()) throw std::invalid_argument("--join is for verifier workers; a draft worker is named by --draft-worker");
+    if (a.fronts != 1) throw std::invalid_argument("--fronts is for verifier workers; a draft worker serves one front end");
     answer = [runner = std::make_shared<worker::DraftRunner>(backend, a.model)](const std::string& plan) {
       return runner->run(plan);
     };
   } else {
-    steps = std::make_shared<worker::StepRunner>(backend);
+    if (static_cast<int64_t>(a.join.size()) > a.fronts)
+      throw std::invalid_argument(std::to_string(a.join.size()) + " --join front ends need --fronts " +
+                                  std::to_string(a.join.size()) + " or more: each front end holds a share of the KV pool");
+    steps = std::make_shared<worker::StepRunner>(backend, a.fronts);
     answer = [steps](const std::string& plan) { return steps->run(plan); };
   }
   check_server_auth(a.auth);
@@ -161,25 +169,25 @@ int run_worker(WorkerArgs& a) {
   std::atomic<bool> refused{false};
   std::mutex why_lock;
   std::string why;
-  std::unique_ptr<worker::JoinAnnouncer> announcer;
-  if (!a.join.empty()) {
+  std::vector<std::unique_ptr<worker::JoinAnnouncer>> announcers;
+  for (const std::string& front : a.join) {
     worker::JoinOptions jo;
-    jo.front = a.join;
+    jo.front = front;
     jo.advertise = advertise;
-    jo.instance = steps->instance();
+    jo.instance = steps->process();
     if (!a.join_key.empty()) jo.curve = messages::client_curve(a.auth.server_key, a.join_key);
-    announcer = std::make_unique<worker::JoinAnnouncer>(std::move(jo), [&](const std::string& reason) {
+    announcers.push_back(std::make_unique<worker::JoinAnnouncer>(std::move(jo), [&, front](const std::string& reason) {
       std::lock_guard<std::mutex> g(why_lock);
-      why = reason;
+      if (!refused) why = "the front end at " + front + " refused this worker: " + reason;
       refused = true;
-    });
+    }));
   }
-  StepLoop loop{socket, answer, steps, announcer.get(), std::chrono::duration<double>(a.drain_timeout), &refused};
+  StepLoop loop{socket, answer, steps, &announcers, std::chrono::duration<double>(a.drain_timeout), &refused};
   loop.run();
-  announcer.reset();
+  announcers.clear();
   if (refused) {
     std::lock_guard<std::mutex> g(why_lock);
-    throw std::runtime_error("the front end at " + a.join + " refused this worker: " + why);
+    throw std::runtime_error(why);
   }
   std::fprintf(stderr, "troupe worker: stopping\n");
   return 0;
@@ -206,7 +214,12 @@ Run add_worker(CLI::App& app) {
   add_server_auth_options(cmd, a->auth);
   cmd->add_option("--join", a->join,
                   "Announce this worker to the front end whose `serve --join-listen` is at this endpoint (again every "
-                  "5 s); it dials back --advertise");
+                  "5 s); it dials back --advertise. Repeat it for each front end (with --fronts)");
+  cmd->add_option("--fronts", a->fronts,
+                  "Front ends that may share this verifier: each holds 1/N of the KV pool and its own sequences; a "
+                  "share is freed when its front end stops, or after 3 s without word from it (a live one speaks every second)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--advertise", a->advertise,
                   "With --join: the endpoint the front end reaches this worker at (default: --listen, unless a "
                   "wildcard address)");

@@ -79,7 +79,8 @@ std::vector<DraftDistribution> read_draft_q(const flatbuffers::Vector<int32_t>* 
   return out;
 }
 
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv) {
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv,
+                uint64_t front) {
   flatbuffers::FlatBufferBuilder fbb(1024 + page_bytes(kv.imports));
   std::vector<flatbuffers::Offset<wire::step::Slice>> out;
   out.reserve(slices.size());
@@ -115,7 +116,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     shift_list = fbb.CreateVector(shifts);
   }
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
-                                        kv.export_codec, shift_list),
+                                        kv.export_codec, shift_list, false, front),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
@@ -137,15 +138,16 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
                                           swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
-                                          worker.model_fingerprint, false, worker.draining),
+                                          worker.model_fingerprint, false, worker.draining, worker.process),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
-Bytes release_plan() {
+Bytes release_plan(uint64_t front) {
   flatbuffers::FlatBufferBuilder fbb(64);
   wire::step::StepPlanBuilder b(fbb);
   b.add_release(true);
+  b.add_front(front);
   fbb.Finish(b.Finish(), wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

@@ -62,7 +62,9 @@ struct StepKv {
   std::span<const ShiftSpec> shifts;
 };
 
-Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv = {});
+// `front`: the sending front end's id (StepPlan.front; 0 where a worker has one front end).
+Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<const uint64_t> forget, const StepKv& kv = {},
+                uint64_t front = 0);
 struct WorkerInfo {
   int32_t kv_pages = 0;
   int32_t page_size = 0;
@@ -72,17 +74,18 @@ struct WorkerInfo {
   bool can_transfer_pages = false;
   uint8_t kv_type = 0;  // engine/kv_type.h KvType
   bool can_shift_kv = false;
-  uint64_t instance = 0;  // the worker process's random id (StepResult.instance)
+  uint64_t instance = 0;  // the identity of this front end's KV pages on it (StepResult.instance)
   uint64_t model_fingerprint = 0;
   bool draining = false;  // StepResult.draining: the worker is shutting down
+  uint64_t process = 0;   // the worker process's random id (StepResult.process)
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
                   const WorkerInfo& worker = {}, std::span<const PageBytes> exported = {},
                   std::span<const PageBytes> swapped = {});
 
-// The front end lets a draining worker go (StepPlan.release): an empty plan.
-Bytes release_plan();
+// The front end lets the worker go (StepPlan.release): an empty plan.
+Bytes release_plan(uint64_t front = 0);
 
 // What the front end's link to a worker answers when no result came (StepResult.worker_lost).
 Bytes worker_lost_result(std::string_view why);

@@ -418,6 +418,7 @@ void Scheduler::probed(const std::string& result) {
   std::string why;
   if (!res) why = "worker " + cfg_.worker_name + " sent an unreadable answer";
   else if (res->worker_lost()) why = res->error() ? res->error()->str() : "worker " + cfg_.worker_name + " was lost";
+  else if (res->error()) why = "worker " + cfg_.worker_name + ": " + res->error()->str();  // e.g. no share of its pool for us
   else if (worker_model_ != 0 && res->model_fingerprint() != 0 && res->model_fingerprint() != worker_model_)
     why = "worker " + cfg_.worker_name + " now serves another model (" + (res->model() ? res->model()->str() : "") + ")";
   else if (res->kv_pages() != cfg_.kv_pages || res->page_size() != cfg_.page_size)
@@ -702,7 +703,7 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   kv.swap_outs = pages.swap_outs;
   kv.export_codec = cfg_.spill_codec;
   kv.shifts = pages.shifts;
-  plan.bytes = messages::step_plan(++step_, specs, forget_, kv);
+  plan.bytes = messages::step_plan(++step_, specs, forget_, kv, cfg_.front);
   forget_.clear();
   return Built::step;
 }
@@ -786,8 +787,8 @@ void Scheduler::worker_drains() {
 }
 
 messages::Bytes Scheduler::probe_plan() {
-  if (!std::exchange(release_due_, false)) return messages::step_plan(0, {}, {});
-  return messages::release_plan();
+  if (!std::exchange(release_due_, false)) return messages::step_plan(0, {}, {}, {}, cfg_.front);
+  return messages::release_plan(cfg_.front);
 }
 
 void Scheduler::take_tokens(const wire::step::StepResult& res) {

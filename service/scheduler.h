@@ -68,6 +68,9 @@ struct SchedulerConfig {
   int32_t replica = -1;
   bool failover = false;
   std::string worker_name;  // its worker's endpoint, for messages and stats
+  // This front end's random id, in every StepPlan: a worker shared by several
+  // front ends keeps each one's pages and sequences apart (StepPlan.front).
+  uint64_t front = 0;
   std::function<int64_t()> clock;  // steady nanoseconds; empty: the steady clock
   std::shared_ptr<ServiceMetrics> metrics;  // null: none recorded
 };

@@ -19,7 +19,7 @@ namespace troupe::worker {
 struct JoinOptions {
   std::string front;      // the front end's join endpoint
   std::string advertise;  // where the front end reaches this worker's steps
-  uint64_t instance = 0;  // StepResult.instance of this worker
+  uint64_t instance = 0;  // this worker process's id (StepResult.process)
   messages::CurveKeys curve;  // toward the front end (a client of its join socket)
   std::chrono::milliseconds retry{2000}, every{5000};
 };

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <random>
 #include <unordered_map>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "engine/sampler.h"
 #include "engine/speculation/acceptance.h"
 #include "messages/step_frames.h"
+#include "worker/front_shares.h"
 #include "worker/sequence_sampling.h"
 
 namespace troupe::worker {
@@ -40,17 +40,34 @@ struct StepRunner::Impl {
     std::vector<Sampler::Distribution> q;  // the draft model's q per draft (empty: fixed drafts)
   };
 
+  using Samplers = std::unordered_map<uint64_t, SequenceSampler>;
+
   std::shared_ptr<Backend> backend;
-  messages::WorkerInfo info;
-  std::unordered_map<uint64_t, SequenceSampler> samplers;
+  messages::WorkerInfo info;  // kv_pages and instance: those of the current plan's share
+  FrontShares shares;
+  std::unordered_map<uint64_t, Samplers> samplers_of;  // by front end: sequence ids are each front end's own
+  Samplers* samplers = nullptr;                          // the current plan's front end's
+  int32_t first_page = 0;                                // where its share starts
+  std::vector<std::vector<int32_t>> tables;              // its block tables in the worker's page numbers
   Logits logits;
   std::vector<float> original;
 
-  // A front end sized for another worker must not touch pages out of bounds.
-  void check_page(int32_t page) const {
+  Impl(std::shared_ptr<Backend> b, int32_t fronts, std::chrono::milliseconds front_idle)
+      : backend(std::move(b)), shares(backend->pages().capacity(), fronts, front_idle) {}
+
+  // A front end sized for another worker must not touch pages out of its
+  // share; a page it names is translated to the worker's numbering.
+  int32_t page_of(int32_t page) const {
     if (page < 0 || page >= info.kv_pages)
       throw std::out_of_range("KV page " + std::to_string(page) + " outside this worker's " + std::to_string(info.kv_pages) +
                               " pages");
+    return first_page + page;
+  }
+  std::span<const int32_t> table_of(const flatbuffers::Vector<int32_t>& pages) {
+    std::vector<int32_t>& t = tables.emplace_back();
+    t.reserve(pages.size());
+    for (int32_t page : pages) t.push_back(page_of(page));
+    return t;
   }
 
   // Exports and swap-outs first: a page this step reuses still holds what left.
@@ -59,38 +76,33 @@ struct StepRunner::Impl {
     if (plan.exports()) {
       const auto codec = static_cast<KvPageCodec>(plan.export_codec());
       for (int32_t page : *plan.exports()) {
-        check_page(page);
+        const int32_t at = page_of(page);
         if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4 && codec != KvPageCodec::raw)
           throw std::invalid_argument("unknown KV export codec " + std::to_string(plan.export_codec()));
-        exported.push_back({page, export_kv_page(*backend, page, codec)});
+        exported.push_back({page, export_kv_page(*backend, at, codec)});
       }
     }
     if (plan.swap_outs())
-      for (int32_t page : *plan.swap_outs()) {
-        check_page(page);
-        swapped.push_back({page, export_kv_page(*backend, page, swap_codec(backend->kv_type()))});
-      }
+      for (int32_t page : *plan.swap_outs())
+        swapped.push_back({page, export_kv_page(*backend, page_of(page), swap_codec(backend->kv_type()))});
   }
 
   void import_pages(const StepPlan& plan) const {
     if (!plan.imports()) return;
     for (const auto* p : *plan.imports()) {
-      check_page(p->page());
+      const int32_t at = page_of(p->page());
       const auto* d = p->data();
-      if (!d || !import_kv_page(*backend, p->page(), std::string_view(reinterpret_cast<const char*>(d->data()), d->size())))
+      if (!d || !import_kv_page(*backend, at, std::string_view(reinterpret_cast<const char*>(d->data()), d->size())))
         throw std::invalid_argument("KV page " + std::to_string(p->page()) + " to restore is not in this model's layout");
     }
   }
 
-  void shift(const StepPlan& plan) const {
+  void shift(const StepPlan& plan) {
     if (!plan.shifts() || plan.shifts()->size() == 0) return;
     std::vector<KvShift> shifts;
     for (const auto* sh : *plan.shifts()) {
       if (!sh->src_table() || !sh->dst_table()) throw std::invalid_argument("KV shift without its block tables");
-      for (int32_t page : *sh->src_table()) check_page(page);
-      for (int32_t page : *sh->dst_table()) check_page(page);
-      shifts.push_back({std::span<const int32_t>(sh->src_table()->data(), sh->src_table()->size()), sh->src_start(),
-                        std::span<const int32_t>(sh->dst_table()->data(), sh->dst_table()->size()), sh->dst_start(),
+      shifts.push_back({table_of(*sh->src_table()), sh->src_start(), table_of(*sh->dst_table()), sh->dst_start(),
                         sh->count(), sh->delta()});
     }
     backend->shift_kv(shifts);
@@ -105,18 +117,17 @@ struct StepRunner::Impl {
     if (static_cast<int32_t>(fresh.history.size()) != s.start())
       throw std::invalid_argument(who(s.sequence_id()) + " starts at " + std::to_string(s.start()) + " with a history of " +
                                   std::to_string(fresh.history.size()) + " tokens");
-    samplers.insert_or_assign(s.sequence_id(), std::move(fresh));
+    samplers->insert_or_assign(s.sequence_id(), std::move(fresh));
   }
 
   void read_slice(const wire::step::Slice& s, Batch& batch, std::vector<Wanting>& wanting) {
     if (!s.tokens() || !s.block_table() || s.tokens()->size() == 0)
       throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has no tokens");
     const std::span<const int32_t> tokens(s.tokens()->data(), s.tokens()->size());
-    const std::span<const int32_t> table(s.block_table()->data(), s.block_table()->size());
-    for (int32_t page : table) check_page(page);
+    const std::span<const int32_t> table = table_of(*s.block_table());
     if (s.sampling()) introduce(s);
-    auto it = samplers.find(s.sequence_id());
-    if (it == samplers.end()) throw std::invalid_argument(who(s.sequence_id()) + " continues but never started");
+    auto it = samplers->find(s.sequence_id());
+    if (it == samplers->end()) throw std::invalid_argument(who(s.sequence_id()) + " continues but never started");
     const int32_t drafts = s.drafts();
     if (drafts < 0 || drafts >= static_cast<int32_t>(tokens.size()) || (drafts > 0 && !s.wants_token()))
       throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has " + std::to_string(drafts) + " drafts");
@@ -148,7 +159,7 @@ struct StepRunner::Impl {
     sampled.reserve(wanting.size());
     int64_t next_row = 0;
     for (Wanting& w : wanting) {
-      SequenceSampler& ss = samplers.at(w.sequence);
+      SequenceSampler& ss = samplers->at(w.sequence);
       if (w.drafts == 0) {
         sampled.push_back(sample_row(ss, w.sequence, logits.row(next_row++)));
         continue;
@@ -163,13 +174,45 @@ struct StepRunner::Impl {
     return sampled;
   }
 
+  // The share of the plan's front end; false (with `why`) when none is free.
+  bool hold_share(uint64_t front, std::chrono::steady_clock::time_point now, std::string& why) {
+    std::vector<uint64_t> evicted;
+    const std::optional<FrontShares::Share> share = shares.hold(front, now, evicted, why);
+    for (uint64_t gone : evicted) samplers_of.erase(gone);
+    if (!share) return false;
+    first_page = share->first_page;
+    info.kv_pages = share->pages;
+    info.instance = share->epoch;
+    samplers = &samplers_of[front];
+    return true;
+  }
+
   std::string run(const std::string& bytes) {
     const auto* plan = messages::check_step_plan(bytes);
     if (!plan) return messages::step_result(0, {}, "malformed step plan", 0, info);
     const auto t0 = std::chrono::steady_clock::now();
+    std::string why;
+    if (!hold_share(plan->front(), t0, why)) {
+      messages::WorkerInfo none = info;
+      none.instance = 0;  // no pages of this front end's here
+      return messages::step_result(plan->step(), {}, why, 0, none);
+    }
+    tables.clear();
+    std::string result = step(*plan, t0);
+    shares.worked(std::chrono::steady_clock::now() - t0);
+    // The front end is done with this worker (its shutdown, or a drain's end).
+    if (plan->release()) {
+      shares.release(plan->front());
+      samplers_of.erase(plan->front());
+    }
+    return result;
+  }
+
+  std::string step(const StepPlan& p, std::chrono::steady_clock::time_point t0) {
+    const StepPlan* plan = &p;
     try {
       if (plan->forget())
-        for (uint64_t id : *plan->forget()) samplers.erase(id);
+        for (uint64_t id : *plan->forget()) samplers->erase(id);
       std::vector<messages::PageBytes> exported, swapped;
       export_pages(*plan, exported, swapped);
       import_pages(*plan);
@@ -179,7 +222,7 @@ struct StepRunner::Impl {
         for (const auto* s : *plan->slices()) read_slice(*s, batch, wanting);
       if (plan->copies() && plan->copies()->size() > 0) {
         std::vector<PageCopy> copies;
-        for (const auto* c : *plan->copies()) copies.push_back({c->src(), c->dst()});
+        for (const auto* c : *plan->copies()) copies.push_back({page_of(c->src()), page_of(c->dst())});
         backend->copy_pages(copies);
       }
       shift(*plan);
@@ -193,26 +236,18 @@ struct StepRunner::Impl {
   }
 };
 
-namespace {
-// This runner's id: a front end that sees it change knows its KV cache was lost.
-uint64_t new_instance() {
-  std::random_device rd;
-  const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  const uint64_t id = ((uint64_t{rd()} << 32) | rd()) ^ (t * 0x9e3779b97f4a7c15ull);
-  return id ? id : 1;
-}
-}  // namespace
-
-StepRunner::StepRunner(std::shared_ptr<Backend> backend) : impl_(std::make_unique<Impl>()) {
-  impl_->backend = std::move(backend);
+StepRunner::StepRunner(std::shared_ptr<Backend> backend, int32_t fronts, std::chrono::milliseconds front_idle)
+    : impl_(std::make_unique<Impl>(std::move(backend), fronts, front_idle)) {
   Backend& b = *impl_->backend;
-  impl_->info = {b.pages().capacity(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
+  impl_->info = {impl_->shares.share_pages(), b.page_size(), static_cast<int32_t>(b.config().n_vocab), b.config().name,
                  b.can_copy_pages(), b.can_transfer_pages(), static_cast<uint8_t>(b.kv_type()), b.can_shift_kv(),
-                 new_instance(), file_fingerprint(b.file())};
+                 0, file_fingerprint(b.file())};
+  impl_->info.process = random_id();
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }
 void StepRunner::set_draining(bool draining) { impl_->info.draining = draining; }
-uint64_t StepRunner::instance() const { return impl_->info.instance; }
+uint64_t StepRunner::process() const { return impl_->info.process; }
+int32_t StepRunner::fronts_held() const { return impl_->shares.held(); }
 
 }  // namespace troupe::worker

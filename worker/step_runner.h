@@ -7,6 +7,7 @@
 // pages are exported, swapped out and imported around the forward, in the
 // order the plan defines. The verifier actor and `troupe worker` both run
 // it; it links no actor framework.
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -16,7 +17,11 @@ namespace troupe::worker {
 
 class StepRunner {
  public:
-  explicit StepRunner(std::shared_ptr<Backend> backend);
+  // `fronts`: how many front ends may share this worker, each with its own
+  // share of the KV pool (worker/front_shares.h); a share whose front end
+  // fell silent for `front_idle` is free again.
+  explicit StepRunner(std::shared_ptr<Backend> backend, int32_t fronts = 1,
+                      std::chrono::milliseconds front_idle = std::chrono::seconds(3));
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -25,7 +30,8 @@ class StepRunner {
   // Shutting down: every result says so (StepResult.draining), and the front
   // end moves the requests away.
   void set_draining(bool draining);
-  uint64_t instance() const;  // this runner's random id (StepResult.instance)
+  uint64_t process() const;   // this runner's random id (StepResult.process, JoinRequest.instance)
+  int32_t fronts_held() const;  // front ends holding a share of the pool now
 
  private:
   struct Impl;

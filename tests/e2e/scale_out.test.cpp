@@ -117,8 +117,11 @@ TEST_CASE("two workers: streams spread over both and each is the engine's own gr
   CHECK(w[0]->endpoint()->str() == a.endpoint);
   CHECK(w[1]->endpoint()->str() == b.endpoint);
   CHECK(w[0]->requests() + w[1]->requests() == kStreams);
-  CHECK(w[0]->requests() >= 4);  // spread by load
-  CHECK(w[1]->requests() >= 4);
+  // Spread by load. Step times count in the load, and on a busy machine
+  // (CI runs two tests at once) one worker's steps may look slower for a
+  // while: 13 and 3 were seen. Neither may be left out.
+  CHECK(w[0]->requests() >= 2);
+  CHECK(w[1]->requests() >= 2);
   CHECK(w[0]->up());
   CHECK(w[1]->up());
   CHECK(s->pages_total() == w[0]->pages_total() + w[1]->pages_total());
@@ -367,4 +370,73 @@ TEST_CASE("bad worker lists are refused at start with one line", "[service][scal
   Worker a2("bad-a2");
   CHECK_THROWS_WITH(Server("dpdraft", {"--worker", a.endpoint, "--worker", a2.endpoint, "--draft-model", draft_model_path()}),
                     Catch::Contains("several --worker"));
+}
+
+TEST_CASE("two front ends share two workers: each has its own share of every pool, and one's crash costs the other nothing",
+          "[service][scale]") {
+  const std::vector<std::string> two{"--fronts", "2"};
+  Worker a("fronts-a", model_path(), "", two), b("fronts-b", model_path(), "", two);
+  const std::vector<std::string> both{"--worker", a.endpoint, "--worker", b.endpoint};
+  Server one("fronts-1", both);
+  auto other = std::make_unique<Server>("fronts-2", both);
+  Reference ref;
+  messages::ClientConnection c1(one.endpoint), c2(other->endpoint);
+  messages::Bytes keep;
+  for (messages::ClientConnection* c : {&c1, &c2}) {
+    const auto w = workers_of(stats(*c, keep));
+    REQUIRE(w.size() == 2);
+    CHECK(w[0]->pages_total() == 8192 / 16 / 2);  // half of each worker's pool
+    CHECK(w[1]->pages_total() == 8192 / 16 / 2);
+  }
+  // Both front ends stream at once, through the same workers, with the same
+  // page numbers and sequence ids on their side: every stream is exact.
+  constexpr int kStreams = 8, kTokens = 32;
+  std::vector<messages::StreamOutcome> got2;
+  std::thread second([&] { got2 = concurrent_greedy(other->endpoint, prompts(300, kStreams), kTokens); });
+  const auto got1 = concurrent_greedy(one.endpoint, prompts(400, kStreams), kTokens);
+  second.join();
+  for (int i = 0; i < kStreams; ++i) {
+    INFO("stream " << i << ": " << got1[static_cast<size_t>(i)].message << " / " << got2[static_cast<size_t>(i)].message);
+    REQUIRE(got1[static_cast<size_t>(i)].done);
+    REQUIRE(got2[static_cast<size_t>(i)].done);
+    CHECK(got1[static_cast<size_t>(i)].tokens == ref.greedy(prompt_for(400 + i), kTokens));
+    CHECK(got2[static_cast<size_t>(i)].tokens == ref.greedy(prompt_for(300 + i), kTokens));
+  }
+  // A third front end, while both live, is refused in one line (after asking for 6 s).
+  CHECK_THROWS_WITH(Server("fronts-3", both), Catch::Contains("every share is held"));
+
+  // Front end 2 is killed mid-stream (its client gives up); front end 1's streams go on, untouched.
+  std::thread doomed([&] {
+    messages::ClientConnection c(other->endpoint);
+    const uint64_t id = c.next_id();
+    c.stream(messages::generate_request(id, prompt_for(600), greedy(400)), id, {}, 15s);
+  });
+  const auto after = streams_then(one.endpoint, 410, kStreams, kTokens, [&](int) { other->process.stop(SIGKILL); });
+  doomed.join();
+  for (int i = 0; i < kStreams; ++i) {
+    const auto& g = after[static_cast<size_t>(i)];
+    INFO("front end 1 after the crash, stream " << i << ": " << g.message);
+    REQUIRE(g.done);
+    CHECK(g.tokens == ref.greedy(prompt_for(410 + i), kTokens));
+  }
+  const auto w1 = workers_of(stats(c1, keep));
+  REQUIRE(w1.size() == 2);
+  CHECK(w1[0]->up());
+  CHECK(w1[1]->up());
+  CHECK(w1[0]->lost() + w1[1]->lost() == 0);
+
+  // The crashed front end's shares are free once it has been silent for 3 s: a new one gets them.
+  auto third = std::make_unique<Server>("fronts-3b", both);
+  const auto got3 = concurrent_greedy(third->endpoint, prompts(500, 4), 16);
+  for (int i = 0; i < 4; ++i) {
+    INFO("front end 3, stream " << i << ": " << got3[static_cast<size_t>(i)].message);
+    REQUIRE(got3[static_cast<size_t>(i)].done);
+    CHECK(got3[static_cast<size_t>(i)].tokens == ref.greedy(prompt_for(500 + i), 16));
+  }
+  // A front end that stops cleanly lets go of its shares at once: the next one does not wait.
+  CHECK(third->process.stop(SIGTERM) == 0);
+  third.reset();
+  Server fourth("fronts-4", both);
+  CHECK_THAT(fourth.process.output(), Catch::Contains("verifier in 2 workers"));
+  CHECK_THAT(fourth.process.output(), !Catch::Contains("waiting for a share"));
 }
