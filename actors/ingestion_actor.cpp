@@ -53,6 +53,52 @@ void admit(Self self, service::AdmitRequest a) {
           [to_scheduler](caf::error&) { to_scheduler(); });
 }
 
+// The turn on its session's history (`start`: begun, so the session is busy).
+void continue_turn(Self self, service::SessionTurn turn, persistence::SessionStart start) {
+  const std::string sid = turn.request.session_id, peer = turn.request.peer;
+  auto next = self->state.gate->with_history(std::move(turn), std::move(start));
+  if (auto* r = std::get_if<messages::Rejection>(&next)) {
+    reject(self, peer, *r);
+    return self->send(self->state.links.persistence, session_release_atom::value, sid);
+  }
+  admit(self, std::get<service::AdmitRequest>(std::move(next)));
+}
+
+// A session this store does not hold may be another front end's: the peers
+// are asked, and one that holds it hands it over (stored here, then
+// confirmed to it) before the turn goes on. Held (busy) here meanwhile.
+void take_from_peers(Self self, service::SessionTurn turn, persistence::SessionStart fresh) {
+  const std::string sid = turn.request.session_id, peer = turn.request.peer;
+  const uint64_t id = turn.request.client_id;
+  const persistence::Principal who = turn.who;
+  auto fail = [self, sid, peer, id](wire::ErrorCode code, const std::string& message) {
+    self->send(self->state.links.persistence, session_release_atom::value, sid);
+    self->state.links.replies->send(peer, id, messages::error_response(id, code, message));
+  };
+  self->request(self->state.links.peers, caf::infinite, peer_take_atom::value, sid, who)
+      .then(
+          [self, sid, peer, id, who, fail, turn = std::move(turn), fresh = std::move(fresh)](PeerHandOff& found) mutable {
+            if (found.error != wire::ErrorCode::none) return fail(found.error, found.message);
+            if (!found.found) return continue_turn(self, std::move(turn), std::move(fresh));
+            const std::string holder = found.peer;
+            self->request(self->state.links.persistence, caf::infinite, session_adopt_atom::value, sid,
+                          std::move(found.hand_off), who)
+                .then(
+                    [self, sid, peer, id, holder, turn = std::move(turn)](persistence::SessionStart& start) mutable {
+                      const bool stored = start.error == wire::ErrorCode::none;
+                      self->send(self->state.links.peers, peer_confirm_atom::value, holder, sid, stored);
+                      if (!stored)  // adopt released it: nothing begun
+                        return self->state.links.replies->send(peer, id, messages::error_response(id, start.error, start.message));
+                      continue_turn(self, std::move(turn), std::move(start));
+                    },
+                    [self, sid, holder, fail](caf::error&) {
+                      self->send(self->state.links.peers, peer_confirm_atom::value, holder, sid, false);
+                      fail(wire::ErrorCode::internal, "the session store is unreachable");
+                    });
+          },
+          [fail](caf::error&) { fail(wire::ErrorCode::internal, "the other front ends could not be asked"); });
+}
+
 void begin_turn(Self self, service::SessionTurn turn) {
   const std::string sid = turn.request.session_id, peer = turn.request.peer;
   const uint64_t id = turn.request.client_id;
@@ -61,12 +107,9 @@ void begin_turn(Self self, service::SessionTurn turn) {
           [self, sid, peer, id, turn = std::move(turn)](persistence::SessionStart& start) mutable {
             if (start.error != wire::ErrorCode::none)  // not begun: nothing to release
               return self->state.links.replies->send(peer, id, messages::error_response(id, start.error, start.message));
-            auto next = self->state.gate->with_history(std::move(turn), std::move(start));
-            if (auto* r = std::get_if<messages::Rejection>(&next)) {
-              reject(self, peer, *r);
-              return self->send(self->state.links.persistence, session_release_atom::value, sid);
-            }
-            admit(self, std::get<service::AdmitRequest>(std::move(next)));
+            if (start.turns.empty() && self->state.links.peers)
+              return take_from_peers(self, std::move(turn), std::move(start));
+            continue_turn(self, std::move(turn), std::move(start));
           },
           [self, peer, id](caf::error&) {
             self->state.links.replies->send(
@@ -88,6 +131,8 @@ void route(Self self, const service::Query& q) {
       return self->send(to.persistence, delete_session_atom::value, q.peer, q.client_id, q.name, q.who);
     case service::Query::Kind::job:
       return self->send(to.jobs, job_query_atom::value, q.peer, q.client_id, q.job, q.name, q.who);
+    case service::Query::Kind::take_session:
+      return self->send(to.persistence, take_session_atom::value, q.peer, q.client_id, q.take);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "actors/interfaces.h"
+#include "actors/session_peers.h"
 #include "service/intake.h"
 #include "service/metrics.h"
 #include "service/request_gate.h"
@@ -23,6 +24,7 @@ struct IngestionLinks {
   job_actor jobs;
   std::shared_ptr<service::IntakeBacklog> backlog;  // what the socket thread counted, released once read
   std::shared_ptr<service::ServiceMetrics> metrics;  // refusals counted by code; may be null
+  session_peers_actor peers;  // other front ends to take unknown sessions from (serve --peer); may be null
 };
 
 struct IngestionState {

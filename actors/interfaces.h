@@ -47,6 +47,12 @@ using session_commit_atom = caf::atom_constant<caf::atom("scommit")>;
 using list_sessions_atom = caf::atom_constant<caf::atom("slist")>;
 using show_session_atom = caf::atom_constant<caf::atom("sshow")>;
 using delete_session_atom = caf::atom_constant<caf::atom("sdelete")>;
+// A session's hand-off between front ends (docs/SCALE_OUT.md): a peer's
+// TakeSession step (giver); a session taken from a peer (taker).
+using take_session_atom = caf::atom_constant<caf::atom("stake")>;
+using session_adopt_atom = caf::atom_constant<caf::atom("sadopt")>;
+using peer_take_atom = caf::atom_constant<caf::atom("ptake")>;
+using peer_confirm_atom = caf::atom_constant<caf::atom("pconfirm")>;
 using session_idle_atom = caf::atom_constant<caf::atom("sidle")>;
 using session_active_atom = caf::atom_constant<caf::atom("sactive")>;
 using expire_atom = caf::atom_constant<caf::atom("sexpire")>;  // -> sessions idle long enough
@@ -113,6 +119,11 @@ using persistence_actor = caf::typed_actor<
     caf::reacts_to<list_sessions_atom, std::string, uint64_t, persistence::Principal>,
     caf::reacts_to<show_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
     caf::reacts_to<delete_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
+    // (peer, id, the step): answered with SessionRecords, an Ack or an Error
+    caf::reacts_to<take_session_atom, std::string, uint64_t, messages::TakeSessionFields>,
+    // A session begun as new here but handed over by a peer: stored, then begun again.
+    caf::replies_to<session_adopt_atom, std::string, persistence::SessionHandOff, persistence::Principal>::with<
+        persistence::SessionStart>,
     caf::replies_to<job_create_atom, persistence::JobRecord>::with<std::string>,
     caf::replies_to<job_result_atom, persistence::JobRecord, messages::JobItemFields>::with<std::string>,
     caf::replies_to<job_header_atom, persistence::JobRecord>::with<std::string>,
@@ -178,6 +189,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SwappedPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::SessionPages)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::SessionPages>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionStart)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionHandOff)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::messages::TakeSessionFields)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::Principal)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::SessionCommit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::persistence::KvSpill)

@@ -145,7 +145,40 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   count_sessions(self);
   return {
       [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
+        self->state.sessions->expire_hand_offs(steady_ms());
         return self->state.sessions->begin(id, steady_ms(), who);
+      },
+      [self, reply](take_session_atom, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
+        persistence::SessionTurns& turns = *self->state.sessions;
+        turns.expire_hand_offs(steady_ms());
+        if (t.step == wire::HandOffStep::abort) {
+          turns.hand_off_abort(t.session_id, t.to);
+          return reply(peer, id, messages::ack_response(id, "session '" + t.session_id + "' stays here"));
+        }
+        if (t.step == wire::HandOffStep::done) {
+          const std::string why = turns.hand_off_done(t.session_id, t.to);
+          count_sessions(self);
+          return reply(peer, id, why.empty() ? messages::ack_response(id, "session '" + t.session_id + "' handed over")
+                                             : messages::error_response(id, wire::ErrorCode::storage_failed, why));
+        }
+        const persistence::SessionHandOff h = turns.hand_off(t.session_id, t.to, {t.owner, t.admin}, steady_ms());
+        if (h.error != wire::ErrorCode::none) return reply(peer, id, messages::error_response(id, h.error, h.message));
+        reply(peer, id, messages::session_records_response(id, {t.session_id, h.records.header, h.records.turns, h.kv_data}));
+      },
+      [self, written](session_adopt_atom, const std::string& id, const persistence::SessionHandOff& h,
+                      const persistence::Principal& who) {
+        persistence::SessionTurns& turns = *self->state.sessions;
+        turns.release(id);  // begun as new, before the peers were asked
+        const std::string why = turns.take(id, h);
+        if (!why.empty()) {
+          persistence::SessionStart failed;
+          failed.error = wire::ErrorCode::storage_failed;
+          failed.message = "session '" + id + "' could not be taken over from another front end: " + why;
+          return failed;
+        }
+        written(id);
+        count_sessions(self);
+        return turns.begin(id, steady_ms(), who);
       },
       [self](session_release_atom, const std::string& id) { self->state.sessions->release(id); },
       [self, reply, written](session_commit_atom, persistence::SessionCommit& c) {

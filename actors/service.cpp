@@ -27,6 +27,7 @@
 #include "actors/remote_worker_actor.h"
 #include "actors/replies.h"
 #include "actors/scheduler_actor.h"
+#include "actors/session_peers.h"
 #include "actors/tier_router_actor.h"
 #include "actors/verifier_actor.h"
 #include "engine/chat_template.h"
@@ -126,6 +127,7 @@ struct Service::Impl {
   // Workers that join by themselves (--join-listen). The lock guards
   // `replicas` and `joined` against the listener's thread.
   std::unique_ptr<JoinListener> join_listener;
+  session_peers_actor peers;  // other front ends to take sessions from (--peer); null: none
   std::mutex workers_lock;
   std::condition_variable first_join;
   struct Joined {
@@ -632,8 +634,17 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
     gc.model_fingerprint = (gc.model_fingerprint * 0x100000001b3ull) ^ t.fingerprint;
   gc.tiers = tier_table;
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
+  if (!options.peers.empty()) {
+    SessionPeersOptions po;
+    po.peers = options.peers;
+    po.self = options.listen;
+    // Front ends that hand sessions to each other share one key pair: each
+    // is an (admin) client of the others under it.
+    if (curve.enabled()) po.curve = {curve.public_key, curve.secret_key, curve.public_key};
+    peers = system->spawn<caf::detached>(session_peers, std::move(po));
+  }
   ingestion_handle =
-      system->spawn(ingestion, gc, IngestionLinks{replies, front, persistence_handle, jobs, backlog, metrics});
+      system->spawn(ingestion, gc, IngestionLinks{replies, front, persistence_handle, jobs, backlog, metrics, peers});
 }
 
 Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
@@ -705,6 +716,8 @@ Service::~Service() {
     auto stop = [](const auto& a) {
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     };
+    stop(s.peers);
+    s.peers = session_peers_actor();
     stop(s.ingestion_handle), stop(s.jobs), stop(s.router), stop(s.scheduler_handle), stop(s.allocator),
         stop(s.persistence_handle), stop(s.verifier), stop(s.drafter);
     for (auto& t : s.small_tiers) {

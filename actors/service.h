@@ -43,6 +43,10 @@ struct ServiceOptions {
   // endpoint. Without any `workers`, the service starts with the first one
   // that joins.
   std::string join_listen;
+  // Other front ends (their client endpoints) that may hold sessions this
+  // one's store does not: a turn for such a session takes it over from the
+  // one that holds it (docs/SCALE_OUT.md, "A session's hand-off").
+  std::vector<std::string> peers;
   // Where the RocksDB store (sessions, jobs) lives; created if missing.
   std::filesystem::path data_dir;
   // The job event socket (PUB); empty: derived from `listen` (tcp port + 1,

@@ -203,6 +203,10 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--join-listen", a->service.join_listen,
                   "Also take workers that announce themselves (`troupe worker --join`) at this ZeroMQ endpoint; "
                   "without --worker, start with the first one to join (docs/SCALE_OUT.md)");
+  cmd->add_option("--peer", a->service.peers,
+                  "Another front end's client endpoint (repeat for each): a turn for a session this store does not "
+                  "hold takes it over from the one that holds it; under --auth curve the front ends share one key "
+                  "pair, listed as an admin client (docs/SCALE_OUT.md)");
   cmd->add_option("--worker-timeout", a->worker_timeout_s,
                   "Seconds a worker may take to answer (a step, or the question at start); then it is lost: its "
                   "requests move to another worker, or end. A worker that dies is noticed at once")

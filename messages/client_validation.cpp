@@ -222,6 +222,17 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
     case wire::RequestBody::DeleteSession:
       ok = check_id(c, "DeleteSession.session_id", req->body_as_DeleteSession()->session_id(), limits, true);
       break;
+    case wire::RequestBody::TakeSession: {
+      const auto* t = req->body_as_TakeSession();
+      ok = check_id(c, "TakeSession.session_id", t->session_id(), limits, true);
+      if (ok && t->step() != wire::HandOffStep::ask && t->step() != wire::HandOffStep::done &&
+          t->step() != wire::HandOffStep::abort)
+        ok = c.fail("TakeSession.step", "unknown step " + std::to_string(static_cast<int>(t->step())));
+      if (ok && (!t->to() || t->to()->size() == 0 || t->to()->size() > 1024))
+        ok = c.fail("TakeSession.to", "needs the taker's endpoint (at most 1,024 bytes)");
+      if (ok && t->owner() && t->owner()->size() > 1024) ok = c.fail("TakeSession.owner", "longer than 1,024 bytes");
+      break;
+    }
     case wire::RequestBody::SubmitJob: ok = check_job(c, req->body_as_SubmitJob(), limits); break;
     case wire::RequestBody::JobStatus:
       ok = check_id(c, "JobStatus.job_id", req->body_as_JobStatus()->job_id(), limits, true);

@@ -72,4 +72,53 @@ SessionSummaryFields read_session_summary(const wire::SessionSummary* s) {
   return f;
 }
 
+Bytes take_session_request(uint64_t id, const TakeSessionFields& t) {
+  flatbuffers::FlatBufferBuilder fbb(128 + t.session_id.size() + t.owner.size() + t.to.size());
+  const auto body = wire::CreateTakeSession(fbb, fbb.CreateString(t.session_id), t.step, fbb.CreateString(t.owner), t.admin,
+                                            fbb.CreateString(t.to));
+  return request_bytes(id, wire::RequestBody::TakeSession, body.Union(), fbb);
+}
+
+TakeSessionFields read_take_session(const wire::TakeSession& t) {
+  return {t.session_id() ? t.session_id()->str() : "", t.step(), t.owner() ? t.owner()->str() : "", t.admin(),
+          t.to() ? t.to()->str() : ""};
+}
+
+namespace {
+std::string blob_string(const flatbuffers::Vector<uint8_t>* v) {
+  return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
+}
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::Blob>>> blobs(flatbuffers::FlatBufferBuilder& fbb,
+                                                                              const std::vector<std::string>& all) {
+  std::vector<flatbuffers::Offset<wire::Blob>> out;
+  out.reserve(all.size());
+  for (const std::string& b : all)
+    out.push_back(wire::CreateBlob(fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(b.data()), b.size())));
+  return fbb.CreateVector(out);
+}
+std::vector<std::string> read_blobs(const flatbuffers::Vector<flatbuffers::Offset<wire::Blob>>* v) {
+  std::vector<std::string> out;
+  if (v)
+    for (const auto* b : *v) out.push_back(blob_string(b->data()));
+  return out;
+}
+}  // namespace
+
+Bytes session_records_response(uint64_t id, const SessionRecordsFields& r) {
+  size_t bytes = 256 + r.header.size();
+  for (const auto& t : r.turns) bytes += t.size() + 16;
+  for (const auto& p : r.kv_pages) bytes += p.size() + 16;
+  flatbuffers::FlatBufferBuilder fbb(bytes);
+  const auto sid = fbb.CreateString(r.session_id);
+  const auto header = fbb.CreateVector(reinterpret_cast<const uint8_t*>(r.header.data()), r.header.size());
+  const auto turns = blobs(fbb, r.turns);
+  const auto pages = blobs(fbb, r.kv_pages);
+  return response_bytes(id, wire::ResponseBody::SessionRecords, wire::CreateSessionRecords(fbb, sid, header, turns, pages).Union(),
+                        fbb);
+}
+
+SessionRecordsFields read_session_records(const wire::SessionRecords& r) {
+  return {r.session_id() ? r.session_id()->str() : "", blob_string(r.header()), read_blobs(r.turns()), read_blobs(r.kv_pages())};
+}
+
 }  // namespace troupe::messages

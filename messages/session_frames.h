@@ -1,11 +1,13 @@
 #pragma once
 // Buffers of the stored-session requests and replies (messages/client.fbs):
-// ListSessions → SessionList, ShowSession → Session, DeleteSession → Ack.
+// ListSessions → SessionList, ShowSession → Session, DeleteSession → Ack,
+// TakeSession (between front ends) → SessionRecords or Ack.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "messages/client_frames.h"
 
@@ -34,5 +36,24 @@ Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::sp
 Bytes ack_response(uint64_t id, std::string_view message);
 
 SessionSummaryFields read_session_summary(const wire::SessionSummary* s);
+
+// A session handed between front ends: its stored records and KV pages.
+struct SessionRecordsFields {
+  std::string session_id;
+  std::string header;
+  std::vector<std::string> turns;
+  std::vector<std::string> kv_pages;
+};
+struct TakeSessionFields {
+  std::string session_id;
+  wire::HandOffStep step = wire::HandOffStep::ask;
+  std::string owner;
+  bool admin = false;
+  std::string to;
+};
+Bytes take_session_request(uint64_t id, const TakeSessionFields& t);
+TakeSessionFields read_take_session(const wire::TakeSession& t);
+Bytes session_records_response(uint64_t id, const SessionRecordsFields& r);
+SessionRecordsFields read_session_records(const wire::SessionRecords& r);
 
 }  // namespace troupe::messages

@@ -286,4 +286,116 @@ messages::Bytes SessionTurns::remove(uint64_t request_id, const std::string& id,
   }
 }
 
+SessionHandOff SessionTurns::hand_off(const std::string& id, const std::string& to, const Principal& who, int64_t now_ms,
+                                      int64_t hold_ms) {
+  SessionHandOff h;
+  try {
+    const SessionRecord* s = find(id);
+    if (!s) {
+      h.error = wire::ErrorCode::unknown_session;
+      h.message = "no session '" + id + "'";
+      return h;
+    }
+    if (!who.may_use(s->owner)) {
+      h.error = wire::ErrorCode::forbidden;
+      h.message = "session '" + id + "' belongs to another client";
+      return h;
+    }
+    if (busy_.count(id)) {
+      h.error = wire::ErrorCode::session_busy;
+      h.message = "session '" + id + "' has a turn running here (or is being handed over); send the next turn after its Done";
+      return h;
+    }
+    auto records = sessions_.stored(id);
+    if (!records) throw StoreError("session '" + id + "' is gone");
+    h.records = std::move(*records);
+    if (s->kv_pages > 0) h.kv_data = kv_.get(s->tokens, s->kv_pages);
+    busy_.emplace(id, s->owner);
+    handing_[id] = {to, now_ms + hold_ms};
+  } catch (const std::exception& e) {
+    h = SessionHandOff{};
+    h.error = wire::ErrorCode::storage_failed;
+    h.message = "session '" + id + "' cannot be handed over: " + e.what();
+  }
+  return h;
+}
+
+std::string SessionTurns::hand_off_done(const std::string& id, const std::string& to) {
+  auto it = handing_.find(id);
+  if (it == handing_.end() || it->second.to != to) return "no hand-off of session '" + id + "' to " + to + " is pending";
+  try {
+    const SessionRecord* s = find(id);
+    Batch b;
+    if (s)
+      for (const auto& key : unshared_pages(*s)) b.erase(Family::kv_pages, key);
+    sessions_.erase(id, b);
+    sessions_.mark_moved(id, to, b);
+    store_.write(b, true);
+    handing_.erase(it);
+    busy_.erase(id);
+    forget(id);
+    std::fprintf(stderr, "troupe serve: session '%s' handed to the front end at %s\n", id.c_str(), to.c_str());
+    return "";
+  } catch (const std::exception& e) {
+    // Still here, and still held until the hand-off expires: the taker has a copy too.
+    return "session '" + id + "' stays here: " + e.what();
+  }
+}
+
+void SessionTurns::hand_off_abort(const std::string& id, const std::string& to) {
+  auto it = handing_.find(id);
+  if (it == handing_.end() || it->second.to != to) return;
+  handing_.erase(it);
+  busy_.erase(id);
+}
+
+void SessionTurns::expire_hand_offs(int64_t now_ms) {
+  for (auto it = handing_.begin(); it != handing_.end();) {
+    if (it->second.until_ms > now_ms) {
+      ++it;
+      continue;
+    }
+    std::fprintf(stderr, "troupe serve: the hand-off of session '%s' to %s was never confirmed; it stays here\n",
+                 it->first.c_str(), it->second.to.c_str());
+    busy_.erase(it->first);
+    it = handing_.erase(it);
+  }
+}
+
+std::string SessionTurns::take(const std::string& id, const SessionHandOff& h) {
+  try {
+    if (find(id)) return "this front end holds a session '" + id + "' already";
+    Batch b;
+    SessionRecord r = sessions_.adopt(id, h.records, b);
+    // Pages written under another model or layout would never be read: dropped.
+    if (!h.kv_data.empty() && kv_valid(r)) {
+      const int32_t pages = std::min<int32_t>(r.kv_pages, static_cast<int32_t>(h.kv_data.size()));
+      kv_.put(r.tokens, 0, std::span<const std::string>(h.kv_data).first(static_cast<size_t>(pages)), b);
+      if (pages < r.kv_pages) {
+        r.kv_pages = pages;
+        sessions_.write_header(r, b);
+      }
+    } else if (r.kv_pages > 0) {
+      r.kv_pages = 0;
+      sessions_.write_header(r, b);
+    }
+    store_.write(b, true);
+    if (stored_ >= 0) ++stored_;
+    remember(id, std::move(r));
+    std::fprintf(stderr, "troupe serve: session '%s' taken over from another front end (%zu turns, %zu KV pages)\n",
+                 id.c_str(), h.records.turns.size(), h.kv_data.size());
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::string SessionTurns::moved_to(const std::string& id) const {
+  try {
+    return sessions_.moved_to(id).value_or("");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 }  // namespace troupe::persistence

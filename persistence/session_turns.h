@@ -73,6 +73,15 @@ struct KvSpill {
   std::vector<std::string> data;  // engine/kv_page_codec.h
 };
 
+// A session leaving this front end's store for another's (docs/SCALE_OUT.md,
+// "A session's hand-off"), or why it cannot.
+struct SessionHandOff {
+  wire::ErrorCode error = wire::ErrorCode::none;
+  std::string message;
+  StoredSession records;
+  std::vector<std::string> kv_data;  // its stored KV pages, the first of its token history's, in order
+};
+
 struct SessionPolicy {
   std::string model_name;  // recorded with each turn
   uint64_t model_fingerprint = 0;
@@ -110,6 +119,25 @@ class SessionTurns {
   messages::Bytes list(uint64_t request_id, const Principal& who = {});
   messages::Bytes show(uint64_t request_id, const std::string& id, const Principal& who = {});
   messages::Bytes remove(uint64_t request_id, const std::string& id, const Principal& who = {});
+  // A hand-off to front end `to`, in two steps so that nothing is lost.
+  // hand_off: the session's records and stored pages, and the session is
+  // held (busy) for `to` until hand_off_done or hand_off_abort, or until
+  // `hold_ms` pass (the taker is gone: it stays here). Refused while a turn
+  // runs (session_busy), for another client (forbidden), or when there is
+  // none (unknown_session).
+  SessionHandOff hand_off(const std::string& id, const std::string& to, const Principal& who, int64_t now_ms,
+                          int64_t hold_ms = 30000);
+  // The taker stored it: its records and the pages only it lists leave this
+  // store, and a marker of where it went takes their place, in one batch.
+  // "" or why not (no hand-off of it to `to` is pending).
+  std::string hand_off_done(const std::string& id, const std::string& to);
+  void hand_off_abort(const std::string& id, const std::string& to);
+  void expire_hand_offs(int64_t now_ms);
+  // Takes a session another front end handed over, in one batch: "" or why
+  // not (it holds one by that id already, or the records do not decode).
+  std::string take(const std::string& id, const SessionHandOff& h);
+  // Where a session this store handed over went ("" if it did not).
+  std::string moved_to(const std::string& id) const;
   size_t cached() const { return cache_.size(); }
   bool busy(const std::string& id) const { return busy_.count(id) > 0; }
   // The store no longer holds session `id` (retention deleted it): nor may memory.
@@ -134,6 +162,11 @@ class SessionTurns {
   SessionBook sessions_;
   KvPageStore kv_;
   std::map<std::string, std::string> busy_;  // sessions with a turn running → who runs it
+  struct Handing {
+    std::string to;
+    int64_t until_ms = 0;
+  };
+  std::map<std::string, Handing> handing_;  // sessions held for a taker (busy_ too)
   struct Cached {
     SessionRecord record;
     uint64_t used = 0;  // tick of the last use

@@ -9,6 +9,7 @@ namespace {
 
 std::string header_key(std::string_view id) { return std::string(1, 'h').append(id); }
 std::string turns_prefix(std::string_view id) { return std::string(1, 't').append(id).append(1, '\0'); }
+std::string moved_key(std::string_view id) { return std::string(1, 'm').append(id); }
 
 // FlatBuffers reads fields in place and needs them aligned: a value seen
 // through a scan points into RocksDB's block, at any address, so it is
@@ -215,6 +216,51 @@ int64_t SessionBook::erase(std::string_view id, Batch& b) const {
     return true;
   });
   return bytes;
+}
+
+std::optional<StoredSession> SessionBook::stored(std::string_view id) const {
+  const auto header = store_.get(Family::sessions, header_key(id));
+  if (!header) return std::nullopt;
+  StoredSession out{*header, {}};
+  const auto turns = static_cast<size_t>(decode_header(*header).header_turns);
+  const std::string prefix = turns_prefix(id);
+  store_.scan(Family::sessions, prefix, [&](std::string_view key, std::string_view value) {
+    if (read_be32(key.substr(prefix.size())) >= turns) return false;
+    out.turns.emplace_back(value);
+    decode_turn(out.turns.back());  // throws when damaged
+    return true;
+  });
+  if (out.turns.size() != turns)
+    throw StoreError("session '" + std::string(id) + "' lists " + std::to_string(turns) + " turns; the store holds " +
+                     std::to_string(out.turns.size()));
+  return out;
+}
+
+SessionRecord SessionBook::adopt(std::string_view id, const StoredSession& s, Batch& b) const {
+  SessionRecord r;
+  try {
+    r = decode_header(s.header);
+    for (const std::string& t : s.turns) r.turns.push_back(decode_turn(t));
+  } catch (const StoreError& e) {
+    throw StoreError("session '" + std::string(id) + "' handed over: " + e.what());
+  }
+  if (r.id != id) throw StoreError("session '" + std::string(id) + "' handed over under the id '" + r.id + "'");
+  if (static_cast<size_t>(r.header_turns) != s.turns.size())
+    throw StoreError("session '" + std::string(id) + "' handed over with " + std::to_string(s.turns.size()) +
+                     " turns; its header counts " + std::to_string(r.header_turns));
+  b.put(Family::sessions, header_key(id), s.header);
+  for (size_t i = 0; i < s.turns.size(); ++i)
+    b.put(Family::sessions, turns_prefix(id) + be32(static_cast<uint32_t>(i)), s.turns[i]);
+  b.erase(Family::sessions, moved_key(id));
+  return r;
+}
+
+void SessionBook::mark_moved(std::string_view id, std::string_view to, Batch& b) const {
+  b.put(Family::sessions, moved_key(id), std::string(to));
+}
+
+std::optional<std::string> SessionBook::moved_to(std::string_view id) const {
+  return store_.get(Family::sessions, moved_key(id));
 }
 
 }  // namespace troupe::persistence

@@ -3,6 +3,8 @@
 //
 //   'h' <session_id>                  → store.SessionHeader (messages/store.fbs)
 //   't' <session_id> 0x00 <turn be32> → store.SessionTurn, turn 0, 1, …
+//   'm' <session_id>                  → the front end it was handed to (text),
+//                                       after a hand-off (docs/SCALE_OUT.md)
 //
 // Session ids hold only [A-Za-z0-9._-] (messages/client_validation), so
 // 0x00 cannot occur in one and "t<id>\0" is exactly one session's turns.
@@ -55,6 +57,13 @@ struct SessionRecord {
   messages::SessionSummaryFields summary() const;
 };
 
+// A session's records as the store holds them (store.fbs bytes): what one
+// front end's store hands to another's.
+struct StoredSession {
+  std::string header;
+  std::vector<std::string> turns;
+};
+
 class SessionBook {
  public:
   explicit SessionBook(Store& store) : store_(store) {}
@@ -78,6 +87,17 @@ class SessionBook {
   int64_t count() const;
   // Adds the deletes of the header and every turn to `b`; the bytes they hold (keys and values).
   int64_t erase(std::string_view id, Batch& b) const;
+  // The session's records as stored; nullopt if there is none. Throws
+  // StoreError when they do not decode (a hand-off never passes on damage).
+  std::optional<StoredSession> stored(std::string_view id) const;
+  // Adds the writes of a session handed over from another store to `b`
+  // (and clears its moved marker): the records must decode, name `id`, and
+  // be as many turns as the header counts. Returns the record; throws
+  // StoreError naming what is wrong.
+  SessionRecord adopt(std::string_view id, const StoredSession& s, Batch& b) const;
+  // The session went to front end `to`: a marker in place of its records.
+  void mark_moved(std::string_view id, std::string_view to, Batch& b) const;
+  std::optional<std::string> moved_to(std::string_view id) const;
 
  private:
   Store& store_;

@@ -35,7 +35,7 @@ messages::Rejection rejection(uint64_t id, wire::ErrorCode code, std::string mes
 
 Query query(Query::Kind kind, const std::string& peer, uint64_t id, uint64_t number = 0, std::string name = {},
             JobQuery job = JobQuery::status) {
-  return Query{kind, peer, id, number, std::move(name), job, {}};
+  return Query{kind, peer, id, number, std::move(name), job, {}, {}};
 }
 
 JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint64_t id) {
@@ -151,7 +151,13 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
   };
   if (auto* a = std::get_if<AdmitRequest>(&what)) stamp(*a);
   if (auto* t = std::get_if<SessionTurn>(&what)) stamp(t->request), t->who = who;
-  if (auto* q = std::get_if<Query>(&what)) q->who = who;
+  if (auto* q = std::get_if<Query>(&what)) {
+    q->who = who;
+    // A front end takes sessions for any of its clients: only an admin key may.
+    if (q->kind == Query::Kind::take_session && !who.admin)
+      return rejection(q->client_id, wire::ErrorCode::forbidden,
+                       "TakeSession is for front ends: their key must be an admin client (admin = true)");
+  }
   if (auto* j = std::get_if<JobSubmission>(&what)) {
     j->who = who;
     if (static_cast<int>(j->priority) < static_cast<int>(policy_priority(cap))) j->priority = policy_priority(cap);
@@ -201,6 +207,11 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return a;
       }
       case wire::RequestBody::ListSessions: return query(Query::Kind::list_sessions, peer, id);
+      case wire::RequestBody::TakeSession: {
+        Query q = query(Query::Kind::take_session, peer, id, 0, req->body_as_TakeSession()->session_id()->str());
+        q.take = messages::read_take_session(*req->body_as_TakeSession());
+        return q;
+      }
       case wire::RequestBody::ShowSession:
         return query(Query::Kind::show_session, peer, id, 0, req->body_as_ShowSession()->session_id()->str());
       case wire::RequestBody::DeleteSession:

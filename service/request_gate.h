@@ -58,7 +58,7 @@ inline const std::string kGatewayStats("\0gateway/stats", 14);
 // scheduler (stats, cancel), the persistence actor (sessions) or the job
 // actor (jobs).
 struct Query {
-  enum class Kind : uint8_t { ping, stats, cancel, list_sessions, show_session, delete_session, job };
+  enum class Kind : uint8_t { ping, stats, cancel, list_sessions, show_session, delete_session, job, take_session };
   Kind kind = Kind::ping;
   std::string peer;
   uint64_t client_id = 0;
@@ -66,6 +66,7 @@ struct Query {
   std::string name;     // the session or job id
   JobQuery job = JobQuery::status;
   persistence::Principal who;
+  messages::TakeSessionFields take;  // take_session: another front end's hand-off step
 };
 
 // A ChatTurn of a stored session: its prompt is the chat template over the

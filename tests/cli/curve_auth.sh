@@ -24,6 +24,8 @@ if "$troupe" keygen "$work/keys/alice" 2>"$work/err"; then fail "keygen overwrot
 grep -q "exists already" "$work/err" || fail "overwrite refusal: $(cat "$work/err")"
 cp "$work/keys/alice.key" "$work/keys/bob.key" "$work/clients/"
 { cat "$work/keys/root.key"; echo "admin = true"; } >"$work/clients/root.key"
+# Front ends that hand sessions to each other share the server's pair, an admin client of each.
+{ cat "$work/keys/server.key"; echo "admin = true"; } >"$work/clients/front.key"
 cp "$work/keys/server.key" "$work/front/"  # the worker admits only the front end
 
 "$troupe" worker -m "$model" --listen "$wep" --threads 1 --kv-tokens 4096 --auth curve \
@@ -58,6 +60,24 @@ if echo "mine now" | as bob chat --session notes -n 4 -q >/dev/null 2>"$work/err
 grep -q "forbidden" "$work/err" || fail "bob chat: $(cat "$work/err")"
 if as bob sessions delete notes 2>"$work/err"; then fail "bob deletes alice's session"; fi
 as root sessions list | grep -q notes || fail "the admin lists every session"
+
+# A second front end (same key pair, its own store, --peer the first) takes alice's session over
+# when she comes back through it; bob cannot take it through it either.
+ep2="ipc://$work/s2.sock"
+"$troupe" serve -m "$model" --listen "$ep2" --data-dir "$work/data2" --auth curve --threads 1 --kv-tokens 4096 \
+  --server-key "$work/keys/server.secret" --clients-dir "$work/clients" --peer "$ep" >"$work/serve2.log" 2>&1 &
+pids+=($!)
+wait_listen "$work/serve2.log"
+as2() {
+  local who="$1"; shift
+  "$troupe" "$@" --connect "$ep2" --connect-timeout 3 --client-key "$work/keys/$who.secret" --server-key "$work/keys/server.key"
+}
+if echo "mine now" | as2 bob chat --session notes -n 4 -q >/dev/null 2>"$work/err"; then fail "bob took alice's session via a peer"; fi
+grep -q "forbidden" "$work/err" || fail "bob via the peer: $(cat "$work/err")"
+echo "again" | as2 alice chat --session notes -n 4 -q >/dev/null 2>"$work/err" || fail "alice via the peer: $(cat "$work/err")"
+as2 alice sessions list | grep -Eq '^notes +2 ' || fail "the second front end holds alice's session, 2 turns"
+as alice sessions list | grep -q notes && fail "the first front end still lists the session it handed over"
+grep -q "session 'notes' handed to the front end at $ep2" "$work/serve.log" || fail "hand-off log: $(cat "$work/serve.log")"
 
 # Jobs too.
 as alice batch submit --item one --item two -n 4 --watch >"$work/submit.out" 2>"$work/err" || fail "submit: $(cat "$work/err")"

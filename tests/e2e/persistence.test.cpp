@@ -461,3 +461,59 @@ TEST_CASE("split topology: a session's pages spill from and restore into the wor
   REQUIRE(s);
   CHECK(s->pages_restored() > 0);
 }
+
+TEST_CASE("a session's hand-off: its next turn on another front end takes it over, history and pages, and it comes back",
+          "[service][persistence]") {
+  const std::string a_ep = ipc_endpoint("handoff-a"), b_ep = ipc_endpoint("handoff-b");
+  Server a("handoff-a", {"--peer", b_ep}, a_ep);
+  Server b("handoff-b", {"--peer", a_ep}, b_ep);
+  Server single("handoff-ref");  // the same conversation on one front end: the reference
+  const std::vector<std::string> users{"hello there, tell me about foxes", "and about dogs?", "which is faster?",
+                                       "thanks"};
+  std::vector<messages::StreamOutcome> ref;
+  for (const auto& u : users) ref.push_back(turn(single.endpoint, "h", u, 8));
+  for (const auto& r : ref) REQUIRE(r.done);
+
+  REQUIRE(turn(a.endpoint, "h", users[0], 8).done);
+  REQUIRE(turn(a.endpoint, "h", users[1], 8).done);
+  // The client comes back through front end B: B's store has no session 'h', A hands it over.
+  const auto third = turn(b.endpoint, "h", users[2], 8);
+  INFO(third.message);
+  REQUIRE(third.done);
+  CHECK(third.tokens == ref[2].tokens);                         // the whole history was there
+  CHECK(third.usage.prompt_tokens == ref[2].usage.prompt_tokens);
+  CHECK(third.usage.cached_prompt_tokens >= 16);                // and its KV pages came with it
+  CHECK_THAT(b.process.output(), Catch::Contains("session 'h' taken over from another front end"));
+  CHECK_THAT(a.process.output(), Catch::Contains("session 'h' handed to the front end at " + b_ep));
+  CHECK(error_of(ask(a.endpoint, [](uint64_t id) { return messages::show_session_request(id, "h"); })) ==
+        wire::ErrorCode::unknown_session);
+  CHECK(stored_turns(b.endpoint, "h").size() == 3);
+  // And back to A: the fourth turn there takes it from B.
+  const auto fourth = turn(a.endpoint, "h", users[3], 8);
+  INFO(fourth.message);
+  REQUIRE(fourth.done);
+  CHECK(fourth.tokens == ref[3].tokens);
+  CHECK(stored_turns(a.endpoint, "h").size() == 4);
+  CHECK(error_of(ask(b.endpoint, [](uint64_t id) { return messages::show_session_request(id, "h"); })) ==
+        wire::ErrorCode::unknown_session);
+  // A session neither holds starts new where it is asked; a turn running on
+  // one front end makes the other refuse the session (busy), not fork it.
+  CHECK(turn(b.endpoint, "fresh", "hi", 4).done);
+  messages::ClientConnection long_turn(a.endpoint);
+  const uint64_t id = long_turn.next_id();
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "count slowly to a thousand"}};
+  std::atomic<bool> started{false};
+  messages::StreamOutcome long_out;
+  std::thread running([&] {
+    long_out = long_turn.stream(messages::chat_request(id, "h", msgs, greedy(400)), id,
+                                [&](std::string_view) { started = true; }, 120s);
+  });
+  while (!started) std::this_thread::sleep_for(10ms);
+  const auto refused = turn(b.endpoint, "h", "me too", 4);
+  running.join();
+  REQUIRE(long_out.done);
+  CHECK(long_out.usage.completion_tokens >= 100);  // still running when B asked
+  CHECK(refused.error == wire::ErrorCode::session_busy);
+  CHECK_THAT(refused.message, Catch::Contains("at the front end " + a_ep));
+  CHECK(stored_turns(a.endpoint, "h").size() == 5);
+}

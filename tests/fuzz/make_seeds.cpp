@@ -146,6 +146,8 @@ void request_seeds() {
   seed("request_gate", "list-sessions", messages::list_sessions_request(11));
   seed("request_gate", "show-session", messages::show_session_request(12, "s1"));
   seed("request_gate", "delete-session", messages::delete_session_request(13, "s1"));
+  seed("request_gate", "take-session",
+       messages::take_session_request(14, {"s1", wire::HandOffStep::ask, "alice", false, "tcp://10.0.0.2:7700"}));
   const std::vector<std::string> items{"first", "second", std::string(300, 'x')};
   seed("request_gate", "submit-job", messages::submit_job_request(14, items, "Summarize: {item} {item}", s));
   seed("request_gate", "job-status", messages::job_status_request(15, "job-1"));

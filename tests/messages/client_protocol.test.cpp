@@ -6,6 +6,7 @@
 
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
+#include "messages/session_frames.h"
 
 using namespace troupe::messages;
 using troupe::wire::ErrorCode;
@@ -160,4 +161,34 @@ TEST_CASE("responses round-trip through the response check") {
   REQUIRE(t);
   CHECK(t->body_as_Tokens()->text()->str() == "ab");
   CHECK(check_response(Bytes("\x01\x02\x03")) == nullptr);
+}
+
+TEST_CASE("a session's hand-off between front ends: TakeSession and SessionRecords round-trip, bad steps are refused") {
+  const TakeSessionFields t{"chat-1", troupe::wire::HandOffStep::ask, "alice", false, "tcp://10.0.0.2:7700"};
+  const Bytes b = take_session_request(9, t);
+  Rejection why;
+  const auto* req = check_request(b, {}, why);
+  REQUIRE(req);
+  const TakeSessionFields back = read_take_session(*req->body_as_TakeSession());
+  CHECK(back.session_id == "chat-1");
+  CHECK(back.step == troupe::wire::HandOffStep::ask);
+  CHECK(back.owner == "alice");
+  CHECK_FALSE(back.admin);
+  CHECK(back.to == "tcp://10.0.0.2:7700");
+  CHECK_THAT(reject(take_session_request(1, {"bad id!", troupe::wire::HandOffStep::ask, "", true, "x"})).message,
+             Catch::Contains("TakeSession.session_id"));
+  CHECK_THAT(reject(take_session_request(1, {"s", static_cast<troupe::wire::HandOffStep>(7), "", true, "x"})).message,
+             Catch::Contains("TakeSession.step"));
+  CHECK_THAT(reject(take_session_request(1, {"s", troupe::wire::HandOffStep::done, "", true, ""})).message,
+             Catch::Contains("TakeSession.to"));
+  const SessionRecordsFields r{"chat-1", std::string("head\0er", 7), {"t0", "t1"}, {std::string(64, '\x7f')}};
+  const Bytes reply = session_records_response(9, r);
+  const auto* resp = check_response(reply);
+  REQUIRE(resp);
+  REQUIRE(resp->body_as_SessionRecords());
+  const SessionRecordsFields got = read_session_records(*resp->body_as_SessionRecords());
+  CHECK(got.session_id == r.session_id);
+  CHECK(got.header == r.header);
+  CHECK(got.turns == r.turns);
+  CHECK(got.kv_pages == r.kv_pages);
 }

@@ -240,3 +240,74 @@ TEST_CASE("a session is its owner's: another client is forbidden, an admin is no
   CHECK(again.begin("notes", 0, alice).error == wire::ErrorCode::none);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a session handed to another front end's store leaves this one whole, with its pages, and a marker of where") {
+  const auto dir_a = temp_store("give"), dir_b = temp_store("take");
+  Store a_store(dir_a), b_store(dir_b);
+  SessionTurns a(a_store, policy()), b(b_store, policy());
+  const Principal alice{"alice", false}, bob{"bob", false};
+  REQUIRE(a.begin("s", 0, alice).error == wire::ErrorCode::none);
+  a.commit(turn("s", seq(6), "one"), 0, 1);
+  REQUIRE(a.begin("s", 0, alice).error == wire::ErrorCode::none);
+  a.commit(turn("s", seq(12), "two"), 0, 2);
+  REQUIRE(a.spill({"s", seq(8), 0, {"AAAAAAAA", "BBBBBBBB"}}) == 2);
+  // Refused: unknown, another client's, mid-turn.
+  CHECK(a.hand_off("nobody", "tcp://b:7700", alice, 0).error == wire::ErrorCode::unknown_session);
+  CHECK(a.hand_off("s", "tcp://b:7700", bob, 0).error == wire::ErrorCode::forbidden);
+  REQUIRE(a.begin("s", 0, alice).error == wire::ErrorCode::none);
+  CHECK(a.hand_off("s", "tcp://b:7700", alice, 0).error == wire::ErrorCode::session_busy);
+  a.release("s");
+  // Asked: the records, and the session is held here (no turn, no second taker) until confirmed.
+  const SessionHandOff h = a.hand_off("s", "tcp://b:7700", alice, 0);
+  REQUIRE(h.error == wire::ErrorCode::none);
+  CHECK(h.records.turns.size() == 2);
+  CHECK(h.kv_data == std::vector<std::string>{"AAAAAAAA", "BBBBBBBB"});
+  CHECK(a.begin("s", 0, alice).error == wire::ErrorCode::session_busy);
+  CHECK(a.hand_off("s", "tcp://c:7700", alice, 0).error == wire::ErrorCode::session_busy);
+  CHECK(a.hand_off_done("s", "tcp://c:7700") != "");  // not the taker
+  // Taken: the same turns, the owner, and its pages restored from B's store.
+  REQUIRE(b.take("s", h) == "");
+  REQUIRE(a.hand_off_done("s", "tcp://b:7700") == "");
+  // Gone from A, in the store too (a restart would not bring it back), and said where.
+  CHECK(a.begin("s", 0, alice).turns.empty());
+  a.release("s");
+  CHECK(a.moved_to("s") == "tcp://b:7700");
+  CHECK_FALSE(SessionBook(a_store).load("s"));
+  CHECK(KvPageStore(a_store, {11, 22}, 4, 8).get(seq(12), 2).empty());
+  CHECK(b.begin("s", 0, bob).error == wire::ErrorCode::forbidden);
+  const SessionStart there = b.begin("s", 100000, alice);
+  REQUIRE(there.error == wire::ErrorCode::none);
+  REQUIRE(there.turns.size() == 2);
+  CHECK(there.turns[1][1].content == "two");
+  CHECK(there.kv_stored == 2);
+  CHECK(there.kv_data == h.kv_data);
+  b.release("s");
+  CHECK(b.take("s", h) != "");  // B holds one by that id already
+  // A taker that never confirms: after the hold the session is A's to serve again (B asked; nothing lost).
+  const SessionHandOff back = b.hand_off("s", "tcp://a:7700", alice, 0, 1000);
+  REQUIRE(back.error == wire::ErrorCode::none);
+  b.expire_hand_offs(500);
+  CHECK(b.begin("s", 600, alice).error == wire::ErrorCode::session_busy);
+  b.expire_hand_offs(1000);
+  CHECK(b.begin("s", 1100, alice).turns.size() == 2);
+  b.release("s");
+  // An aborted hand-off frees it at once; a confirmed one moves it back, and A's marker goes.
+  REQUIRE(b.hand_off("s", "tcp://a:7700", alice, 0).error == wire::ErrorCode::none);
+  b.hand_off_abort("s", "tcp://a:7700");
+  const SessionHandOff again = b.hand_off("s", "tcp://a:7700", alice, 0);
+  REQUIRE(again.error == wire::ErrorCode::none);
+  REQUIRE(a.take("s", again) == "");
+  REQUIRE(b.hand_off_done("s", "tcp://a:7700") == "");
+  CHECK(a.moved_to("s") == "");
+  CHECK(b.moved_to("s") == "tcp://a:7700");
+  CHECK(a.begin("s", 100000, alice).turns.size() == 2);
+  // Damaged records are refused whole.
+  SessionHandOff bad = again;
+  bad.records.turns.pop_back();
+  SessionTurns c(b_store, policy());
+  CHECK_THAT(c.take("t", bad), Catch::Contains("handed over"));
+  bad.records.header = "garbage";
+  CHECK_THAT(c.take("s", bad), Catch::Contains("corrupt"));
+  std::filesystem::remove_all(dir_a);
+  std::filesystem::remove_all(dir_b);
+}

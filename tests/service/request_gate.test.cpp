@@ -190,6 +190,16 @@ TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, 
     REQUIRE(std::get_if<messages::Rejection>(&no));
     CHECK(std::get<messages::Rejection>(no).message == "the gateway's own requests read only stats");
   }
+  // A session's hand-off is for front ends, whose key is an admin client's.
+  const messages::TakeSessionFields take{"s", wire::HandOffStep::ask, "alice", false, "tcp://b:7700"};
+  const Admission t_alice = gate.to_admit("p", messages::take_session_request(11, take), 0, "alice");
+  REQUIRE(std::get_if<messages::Rejection>(&t_alice));
+  CHECK(std::get<messages::Rejection>(t_alice).code == wire::ErrorCode::forbidden);
+  const Admission t_root = gate.to_admit("p", messages::take_session_request(12, take), 0, "root");
+  REQUIRE(std::get_if<Query>(&t_root));
+  CHECK(std::get<Query>(t_root).kind == Query::Kind::take_session);
+  CHECK(std::get<Query>(t_root).take.owner == "alice");
+  CHECK(std::get<Query>(t_root).take.to == "tcp://b:7700");
   // Without CURVE: no name, everyone may use everything, one share per connection.
   RequestGate open(gate_config());
   const Admission o = open.to_admit("p", messages::list_sessions_request(6), 0);
