@@ -15,6 +15,7 @@
 #include <utility>
 #include <stdexcept>
 #include <cstdlib>
+#include <unistd.h>
 
 #include "actors/client_gateway.h"
 #include "actors/http_gateway.h"
@@ -39,6 +40,7 @@
 #include "engine/speculation/model_drafter.h"
 #include "engine/vocabulary.h"
 #include "worker/front_shares.h"
+#include "worker/join_announcer.h"
 
 namespace troupe::actors {
 namespace {
@@ -637,7 +639,14 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   if (!options.peers.empty()) {
     SessionPeersOptions po;
     po.peers = options.peers;
-    po.self = options.listen;
+    // Where the holder records the session went: the listen endpoint, or
+    // for a wildcard one this host's name and the port.
+    po.self = worker::advertised_endpoint(options.listen);
+    if (po.self.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      po.self = "tcp://" + std::string(host) + options.listen.substr(options.listen.rfind(':'));
+    }
     // Front ends that hand sessions to each other share one key pair: each
     // is an (admin) client of the others under it.
     if (curve.enabled()) po.curve = {curve.public_key, curve.secret_key, curve.public_key};
