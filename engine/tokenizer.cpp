@@ -15,11 +15,17 @@
 namespace troupe {
 namespace {
 
-// Texts that llama.cpp treats as ending generation whatever the ids say.
+// Texts that llama.cpp (the version llama-cpp-python 0.3.36 carries) treats
+// as ending generation whatever the ids say, and as control tokens whatever
+// type the file gives them: a model file whose "</s>" is a normal token
+// (Qwen2.5's 128247) still has it parsed as one special token in text, and
+// generation ends there (docs/MODELS.md, "Vocabularies").
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>",   "<|end|>",          "<|return|>",         "<|call|>",
-    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",   "<EOT>",              "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    "<|eot_id|>",    "<|im_end|>",      "<|end|>",     "<|return|>",         "<|call|>",         "<|flush|>",
+    "<|calls|>",     "<end_of_turn>",   "<|endoftext|>", "</s>",             "<|eom_id|>",       "<EOT>",
+    "_<EOT>",        "[EOT]",           "[EOS]",       "<|end_of_text|>",    "<end_of_utterance>", "<eos>",
+    "<turn|>",       "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+    "<|fim_pad|>",   "<|repo_name|>",   "<|file_sep|>",
 };
 
 constexpr std::string_view kSentencePieceSpace = "\xE2\x96\x81";  // U+2581
@@ -118,6 +124,12 @@ struct Tokenizer::Impl {
 Tokenizer::Impl::Impl(Vocabulary v) : vocab(std::move(v)) {
   validate_vocabulary(vocab, "vocabulary");
   index = index_tokens(vocab);
+  for (const std::string_view text : kEndOfGenerationTexts) {
+    const auto it = index.find(text);
+    if (it == index.end() || vocab.type_of(it->second) == TokenType::control) continue;
+    if (vocab.token_types.empty()) vocab.token_types.assign(vocab.tokens.size(), TokenType::normal);
+    vocab.token_types[static_cast<size_t>(it->second)] = TokenType::control;
+  }
   init_bytes();
   init_specials_and_eog();
   if (vocab.model == TokenizerModel::gpt2) {

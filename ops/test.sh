@@ -21,7 +21,7 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 ops/setup.sh
 python="$(ops/python-env.sh)"
-ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b >/dev/null
+ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m >/dev/null
 
 # One instrumented build serves both the sanitizer run and the fuzz targets:
 # clang (libFuzzer is clang's), CUDA off (nvcc does not take its flags).

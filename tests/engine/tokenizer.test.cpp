@@ -325,6 +325,21 @@ TEST_CASE("end of generation covers eos, eot and end-of-turn texts") {
   CHECK(tok.encode("a", true, false) == std::vector<int32_t>{eot_text, byte_id('a')});
 }
 
+TEST_CASE("an end-of-generation text the file calls a normal token is a control token, as llama.cpp makes it") {
+  // Qwen2.5's "</s>" (id 128247) is NORMAL in its GGUF; llama.cpp parses it
+  // as one special token and ends generation there
+  // (tests/reference/check_tokenizer_oracle.py found the difference).
+  TinyVocab t;
+  const int32_t close = t.add("</s>", TokenType::normal);
+  const int32_t other = t.add("<x>", TokenType::normal);
+  const Tokenizer tok = t.build();
+  CHECK(tok.encode("a</s>", false, true) == std::vector<int32_t>{byte_id('a'), close});
+  CHECK(tok.encode("a</s>", false, false) != std::vector<int32_t>{byte_id('a'), close});  // text when not parsing specials
+  CHECK(tok.is_end_of_generation(close));
+  CHECK_FALSE(tok.is_end_of_generation(other));
+  CHECK(tok.decode(std::vector<int32_t>{close}) == "</s>");
+}
+
 TEST_CASE("asking for a BOS the vocabulary lacks is an error") {
   TinyVocab t;
   CHECK_THROWS_WITH(t.build().encode("a", true, false), Catch::Contains("no BOS"));
