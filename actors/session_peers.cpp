@@ -42,10 +42,16 @@ PeerHandOff take(Self self, const std::string& session, const persistence::Princ
   PeerHandOff out;
   for (size_t i = 0; i < st.options.peers.size(); ++i) {
     const std::string& peer = st.options.peers[i];
+    // It may hold the session: the turn starts a new one here (nothing of
+    // the old is lost; it stays where it is). Said in the log.
+    if (std::chrono::steady_clock::now() < st.quiet_until[i]) {
+      std::fprintf(stderr, "troupe serve: peer %s is not asked whether it holds session '%s' (it did not answer lately)\n",
+                   peer.c_str(), session.c_str());
+      continue;
+    }
     const auto answer = ask(self, i, t);
     if (!answer) {
-      // It may hold the session: the turn starts a new one here (nothing of
-      // the old is lost; it stays where it is). Said in the log.
+      st.quiet_until[i] = std::chrono::steady_clock::now() + st.quiet;
       std::fprintf(stderr, "troupe serve: peer %s did not answer whether it holds session '%s'\n", peer.c_str(),
                    session.c_str());
       continue;
@@ -74,6 +80,7 @@ session_peers_actor::behavior_type session_peers(session_peers_actor::stateful_p
                                                  SessionPeersOptions options) {
   self->state.options = std::move(options);
   self->state.links.resize(self->state.options.peers.size());
+  self->state.quiet_until.resize(self->state.options.peers.size());
   return {
       [self](peer_take_atom, const std::string& session, const persistence::Principal& who) { return take(self, session, who); },
       [self](peer_confirm_atom, const std::string& peer, const std::string& session, bool done) {

@@ -40,6 +40,10 @@ struct SessionPeersOptions {
 struct SessionPeersState {
   SessionPeersOptions options;
   std::vector<std::unique_ptr<messages::ClientConnection>> links;  // one per peer, made again after a timeout
+  // A peer that did not answer is not asked again for this long: while it
+  // is down, new sessions' first turns do not each wait out its timeout.
+  std::vector<std::chrono::steady_clock::time_point> quiet_until;
+  std::chrono::milliseconds quiet{10000};
 };
 
 session_peers_actor::behavior_type session_peers(session_peers_actor::stateful_pointer<SessionPeersState> self,

@@ -517,3 +517,18 @@ TEST_CASE("a session's hand-off: its next turn on another front end takes it ove
   CHECK_THAT(refused.message, Catch::Contains("at the front end " + a_ep));
   CHECK(stored_turns(a.endpoint, "h").size() == 5);
 }
+
+TEST_CASE("a peer front end that does not answer: a new session starts here, and the next does not wait for it again",
+          "[service][persistence]") {
+  Server a("handoff-deadpeer", {"--peer", ipc_endpoint("handoff-nobody")});
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(turn(a.endpoint, "first", "hello", 4).done);  // waits out the peer's 3 s once
+  const auto t1 = std::chrono::steady_clock::now();
+  REQUIRE(turn(a.endpoint, "second", "hello", 4).done);
+  const auto t2 = std::chrono::steady_clock::now();
+  CHECK(t1 - t0 >= 2500ms);
+  CHECK(t2 - t1 < 2000ms);
+  CHECK_THAT(a.process.output(), Catch::Contains("did not answer whether it holds session 'first'"));
+  CHECK_THAT(a.process.output(), Catch::Contains("is not asked whether it holds session 'second'"));
+  CHECK(stored_turns(a.endpoint, "first").size() == 1);
+}
