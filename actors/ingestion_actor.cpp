@@ -85,9 +85,9 @@ void take_from_peers(Self self, service::SessionTurn turn, persistence::SessionS
                           std::move(found.hand_off), who)
                 .then(
                     [self, sid, peer, id, holder, turn = std::move(turn)](persistence::SessionStart& start) mutable {
-                      const bool stored = start.error == wire::ErrorCode::none;
-                      self->send(self->state.links.peers, peer_confirm_atom::value, holder, sid, stored);
-                      if (!stored)  // adopt released it: nothing begun
+                      // Stored here: the holder lets it go, even if this turn cannot start.
+                      self->send(self->state.links.peers, peer_confirm_atom::value, holder, sid, start.adopted);
+                      if (start.error != wire::ErrorCode::none)  // nothing begun
                         return self->state.links.replies->send(peer, id, messages::error_response(id, start.error, start.message));
                       continue_turn(self, std::move(turn), std::move(start));
                     },

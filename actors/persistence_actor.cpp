@@ -178,7 +178,9 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         }
         written(id);
         count_sessions(self);
-        return turns.begin(id, steady_ms(), who);
+        persistence::SessionStart start = turns.begin(id, steady_ms(), who);
+        start.adopted = true;
+        return start;
       },
       [self](session_release_atom, const std::string& id) { self->state.sessions->release(id); },
       [self, reply, written](session_commit_atom, persistence::SessionCommit& c) {

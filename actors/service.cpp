@@ -320,6 +320,8 @@ std::optional<std::string> Service::Impl::admit_worker(const std::string& endpoi
   try {
     w = query_worker({endpoint, worker_curve}, std::min<std::chrono::milliseconds>(options.worker_timeout, std::chrono::seconds(10)),
                      front_id);
+  } catch (const WorkerRefused&) {
+    return std::nullopt;  // no share of its pool free for this front end yet: ask again later
   } catch (const std::exception& e) {
     return std::string(e.what()) + " (the endpoint it gave with --advertise)";
   }

@@ -13,13 +13,35 @@ using Self = session_peers_actor::stateful_pointer<SessionPeersState>;
 
 // One request to peer `i` and its answer (nullopt: no answer in time; its
 // connection is made again, so a late answer is never read as the next one's).
-std::optional<messages::Bytes> ask(Self self, size_t i, const messages::TakeSessionFields& t) {
+messages::ClientConnection* link_to(Self self, size_t i) {
   SessionPeersState& st = self->state;
   auto& link = st.links[i];
-  if (!link) link = std::make_unique<messages::ClientConnection>(st.options.peers[i], messages::SocketLimits{}, st.options.curve);
+  try {
+    if (!link)
+      link = std::make_unique<messages::ClientConnection>(st.options.peers[i], messages::SocketLimits{}, st.options.curve);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: peer %s cannot be reached: %s\n", st.options.peers[i].c_str(), e.what());
+    return nullptr;
+  }
+  return link.get();
+}
+
+// Whether peer `i` answers at all (a ping within `reach`).
+bool reachable(Self self, size_t i) {
+  messages::ClientConnection* link = link_to(self, i);
+  if (link && link->ping(self->state.options.reach)) return true;
+  self->state.links[i].reset();
+  return false;
+}
+
+std::optional<messages::Bytes> ask(Self self, size_t i, const messages::TakeSessionFields& t,
+                                   std::chrono::milliseconds timeout) {
+  SessionPeersState& st = self->state;
+  auto& link = st.links[i];
+  if (!link_to(self, i)) return std::nullopt;
   const uint64_t id = link->next_id();
   link->send(messages::take_session_request(id, t));
-  const auto until = std::chrono::steady_clock::now() + st.options.timeout;
+  const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     std::optional<messages::Bytes> frame;
@@ -49,12 +71,21 @@ PeerHandOff take(Self self, const std::string& session, const persistence::Princ
                    peer.c_str(), session.c_str());
       continue;
     }
-    const auto answer = ask(self, i, t);
-    if (!answer) {
+    if (!reachable(self, i)) {
       st.quiet_until[i] = std::chrono::steady_clock::now() + st.quiet;
       std::fprintf(stderr, "troupe serve: peer %s did not answer whether it holds session '%s'\n", peer.c_str(),
                    session.c_str());
       continue;
+    }
+    const auto answer = ask(self, i, t, st.options.timeout);
+    if (!answer) {
+      // It is up but did not hand the session over in time: it may hold it
+      // for us now. Let it go there, and refuse the turn rather than fork.
+      ask(self, i, {session, wire::HandOffStep::abort, "", false, st.options.self}, st.options.reach);
+      out.error = wire::ErrorCode::unavailable;
+      out.message = "the front end " + peer + " did not say in time whether it holds session '" + session +
+                    "' (it may be busy moving it): retry";
+      return out;
     }
     const auto* r = messages::check_response(*answer);
     if (const auto* records = r->body_as_SessionRecords()) {
@@ -89,7 +120,7 @@ session_peers_actor::behavior_type session_peers(session_peers_actor::stateful_p
           if (st.options.peers[i] != peer) continue;
           const messages::TakeSessionFields t{session, done ? wire::HandOffStep::done : wire::HandOffStep::abort, "", false,
                                               st.options.self};
-          const auto answer = ask(self, i, t);
+          const auto answer = ask(self, i, t, st.options.timeout);
           const auto* r = answer ? messages::check_response(*answer) : nullptr;
           const auto* e = r ? r->body_as_Error() : nullptr;
           if (!r || e)

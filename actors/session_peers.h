@@ -34,7 +34,11 @@ struct SessionPeersOptions {
   std::vector<std::string> peers;  // their client endpoints
   std::string self;                // this front end's client endpoint, recorded where a session went
   messages::CurveKeys curve;       // under CURVE: this front end's pair, and the peers' public key (the same pair)
-  std::chrono::milliseconds timeout{3000};
+  // A peer must answer a ping within `reach` to be asked at all (else it is
+  // down: the session starts here); one that answered it has `timeout` to
+  // hand a session over (its pages may be many MB), else the turn is refused
+  // as unavailable (retry) rather than fork the session.
+  std::chrono::milliseconds reach{1000}, timeout{20000};
 };
 
 struct SessionPeersState {

@@ -49,6 +49,9 @@ struct SessionStart {
   // turn, and how many turns escalated from a smaller tier to a larger one.
   std::string model;
   int32_t escalations = 0;
+  // The session was just taken over from another front end and is stored
+  // here (even if this turn then failed): the holder may let it go.
+  bool adopted = false;
 };
 
 // A finished session turn, to be made durable before its Done is sent.
@@ -126,7 +129,7 @@ class SessionTurns {
   // runs (session_busy), for another client (forbidden), or when there is
   // none (unknown_session).
   SessionHandOff hand_off(const std::string& id, const std::string& to, const Principal& who, int64_t now_ms,
-                          int64_t hold_ms = 30000);
+                          int64_t hold_ms = 120000);
   // The taker stored it: its records and the pages only it lists leave this
   // store, and a marker of where it went takes their place, in one batch.
   // "" or why not (no hand-off of it to `to` is pending).

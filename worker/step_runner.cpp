@@ -193,8 +193,10 @@ struct StepRunner::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     std::string why;
     if (!hold_share(plan->front(), t0, why)) {
+      // No pages of this front end's here: a new instance, so it counts
+      // the worker as lost (its requests move) until a share is free.
       messages::WorkerInfo none = info;
-      none.instance = 0;  // no pages of this front end's here
+      none.instance = random_id();
       return messages::step_result(plan->step(), {}, why, 0, none);
     }
     tables.clear();

@@ -522,12 +522,12 @@ TEST_CASE("a peer front end that does not answer: a new session starts here, and
           "[service][persistence]") {
   Server a("handoff-deadpeer", {"--peer", ipc_endpoint("handoff-nobody")});
   const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(turn(a.endpoint, "first", "hello", 4).done);  // waits out the peer's 3 s once
+  REQUIRE(turn(a.endpoint, "first", "hello", 4).done);  // waits for the peer's ping (1 s) once
   const auto t1 = std::chrono::steady_clock::now();
   REQUIRE(turn(a.endpoint, "second", "hello", 4).done);
   const auto t2 = std::chrono::steady_clock::now();
-  CHECK(t1 - t0 >= 2500ms);
-  CHECK(t2 - t1 < 2000ms);
+  CHECK(t1 - t0 >= 900ms);
+  CHECK(t2 - t1 < t1 - t0);
   CHECK_THAT(a.process.output(), Catch::Contains("did not answer whether it holds session 'first'"));
   CHECK_THAT(a.process.output(), Catch::Contains("is not asked whether it holds session 'second'"));
   CHECK(stored_turns(a.endpoint, "first").size() == 1);
