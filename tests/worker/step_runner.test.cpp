@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <numeric>
 
 #include "engine/backend.h"
@@ -68,6 +69,25 @@ struct Result {
   const wire::step::StepResult* view;
 };
 Result result(std::string bytes) { return Result(std::move(bytes)); }
+
+// Greedy tokens of one sequence, stepped one token at a time by front end `front`.
+std::vector<int32_t> decode(worker::StepRunner& runner, uint64_t front, uint64_t sequence, int32_t n,
+                            std::function<void()> between = {}) {
+  const messages::SamplingFields s = greedy();
+  std::vector<int32_t> feed{60, 61, 62, 63, 64, 65, 66}, got;
+  const std::vector<int32_t> table{0, 1};  // the same page numbers for both front ends
+  int32_t start = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const messages::SliceSpec slice{sequence, start, feed, table, true, i == 0 ? &s : nullptr, {}, false, 0, {}};
+    const Result r(runner.run(messages::step_plan(static_cast<uint64_t>(i + 1), {&slice, 1}, {}, {}, front)));
+    REQUIRE_FALSE(r->error());
+    got.push_back(r->sampled()->Get(0)->token());
+    start += static_cast<int32_t>(feed.size());
+    feed = {got.back()};
+    if (between) between();
+  }
+  return got;
+}
 
 }  // namespace
 
@@ -149,4 +169,42 @@ TEST_CASE("a draft runner asks for the whole history of a sequence it does not k
   CHECK_FALSE(r->error());
   CHECK(r->proposals()->Get(0)->tokens()->size() == 3);
   CHECK(r->model()->str() == "draft");
+}
+
+TEST_CASE("two front ends step one worker with the same page numbers and sequence ids, and neither sees the other") {
+  worker::StepRunner alone(backend());
+  const std::vector<int32_t> want = decode(alone, 0, 5, 6);
+  worker::StepRunner shared(backend(), 2);
+  const Result first(shared.run(messages::step_plan(0, {}, {}, {}, 101)));
+  CHECK(first->kv_pages() == 16);  // half of 32
+  CHECK(first->process() == shared.process());
+  // Front end 202 runs its own sequence 5 on its own pages 0 and 1 between each of 101's steps.
+  std::vector<int32_t> other;
+  int step = 0;
+  worker::StepRunner* r = &shared;
+  const messages::SamplingFields g = greedy();
+  const std::vector<int32_t> prompt{70, 71, 72};
+  const std::vector<int32_t> table{0, 1};
+  const auto interleave = [&] {
+    const std::vector<int32_t> feed = step == 0 ? prompt : std::vector<int32_t>{other.back()};
+    const int32_t start = step == 0 ? 0 : 3 + step - 1;
+    const messages::SliceSpec slice{5, start, feed, table, true, step == 0 ? &g : nullptr, {}, false, 0, {}};
+    const Result res(r->run(messages::step_plan(static_cast<uint64_t>(++step), {&slice, 1}, {}, {}, 202)));
+    REQUIRE_FALSE(res->error());
+    CHECK(res->kv_pages() == 16);
+    other.push_back(res->sampled()->Get(0)->token());
+  };
+  CHECK(decode(shared, 101, 5, 6, interleave) == want);
+  CHECK(shared.fronts_held() == 2);
+  // A page beyond a share is refused, though the worker's pool has it.
+  const std::vector<int32_t> far{20};
+  const std::vector<int32_t> tokens{60};
+  const messages::SliceSpec out{9, 0, tokens, far, true, &g, {}, false, 0, {}};
+  CHECK_THAT(Result(shared.run(messages::step_plan(9, {&out, 1}, {}, {}, 101)))->error()->str(),
+             Catch::Contains("outside this worker's 16 pages"));
+  // A third front end is refused while both hold theirs; a release frees one.
+  CHECK_THAT(Result(shared.run(messages::step_plan(0, {}, {}, {}, 303)))->error()->str(), Catch::Contains("every share is held"));
+  shared.run(messages::release_plan(202));
+  CHECK(shared.fronts_held() == 1);
+  CHECK_FALSE(Result(shared.run(messages::step_plan(0, {}, {}, {}, 303)))->error());
 }
