@@ -38,7 +38,9 @@ Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
       weights_(bind_weights(file_, config_)),
       pool_(n_threads),
       rope_(config_.head_dim, rope_frequencies(config_.head_dim, config_.rope_freq_base, config_.rope_scaling),
-            rope_magnitude(config_.rope_scaling), config_.rope_order) {
+            rope_magnitude(config_.rope_scaling), config_.rope_order),
+      rope_local_(config_.head_dim, rope_frequencies(config_.head_dim, config_.rope_local_freq_base, RopeScaling{}), 1.0f,
+                  config_.rope_order) {
   use_lane_layouts();
 }
 
@@ -144,6 +146,8 @@ void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
     const auto& emb = weights_.token_embd;
     const auto* row = static_cast<const uint8_t*>(emb.data) + rows_[r].token * row_bytes(emb.type, e);
     cpu::dequantize_row(emb.type, row, x_.data() + r * e, e);
+    if (config_.embedding_scale != 1.0f)
+      for (int64_t i = 0; i < e; ++i) x_[r * e + i] *= config_.embedding_scale;
   }
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const LayerWeights& l = weights_.layers[layer];
@@ -163,13 +167,17 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   add_bias(q_.data(), l.bq, n);
   add_bias(k_.data(), l.bk, n);
   add_bias(v_.data(), l.bv, n);
+  head_norms(l);
 
+  const cpu::Rope& rope = this->rope(layer);
   const int32_t ps = cache.page_size();
   const bool half = cache.type() == KvType::f16;
   for (int64_t r = 0; r < n; ++r) {
     const Row& row = rows_[r];
-    rope_.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
-    rope_.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+    rope.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
+    rope.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+    if (c.query_scale != 1.0f)
+      for (int64_t i = 0; i < c.q_dim(); ++i) q_[r * c.q_dim() + i] *= c.query_scale;
     const auto& table = batch.sequences[row.seq].block_table;
     const int32_t page = table[row.pos / ps], slot = row.pos % ps;
     if (half) {
@@ -183,6 +191,7 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   // Units go to whichever thread is free: a tile's result does not depend on
   // the thread, and prefill tiles cost far more than decode ones.
   const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
   std::atomic<size_t> next{0};
   pool_.run([&](int t) {
     cpu::AttentionScratch& scratch = attention_scratch_[static_cast<size_t>(t)];
@@ -190,12 +199,31 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
       const AttentionUnit& unit = units_[u];
       const BatchSequence& seq = batch.sequences[static_cast<size_t>(unit.seq)];
       const cpu::AttentionTile tile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
-                                    unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head};
+                                    unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head,
+                                    window};
       cpu::attend_tile(cache, layer, seq.block_table, shape, tile, scratch);
     }
   });
   cpu::matmul(l.wo, attn_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  post_norm(l.post_attn_norm, n);
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
+}
+
+// gemma3's QK-norm: each query and key head RMS-normalized before RoPE.
+void Model::head_norms(const LayerWeights& l) {
+  if (l.q_norm.empty()) return;
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(rows_.size());
+  for (int64_t h = 0; h < n * c.n_head; ++h) cpu::rmsnorm(&q_[h * c.head_dim], l.q_norm.data(), c.head_dim, c.rms_eps, &q_[h * c.head_dim]);
+  for (int64_t h = 0; h < n * c.n_head_kv; ++h)
+    cpu::rmsnorm(&k_[h * c.head_dim], l.k_norm.data(), c.head_dim, c.rms_eps, &k_[h * c.head_dim]);
+}
+
+// gemma3 normalizes a block's output (in tmp_) before it joins the residual.
+void Model::post_norm(const std::vector<float>& weight, int64_t n) {
+  if (weight.empty()) return;
+  const int64_t e = config_.n_embd;
+  for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&tmp_[r * e], weight.data(), e, config_.rms_eps, &tmp_[r * e]);
 }
 
 void Model::ffn_block(const LayerWeights& l) {
@@ -208,11 +236,13 @@ void Model::ffn_block(const LayerWeights& l) {
   // Element-wise, so any split gives the same values; serial, it left the
   // other threads idle for ~5 % of a 16-token step (libm expf per value).
   const int64_t elems = n * c.n_ff;
+  const auto act = c.ffn_activation == FfnActivation::gelu_tanh ? cpu::gelu_mul : cpu::silu_mul;
   if (pool_.size() > 1 && elems >= 16384)
-    pool_.parallel_for(elems, [this](int64_t b, int64_t e) { cpu::silu_mul(gate_.data() + b, up_.data() + b, e - b); });
+    pool_.parallel_for(elems, [this, act](int64_t b, int64_t e) { act(gate_.data() + b, up_.data() + b, e - b); });
   else
-    cpu::silu_mul(gate_.data(), up_.data(), elems);
+    act(gate_.data(), up_.data(), elems);
   cpu::matmul(l.w_down, gate_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  post_norm(l.post_ffn_norm, n);
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
 }
 

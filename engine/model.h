@@ -29,7 +29,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return file_; }
   cpu::ThreadPool& pool() { return pool_; }
-  const cpu::Rope& rope() const { return rope_; }
+  // The rotation of a layer's queries and keys: local (sliding-window)
+  // layers have their own base (ModelConfig::rope_local_freq_base).
+  const cpu::Rope& rope(int64_t layer) const { return config_.is_local(layer) ? rope_local_ : rope_; }
   // What every key of a layer shares, for a quantized cache to store keys
   // less (KvCache::set_key_offsets): the key bias over the dimension pairs
   // that RoPE turns by at most kKeyOffsetTurn radians over the trained
@@ -52,6 +54,8 @@ class Model {
   void plan_attention(const Batch& batch);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l);
+  void head_norms(const LayerWeights& l);
+  void post_norm(const std::vector<float>& weight, int64_t n);
   void output_logits(const Batch& batch, Logits& out);
   void use_lane_layouts();
 
@@ -62,7 +66,7 @@ class Model {
   // Lane-layout copies of the weights the AVX-512 kernels read (repack.h).
   std::vector<std::unique_ptr<uint8_t, cpu::LaneBuffer>> lane_buffers_;
   cpu::MatmulScratch scratch_;
-  cpu::Rope rope_;
+  cpu::Rope rope_, rope_local_;
 
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;

@@ -32,6 +32,23 @@ RopeScaling read_rope_scaling(const GgufFile& f, const std::string& p, int64_t n
   return s;
 }
 
+// What llama.cpp's gemma3 graph takes from the file or assumes (docs/MODELS.md,
+// "Gemma 3"): embeddings scaled by sqrt(n_embd), GELU, every sixth layer global
+// (5, 11, ...) and the others local with a 10,000 RoPE base and no scaling.
+// The 27B scales queries by 1/sqrt(n_embd / n_head) rather than 1/sqrt(head_dim).
+void read_gemma3(const GgufFile& f, ModelConfig& c) {
+  c.ffn_activation = FfnActivation::gelu_tanh;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.n_embd));
+  if (c.n_layer == 62) c.query_scale = std::sqrt(static_cast<float>(c.head_dim) / static_cast<float>(c.n_embd / c.n_head));
+  c.sliding_window = required(f, "gemma3.attention.sliding_window");
+  constexpr int64_t kPattern = 6;
+  c.local_layers.assign(static_cast<size_t>(c.n_layer), 1);
+  for (int64_t l = kPattern - 1; l < c.n_layer; l += kPattern) c.local_layers[static_cast<size_t>(l)] = 0;
+  if (const auto v = f.get_uint("gemma3.attention.value_length"); v && static_cast<int64_t>(*v) != c.head_dim)
+    throw GgufError(f.name() + ": gemma3.attention.value_length " + std::to_string(*v) + " differs from key_length " +
+                    std::to_string(c.head_dim) + " (troupe runs equal K and V heads)");
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
@@ -39,8 +56,8 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
   c.architecture = *arch;
-  if (c.architecture != "qwen2" && c.architecture != "llama")
-    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama)");
+  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3")
+    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3)");
   c.name = f.get_string("general.name").value_or(c.architecture);
   const std::string p = c.architecture + ".";
   c.n_embd = required(f, p + "embedding_length");
@@ -67,7 +84,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
     throw GgufError(f.name() + ": " + e.what());
   }
   if (c.rope_scaling.type == RopeScalingType::linear) c.rope_freq_scale = static_cast<float>(1.0 / c.rope_scaling.factor);
-  c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;
+  c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;  // gemma3: NEOX, halves
 
   if (c.n_embd % c.n_head != 0)
     throw GgufError(f.name() + ": embedding_length " + std::to_string(c.n_embd) + " is not divisible by head_count");
@@ -91,6 +108,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
     throw GgufError(f.name() + ": the vocabulary has " + std::to_string(tokens->as_array()->items.size()) +
                     " tokens but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   c.wide_key_layers = wide_key_layers(f, c);
+  if (c.architecture == "gemma3") read_gemma3(f, c);
   return c;
 }
 

@@ -16,8 +16,11 @@ class GgufFile;
 // rotates (i, i + d/2) (qwen2, GPT-NeoX).
 enum class RopeOrder { adjacent, halves };
 
+// The feed-forward's gate: SiLU (qwen2, llama) or GELU's tanh form (gemma3).
+enum class FfnActivation { silu, gelu_tanh };
+
 struct ModelConfig {
-  std::string architecture;  // "qwen2", "llama"
+  std::string architecture;  // "qwen2", "llama", "gemma3"
   std::string name;          // general.name, for display
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -34,6 +37,20 @@ struct ModelConfig {
   RopeOrder rope_order = RopeOrder::halves;
   // Layers whose keys a quantized KV cache keeps in f16 (engine/kv_key_layers.h).
   std::vector<int32_t> wide_key_layers;
+
+  // What gemma3 adds (docs/MODELS.md says where each implicit value comes from).
+  FfnActivation ffn_activation = FfnActivation::silu;
+  float embedding_scale = 1.0f;  // token embeddings times this (gemma: sqrt(n_embd))
+  // Queries times this before attention's 1/sqrt(head_dim): 1 but for a model
+  // whose attention scale is not 1/sqrt(head_dim) (gemma3 27B).
+  float query_scale = 1.0f;
+  // Sliding-window attention: a local layer's query at position p sees keys
+  // p - sliding_window < k <= p; 0 = no local layers.
+  int64_t sliding_window = 0;
+  std::vector<uint8_t> local_layers;  // n_layer flags, 1 = local (sliding window)
+  float rope_local_freq_base = 10000.0f;  // local layers' RoPE base, unscaled
+
+  bool is_local(int64_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

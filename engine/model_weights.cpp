@@ -63,6 +63,12 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
     l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
     l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
     l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.architecture == "gemma3") {
+      l.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);
+      l.post_attn_norm = vector_f32(f, p + "post_attention_norm.weight", c.n_embd);
+      l.post_ffn_norm = vector_f32(f, p + "post_ffw_norm.weight", c.n_embd);
+    }
     w.layers.push_back(std::move(l));
   }
   return w;

@@ -17,6 +17,9 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;  // empty when the architecture has no QKV bias
   std::vector<float> ffn_norm;
   cpu::WeightMatrix w_gate, w_up, w_down;
+  // gemma3 (empty otherwise): RMSNorm of each query and key head (head_dim),
+  // and of the attention's and the feed-forward's outputs before the residual.
+  std::vector<float> q_norm, k_norm, post_attn_norm, post_ffn_norm;
 };
 
 struct ModelWeights {

@@ -43,8 +43,9 @@ void check_blocks(const char* what, int64_t cols, TensorType type) {
 }  // namespace
 
 void SyntheticModelSpec::validate() const {
-  if (architecture != "qwen2" && architecture != "llama")
-    throw std::invalid_argument("architecture must be qwen2 or llama");
+  if (architecture != "qwen2" && architecture != "llama" && architecture != "gemma3")
+    throw std::invalid_argument("architecture must be qwen2, llama or gemma3");
+  if (architecture == "gemma3" && sliding_window <= 0) throw std::invalid_argument("the sliding window must be positive");
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0)
     throw std::invalid_argument("dimensions must be positive");
   if (n_embd % n_head != 0) throw std::invalid_argument("n_embd must be divisible by n_head");
@@ -74,7 +75,13 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-  w.set_f32(a + "rope.freq_base", 10000.0f);
+  // gemma3's global layers turn slower than its local ones (10,000, implicit).
+  w.set_f32(a + "rope.freq_base", spec.architecture == "gemma3" ? 1000000.0f : 10000.0f);
+  if (spec.architecture == "gemma3") {
+    w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(spec.n_embd / spec.n_head));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(spec.n_embd / spec.n_head));
+  }
   if (!spec.rope_scaling.empty()) {
     w.set_string(a + "rope.scaling.type", spec.rope_scaling);
     w.set_f32(a + "rope.scaling.factor", static_cast<float>(spec.rope_factor));
@@ -111,6 +118,12 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
       t.add(p + "attn_v.bias", {kv}, TensorType::F32, 0.0f, 0.1f);
     }
     t.add(p + "attn_output.weight", {q, e}, spec.weight_type, 0.0f, we);
+    if (spec.architecture == "gemma3") {
+      t.add(p + "attn_q_norm.weight", {hd}, TensorType::F32, 1.0f, 0.1f);
+      t.add(p + "attn_k_norm.weight", {hd}, TensorType::F32, 1.0f, 0.1f);
+      t.add(p + "post_attention_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+      t.add(p + "post_ffw_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+    }
     t.add(p + "ffn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
     t.add(p + "ffn_gate.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
     t.add(p + "ffn_up.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);

@@ -12,7 +12,9 @@ namespace troupe {
 class GgufWriter;
 
 struct SyntheticModelSpec {
-  std::string architecture = "qwen2";  // qwen2 (QKV bias, RoPE halves) or llama
+  // qwen2 (QKV bias, RoPE halves), llama, or gemma3 (QK-norm, post-norms,
+  // GELU, every sixth layer global and the others sliding-window)
+  std::string architecture = "qwen2";
   int64_t n_embd = 256;
   int64_t n_layer = 2;
   int64_t n_head = 4;
@@ -32,6 +34,7 @@ struct SyntheticModelSpec {
   std::string rope_scaling;
   double rope_factor = 1.0;
   int64_t rope_orig_ctx = 0;  // yarn: 0 writes none (the reader takes context_length)
+  int64_t sliding_window = 512;  // gemma3's local layers
 
   void validate() const;  // throws std::invalid_argument naming the problem
 };

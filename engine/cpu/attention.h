@@ -39,7 +39,26 @@ struct AttentionTile {
   int32_t rows;     // 1..kTileRows
   int32_t first_ctx;  // row r attends positions [0, first_ctx + r)
   int64_t kv_head;
+  // A local (sliding-window) layer's window: row r then attends only
+  // [first_ctx + r - window, first_ctx + r); 0 = every earlier position.
+  int32_t window = 0;
 };
+
+// The first position the tile reads: row 0's window start, down to a block
+// boundary (blocks keep their alignment, so a row's blocks are the same
+// whichever tile it is in).
+inline int32_t first_block_start(const AttentionTile& tile) {
+  if (tile.window <= 0 || tile.first_ctx <= tile.window) return 0;
+  return (tile.first_ctx - tile.window) / kKvBlockPositions * kKvBlockPositions;
+}
+
+// Of a block starting at b0, the first slot row ctx's window reaches (0 when
+// the whole block is in it; >= kKvBlockPositions when none is).
+inline int32_t first_in_window(const AttentionTile& tile, int32_t ctx, int32_t b0) {
+  if (tile.window <= 0) return 0;
+  const int32_t lo = ctx - tile.window - b0;
+  return lo > 0 ? lo : 0;
+}
 
 // Per-thread working memory, sized for a shape by the first call.
 struct AttentionScratch {

@@ -169,10 +169,10 @@ void score_group(const float* q, const float* kt, __m512 scale, int64_t heads, f
 
 // One (row, head)'s online softmax step over a block whose scores are s.
 template <int kVecs>
-void update_row_head(const float* s_block, const float* vb, int32_t valid, float& m, float& l, float* o) {
+void update_row_head(const float* s_block, const float* vb, int32_t first, int32_t valid, float& m, float& l, float* o) {
   constexpr int d = 16 * kVecs;
   const __m512 s = _mm512_load_ps(s_block);
-  const __mmask16 live = static_cast<__mmask16>((1u << valid) - 1);
+  const __mmask16 live = static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
   const float bmax = _mm512_mask_reduce_max_ps(live, s);
   const float m_new = m > bmax ? m : bmax;
   const float corr = attention_exp(m - m_new);
@@ -185,7 +185,7 @@ void update_row_head(const float* s_block, const float* vb, int32_t valid, float
   __m512 acc[kVecs];
   const __m512 vc = _mm512_set1_ps(corr);
   for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vc);
-  for (int j = 0; j < valid; ++j) {
+  for (int j = first; j < valid; ++j) {
     const __m512 pj = _mm512_set1_ps(ph[j]);
     for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_load_ps(vb + j * d + 16 * c), acc[c]);
   }
@@ -215,17 +215,19 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  for (int32_t b0 = 0; b0 < last_ctx; b0 += kB) {
+  for (int32_t b0 = first_block_start(tile); b0 < last_ctx; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
     load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
     for (int32_t r = 0; r < tile.rows; ++r) {
       const int32_t ctx = tile.first_ctx + r;
       if (ctx <= b0) continue;
       const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      const int32_t first = first_in_window(tile, ctx, b0);
+      if (first >= valid) continue;  // the block is behind this row's window
       score_group<kVecs>(qs + r * group * d, kt, scale, group, scores);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        update_row_head<kVecs>(scores + g * kB, vb, valid, m[rh], l[rh], o + rh * d);
+        update_row_head<kVecs>(scores + g * kB, vb, first, valid, m[rh], l[rh], o + rh * d);
       }
     }
   }

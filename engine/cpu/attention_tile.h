@@ -51,8 +51,8 @@ inline void load_rows(const KvCache& cache, int64_t layer, const int32_t* table,
 
 // One (row, head)'s step over a block: scores against the transposed keys
 // kt[i][j], the online softmax update, the values accumulated.
-inline void update_row_head(const float* q, const float* kt, const float* vb, int64_t d, int32_t valid, float scale,
-                            float& m, float& l, float* o) {
+inline void update_row_head(const float* q, const float* kt, const float* vb, int64_t d, int32_t first,
+                            int32_t valid, float scale, float& m, float& l, float* o) {
   float s[kB];
   for (int j = 0; j < kB; ++j) s[j] = q[0] * kt[j];
   for (int64_t i = 1; i < d; ++i)
@@ -60,15 +60,15 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
   float bmax = -INFINITY;
   for (int j = 0; j < kB; ++j) {
     s[j] *= scale;
-    if (j < valid && s[j] > bmax) bmax = s[j];
+    if (j >= first && j < valid && s[j] > bmax) bmax = s[j];
   }
   const float m_new = m > bmax ? m : bmax;
   const float corr = attention_exp(m - m_new);
   float p[kB];
-  for (int j = 0; j < kB; ++j) p[j] = j < valid ? attention_exp(s[j] - m_new) : 0.0f;
+  for (int j = 0; j < kB; ++j) p[j] = j >= first && j < valid ? attention_exp(s[j] - m_new) : 0.0f;
   l = l * corr + tree_sum16(p);
   for (int64_t i = 0; i < d; ++i) o[i] *= corr;
-  for (int j = 0; j < valid; ++j) {
+  for (int j = first; j < valid; ++j) {
     const float ph = round_half(p[j]);
     const float* v = vb + j * d;
     for (int64_t i = 0; i < d; ++i) o[i] = std::fma(ph, v[i], o[i]);
@@ -95,7 +95,7 @@ inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int3
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
   const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  for (int32_t b0 = 0; b0 < last_ctx; b0 += kB) {
+  for (int32_t b0 = first_block_start(tile); b0 < last_ctx; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
     load_rows(cache, layer, table, b0, n, tile.kv_head, true, vb);
     for (int j = 0; j < kB; ++j)
@@ -105,9 +105,11 @@ inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int3
       const int32_t ctx = tile.first_ctx + r;
       if (ctx <= b0) continue;
       const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      const int32_t first = first_in_window(tile, ctx, b0);
+      if (first >= valid) continue;  // the block is behind this row's window
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        update_row_head(qs + rh * d, kt, vb, d, valid, scale, m[rh], l[rh], o + rh * d);
+        update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, m[rh], l[rh], o + rh * d);
       }
     }
   }

@@ -49,6 +49,15 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void gelu_mul(float* gate, const float* up, int64_t n) {
+  if (active_isa() == Isa::avx512) return avx512::gelu_mul(gate, up, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float u2 = kGeluTwiceSqrt2OverPi * (x + kGeluCubic * x * x * x);
+    gate[i] = x / (1.0f + std::exp(-u2)) * up[i];
+  }
+}
+
 TROUPE_CLONES static float max_of(const float* x, int64_t n) {
   const int64_t whole = n / kLanes * kLanes;
   float lane[kLanes];

@@ -9,12 +9,18 @@
 
 namespace troupe::cpu {
 
+inline constexpr float kGeluTwiceSqrt2OverPi = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+inline constexpr float kGeluCubic = 0.044715f;
+
 // out = x / rms(x) * weight
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 // x += y
 void add(float* x, const float* y, int64_t n);
 // gate = silu(gate) * up
 void silu_mul(float* gate, const float* up, int64_t n);
+// gate = gelu(gate) * up, GELU's tanh form: x / (1 + e^(-2u)) with
+// u = sqrt(2/pi) (x + 0.044715 x^3), which is 0.5 x (1 + tanh u) exactly.
+void gelu_mul(float* gate, const float* up, int64_t n);
 // In place; returns nothing, the row sums to 1.
 void softmax(float* x, int64_t n);
 // Index of the first largest of x[0..n), n >= 1: std::max_element's answer,
@@ -25,6 +31,7 @@ namespace avx512 {
 // 16 at a time.
 void exp_shifted(float* x, int64_t n, float shift);  // x[i] = e^(x[i] - shift)
 void silu_mul(float* gate, const float* up, int64_t n);
+void gelu_mul(float* gate, const float* up, int64_t n);
 }  // namespace avx512
 
 // Rotary position embedding: the angle per position of each head dim pair

@@ -44,6 +44,17 @@ __m512 exp_ps(__m512 x) {
 
 __mmask16 tail_mask(int64_t left) { return static_cast<__mmask16>((1u << left) - 1); }
 
+// gate[i] = step(gate[i], up[i]), 16 at a time, the tail masked.
+template <typename Step>
+void gated(float* gate, const float* up, int64_t n, const Step& step) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(gate + i, step(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(gate + i, m, step(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace
 
 void exp_shifted(float* x, int64_t n, float shift) {
@@ -62,12 +73,18 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   const auto step = [&](__m512 g, __m512 u) {
     return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g)))), u);
   };
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(gate + i, step(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(gate + i, m, step(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
-  }
+  gated(gate, up, n, step);
+}
+
+void gelu_mul(float* gate, const float* up, int64_t n) {
+  // As the scalar path: u2 = c (x + a x^3), then x / (1 + e^-u2) * up.
+  const __m512 one = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(kGeluTwiceSqrt2OverPi), a = _mm512_set1_ps(kGeluCubic);
+  const auto step = [&](__m512 x, __m512 u) {
+    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(a, x), x), x);
+    const __m512 u2 = _mm512_mul_ps(c, _mm512_add_ps(x, cube));
+    return _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), u2)))), u);
+  };
+  gated(gate, up, n, step);
 }
 
 }  // namespace troupe::cpu::avx512

@@ -128,6 +128,9 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
   if (rope_magnitude(config_.rope_scaling) != 1.0f)
     throw std::runtime_error(std::string("the CUDA backend does not run RoPE scaling ") +
                              rope_scaling_name(config_.rope_scaling.type) + " yet (its magnitude correction); use the CPU backend");
+  if (config_.architecture != "qwen2" && config_.architecture != "llama")
+    throw std::runtime_error("the CUDA backend runs qwen2 and llama; " + config_.architecture +
+                             " (sliding-window layers, QK-norm, GELU) runs on the CPU backend");
   std::string why;
   if (!device_available(&why)) throw std::runtime_error("CUDA backend: " + why);
   const auto& c = config_;

@@ -48,13 +48,15 @@ struct Filled {
   AttentionShape shape() const { return {config.n_head, config.n_head_kv, config.head_dim}; }
 
   // Rows [first_ctx - 1, first_ctx - 1 + rows) of one sequence, tiled by `tile_rows`.
-  std::vector<float> attend(const std::vector<float>& q, int32_t rows, int32_t first_ctx, int32_t tile_rows) const {
+  // window > 0: a sliding-window layer's rows.
+  std::vector<float> attend(const std::vector<float>& q, int32_t rows, int32_t first_ctx, int32_t tile_rows,
+                            int32_t window = 0) const {
     std::vector<float> out(q.size(), -1.0f);
     AttentionScratch scratch;
     for (int32_t r0 = 0; r0 < rows; r0 += tile_rows)
       for (int64_t h = 0; h < config.n_head_kv; ++h) {
         const AttentionTile t{q.data() + r0 * config.q_dim(), out.data() + r0 * config.q_dim(), config.q_dim(),
-                              std::min(tile_rows, rows - r0), first_ctx + r0, h};
+                              std::min(tile_rows, rows - r0), first_ctx + r0, h, window};
         attend_tile(cache, 0, table, shape(), t, scratch);
       }
     return out;
@@ -62,7 +64,7 @@ struct Filled {
 
   // Float64 attention over the values as stored (decoded from the cache's
   // format, turned back from the rotation quantized rows are kept in).
-  std::vector<double> reference(const std::vector<float>& q, int32_t rows, int32_t first_ctx) const {
+  std::vector<double> reference(const std::vector<float>& q, int32_t rows, int32_t first_ctx, int32_t window = 0) const {
     const int64_t d = config.head_dim, group = config.n_head / config.n_head_kv;
     const int32_t n_ctx = first_ctx + rows - 1;
     std::vector<float> k(static_cast<size_t>(n_ctx * config.kv_dim())), v(k.size());
@@ -81,18 +83,19 @@ struct Filled {
       for (int64_t h = 0; h < config.n_head; ++h) {
         const int64_t kvh = h / group;
         const int32_t ctx = first_ctx + r;
+        const int32_t lo = window > 0 ? std::max(0, ctx - window) : 0;  // the query at ctx - 1 sees window keys
         double mx = -INFINITY;
-        for (int32_t p = 0; p < ctx; ++p) {
+        for (int32_t p = lo; p < ctx; ++p) {
           double dot = 0;
           for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[(r * config.n_head + h) * d + i]) * k[(p * config.n_head_kv + kvh) * d + i];
           s[p] = dot / std::sqrt(static_cast<double>(d));
           mx = std::max(mx, s[p]);
         }
         double sum = 0;
-        for (int32_t p = 0; p < ctx; ++p) sum += s[p] = std::exp(s[p] - mx);
+        for (int32_t p = lo; p < ctx; ++p) sum += s[p] = std::exp(s[p] - mx);
         for (int64_t i = 0; i < d; ++i) {
           double o = 0;
-          for (int32_t p = 0; p < ctx; ++p) o += s[p] / sum * v[(p * config.n_head_kv + kvh) * d + i];
+          for (int32_t p = lo; p < ctx; ++p) o += s[p] / sum * v[(p * config.n_head_kv + kvh) * d + i];
           out[(r * config.n_head + h) * d + i] = o;
         }
       }
@@ -172,6 +175,40 @@ TEST_CASE("tiled attention gives the same bits on every instruction set") {
           INFO("head_dim " << s.head_dim << ", " << kv_type_name(type) << ", " << n_ctx << " positions, " << isa_name(isa));
           CHECK(got == want);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("sliding-window attention equals the reference below, at and beyond the window, in any tile and on every instruction set") {
+  // Gemma 3 270M's shape: 4 query heads over 1 KV head of 256; its window of
+  // 512, and windows that end inside a KV block.
+  for (int32_t window : {512, 20, 16, 1}) {
+    for (int32_t n_ctx : {1, 7, window - 1, window, window + 1, window + 17, 3 * window + 5, 2000}) {
+      if (n_ctx < 1) continue;
+      const int32_t rows = std::min(n_ctx, 21);  // a prefill chunk crossing tiles
+      const int32_t first_ctx = n_ctx - rows + 1;
+      for (KvType type : {KvType::f16, KvType::q8_0}) {
+        const Filled f(4, 1, 256, n_ctx, type);
+        const auto q = troupe::test::gaussian(static_cast<size_t>(rows * f.config.q_dim()), static_cast<uint32_t>(n_ctx), 0.5f);
+        const auto got = f.attend(q, rows, first_ctx, kTileRows, window);
+        const double err = max_abs_error(got, f.reference(q, rows, first_ctx, window));
+        INFO("window " << window << ", " << n_ctx << " positions, " << kv_type_name(type) << ": largest error " << err);
+        CHECK(err < 2e-3);
+        // A row's bits do not depend on its tile (decode alone, or a chunk).
+        CHECK(f.attend(q, rows, first_ctx, 1, window) == got);
+        CHECK(f.attend(q, rows, first_ctx, 5, window) == got);
+        clear_isa_override();
+        for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+          if (isa > detect_isa()) continue;
+          set_isa_override(isa);
+          const auto other = f.attend(q, rows, first_ctx, kTileRows, window);
+          clear_isa_override();
+          INFO(isa_name(isa));
+          CHECK(other == got);
+        }
+        // Past the window, a local row differs from a global one (the window is really applied).
+        if (n_ctx > window + 16 && window >= 16) CHECK(f.attend(q, rows, first_ctx, kTileRows) != got);
       }
     }
   }

@@ -25,6 +25,10 @@ std::string model_file(TensorType type, const std::string& arch = "qwen2") {
   spec.embedding_type = type;
   spec.tied_output = false;
   spec.seed = 42;
+  if (arch == "gemma3") {  // five sliding-window layers and a global one; prompts here reach past the window
+    spec.n_layer = 6;
+    spec.sliding_window = 24;
+  }
   write_synthetic_model(spec, path.string());
   return path.string();
 }
@@ -64,9 +68,10 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 }  // namespace
 
 TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
+  for (const std::string arch : {"qwen2", "gemma3"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
-    INFO(tensor_type_name(type));
-    Model m(GgufFile::open(model_file(type)), 2);
+    INFO(arch << " " << tensor_type_name(type));
+    Model m(GgufFile::open(model_file(type, arch)), 2);
     KvCache cache(m.config(), 8, 16);
     const auto tokens = random_tokens(37, m.config().n_vocab, 1);
     const auto whole = run_alone(m, cache, tokens, tokens.size());
@@ -75,9 +80,10 @@ TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
 }
 
 TEST_CASE("a sequence's logits are the same alone and in a batch of 8 of different lengths") {
+  for (const std::string arch : {"qwen2", "gemma3"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0}) {
-    INFO(tensor_type_name(type));
-    Model m(GgufFile::open(model_file(type)), 2);
+    INFO(arch << " " << tensor_type_name(type));
+    Model m(GgufFile::open(model_file(type, arch)), 2);
     KvCache cache(m.config(), 64, 16);
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 8; ++i) prompts.push_back(random_tokens(3 + 7 * i, m.config().n_vocab, 100 + i));
@@ -121,6 +127,35 @@ TEST_CASE("decode steps after a prefill give the logits a full prefill gives") {
     m.forward(step, cache, out);
     const std::span<const float> expected(full.data() + pos * m.config().n_vocab, m.config().n_vocab);
     CHECK(max_rel_diff(out.row(0), expected) < 1e-4f);
+  }
+}
+
+TEST_CASE("gemma3: prefill chunks and decode rows of other sequences in one step leave each sequence's logits as alone") {
+  // Window 24: the decoding sequences are past it, the prefilling one crosses it.
+  Model m(GgufFile::open(model_file(TensorType::Q8_0, "gemma3")), 2);
+  KvCache cache(m.config(), 32, 16);
+  const auto a = random_tokens(60, m.config().n_vocab, 21), b = random_tokens(45, m.config().n_vocab, 22);
+  const auto c = random_tokens(30, m.config().n_vocab, 23);
+  const auto alone_a = run_alone(m, cache, a, a.size()), alone_b = run_alone(m, cache, b, b.size());
+  const auto alone_c = run_alone(m, cache, c, c.size());
+  KvSequence sa(cache), sb(cache), sc(cache);
+  REQUIRE((sa.reserve(60) && sb.reserve(45) && sc.reserve(30)));
+  Logits out;
+  Batch first;  // a and b prefill all but their last tokens
+  first.sequences.push_back({std::span(a).first(50), 0, sa.block_table(), LogitsWanted::none});
+  first.sequences.push_back({std::span(b).first(40), 0, sb.block_table(), LogitsWanted::none});
+  m.forward(first, cache, out);
+  const int64_t v = m.config().n_vocab;
+  for (int32_t i = 0; i < 5; ++i) {  // a and b decode one token each while c prefills in chunks of 6
+    Batch step;
+    step.sequences.push_back({std::span(a).subspan(50 + i, 1), 50 + i, sa.block_table(), LogitsWanted::last});
+    step.sequences.push_back({std::span(c).subspan(6 * i, 6), 6 * i, sc.block_table(), LogitsWanted::all});
+    step.sequences.push_back({std::span(b).subspan(40 + i, 1), 40 + i, sb.block_table(), LogitsWanted::last});
+    m.forward(step, cache, out);
+    REQUIRE(out.rows() == 8);
+    CHECK(max_rel_diff(out.row(0), std::span(alone_a).subspan((50 + i) * v, v)) < 1e-4f);
+    for (int32_t r = 0; r < 6; ++r) CHECK(max_rel_diff(out.row(1 + r), std::span(alone_c).subspan((6 * i + r) * v, v)) < 1e-4f);
+    CHECK(max_rel_diff(out.row(7), std::span(alone_b).subspan((40 + i) * v, v)) < 1e-4f);
   }
 }
 

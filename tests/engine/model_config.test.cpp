@@ -80,3 +80,34 @@ TEST_CASE("non-finite or out-of-range hyper-parameters are refused, each naming 
   CHECK_THAT(refusal([](GgufWriter& w) { w.set_u32("qwen2.attention.head_count", 0); }),
              Catch::Contains("head_count' = 0 is out of range"));
 }
+
+TEST_CASE("gemma3: every sixth layer is global, the others slide, and its implicit values are set") {
+  SyntheticModelSpec spec = small_spec();
+  spec.architecture = "gemma3";
+  spec.n_layer = 13;
+  spec.sliding_window = 40;
+  const ModelConfig c = read_changed([](GgufWriter&) {}, spec);
+  CHECK(c.sliding_window == 40);
+  for (int64_t l = 0; l < 13; ++l) CHECK(c.is_local(l) == (l != 5 && l != 11));
+  CHECK(c.ffn_activation == FfnActivation::gelu_tanh);
+  CHECK(c.embedding_scale == Approx(8.0f));  // sqrt(64)
+  CHECK(c.rope_freq_base == 1e6f);
+  CHECK(c.rope_local_freq_base == 10000.0f);
+  CHECK(c.rope_order == RopeOrder::halves);
+  const ModelConfig q = read_changed([](GgufWriter&) {});
+  CHECK_FALSE(q.is_local(0));
+  CHECK(q.sliding_window == 0);
+}
+
+TEST_CASE("gemma3 with a zero sliding window, or an architecture troupe does not run, is refused in one line") {
+  SyntheticModelSpec spec = small_spec();
+  spec.architecture = "gemma3";
+  try {
+    read_changed([](GgufWriter& w) { w.set_u32("gemma3.attention.sliding_window", 0); }, spec);
+    FAIL("accepted");
+  } catch (const GgufError& e) {
+    CHECK(std::string(e.what()) == "m.gguf: 'gemma3.attention.sliding_window' = 0 is out of range");
+  }
+  const std::string why = refusal([](GgufWriter& w) { w.set_string("general.architecture", "gemma2"); });
+  CHECK(why == "m.gguf: architecture 'gemma2' is not supported (qwen2, llama, gemma3)");
+}

@@ -1,4 +1,4 @@
-"""An independent forward pass of qwen2/llama GGUF models in NumPy.
+"""An independent forward pass of qwen2/llama/gemma3 GGUF models in NumPy.
 
 It shares no code with the engine: weights are read with the `gguf` package
 (llama.cpp's own Python reader) and dequantized by it, and the transformer is
@@ -90,15 +90,26 @@ class ReferenceModel:
             values = dequantize(t.data, t.tensor_type).astype(np.float64)
             self.w[t.name] = values.reshape(list(reversed(ne)))
         self.n_embd = self.w["token_embd.weight"].shape[1]
-        self.head_dim = self.n_embd // self.n_head
+        self.head_dim = _field(r, a + "attention.key_length") or self.n_embd // self.n_head
         self.halves = self.arch != "llama"
+        # gemma3 (Gemma 3 technical report; Hugging Face's Gemma3 modelling):
+        # every sixth layer global, the others attend a sliding window and
+        # turn at base 10,000; embeddings scaled by sqrt(d); GELU (tanh).
+        self.gemma3 = self.arch == "gemma3"
+        self.window = _field(r, a + "attention.sliding_window") if self.gemma3 else 0
+
+    def _local(self, layer):
+        return self.gemma3 and layer % 6 != 5
 
     def _rmsnorm(self, x, w):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.eps) * w
 
-    def _rope(self, x, pos):
+    def _rope(self, x, pos, local=False):
         d = x.shape[-1]
-        inv, magnitude = rope_frequencies(d, self.rope_base, self.rope_scaling)
+        if local:
+            inv, magnitude = rope_frequencies(d, 10000.0, None)
+        else:
+            inv, magnitude = rope_frequencies(d, self.rope_base, self.rope_scaling)
         ang = pos[:, None] * inv[None, :]
         cos, sin = magnitude * np.cos(ang)[:, None, :], magnitude * np.sin(ang)[:, None, :]
         if self.halves:
@@ -110,18 +121,26 @@ class ReferenceModel:
         out[..., 1::2] = x1 * sin + x2 * cos
         return out
 
-    def _attention(self, p, x, pos):
+    def _attention(self, p, x, pos, local=False):
         t, hd = x.shape[0], self.head_dim
         q = x @ self.w[p + "attn_q.weight"].T + self.w.get(p + "attn_q.bias", 0)
         k = x @ self.w[p + "attn_k.weight"].T + self.w.get(p + "attn_k.bias", 0)
         v = x @ self.w[p + "attn_v.weight"].T + self.w.get(p + "attn_v.bias", 0)
-        q = self._rope(q.reshape(t, self.n_head, hd), pos)
-        k = self._rope(k.reshape(t, self.n_head_kv, hd), pos)
+        q, k = q.reshape(t, self.n_head, hd), k.reshape(t, self.n_head_kv, hd)
+        if p + "attn_q_norm.weight" in self.w:  # QK-norm: each head normalized
+            q = self._rmsnorm(q, self.w[p + "attn_q_norm.weight"])
+            k = self._rmsnorm(k, self.w[p + "attn_k_norm.weight"])
+        q = self._rope(q, pos, local)
+        k = self._rope(k, pos, local)
         v = v.reshape(t, self.n_head_kv, hd)
         group = self.n_head // self.n_head_kv
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
         scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
-        scores = scores + np.triu(np.full((t, t), -np.inf), 1)[None]
+        distance = pos[:, None] - pos[None, :]  # query minus key position
+        masked = distance < 0
+        if local:
+            masked |= distance >= self.window
+        scores = np.where(masked[None], -np.inf, scores)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         out = np.einsum("hts,shd->thd", scores, v).reshape(t, self.n_head * hd)
@@ -130,16 +149,27 @@ class ReferenceModel:
     def _ffn(self, p, x):
         g = x @ self.w[p + "ffn_gate.weight"].T
         u = x @ self.w[p + "ffn_up.weight"].T
-        return (g / (1 + np.exp(-g)) * u) @ self.w[p + "ffn_down.weight"].T
+        if self.gemma3:
+            act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+        else:
+            act = g / (1 + np.exp(-g))
+        return (act * u) @ self.w[p + "ffn_down.weight"].T
+
+    def _post(self, p, name, y):
+        return self._rmsnorm(y, self.w[p + name]) if p + name in self.w else y
 
     def logits(self, tokens):
         """Logits of every position, shape [len(tokens), n_vocab]."""
         x = self.w["token_embd.weight"][np.asarray(tokens)]
+        if self.gemma3:
+            x = x * np.sqrt(self.n_embd)
         pos = np.arange(len(tokens), dtype=np.float64)
         for i in range(self.n_layer):
             p = f"blk.{i}."
-            x = x + self._attention(p, self._rmsnorm(x, self.w[p + "attn_norm.weight"]), pos)
-            x = x + self._ffn(p, self._rmsnorm(x, self.w[p + "ffn_norm.weight"]))
+            a = self._attention(p, self._rmsnorm(x, self.w[p + "attn_norm.weight"]), pos, self._local(i))
+            x = x + self._post(p, "post_attention_norm.weight", a)
+            f = self._ffn(p, self._rmsnorm(x, self.w[p + "ffn_norm.weight"]))
+            x = x + self._post(p, "post_ffw_norm.weight", f)
         x = self._rmsnorm(x, self.w["output_norm.weight"])
         out = self.w.get("output.weight", self.w["token_embd.weight"])
         return x @ out.T
