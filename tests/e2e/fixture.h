@@ -145,4 +145,25 @@ inline std::vector<messages::StreamOutcome> concurrent_greedy(const std::string&
   return got;
 }
 
+
+// One session turn on a fresh connection (so nothing queued for a dead
+// server is delivered to the next one).
+inline messages::StreamOutcome turn(const std::string& endpoint, const std::string& session, const std::string& user, int tokens,
+                             std::chrono::milliseconds timeout = 60s) {
+  messages::ClientConnection c(endpoint);
+  const uint64_t id = c.next_id();
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", user}};
+  return c.stream(messages::chat_request(id, session, msgs, greedy(tokens)), id, {}, timeout);
+}
+
+// A conversation's greedy answer with logprobs, as one request without a
+// session (on a server that stores no KV, a full prefill); `session` given,
+// the messages are that session's next turn instead.
+inline messages::StreamOutcome chat_logprobs(const std::string& endpoint, const std::string& session,
+                                      const std::vector<std::pair<std::string, std::string>>& msgs, int tokens) {
+  messages::ClientConnection c(endpoint);
+  const uint64_t id = c.next_id();
+  return c.stream(messages::chat_request(id, session, msgs, greedy(tokens), wire::Priority::chat, true), id, {}, 60s);
+}
+
 }  // namespace troupe::test

@@ -26,26 +26,6 @@ namespace {
 
 using Turn = std::pair<std::string, std::string>;  // (user message, assistant answer)
 
-// One session turn on a fresh connection (so nothing queued for a dead
-// server is delivered to the next one).
-messages::StreamOutcome turn(const std::string& endpoint, const std::string& session, const std::string& user, int tokens,
-                             std::chrono::milliseconds timeout = 60s) {
-  messages::ClientConnection c(endpoint);
-  const uint64_t id = c.next_id();
-  const std::vector<std::pair<std::string, std::string>> msgs{{"user", user}};
-  return c.stream(messages::chat_request(id, session, msgs, greedy(tokens)), id, {}, timeout);
-}
-
-// A conversation's greedy answer with logprobs, as one request without a
-// session (on a server that stores no KV, a full prefill); `session` given,
-// the messages are that session's next turn instead.
-messages::StreamOutcome chat_logprobs(const std::string& endpoint, const std::string& session,
-                                      const std::vector<std::pair<std::string, std::string>>& msgs, int tokens) {
-  messages::ClientConnection c(endpoint);
-  const uint64_t id = c.next_id();
-  return c.stream(messages::chat_request(id, session, msgs, greedy(tokens), wire::Priority::chat, true), id, {}, 60s);
-}
-
 // The reply to one query; empty when none came in time.
 messages::Bytes ask(const std::string& endpoint, const std::function<messages::Bytes(uint64_t)>& make,
                     std::chrono::milliseconds timeout = 10s) {

@@ -20,14 +20,17 @@ using namespace troupe;
 
 namespace {
 
-std::string one_layer_model(bool bias) {
+// qwen2 has key biases (a key offset), llama adjacent RoPE pairs, and
+// gemma3's one layer is a sliding-window layer, whose keys turn at the local
+// base (10,000, not the file's 1,000,000): a shift must turn them by that.
+std::string one_layer_model(const std::string& arch) {
   // Per process: CTest runs this file's cases in parallel, each writing its model.
-  const auto path = std::filesystem::temp_directory_path() / (std::string("troupe-kv-shift-") + (bias ? "qwen2" : "llama") +
-                                                              "-" + std::to_string(getpid()) + ".gguf");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("troupe-kv-shift-" + arch + "-" + std::to_string(getpid()) + ".gguf");
   SyntheticModelSpec spec;
   spec.n_layer = 1;
   spec.seed = 41;
-  spec.architecture = bias ? "qwen2" : "llama";  // qwen2 has key biases (a key offset), llama adjacent RoPE pairs
+  spec.architecture = arch;
   write_synthetic_model(spec, path.string());
   return path.string();
 }
@@ -51,12 +54,12 @@ TEST_CASE("after a context shift, the next token's logits equal a fresh prefill 
     KvType type;
     float tolerance;  // the rounding of the turned keys as the type stores them
   };
-  for (bool bias : {true, false})
+  for (const std::string arch : {"qwen2", "llama", "gemma3"})
     for (const Case c : {Case{KvType::f16, 2e-4f}, Case{KvType::q8_0, 2e-3f}, Case{KvType::k8v4, 2e-3f}}) {
       BackendOptions o;
       o.kv_pages = 32;
       o.kv_type = c.type;
-      auto b = open_backend(one_layer_model(bias), o);
+      auto b = open_backend(one_layer_model(arch), o);
       const int32_t sink = 16, dropped = 40, kept = 37;
       // The history: sink, then tokens to drop, then tokens to keep.
       std::vector<int32_t> history = tokens(sink, 60);
@@ -93,7 +96,7 @@ TEST_CASE("after a context shift, the next token's logits equal a fresh prefill 
       full.sequences.push_back({fresh_tokens, 0, fresh.block_table(), LogitsWanted::last});
       b->forward(full, logits);
       const float diff = max_rel_diff(after, logits.values);
-      INFO(kv_type_name(c.type) << (bias ? ", qwen2" : ", llama") << ": largest logit difference " << diff
+      INFO(kv_type_name(c.type) << ", " << arch << ": largest logit difference " << diff
                                 << " of the largest logit");
       CHECK(diff < c.tolerance);
     }
@@ -102,7 +105,7 @@ TEST_CASE("after a context shift, the next token's logits equal a fresh prefill 
 TEST_CASE("a shift within one block table moves overlapping positions without reading what it already wrote") {
   BackendOptions o;
   o.kv_pages = 16;
-  auto b = open_backend(one_layer_model(true), o);
+  auto b = open_backend(one_layer_model("qwen2"), o);
   const auto t = tokens(48, 70);
   KvSequence seq(b->pages(), b->page_size());
   REQUIRE(seq.reserve(64));
