@@ -188,25 +188,54 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
     }
   }
 
-  // Units go to whichever thread is free: a tile's result does not depend on
-  // the thread, and prefill tiles cost far more than decode ones.
-  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-  const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
-  std::atomic<size_t> next{0};
-  pool_.run([&](int t) {
-    cpu::AttentionScratch& scratch = attention_scratch_[static_cast<size_t>(t)];
-    for (size_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units_.size();) {
-      const AttentionUnit& unit = units_[u];
-      const BatchSequence& seq = batch.sequences[static_cast<size_t>(unit.seq)];
-      const cpu::AttentionTile tile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
-                                    unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head,
-                                    window};
-      cpu::attend_tile(cache, layer, seq.block_table, shape, tile, scratch);
-    }
-  });
+  run_attention(layer, batch, cache);
   cpu::matmul(l.wo, attn_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
   post_norm(l.post_attn_norm, n);
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
+}
+
+// Units go to whichever thread is free: a tile's result does not depend on
+// the thread, and prefill tiles cost far more than decode ones. A step with
+// fewer tiles than threads (a decode step of one or two sequences, the more
+// so with one KV head) splits each tile into its chunks, one work item each,
+// and merges them after: the same bits as one thread reading them all
+// (cpu/attention.h), the context read by every thread.
+void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
+  const auto& c = config_;
+  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
+  const auto tile_of = [&](const AttentionUnit& unit) {
+    return cpu::AttentionTile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
+                              unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head, window};
+  };
+  const bool split = pool_.size() > 1 && units_.size() < static_cast<size_t>(pool_.size());
+  chunk_items_.clear();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const cpu::ChunkRange r = split ? cpu::tile_chunks(tile_of(units_[u])) : cpu::ChunkRange{-1, 0};
+    for (int32_t k = r.first; k < r.last; ++k) chunk_items_.push_back({static_cast<int32_t>(u), k});
+  }
+  if (chunk_partials_.size() < chunk_items_.size()) chunk_partials_.resize(chunk_items_.size());
+  std::atomic<size_t> next{0};
+  pool_.run([&](int t) {
+    cpu::AttentionScratch& scratch = attention_scratch_[static_cast<size_t>(t)];
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < chunk_items_.size();) {
+      const ChunkItem item = chunk_items_[i];
+      const AttentionUnit& unit = units_[static_cast<size_t>(item.unit)];
+      const auto table = batch.sequences[static_cast<size_t>(unit.seq)].block_table;
+      if (item.chunk < 0)
+        cpu::attend_tile(cache, layer, table, shape, tile_of(unit), scratch);
+      else
+        cpu::attend_chunk(cache, layer, table, shape, tile_of(unit), item.chunk, scratch, chunk_partials_[i]);
+    }
+  });
+  if (!split) return;
+  for (size_t i = 0; i < chunk_items_.size();) {  // each split tile's chunks, in order
+    size_t j = i;
+    while (j < chunk_items_.size() && chunk_items_[j].unit == chunk_items_[i].unit) ++j;
+    cpu::finish_tile(cache, shape, tile_of(units_[static_cast<size_t>(chunk_items_[i].unit)]),
+                     std::span(chunk_partials_).subspan(i, j - i));
+    i = j;
+  }
 }
 
 // gemma3's QK-norm: each query and key head RMS-normalized before RoPE.

@@ -53,6 +53,7 @@ class Model {
   void prepare(const Batch& batch, const KvCache& cache);
   void plan_attention(const Batch& batch);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
+  void run_attention(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l);
   void head_norms(const LayerWeights& l);
   void post_norm(const std::vector<float>& weight, int64_t n);
@@ -82,6 +83,13 @@ class Model {
   };
   std::vector<AttentionUnit> units_;
   std::vector<cpu::AttentionScratch> attention_scratch_;
+  // A step split by chunks (run_attention): work items, and each one's state.
+  struct ChunkItem {
+    int32_t unit;   // in units_
+    int32_t chunk;  // -1: the whole tile
+  };
+  std::vector<ChunkItem> chunk_items_;
+  std::vector<cpu::AttentionPartial> chunk_partials_;
 };
 
 }  // namespace troupe

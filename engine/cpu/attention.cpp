@@ -1,55 +1,144 @@
 #include "engine/cpu/attention.h"
 
+#include <algorithm>
+
 #include "engine/cpu/attention_tile.h"
 #include "engine/cpu/isa.h"
 
 namespace troupe::cpu {
 
 namespace avx2 {
-void attend_tile(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
-                 const AttentionTile& tile, float* qs, float* o, float* m, float* l, float* kt, float* vb);
+void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l, float* kt,
+                  float* vb);
 }  // namespace avx2
 namespace avx512 {
-void attend_tile(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
-                 const AttentionTile& tile, float* qs, float* o, float* m, float* l);
+void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l);
 }  // namespace avx512
 
 namespace {
 
+size_t row_heads(const AttentionShape& shape) { return static_cast<size_t>(kTileRows * (shape.n_head / shape.n_head_kv)); }
+
+void size_partial(const AttentionShape& shape, AttentionPartial& p) {
+  const size_t rh = row_heads(shape), d = static_cast<size_t>(shape.head_dim);
+  if (p.m.size() >= rh && p.o.size() >= rh * d) return;
+  p.m.assign(rh, 0.0f);
+  p.l.assign(rh, 0.0f);
+  p.o.assign(rh * d, 0.0f);
+}
+
 // Sizes the scratch for the largest tile of this shape (once: the shape is the model's).
 void size_scratch(const AttentionShape& shape, AttentionScratch& s) {
-  const auto rh = static_cast<size_t>(kTileRows * (shape.n_head / shape.n_head_kv));
-  const auto d = static_cast<size_t>(shape.head_dim);
+  const size_t rh = row_heads(shape), d = static_cast<size_t>(shape.head_dim);
+  size_partial(shape, s.chunk);
+  size_partial(shape, s.total);
   if (s.q.size() >= rh * d && s.keys.size() >= kKvBlockPositions * d) return;
   s.q.assign(rh * d, 0.0f);
-  s.o.assign(rh * d, 0.0f);
-  s.m.assign(rh, 0.0f);
-  s.l.assign(rh, 0.0f);
   s.keys.assign(kKvBlockPositions * d + 16, 0.0f);  // + 16: room to align
   s.values.assign(kKvBlockPositions * d + 16, 0.0f);
 }
 
+void run_chunk(Isa isa, const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+               const AttentionTile& tile, int32_t chunk, AttentionScratch& s, AttentionPartial& out) {
+  const int32_t p0 = chunk * kChunkPositions, p1 = p0 + kChunkPositions;
+  if (isa == Isa::scalar)
+    return attend_chunk_portable(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(),
+                                 out.l.data(), s.keys.data(), s.values.data());
+  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64)
+    return avx512::attend_chunk(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(),
+                                out.l.data());
+  avx2::attend_chunk(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(), out.l.data(),
+                     s.keys.data(), s.values.data());
+}
+
+// Folds one chunk's state into the running total, per (row, head). A chunk
+// that held none of a row's positions has l = 0 (any other has l >= 1: its
+// largest score contributes e^0) and is skipped; the first that did is copied.
+void merge(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t) {
+  for (int64_t rh = 0; rh < rh_count; ++rh) {
+    if (c.l[rh] == 0.0f) continue;
+    const float* co = &c.o[rh * d];
+    float* to = &t.o[rh * d];
+    if (t.l[rh] == 0.0f) {
+      t.m[rh] = c.m[rh];
+      t.l[rh] = c.l[rh];
+      for (int64_t i = 0; i < d; ++i) to[i] = co[i];
+      continue;
+    }
+    const float m = t.m[rh] > c.m[rh] ? t.m[rh] : c.m[rh];
+    const float a = attention_exp(t.m[rh] - m), b = attention_exp(c.m[rh] - m);
+    t.m[rh] = m;
+    t.l[rh] = t.l[rh] * a + c.l[rh] * b;
+    for (int64_t i = 0; i < d; ++i) to[i] = to[i] * a + co[i] * b;
+  }
+}
+
+void write_out(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile, const AttentionPartial& t) {
+  const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  const bool rotated_values = kv_rotated(cache.value_format());
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t rh = r * group + g;
+      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      for (int64_t i = 0; i < d; ++i) dst[i] = t.o[rh * d + i] / t.l[rh];
+      if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
+    }
+}
+
+void clear_total(const AttentionShape& shape, const AttentionTile& tile, AttentionPartial& t) {
+  const auto rh = static_cast<size_t>(tile.rows * (shape.n_head / shape.n_head_kv));
+  std::fill(t.l.begin(), t.l.begin() + static_cast<std::ptrdiff_t>(rh), 0.0f);
+}
+
+void attend_tile_on(Isa isa, const KvCache& cache, int64_t layer, std::span<const int32_t> block_table,
+                    const AttentionShape& shape, const AttentionTile& tile, AttentionScratch& s) {
+  size_scratch(shape, s);
+  const ChunkRange chunks = tile_chunks(tile);
+  const int64_t rh_count = tile.rows * (shape.n_head / shape.n_head_kv);
+  clear_total(shape, tile, s.total);
+  for (int32_t c = chunks.first; c < chunks.last; ++c) {
+    run_chunk(isa, cache, layer, block_table.data(), shape, tile, c, s, s.chunk);
+    merge(rh_count, shape.head_dim, s.chunk, s.total);
+  }
+  write_out(cache, shape, tile, s.total);
+}
+
 }  // namespace
+
+ChunkRange tile_chunks(const AttentionTile& tile) {
+  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;  // positions [.., last_ctx) are read
+  return {first_block_start(tile) / kChunkPositions, (last_ctx + kChunkPositions - 1) / kChunkPositions};
+}
 
 namespace portable {
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                  const AttentionTile& tile, AttentionScratch& s) {
-  size_scratch(shape, s);
-  attend_tile_portable(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(), s.l.data(),
-                       s.keys.data(), s.values.data());
+  attend_tile_on(Isa::scalar, cache, layer, block_table, shape, tile, s);
 }
 }  // namespace portable
 
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                  const AttentionTile& tile, AttentionScratch& s) {
-  const Isa isa = active_isa();
-  if (isa == Isa::scalar) return portable::attend_tile(cache, layer, block_table, shape, tile, s);
+  attend_tile_on(active_isa(), cache, layer, block_table, shape, tile, s);
+}
+
+void attend_chunk(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t chunk, AttentionScratch& s, AttentionPartial& out) {
   size_scratch(shape, s);
-  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64)
-    return avx512::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(),
-                               s.l.data());
-  avx2::attend_tile(cache, layer, block_table.data(), shape, tile, s.q.data(), s.o.data(), s.m.data(), s.l.data(),
-                    s.keys.data(), s.values.data());
+  size_partial(shape, out);
+  run_chunk(active_isa(), cache, layer, block_table.data(), shape, tile, chunk, s, out);
+}
+
+void finish_tile(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile,
+                 std::span<const AttentionPartial> chunks) {
+  thread_local AttentionPartial total;  // no allocation per step once sized
+  size_partial(shape, total);
+  clear_total(shape, tile, total);
+  const int64_t rh_count = tile.rows * (shape.n_head / shape.n_head_kv);
+  for (const AttentionPartial& c : chunks) merge(rh_count, shape.head_dim, c, total);
+  write_out(cache, shape, tile, total);
 }
 
 }  // namespace troupe::cpu

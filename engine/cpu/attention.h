@@ -60,13 +60,41 @@ inline int32_t first_in_window(const AttentionTile& tile, int32_t ctx, int32_t b
   return lo > 0 ? lo : 0;
 }
 
+// A long context is read in chunks at fixed positions, [0, 256), [256, 512),
+// ...: each chunk's softmax state (per row and head: max m, sum l and the
+// unnormalized output o) starts from nothing, and the chunks are merged in
+// order. A row's bits then do not depend on whether one thread reads all its
+// chunks (attend_tile) or several threads read one each and finish_tile
+// merges them (Model, when a step has fewer tiles than threads: a decode
+// step of one sequence on a model with one KV head has a single tile).
+constexpr int32_t kChunkPositions = 256;
+
+// The state of one chunk, for each (row, head) of a tile.
+struct AttentionPartial {
+  std::vector<float> m, l, o;  // rows x group, rows x group, rows x group x head_dim
+};
+
 // Per-thread working memory, sized for a shape by the first call.
 struct AttentionScratch {
-  std::vector<float> q, o, m, l, keys, values;
+  std::vector<float> q, keys, values;
+  AttentionPartial chunk, total;
 };
+
+// The chunks [first, last) that a tile reads (its first row's window start
+// to its last row's context end).
+struct ChunkRange {
+  int32_t first, last;
+};
+ChunkRange tile_chunks(const AttentionTile& tile);
 
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                  const AttentionTile& tile, AttentionScratch& scratch);
+// One chunk of a tile, into `out` (sized here).
+void attend_chunk(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t chunk, AttentionScratch& scratch, AttentionPartial& out);
+// Merges a tile's chunks, in order, and writes tile.out.
+void finish_tile(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile,
+                 std::span<const AttentionPartial> chunks);
 
 namespace portable {
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,

@@ -193,16 +193,17 @@ void update_row_head(const float* s_block, const float* vb, int32_t first, int32
   m = m_new;
 }
 
+// The tile's softmax state over the blocks in [p0, p1), from scratch (attention.h, chunks).
 template <int kVecs>
 void attend(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
-            const AttentionTile& tile, float* qs, float* o, float* m, float* l) {
+            const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
   constexpr int d = 16 * kVecs;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t rh_count = tile.rows * group;
   alignas(64) float kt[d * kB];
   alignas(64) float vb[kB * d];
   alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
-  const bool rotated_keys = kv_rotated(cache.key_format(layer)), rotated_values = kv_rotated(cache.value_format());
+  const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
       const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;
@@ -215,7 +216,9 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  for (int32_t b0 = first_block_start(tile); b0 < last_ctx; b0 += kB) {
+  const int32_t start = first_block_start(tile) > p0 ? first_block_start(tile) : p0;
+  const int32_t end = last_ctx < p1 ? last_ctx : p1;
+  for (int32_t b0 = start; b0 < end; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
     load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
     for (int32_t r = 0; r < tile.rows; ++r) {
@@ -231,15 +234,6 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       }
     }
   }
-  for (int32_t r = 0; r < tile.rows; ++r)
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t rh = r * group + g;
-      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
-      const __m512 inv_l = _mm512_set1_ps(l[rh]);
-      for (int c = 0; c < kVecs; ++c)
-        _mm512_storeu_ps(dst + 16 * c, _mm512_div_ps(_mm512_loadu_ps(o + rh * d + 16 * c), inv_l));
-      if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
-    }
 }
 
 }  // namespace
@@ -251,20 +245,20 @@ bool attention_fits(int64_t head_dim) {
   }
 }
 
-void attend_tile(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
-                 const AttentionTile& tile, float* qs, float* o, float* m, float* l) {
+void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
   switch (shape.head_dim / 16) {
-    case 1: return attend<1>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 2: return attend<2>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 3: return attend<3>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 4: return attend<4>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 5: return attend<5>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 6: return attend<6>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 7: return attend<7>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 8: return attend<8>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 10: return attend<10>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 12: return attend<12>(cache, layer, t, shape, tile, qs, o, m, l);
-    case 16: return attend<16>(cache, layer, t, shape, tile, qs, o, m, l);
+    case 1: return attend<1>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 2: return attend<2>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 3: return attend<3>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 4: return attend<4>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 5: return attend<5>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 6: return attend<6>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 7: return attend<7>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 8: return attend<8>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 10: return attend<10>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 12: return attend<12>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 16: return attend<16>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
     default: return;  // attention_fits() said no
   }
 }

@@ -76,14 +76,16 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
   m = m_new;
 }
 
-// scratch: q and o of rows x group x d floats, m and l of rows x group, two blocks of 16 x d.
-inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
-                                 const AttentionTile& tile, float* qs, float* o, float* m, float* l, float* kt,
-                                 float* vb) {
+// The tile's softmax state over the KV blocks in positions [p0, p1) (a
+// chunk: attention.h), from scratch: per (row, head) m, l and the
+// unnormalized o. scratch: qs of rows x group x d floats, two blocks of 16 x d.
+inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m,
+                                  float* l, float* kt, float* vb) {
   const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const int64_t rh_count = tile.rows * group;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool rotated_keys = kv_rotated(cache.key_format(layer)), rotated_values = kv_rotated(cache.value_format());
+  const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
       const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;
@@ -95,7 +97,9 @@ inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int3
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
   const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  for (int32_t b0 = first_block_start(tile); b0 < last_ctx; b0 += kB) {
+  const int32_t start = first_block_start(tile) > p0 ? first_block_start(tile) : p0;
+  const int32_t end = last_ctx < p1 ? last_ctx : p1;
+  for (int32_t b0 = start; b0 < end; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
     load_rows(cache, layer, table, b0, n, tile.kv_head, true, vb);
     for (int j = 0; j < kB; ++j)
@@ -113,13 +117,6 @@ inline void attend_tile_portable(const KvCache& cache, int64_t layer, const int3
       }
     }
   }
-  for (int32_t r = 0; r < tile.rows; ++r)
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t rh = r * group + g;
-      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
-      for (int64_t i = 0; i < d; ++i) dst[i] = o[rh * d + i] / l[rh];
-      if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
-    }
 }
 
 }  // namespace

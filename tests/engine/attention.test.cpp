@@ -213,3 +213,36 @@ TEST_CASE("sliding-window attention equals the reference below, at and beyond th
     }
   }
 }
+
+TEST_CASE("a tile read chunk by chunk and merged gives the bits of reading it whole, with and without a window") {
+  for (int32_t window : {0, 512, 40}) {
+    for (int32_t n_ctx : {5, 256, 257, 700, 3000}) {
+      const int32_t rows = std::min(n_ctx, 16);
+      const int32_t first_ctx = n_ctx - rows + 1;
+      const Filled f(4, 1, 256, n_ctx);
+      const auto q = troupe::test::gaussian(static_cast<size_t>(rows * f.config.q_dim()), 9, 0.5f);
+      const auto whole = f.attend(q, rows, first_ctx, kTileRows, window);
+      for (int32_t r : {0, rows - 1}) {  // a prefill tile, and a decode row alone
+        const int32_t tile_rows = r == 0 ? rows : 1;
+        std::vector<float> out(q.size(), -1.0f);
+        const AttentionTile t{q.data() + r * f.config.q_dim(), out.data() + r * f.config.q_dim(), f.config.q_dim(),
+                              tile_rows, first_ctx + r, 0, window};
+        const ChunkRange chunks = tile_chunks(t);
+        INFO("window " << window << ", " << n_ctx << " positions, " << tile_rows << " rows: chunks " << chunks.first
+                       << " to " << chunks.last);
+        CHECK(chunks.last - chunks.first == (n_ctx - 1 + kChunkPositions - 1) / kChunkPositions -
+                                                (window > 0 ? std::max(0, first_ctx + r - window) / kChunkPositions : 0));
+        std::vector<AttentionPartial> parts(static_cast<size_t>(chunks.last - chunks.first));
+        AttentionScratch scratch;
+        for (int32_t c = chunks.first; c < chunks.last; ++c)  // in reverse: each chunk stands alone
+          attend_chunk(f.cache, 0, f.table, f.shape(), t, chunks.last - 1 - (c - chunks.first), scratch,
+                       parts[static_cast<size_t>(chunks.last - 1 - c)]);
+        finish_tile(f.cache, f.shape(), t, parts);
+        const auto first = static_cast<size_t>(r * f.config.q_dim());
+        CHECK(std::equal(out.begin() + static_cast<std::ptrdiff_t>(first),
+                         out.begin() + static_cast<std::ptrdiff_t>(first + static_cast<size_t>(tile_rows * f.config.q_dim())),
+                         whole.begin() + static_cast<std::ptrdiff_t>(first)));
+      }
+    }
+  }
+}

@@ -159,6 +159,41 @@ TEST_CASE("gemma3: prefill chunks and decode rows of other sequences in one step
   }
 }
 
+TEST_CASE("one KV head: decode steps split by KV chunks over two threads give the bits of one thread") {
+  // Gemma 3 270M's layout (one KV head): a decode step is one tile, which the
+  // model splits into 256-position chunks when it has more threads than tiles.
+  const auto path = std::filesystem::temp_directory_path() / "troupe-model-test-gemma3-one-kv-head.gguf";
+  SyntheticModelSpec spec;
+  spec.architecture = "gemma3";
+  spec.n_layer = 6;
+  spec.n_head = 4;
+  spec.n_head_kv = 1;
+  spec.sliding_window = 300;
+  spec.weight_type = spec.embedding_type = TensorType::Q8_0;
+  write_synthetic_model(spec, path.string());
+  const auto tokens = random_tokens(700, 200, 5);
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2}) {
+    Model m(GgufFile::open(path.string()), threads);
+    KvCache cache(m.config(), 48, 16);
+    KvSequence seq(cache);
+    REQUIRE(seq.reserve(700));
+    Logits out;
+    Batch prefill;
+    prefill.sequences.push_back({std::span(tokens).first(640), 0, seq.block_table(), LogitsWanted::none});
+    m.forward(prefill, cache, out);
+    std::vector<float> all;
+    for (int32_t pos = 640; pos < 700; ++pos) {
+      Batch step;
+      step.sequences.push_back({std::span(tokens).subspan(pos, 1), pos, seq.block_table(), LogitsWanted::last});
+      m.forward(step, cache, out);
+      all.insert(all.end(), out.values.begin(), out.values.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  CHECK(runs[0] == runs[1]);
+}
+
 TEST_CASE("a batch that names a bad token or an uncovered position is refused") {
   Model m(GgufFile::open(model_file(TensorType::F32)), 1);
   KvCache cache(m.config(), 2, 16);
