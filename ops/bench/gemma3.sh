@@ -51,7 +51,7 @@ if has streams; then
   kill -TERM $server; wait $server || true
   # llama-batched-bench: S_TG is the batch's decode tok/s with every sequence decoding.
   peer="$("$bin/llama-batched-bench" -m "$path" -t "$threads" -tb "$threads" -c $(((prompt + gen) * streams + 64)) \
-            -b 2048 -ub 512 -npp "$prompt" -ntg "$gen" -npl "$streams" --output-format jsonl 2>/dev/null | tail -1)"
+            -b 2048 -ub 512 -npp "$prompt" -ntg "$gen" -npl "$streams" --output-format jsonl 2>/dev/null | grep "^{" | tail -1)"
   s="$(jq '.aggregate_decode_tok_s' <<<"$served")" w="$(jq '.all_decoding_tok_s' <<<"$served")"
   p="$(jq '.speed_tg' <<<"$peer")"
   echo "$streams streams ($prompt prompt + $gen generated tokens each): troupe serve $s tok/s aggregate decode" \
