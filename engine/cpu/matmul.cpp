@@ -98,7 +98,7 @@ constexpr int kPackedMinTokens = 12;
 // few-token kernels decode once per 8 tokens, and for rows wider than 4,096
 // values, where 8 tokens' activations overflow L1; Q4_K/Q6_K rows up to
 // 1,536 values wide run 10-40 % faster on the few-token kernels at 16 tokens
-// and break even at 32. Q8_0 joined the first group on a Zen 4 EPYC (2 vCPU,
+// and break even at 32. Q8_0 joined the first group on a Zen 5 EPYC (family 26, 2 vCPU,
 // 2026-12-04): at 16 tokens the 16-lane kernels decoded gemma3-270m (its
 // 262,144-row Q8_0 output) 13 % faster and qwen2.5-coder-0.5b 5 % faster.
 bool lane_batch_pays(TensorType type, int64_t cols, int n_tokens) {
