@@ -474,7 +474,11 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
                                " cache spills its pages as they are");
     options.kv_spill_codec = static_cast<uint8_t>(KvPageCodec::raw);
   } else if (options.kv_spill_codec == 255) {
-    options.kv_spill_codec = static_cast<uint8_t>(shape.supports(KvPageCodec::k8v4) ? KvPageCodec::k8v4 : KvPageCodec::int8);
+    // Gemma's values are not normalized: rounded to 4 or 8 bits, a restored
+    // session's next answer moved off a full prefill's (docs/DECISIONS.md).
+    options.kv_spill_codec = static_cast<uint8_t>(v.config.architecture == "gemma3"         ? KvPageCodec::fp16
+                                                  : shape.supports(KvPageCodec::k8v4) ? KvPageCodec::k8v4
+                                                                                       : KvPageCodec::int8);
   }
   const auto codec = static_cast<KvPageCodec>(options.kv_spill_codec);
   if (!shape.supports(codec))
@@ -762,7 +766,10 @@ std::string Service::describe() const {
   return s.backend_text + s.draft_text + tiers + "; context " + std::to_string(s.options.planner.max_context) + " tokens, budget " +
          std::to_string(s.options.planner.token_budget) + " tokens a step; data in " + s.options.data_dir.string() +
          "; job events on " + s.options.events + (s.kv_spill ? std::string("; session KV spills to the store as ") +
-                                (s.options.kv_spill_codec == 2 ? "k8v4" : s.options.kv_spill_codec == 3 ? "its own format" : "int8")
+                                (s.options.kv_spill_codec == 2   ? "k8v4"
+                                 : s.options.kv_spill_codec == 3 ? "its own format"
+                                 : s.options.kv_spill_codec == 1 ? "fp16"
+                                                                 : "int8")
                                            : std::string());
 }
 

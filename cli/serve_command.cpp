@@ -90,7 +90,7 @@ int run_serve(ServeArgs& a) {
                   : a.speculation == "auto" ? SpeculationMode::automatic
                   : a.speculation == "draft" ? SpeculationMode::draft
                                              : SpeculationMode::off;
-  o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : 255;
+  o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : a.kv_codec == "fp16" ? 1 : 255;
   o.session_idle = std::chrono::seconds(a.session_idle_s);
   o.session_ttl = std::chrono::seconds(a.session_ttl_s);
   o.job_ttl = std::chrono::seconds(a.job_ttl_s);
@@ -228,9 +228,9 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--kv-spill-codec", a->kv_codec,
-                  "How spilled KV pages are stored: k8v4 (keys 8-bit, values 4-bit: 0.40 of FP16) or int8 (0.52); "
-                  "auto: k8v4 where the head dim is a multiple of 32")
-      ->check(CLI::IsMember({"auto", "int8", "k8v4"}))
+                  "How spilled KV pages are stored: k8v4 (keys 8-bit, values 4-bit: 0.40 of FP16), int8 (0.52) or "
+                  "fp16 (lossless); auto: fp16 for gemma3, else k8v4 where the head dim is a multiple of 32")
+      ->check(CLI::IsMember({"auto", "int8", "k8v4", "fp16"}))
       ->capture_default_str();
   cmd->add_option("--speculation", a->speculation,
                   "Speculative decoding for requests that do not choose: off, ngram, auto (per step, by acceptance), draft")

@@ -77,7 +77,8 @@ struct StepRunner::Impl {
       const auto codec = static_cast<KvPageCodec>(plan.export_codec());
       for (int32_t page : *plan.exports()) {
         const int32_t at = page_of(page);
-        if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4 && codec != KvPageCodec::raw)
+        if (codec != KvPageCodec::int8 && codec != KvPageCodec::k8v4 && codec != KvPageCodec::raw &&
+            codec != KvPageCodec::fp16)
           throw std::invalid_argument("unknown KV export codec " + std::to_string(plan.export_codec()));
         exported.push_back({page, export_kv_page(*backend, at, codec)});
       }

@@ -230,7 +230,7 @@ TEST_CASE("a tile read chunk by chunk and merged gives the bits of reading it wh
         const ChunkRange chunks = tile_chunks(t);
         INFO("window " << window << ", " << n_ctx << " positions, " << tile_rows << " rows: chunks " << chunks.first
                        << " to " << chunks.last);
-        CHECK(chunks.last - chunks.first == (n_ctx - 1 + kChunkPositions - 1) / kChunkPositions -
+        CHECK(chunks.last - chunks.first == (n_ctx + kChunkPositions - 1) / kChunkPositions -
                                                 (window > 0 ? std::max(0, first_ctx + r - window) / kChunkPositions : 0));
         std::vector<AttentionPartial> parts(static_cast<size_t>(chunks.last - chunks.first));
         AttentionScratch scratch;
