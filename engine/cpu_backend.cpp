@@ -106,7 +106,7 @@ void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
             for (int64_t i = 0; i < c.head_dim; ++i) row[i] += m[h * c.head_dim + i];
           }
         }
-        model_->rope(l).shift(k.data(), c.n_head_kv, delta);
+        if (!c.alibi()) model_->rope(l).shift(k.data(), c.n_head_kv, delta);  // ALiBi: a move is the whole shift
         if (kf == KvRowFormat::f16) {
           for (int64_t h = 0; h < c.n_head_kv; ++h)
             encode_kv_row(kf, k.data() + h * c.head_dim, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/alibi.h"
 #include "engine/cpu/attention.h"
 #include "engine/cpu/isa.h"
 #include "engine/kv_key_layers.h"
@@ -40,7 +41,8 @@ Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
       rope_(config_.head_dim, rope_frequencies(config_.head_dim, config_.rope_freq_base, config_.rope_scaling),
             rope_magnitude(config_.rope_scaling), config_.rope_order),
       rope_local_(config_.head_dim, rope_frequencies(config_.head_dim, config_.rope_local_freq_base, RopeScaling{}), 1.0f,
-                  config_.rope_order) {
+                  config_.rope_order),
+      alibi_slopes_(config_.alibi() ? alibi_slopes(config_.n_head, config_.max_alibi_bias) : std::vector<float>{}) {
   use_lane_layouts();
 }
 
@@ -54,6 +56,7 @@ void Model::use_lane_layouts() {
   if (cpu::active_isa() != cpu::Isa::avx512) return;
   if (const char* e = std::getenv("TROUPE_LANE_LAYOUT"); e && std::string_view(e) == "off") return;
   const auto repack = [this](cpu::WeightMatrix& w) {
+    if (w.data == nullptr) return;  // a matrix the architecture lacks (bloom's gate)
     auto buffer = cpu::repack_lanes(w, pool_);
     if (!buffer) return;
     w.lanes = buffer.get();
@@ -75,7 +78,8 @@ std::vector<float> Model::key_offsets() const {
     if (bias.empty()) continue;
     for (int64_t h = 0; h < c.n_head_kv; ++h)
       for (int64_t i = 0; i < half; ++i) {
-        if (static_cast<double>(omega[i]) * static_cast<double>(c.n_ctx_train) > kKeyOffsetTurn) continue;
+        // Under ALiBi nothing turns: the whole bias is shared by every key.
+        if (!c.alibi() && static_cast<double>(omega[i]) * static_cast<double>(c.n_ctx_train) > kKeyOffsetTurn) continue;
         for (int64_t d : {c.rope_order == RopeOrder::halves ? i : 2 * i, c.rope_order == RopeOrder::halves ? i + half : 2 * i + 1})
           m[static_cast<size_t>(layer * c.kv_dim() + h * c.head_dim + d)] = bias[static_cast<size_t>(h * c.head_dim + d)];
       }
@@ -148,6 +152,8 @@ void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
     cpu::dequantize_row(emb.type, row, x_.data() + r * e, e);
     if (config_.embedding_scale != 1.0f)
       for (int64_t i = 0; i < e; ++i) x_[r * e + i] *= config_.embedding_scale;
+    if (!weights_.embd_norm.empty())
+      cpu::layernorm(&x_[r * e], weights_.embd_norm.data(), weights_.embd_norm_b.data(), e, config_.rms_eps, &x_[r * e]);
   }
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const LayerWeights& l = weights_.layers[layer];
@@ -160,7 +166,7 @@ void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
 void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size());
-  for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&x_[r * c.n_embd], l.attn_norm.data(), c.n_embd, c.rms_eps, &xn_[r * c.n_embd]);
+  for (int64_t r = 0; r < n; ++r) norm(&x_[r * c.n_embd], l.attn_norm, l.attn_norm_b, &xn_[r * c.n_embd]);
   const cpu::WeightMatrix qkv[] = {l.wq, l.wk, l.wv};
   float* const outs[] = {q_.data(), k_.data(), v_.data()};
   cpu::matmul_many(qkv, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
@@ -174,8 +180,10 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   const bool half = cache.type() == KvType::f16;
   for (int64_t r = 0; r < n; ++r) {
     const Row& row = rows_[r];
-    rope.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
-    rope.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+    if (!c.alibi()) {  // ALiBi models have no position embedding: the kernel biases scores instead
+      rope.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
+      rope.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+    }
     if (c.query_scale != 1.0f)
       for (int64_t i = 0; i < c.q_dim(); ++i) q_[r * c.q_dim() + i] *= c.query_scale;
     const auto& table = batch.sequences[row.seq].block_table;
@@ -190,6 +198,7 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
 
   run_attention(layer, batch, cache);
   cpu::matmul(l.wo, attn_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  add_bias(tmp_.data(), l.bo, n);
   post_norm(l.post_attn_norm, n);
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
 }
@@ -202,7 +211,7 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
 // (cpu/attention.h), the context read by every thread.
 void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
   const auto& c = config_;
-  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.alibi() ? alibi_slopes_.data() : nullptr};
   const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
   const auto tile_of = [&](const AttentionUnit& unit) {
     return cpu::AttentionTile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
@@ -258,21 +267,42 @@ void Model::post_norm(const std::vector<float>& weight, int64_t n) {
 void Model::ffn_block(const LayerWeights& l) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size());
-  for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&x_[r * c.n_embd], l.ffn_norm.data(), c.n_embd, c.rms_eps, &xn_[r * c.n_embd]);
-  const cpu::WeightMatrix gate_up[] = {l.w_gate, l.w_up};
-  float* const outs[] = {gate_.data(), up_.data()};
-  cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+  for (int64_t r = 0; r < n; ++r) norm(&x_[r * c.n_embd], l.ffn_norm, l.ffn_norm_b, &xn_[r * c.n_embd]);
+  const int64_t elems = n * c.n_ff;
   // Element-wise, so any split gives the same values; serial, it left the
   // other threads idle for ~5 % of a 16-token step (libm expf per value).
-  const int64_t elems = n * c.n_ff;
-  const auto act = c.ffn_activation == FfnActivation::gelu_tanh ? cpu::gelu_mul : cpu::silu_mul;
-  if (pool_.size() > 1 && elems >= 16384)
-    pool_.parallel_for(elems, [this, act](int64_t b, int64_t e) { act(gate_.data() + b, up_.data() + b, e - b); });
-  else
-    act(gate_.data(), up_.data(), elems);
-  cpu::matmul(l.w_down, gate_.data(), static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  const bool split = pool_.size() > 1 && elems >= 16384;
+  float* hidden = gate_.data();
+  if (c.gated_ffn) {
+    const cpu::WeightMatrix gate_up[] = {l.w_gate, l.w_up};
+    float* const outs[] = {gate_.data(), up_.data()};
+    cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+    const auto act = c.ffn_activation == FfnActivation::gelu_tanh ? cpu::gelu_mul : cpu::silu_mul;
+    if (split)
+      pool_.parallel_for(elems, [this, act](int64_t b, int64_t e) { act(gate_.data() + b, up_.data() + b, e - b); });
+    else
+      act(gate_.data(), up_.data(), elems);
+  } else {  // bloom: gelu(up + b_up)
+    hidden = up_.data();
+    cpu::matmul(l.w_up, xn_.data(), static_cast<int>(n), up_.data(), pool_, scratch_);
+    add_bias(up_.data(), l.b_up, n);
+    if (split)
+      pool_.parallel_for(elems, [this](int64_t b, int64_t e) { cpu::gelu(up_.data() + b, e - b); });
+    else
+      cpu::gelu(up_.data(), elems);
+  }
+  cpu::matmul(l.w_down, hidden, static_cast<int>(n), tmp_.data(), pool_, scratch_);
+  add_bias(tmp_.data(), l.b_down, n);
   post_norm(l.post_ffn_norm, n);
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
+}
+
+// RMSNorm, or LayerNorm with its bias where the architecture has one (bloom).
+void Model::norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias, float* out) const {
+  if (config_.layer_norm)
+    cpu::layernorm(x, weight.data(), bias.data(), config_.n_embd, config_.rms_eps, out);
+  else
+    cpu::rmsnorm(x, weight.data(), config_.n_embd, config_.rms_eps, out);
 }
 
 void Model::output_logits(const Batch& batch, Logits& out) {
@@ -283,7 +313,7 @@ void Model::output_logits(const Batch& batch, Logits& out) {
     const int64_t len = static_cast<int64_t>(seq.tokens.size());
     for (int64_t i = 0; i < len; ++i, ++r) {
       const bool want = seq.logits == LogitsWanted::all || (seq.logits == LogitsWanted::last && i == len - 1);
-      if (want) cpu::rmsnorm(&x_[r * e], weights_.output_norm.data(), e, config_.rms_eps, &xn_[wanted++ * e]);
+      if (want) norm(&x_[r * e], weights_.output_norm, weights_.output_norm_b, &xn_[wanted++ * e]);
     }
   }
   out.n_vocab = config_.n_vocab;

@@ -57,6 +57,7 @@ class Model {
   void ffn_block(const LayerWeights& l);
   void head_norms(const LayerWeights& l);
   void post_norm(const std::vector<float>& weight, int64_t n);
+  void norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias, float* out) const;
   void output_logits(const Batch& batch, Logits& out);
   void use_lane_layouts();
 
@@ -68,6 +69,7 @@ class Model {
   std::vector<std::unique_ptr<uint8_t, cpu::LaneBuffer>> lane_buffers_;
   cpu::MatmulScratch scratch_;
   cpu::Rope rope_, rope_local_;
+  std::vector<float> alibi_slopes_;  // n_head, for an ALiBi model
 
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;

@@ -56,8 +56,8 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
   c.architecture = *arch;
-  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3")
-    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3)");
+  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3" && c.architecture != "bloom")
+    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3, bloom)");
   c.name = f.get_string("general.name").value_or(c.architecture);
   const std::string p = c.architecture + ".";
   c.n_embd = required(f, p + "embedding_length");
@@ -68,9 +68,10 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   c.n_ctx_train = static_cast<int64_t>(f.get_uint(p + "context_length").value_or(4096));
   if (c.n_ctx_train <= 0 || c.n_ctx_train > (int64_t{1} << 31))
     throw GgufError(f.name() + ": '" + p + "context_length' is out of range (1 to 2^31)");
-  const double eps = f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-6);
+  const std::string eps_key = c.architecture == "bloom" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+  const double eps = f.get_float(p + eps_key).value_or(c.architecture == "bloom" ? 1e-5 : 1e-6);
   if (!std::isfinite(eps) || eps <= 0 || eps > 1)
-    throw GgufError(f.name() + ": attention.layer_norm_rms_epsilon = " + std::to_string(eps) + " is out of range (0, 1]");
+    throw GgufError(f.name() + ": " + eps_key + " = " + std::to_string(eps) + " is out of range (0, 1]");
   c.rms_eps = static_cast<float>(eps);
   const double base = f.get_float(p + "rope.freq_base").value_or(10000.0);
   if (!std::isfinite(base) || base <= 1)
@@ -109,6 +110,14 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
                     " tokens but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   c.wide_key_layers = wide_key_layers(f, c);
   if (c.architecture == "gemma3") read_gemma3(f, c);
+  if (c.architecture == "bloom") {
+    // llama.cpp's bloom: LayerNorm, GELU without a gate, ALiBi with a
+    // maximum bias of 8 (BLOOM's; the GGUF has no key for it).
+    c.layer_norm = true;
+    c.gated_ffn = false;
+    c.ffn_activation = FfnActivation::gelu_tanh;
+    c.max_alibi_bias = 8.0f;
+  }
   return c;
 }
 

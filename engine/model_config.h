@@ -16,11 +16,13 @@ class GgufFile;
 // rotates (i, i + d/2) (qwen2, GPT-NeoX).
 enum class RopeOrder { adjacent, halves };
 
-// The feed-forward's gate: SiLU (qwen2, llama) or GELU's tanh form (gemma3).
+// The feed-forward's activation: SiLU (qwen2, llama) or GELU's tanh form
+// (gemma3, bloom), of a gate times an up projection, or of the up projection
+// alone (bloom: no gate).
 enum class FfnActivation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string architecture;  // "qwen2", "llama", "gemma3"
+  std::string architecture;  // "qwen2", "llama", "gemma3", "bloom"
   std::string name;          // general.name, for display
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -49,6 +51,14 @@ struct ModelConfig {
   int64_t sliding_window = 0;
   std::vector<uint8_t> local_layers;  // n_layer flags, 1 = local (sliding window)
   float rope_local_freq_base = 10000.0f;  // local layers' RoPE base, unscaled
+
+  // What bloom adds: LayerNorm (mean removed, a bias) instead of RMSNorm, a
+  // normalized embedding, an ungated feed-forward, biases on every
+  // projection, and ALiBi instead of RoPE (max_alibi_bias > 0).
+  bool layer_norm = false;
+  bool gated_ffn = true;
+  float max_alibi_bias = 0.0f;
+  bool alibi() const { return max_alibi_bias > 0.0f; }
 
   bool is_local(int64_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }
 

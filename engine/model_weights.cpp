@@ -40,6 +40,34 @@ std::vector<float> optional_vector(const GgufFile& f, const std::string& name, i
   return f.find_tensor(name) ? vector_f32(f, name, n) : std::vector<float>{};
 }
 
+// Rows [first, first + rows) of a matrix, as a matrix of their own.
+cpu::WeightMatrix row_view(const cpu::WeightMatrix& m, int64_t first, int64_t rows) {
+  return {m.type, static_cast<const uint8_t*>(m.data) + first * row_bytes(m.type, m.cols), rows, m.cols};
+}
+
+// bloom: LayerNorm everywhere, fused QKV, no gate, biases on every projection.
+void bind_bloom_layer(const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
+  l.attn_norm_b = vector_f32(f, p + "attn_norm.bias", c.n_embd);
+  const int64_t qkv_rows = c.q_dim() + 2 * c.kv_dim();
+  const cpu::WeightMatrix qkv = matrix(f, p + "attn_qkv.weight", c.n_embd, qkv_rows);
+  l.wq = row_view(qkv, 0, c.q_dim());
+  l.wk = row_view(qkv, c.q_dim(), c.kv_dim());
+  l.wv = row_view(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+  const std::vector<float> b = vector_f32(f, p + "attn_qkv.bias", qkv_rows);
+  l.bq.assign(b.begin(), b.begin() + c.q_dim());
+  l.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
+  l.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+  l.wo = matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd);
+  l.bo = vector_f32(f, p + "attn_output.bias", c.n_embd);
+  l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
+  l.ffn_norm_b = vector_f32(f, p + "ffn_norm.bias", c.n_embd);
+  l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+  l.b_up = vector_f32(f, p + "ffn_up.bias", c.n_ff);
+  l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+  l.b_down = vector_f32(f, p + "ffn_down.bias", c.n_embd);
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
@@ -48,9 +76,19 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
   w.output_norm = vector_f32(f, "output_norm.weight", c.n_embd);
   w.tied_output = f.find_tensor("output.weight") == nullptr;
   w.output = w.tied_output ? w.token_embd : matrix(f, "output.weight", c.n_embd, c.n_vocab);
+  if (c.architecture == "bloom") {
+    w.output_norm_b = vector_f32(f, "output_norm.bias", c.n_embd);
+    w.embd_norm = vector_f32(f, "token_embd_norm.weight", c.n_embd);
+    w.embd_norm_b = vector_f32(f, "token_embd_norm.bias", c.n_embd);
+  }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
+    if (c.architecture == "bloom") {
+      bind_bloom_layer(f, c, p, l);
+      w.layers.push_back(std::move(l));
+      continue;
+    }
     l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
     l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
     l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());

@@ -20,11 +20,16 @@ struct LayerWeights {
   // gemma3 (empty otherwise): RMSNorm of each query and key head (head_dim),
   // and of the attention's and the feed-forward's outputs before the residual.
   std::vector<float> q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  // bloom (empty otherwise): the norms' biases (LayerNorm) and the output,
+  // up and down projections' biases. Its fused QKV matrix is bound as three
+  // views (wq, wk, wv) of consecutive rows, its bias split into bq, bk, bv.
+  std::vector<float> attn_norm_b, ffn_norm_b, bo, b_up, b_down;
 };
 
 struct ModelWeights {
   cpu::WeightMatrix token_embd;  // rows = vocabulary, cols = embedding
-  std::vector<float> output_norm;
+  std::vector<float> output_norm, output_norm_b;
+  std::vector<float> embd_norm, embd_norm_b;  // bloom: LayerNorm of the token embeddings
   cpu::WeightMatrix output;  // token_embd itself when the model ties them
   bool tied_output = false;
   std::vector<LayerWeights> layers;

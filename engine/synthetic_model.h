@@ -13,7 +13,8 @@ class GgufWriter;
 
 struct SyntheticModelSpec {
   // qwen2 (QKV bias, RoPE halves), llama, or gemma3 (QK-norm, post-norms,
-  // GELU, every sixth layer global and the others sliding-window)
+  // GELU, every sixth layer global and the others sliding-window), or bloom
+  // (ALiBi, LayerNorm, fused QKV, biases, GELU without a gate)
   std::string architecture = "qwen2";
   int64_t n_embd = 256;
   int64_t n_layer = 2;

@@ -27,6 +27,10 @@ struct AttentionShape {
   int64_t n_head;
   int64_t n_head_kv;
   int64_t head_dim;
+  // ALiBi (engine/alibi.h): n_head slopes; a score for a key `distance`
+  // positions behind its query gets slope * -distance added after scaling,
+  // computed here from positions (no bias matrix). Null: none.
+  const float* slopes = nullptr;
 };
 
 constexpr int32_t kTileRows = 16;

@@ -167,6 +167,15 @@ void score_group(const float* q, const float* kt, __m512 scale, int64_t heads, f
   }
 }
 
+// ALiBi: each head's 16 scores plus slope * (dist0 + j), a multiply then an
+// add, as the portable kernel does them.
+inline void add_alibi(const float* slopes, int64_t heads, int32_t dist0, float* s) {
+  const __m512 dist = _mm512_cvtepi32_ps(_mm512_add_epi32(
+      _mm512_set1_epi32(dist0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+  for (int64_t g = 0; g < heads; ++g)
+    _mm512_store_ps(s + g * kB, _mm512_add_ps(_mm512_load_ps(s + g * kB), _mm512_mul_ps(_mm512_set1_ps(slopes[g]), dist)));
+}
+
 // One (row, head)'s online softmax step over a block whose scores are s.
 template <int kVecs>
 void update_row_head(const float* s_block, const float* vb, int32_t first, int32_t valid, float& m, float& l, float* o) {
@@ -228,6 +237,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       const int32_t first = first_in_window(tile, ctx, b0);
       if (first >= valid) continue;  // the block is behind this row's window
       score_group<kVecs>(qs + r * group * d, kt, scale, group, scores);
+      if (shape.slopes) add_alibi(shape.slopes + tile.kv_head * group, group, b0 - (ctx - 1), scores);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
         update_row_head<kVecs>(scores + g * kB, vb, first, valid, m[rh], l[rh], o + rh * d);

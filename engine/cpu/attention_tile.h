@@ -51,8 +51,9 @@ inline void load_rows(const KvCache& cache, int64_t layer, const int32_t* table,
 
 // One (row, head)'s step over a block: scores against the transposed keys
 // kt[i][j], the online softmax update, the values accumulated.
+// slope != 0: ALiBi, the block's first key dist0 positions from the query (<= 0).
 inline void update_row_head(const float* q, const float* kt, const float* vb, int64_t d, int32_t first,
-                            int32_t valid, float scale, float& m, float& l, float* o) {
+                            int32_t valid, float scale, float slope, int32_t dist0, float& m, float& l, float* o) {
   float s[kB];
   for (int j = 0; j < kB; ++j) s[j] = q[0] * kt[j];
   for (int64_t i = 1; i < d; ++i)
@@ -60,6 +61,7 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
   float bmax = -INFINITY;
   for (int j = 0; j < kB; ++j) {
     s[j] *= scale;
+    if (slope != 0.0f) s[j] = s[j] + slope * static_cast<float>(dist0 + j);
     if (j >= first && j < valid && s[j] > bmax) bmax = s[j];
   }
   const float m_new = m > bmax ? m : bmax;
@@ -113,7 +115,8 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
       if (first >= valid) continue;  // the block is behind this row's window
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, m[rh], l[rh], o + rh * d);
+        const float slope = shape.slopes ? shape.slopes[tile.kv_head * group + g] : 0.0f;
+        update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, slope, b0 - (ctx - 1), m[rh], l[rh], o + rh * d);
       }
     }
   }

@@ -19,10 +19,10 @@ namespace troupe::cpu {
 // `lanes`, where set, holds the same rows in the lane layout (repack.h); the
 // AVX-512 kernels then read it instead of data, with bitwise the same results.
 struct WeightMatrix {
-  TensorType type;
-  const void* data;
-  int64_t rows;
-  int64_t cols;
+  TensorType type = TensorType::F32;
+  const void* data = nullptr;  // null: a matrix the architecture does not have
+  int64_t rows = 0;
+  int64_t cols = 0;
   const void* lanes = nullptr;
 };
 

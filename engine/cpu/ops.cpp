@@ -32,6 +32,19 @@ TROUPE_CLONES void rmsnorm(const float* x, const float* weight, int64_t n, float
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+void layernorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const auto mean = static_cast<float>(sum / static_cast<double>(n));
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    sq += static_cast<double>(d * d);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
 TROUPE_CLONES void add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
@@ -49,13 +62,21 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+namespace {
+float gelu_of(float x) {
+  const float u2 = kGeluTwiceSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  return x / (1.0f + std::exp(-u2));
+}
+}  // namespace
+
 void gelu_mul(float* gate, const float* up, int64_t n) {
   if (active_isa() == Isa::avx512) return avx512::gelu_mul(gate, up, n);
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    const float u2 = kGeluTwiceSqrt2OverPi * (x + kGeluCubic * x * x * x);
-    gate[i] = x / (1.0f + std::exp(-u2)) * up[i];
-  }
+  for (int64_t i = 0; i < n; ++i) gate[i] = gelu_of(gate[i]) * up[i];
+}
+
+void gelu(float* x, int64_t n) {
+  if (active_isa() == Isa::avx512) return avx512::gelu(x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu_of(x[i]);
 }
 
 TROUPE_CLONES static float max_of(const float* x, int64_t n) {

@@ -14,6 +14,9 @@ inline constexpr float kGeluCubic = 0.044715f;
 
 // out = x / rms(x) * weight
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+// out = (x - mean) / sqrt(var + eps) * weight + bias (bloom's LayerNorm;
+// sums in double, as ggml's norm)
+void layernorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
 // x += y
 void add(float* x, const float* y, int64_t n);
 // gate = silu(gate) * up
@@ -21,6 +24,8 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // gate = gelu(gate) * up, GELU's tanh form: x / (1 + e^(-2u)) with
 // u = sqrt(2/pi) (x + 0.044715 x^3), which is 0.5 x (1 + tanh u) exactly.
 void gelu_mul(float* gate, const float* up, int64_t n);
+// x = gelu(x), the same function without a gate (bloom's feed-forward)
+void gelu(float* x, int64_t n);
 // In place; returns nothing, the row sums to 1.
 void softmax(float* x, int64_t n);
 // Index of the first largest of x[0..n), n >= 1: std::max_element's answer,
@@ -32,6 +37,7 @@ namespace avx512 {
 void exp_shifted(float* x, int64_t n, float shift);  // x[i] = e^(x[i] - shift)
 void silu_mul(float* gate, const float* up, int64_t n);
 void gelu_mul(float* gate, const float* up, int64_t n);
+void gelu(float* x, int64_t n);
 }  // namespace avx512
 
 // Rotary position embedding: the angle per position of each head dim pair

@@ -76,15 +76,27 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   gated(gate, up, n, step);
 }
 
+namespace {
+// As the scalar path: u2 = c (x + a x^3), then x / (1 + e^-u2).
+__m512 gelu16(__m512 x) {
+  const __m512 c = _mm512_set1_ps(kGeluTwiceSqrt2OverPi), a = _mm512_set1_ps(kGeluCubic);
+  const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(a, x), x), x);
+  const __m512 u2 = _mm512_mul_ps(c, _mm512_add_ps(x, cube));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), u2))));
+}
+}  // namespace
+
 void gelu_mul(float* gate, const float* up, int64_t n) {
-  // As the scalar path: u2 = c (x + a x^3), then x / (1 + e^-u2) * up.
-  const __m512 one = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(kGeluTwiceSqrt2OverPi), a = _mm512_set1_ps(kGeluCubic);
-  const auto step = [&](__m512 x, __m512 u) {
-    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(a, x), x), x);
-    const __m512 u2 = _mm512_mul_ps(c, _mm512_add_ps(x, cube));
-    return _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), u2)))), u);
-  };
-  gated(gate, up, n, step);
+  gated(gate, up, n, [](__m512 g, __m512 u) { return _mm512_mul_ps(gelu16(g), u); });
+}
+
+void gelu(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, gelu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
 }
 
 }  // namespace troupe::cpu::avx512

@@ -22,7 +22,8 @@ namespace {
 
 // qwen2 has key biases (a key offset), llama adjacent RoPE pairs, and
 // gemma3's one layer is a sliding-window layer, whose keys turn at the local
-// base (10,000, not the file's 1,000,000): a shift must turn them by that.
+// base (10,000, not the file's 1,000,000): a shift must turn them by that;
+// bloom's (ALiBi) keys carry no position: a shift moves them and no more.
 std::string one_layer_model(const std::string& arch) {
   // Per process: CTest runs this file's cases in parallel, each writing its model.
   const auto path = std::filesystem::temp_directory_path() /
@@ -54,7 +55,7 @@ TEST_CASE("after a context shift, the next token's logits equal a fresh prefill 
     KvType type;
     float tolerance;  // the rounding of the turned keys as the type stores them
   };
-  for (const std::string arch : {"qwen2", "llama", "gemma3"})
+  for (const std::string arch : {"qwen2", "llama", "gemma3", "bloom"})
     for (const Case c : {Case{KvType::f16, 2e-4f}, Case{KvType::q8_0, 2e-3f}, Case{KvType::k8v4, 2e-3f}}) {
       BackendOptions o;
       o.kv_pages = 32;

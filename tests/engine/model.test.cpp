@@ -88,7 +88,7 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 }  // namespace
 
 TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
-  for (const std::string arch : {"qwen2", "gemma3"})
+  for (const std::string arch : {"qwen2", "gemma3", "bloom"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
     INFO(arch << " " << tensor_type_name(type));
     Model m(GgufFile::open(model_file(type, arch)), 2);
@@ -100,7 +100,7 @@ TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
 }
 
 TEST_CASE("a sequence's logits are the same alone and in a batch of 8 of different lengths") {
-  for (const std::string arch : {"qwen2", "gemma3"})
+  for (const std::string arch : {"qwen2", "gemma3", "bloom"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0}) {
     INFO(arch << " " << tensor_type_name(type));
     Model m(GgufFile::open(model_file(type, arch)), 2);

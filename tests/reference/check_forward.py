@@ -6,9 +6,9 @@ Makes a synthetic model of the given weight format with `troupe make-model`,
 asks `troupe logits` for the logits of a token sequence (in one forward and in
 chunks of 5), and compares both with tests/reference/forward.py. The error
 measure is max |troupe - reference| / max |reference| over all positions.
-For gemma3 in F32, llama.cpp (llama-cpp-python) must meet the same tolerance
-on the same file, which ties the reference's sliding window and layer
-pattern to llama.cpp's.
+For gemma3 and bloom in F32, llama.cpp (llama-cpp-python) must meet the same
+tolerance on the same file, which ties the reference's sliding window and
+layer pattern, and its ALiBi slopes and fused QKV, to llama.cpp's.
 """
 import os
 import subprocess
@@ -27,13 +27,15 @@ def main():
     model = os.path.join(workdir, f"ref-{arch}-{qtype}.gguf")
     # gemma3: six layers (five sliding-window, the sixth global) and a window
     # of 8, so that 40 tokens are below, at and well beyond it.
-    shape = ["--layers", "6", "--window", "8"] if arch == "gemma3" else ["--layers", "2"]
-    subprocess.run([troupe, "make-model", "--out", model, "--type", qtype, "--arch", arch, *shape,
-                    "--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512", "--seed", "11",
-                    "--untied"], check=True)
+    # bloom: 12 heads, not a power of two, so the interleaved ALiBi slopes are used.
+    shape = {"gemma3": ["--layers", "6", "--window", "8", "--embd", "256", "--heads", "4", "--kv-heads", "2"],
+             "bloom": ["--layers", "2", "--embd", "768", "--heads", "12", "--kv-heads", "4"]}.get(
+        arch, ["--layers", "2", "--embd", "256", "--heads", "4", "--kv-heads", "2"])
+    subprocess.run([troupe, "make-model", "--out", model, "--type", qtype, "--arch", arch, *shape, "--ff", "512",
+                    "--seed", "11", "--untied"], check=True)
     ref = ReferenceModel(model)
     rng = np.random.default_rng(5)
-    tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=40 if arch == "gemma3" else 23).tolist()
+    tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=40 if arch in ("gemma3", "bloom") else 23).tolist()
     expected = ref.logits(tokens)
     worst = 0.0
     for chunk in (0, 5):
@@ -47,7 +49,7 @@ def main():
         worst = max(worst, err)
     # llama.cpp runs the same file: its window and layer pattern are the reference's too. F32 only,
     # where both engines compute in float (llama.cpp rounds activations to bf16 for BF16 weights).
-    if arch == "gemma3" and qtype == "F32":
+    if arch in ("gemma3", "bloom") and qtype == "F32":
         from llama_cpp import Llama
         llm = Llama(model_path=model, n_ctx=64, n_threads=2, n_batch=64, logits_all=True, verbose=False)
         llm.eval(tokens)

@@ -1,4 +1,4 @@
-"""An independent forward pass of qwen2/llama/gemma3 GGUF models in NumPy.
+"""An independent forward pass of qwen2/llama/gemma3/bloom GGUF models in NumPy.
 
 It shares no code with the engine: weights are read with the `gguf` package
 (llama.cpp's own Python reader) and dequantized by it, and the transformer is
@@ -72,6 +72,19 @@ def rope_scaling_of(reader, arch):
     return out
 
 
+def alibi_slopes(n_head, max_bias=8.0):
+    """ALiBi's head slopes as the paper's reference code defines them (Press et al. 2022):
+    a geometric sequence for a power of two, and for other counts the closest power of
+    two's slopes followed by every other slope of twice that many heads."""
+    def power_of_two(n):
+        start = 2.0 ** (-max_bias / n)
+        return [start ** (i + 1) for i in range(n)]
+    closest = 2 ** int(np.floor(np.log2(n_head)))
+    if closest == n_head:
+        return np.array(power_of_two(n_head))
+    return np.array(power_of_two(closest) + power_of_two(2 * closest)[0::2][:n_head - closest])
+
+
 class ReferenceModel:
     def __init__(self, path, rope_scaling="file"):
         """rope_scaling: "file" (the file's metadata), or a dict as rope_frequencies takes."""
@@ -80,7 +93,8 @@ class ReferenceModel:
         a = self.arch + "."
         self.n_head = _field(r, a + "attention.head_count")
         self.n_head_kv = _field(r, a + "attention.head_count_kv") or self.n_head
-        self.eps = _field(r, a + "attention.layer_norm_rms_epsilon")
+        self.bloom = self.arch == "bloom"  # LayerNorm, fused QKV, biases, ALiBi, GELU without a gate
+        self.eps = _field(r, a + ("attention.layer_norm_epsilon" if self.bloom else "attention.layer_norm_rms_epsilon"))
         self.rope_base = _field(r, a + "rope.freq_base") or 10000.0
         self.rope_scaling = rope_scaling_of(r, self.arch) if rope_scaling == "file" else rope_scaling
         self.n_layer = _field(r, a + "block_count")
@@ -104,6 +118,12 @@ class ReferenceModel:
     def _rmsnorm(self, x, w):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.eps) * w
 
+    def _norm(self, x, name):
+        if not self.bloom:
+            return self._rmsnorm(x, self.w[name + ".weight"])
+        c = x - x.mean(-1, keepdims=True)
+        return c / np.sqrt((c * c).mean(-1, keepdims=True) + self.eps) * self.w[name + ".weight"] + self.w[name + ".bias"]
+
     def _rope(self, x, pos, local=False):
         d = x.shape[-1]
         if local:
@@ -123,20 +143,28 @@ class ReferenceModel:
 
     def _attention(self, p, x, pos, local=False):
         t, hd = x.shape[0], self.head_dim
-        q = x @ self.w[p + "attn_q.weight"].T + self.w.get(p + "attn_q.bias", 0)
-        k = x @ self.w[p + "attn_k.weight"].T + self.w.get(p + "attn_k.bias", 0)
-        v = x @ self.w[p + "attn_v.weight"].T + self.w.get(p + "attn_v.bias", 0)
+        if self.bloom:  # fused: the Q rows, then K, then V
+            qkv = x @ self.w[p + "attn_qkv.weight"].T + self.w[p + "attn_qkv.bias"]
+            nq, nkv = self.n_head * hd, self.n_head_kv * hd
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
+        else:
+            q = x @ self.w[p + "attn_q.weight"].T + self.w.get(p + "attn_q.bias", 0)
+            k = x @ self.w[p + "attn_k.weight"].T + self.w.get(p + "attn_k.bias", 0)
+            v = x @ self.w[p + "attn_v.weight"].T + self.w.get(p + "attn_v.bias", 0)
         q, k = q.reshape(t, self.n_head, hd), k.reshape(t, self.n_head_kv, hd)
         if p + "attn_q_norm.weight" in self.w:  # QK-norm: each head normalized
             q = self._rmsnorm(q, self.w[p + "attn_q_norm.weight"])
             k = self._rmsnorm(k, self.w[p + "attn_k_norm.weight"])
-        q = self._rope(q, pos, local)
-        k = self._rope(k, pos, local)
+        if not self.bloom:
+            q = self._rope(q, pos, local)
+            k = self._rope(k, pos, local)
         v = v.reshape(t, self.n_head_kv, hd)
         group = self.n_head // self.n_head_kv
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
         scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
         distance = pos[:, None] - pos[None, :]  # query minus key position
+        if self.bloom:
+            scores = scores - alibi_slopes(self.n_head)[:, None, None] * distance[None]
         masked = distance < 0
         if local:
             masked |= distance >= self.window
@@ -144,9 +172,13 @@ class ReferenceModel:
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         out = np.einsum("hts,shd->thd", scores, v).reshape(t, self.n_head * hd)
-        return out @ self.w[p + "attn_output.weight"].T
+        return out @ self.w[p + "attn_output.weight"].T + self.w.get(p + "attn_output.bias", 0)
 
     def _ffn(self, p, x):
+        if self.bloom:
+            u = x @ self.w[p + "ffn_up.weight"].T + self.w[p + "ffn_up.bias"]
+            act = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
+            return act @ self.w[p + "ffn_down.weight"].T + self.w[p + "ffn_down.bias"]
         g = x @ self.w[p + "ffn_gate.weight"].T
         u = x @ self.w[p + "ffn_up.weight"].T
         if self.gemma3:
@@ -163,13 +195,15 @@ class ReferenceModel:
         x = self.w["token_embd.weight"][np.asarray(tokens)]
         if self.gemma3:
             x = x * np.sqrt(self.n_embd)
+        if self.bloom:
+            x = self._norm(x, "token_embd_norm")
         pos = np.arange(len(tokens), dtype=np.float64)
         for i in range(self.n_layer):
             p = f"blk.{i}."
-            a = self._attention(p, self._rmsnorm(x, self.w[p + "attn_norm.weight"]), pos, self._local(i))
+            a = self._attention(p, self._norm(x, p + "attn_norm"), pos, self._local(i))
             x = x + self._post(p, "post_attention_norm.weight", a)
-            f = self._ffn(p, self._rmsnorm(x, self.w[p + "ffn_norm.weight"]))
+            f = self._ffn(p, self._norm(x, p + "ffn_norm"))
             x = x + self._post(p, "post_ffw_norm.weight", f)
-        x = self._rmsnorm(x, self.w["output_norm.weight"])
+        x = self._norm(x, "output_norm")
         out = self.w.get("output.weight", self.w["token_embd.weight"])
         return x @ out.T
