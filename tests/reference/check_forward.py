@@ -3,11 +3,11 @@
 usage: check_forward.py TROUPE_BINARY WORKDIR TYPE TOLERANCE [ARCH]
 
 Makes a synthetic model of the given weight format with `troupe make-model`,
-asks `troupe logits` for the logits of a token sequence (in one forward and in
-chunks of 5), and compares both with tests/reference/forward.py. The error
+asks `troupe logits` for the logits of a token sequence (in one forward, in
+chunks of 5 and one token at a time), and compares both with tests/reference/forward.py. The error
 measure is max |troupe - reference| / max |reference| over all positions.
-For gemma3 and bloom in F32, llama.cpp (llama-cpp-python) must meet the same
-tolerance on the same file, which ties the reference's sliding window and
+For gemma3 and bloom in F32 and Q8_0, llama.cpp (llama-cpp-python) must meet
+the same tolerance on the same file, which ties the reference's sliding window and
 layer pattern, and its ALiBi slopes and fused QKV, to llama.cpp's.
 """
 import os
@@ -38,7 +38,7 @@ def main():
     tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=40 if arch in ("gemma3", "bloom") else 23).tolist()
     expected = ref.logits(tokens)
     worst = 0.0
-    for chunk in (0, 5):
+    for chunk in (0, 5, 1):  # one pass, prefill chunks, one token a step (decode)
         out = os.path.join(workdir, f"logits-{arch}-{qtype}-{chunk}.f32")
         subprocess.run([troupe, "logits", "--model", model, "--tokens", " ".join(map(str, tokens)), "--out", out,
                         "--chunk", str(chunk), "--threads", "2"], check=True)
@@ -47,9 +47,9 @@ def main():
         agree = float((got.argmax(-1) == expected.argmax(-1)).mean())
         print(f"{arch} {qtype} chunk={chunk}: relative error {err:.2e} (tolerance {tol:.0e}), argmax agreement {agree:.2f}")
         worst = max(worst, err)
-    # llama.cpp runs the same file: its window and layer pattern are the reference's too. F32 only,
-    # where both engines compute in float (llama.cpp rounds activations to bf16 for BF16 weights).
-    if arch in ("gemma3", "bloom") and qtype == "F32":
+    # llama.cpp runs the same file: its window, layer pattern and ALiBi are the reference's too.
+    # F32, and Q8_0 with its 8-bit activations (not BF16: llama.cpp rounds activations to bf16).
+    if arch in ("gemma3", "bloom") and qtype in ("F32", "Q8_0"):
         from llama_cpp import Llama
         llm = Llama(model_path=model, n_ctx=64, n_threads=2, n_batch=64, logits_all=True, verbose=False)
         llm.eval(tokens)
