@@ -173,6 +173,10 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   add_bias(q_.data(), l.bq, n);
   add_bias(k_.data(), l.bk, n);
   add_bias(v_.data(), l.bv, n);
+  if (c.clamp_kqv > 0.0f) {  // mpt: as llama.cpp, after the bias
+    for (auto [buf, w] : {std::pair{q_.data(), c.q_dim()}, {k_.data(), c.kv_dim()}, {v_.data(), c.kv_dim()}})
+      for (int64_t i = 0; i < n * w; ++i) buf[i] = std::clamp(buf[i], -c.clamp_kqv, c.clamp_kqv);
+  }
   head_norms(l);
 
   const cpu::Rope& rope = this->rope(layer);
@@ -300,7 +304,7 @@ void Model::ffn_block(const LayerWeights& l) {
 // RMSNorm, or LayerNorm with its bias where the architecture has one (bloom).
 void Model::norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias, float* out) const {
   if (config_.layer_norm)
-    cpu::layernorm(x, weight.data(), bias.data(), config_.n_embd, config_.rms_eps, out);
+    cpu::layernorm(x, weight.data(), bias.empty() ? nullptr : bias.data(), config_.n_embd, config_.rms_eps, out);
   else
     cpu::rmsnorm(x, weight.data(), config_.n_embd, config_.rms_eps, out);
 }

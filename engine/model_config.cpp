@@ -49,6 +49,33 @@ void read_gemma3(const GgufFile& f, ModelConfig& c) {
                     std::to_string(c.head_dim) + " (troupe runs equal K and V heads)");
 }
 
+// bloom and mpt, as llama.cpp reads them: LayerNorm, a fused QKV, GELU
+// without a gate, ALiBi. bloom's maximum bias is 8 (BLOOM's; its GGUF has no
+// key for it); mpt's is in the file, as is its optional QKV clamp. What
+// troupe does not run is refused by name.
+void read_alibi_family(const GgufFile& f, ModelConfig& c) {
+  c.layer_norm = true;
+  c.gated_ffn = false;
+  c.fused_qkv = true;
+  c.ffn_activation = FfnActivation::gelu_tanh;
+  c.max_alibi_bias = 8.0f;
+  if (c.architecture == "mpt") {
+    const double bias = f.get_float("mpt.attention.max_alibi_bias").value_or(0.0);
+    const double clamp = f.get_float("mpt.attention.clamp_kqv").value_or(0.0);
+    if (!std::isfinite(bias) || bias <= 0 || bias > 64)
+      throw GgufError(f.name() + ": mpt.attention.max_alibi_bias = " + std::to_string(bias) +
+                      " is missing or out of range (0, 64]: troupe runs MPT with ALiBi");
+    if (!std::isfinite(clamp) || clamp < 0)
+      throw GgufError(f.name() + ": mpt.attention.clamp_kqv = " + std::to_string(clamp) + " must be 0 or more");
+    c.max_alibi_bias = static_cast<float>(bias);
+    c.clamp_kqv = static_cast<float>(clamp);
+    for (const char* name : {"position_embd.weight", "blk.0.attn_q_norm.weight", "blk.0.ffn_act.scales"})
+      if (f.find_tensor(name))
+        throw GgufError(f.name() + ": tensor '" + name +
+                        "' (learned positions, QK LayerNorm or activation scales) is an MPT variant troupe does not run");
+  }
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
@@ -56,8 +83,9 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
   c.architecture = *arch;
-  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3" && c.architecture != "bloom")
-    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3, bloom)");
+  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3" && c.architecture != "bloom" &&
+      c.architecture != "mpt")
+    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3, bloom, mpt)");
   c.name = f.get_string("general.name").value_or(c.architecture);
   const std::string p = c.architecture + ".";
   c.n_embd = required(f, p + "embedding_length");
@@ -68,8 +96,9 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   c.n_ctx_train = static_cast<int64_t>(f.get_uint(p + "context_length").value_or(4096));
   if (c.n_ctx_train <= 0 || c.n_ctx_train > (int64_t{1} << 31))
     throw GgufError(f.name() + ": '" + p + "context_length' is out of range (1 to 2^31)");
-  const std::string eps_key = c.architecture == "bloom" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
-  const double eps = f.get_float(p + eps_key).value_or(c.architecture == "bloom" ? 1e-5 : 1e-6);
+  const bool alibi_family = c.architecture == "bloom" || c.architecture == "mpt";
+  const std::string eps_key = alibi_family ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+  const double eps = f.get_float(p + eps_key).value_or(alibi_family ? 1e-5 : 1e-6);
   if (!std::isfinite(eps) || eps <= 0 || eps > 1)
     throw GgufError(f.name() + ": " + eps_key + " = " + std::to_string(eps) + " is out of range (0, 1]");
   c.rms_eps = static_cast<float>(eps);
@@ -110,14 +139,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
                     " tokens but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   c.wide_key_layers = wide_key_layers(f, c);
   if (c.architecture == "gemma3") read_gemma3(f, c);
-  if (c.architecture == "bloom") {
-    // llama.cpp's bloom: LayerNorm, GELU without a gate, ALiBi with a
-    // maximum bias of 8 (BLOOM's; the GGUF has no key for it).
-    c.layer_norm = true;
-    c.gated_ffn = false;
-    c.ffn_activation = FfnActivation::gelu_tanh;
-    c.max_alibi_bias = 8.0f;
-  }
+  if (alibi_family) read_alibi_family(f, c);
   return c;
 }
 

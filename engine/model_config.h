@@ -22,7 +22,7 @@ enum class RopeOrder { adjacent, halves };
 enum class FfnActivation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string architecture;  // "qwen2", "llama", "gemma3", "bloom"
+  std::string architecture;  // "qwen2", "llama", "gemma3", "bloom", "mpt"
   std::string name;          // general.name, for display
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -57,7 +57,9 @@ struct ModelConfig {
   // projection, and ALiBi instead of RoPE (max_alibi_bias > 0).
   bool layer_norm = false;
   bool gated_ffn = true;
+  bool fused_qkv = false;  // bloom, mpt: one attn_qkv matrix
   float max_alibi_bias = 0.0f;
+  float clamp_kqv = 0.0f;  // mpt: Q, K and V clamped to [-c, c] (0: not)
   bool alibi() const { return max_alibi_bias > 0.0f; }
 
   bool is_local(int64_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }

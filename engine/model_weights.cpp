@@ -45,27 +45,33 @@ cpu::WeightMatrix row_view(const cpu::WeightMatrix& m, int64_t first, int64_t ro
   return {m.type, static_cast<const uint8_t*>(m.data) + first * row_bytes(m.type, m.cols), rows, m.cols};
 }
 
-// bloom: LayerNorm everywhere, fused QKV, no gate, biases on every projection.
-void bind_bloom_layer(const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+// bloom and mpt: LayerNorm everywhere, fused QKV, no gate; biases on every
+// projection and norm (bloom), or where the file has them (mpt).
+void bind_alibi_layer(const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const bool bloom = c.architecture == "bloom";
+  const auto bias = [&](const std::string& name, int64_t n) {
+    return bloom ? vector_f32(f, name, n) : optional_vector(f, name, n);
+  };
   l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
-  l.attn_norm_b = vector_f32(f, p + "attn_norm.bias", c.n_embd);
+  l.attn_norm_b = bias(p + "attn_norm.bias", c.n_embd);
   const int64_t qkv_rows = c.q_dim() + 2 * c.kv_dim();
   const cpu::WeightMatrix qkv = matrix(f, p + "attn_qkv.weight", c.n_embd, qkv_rows);
   l.wq = row_view(qkv, 0, c.q_dim());
   l.wk = row_view(qkv, c.q_dim(), c.kv_dim());
   l.wv = row_view(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
-  const std::vector<float> b = vector_f32(f, p + "attn_qkv.bias", qkv_rows);
-  l.bq.assign(b.begin(), b.begin() + c.q_dim());
-  l.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
-  l.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+  if (const std::vector<float> b = bias(p + "attn_qkv.bias", qkv_rows); !b.empty()) {
+    l.bq.assign(b.begin(), b.begin() + c.q_dim());
+    l.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
+    l.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+  }
   l.wo = matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd);
-  l.bo = vector_f32(f, p + "attn_output.bias", c.n_embd);
+  l.bo = bias(p + "attn_output.bias", c.n_embd);
   l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
-  l.ffn_norm_b = vector_f32(f, p + "ffn_norm.bias", c.n_embd);
+  l.ffn_norm_b = bias(p + "ffn_norm.bias", c.n_embd);
   l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
-  l.b_up = vector_f32(f, p + "ffn_up.bias", c.n_ff);
+  l.b_up = bias(p + "ffn_up.bias", c.n_ff);
   l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
-  l.b_down = vector_f32(f, p + "ffn_down.bias", c.n_embd);
+  l.b_down = bias(p + "ffn_down.bias", c.n_embd);
 }
 
 }  // namespace
@@ -80,12 +86,14 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
     w.output_norm_b = vector_f32(f, "output_norm.bias", c.n_embd);
     w.embd_norm = vector_f32(f, "token_embd_norm.weight", c.n_embd);
     w.embd_norm_b = vector_f32(f, "token_embd_norm.bias", c.n_embd);
+  } else if (c.architecture == "mpt") {
+    w.output_norm_b = optional_vector(f, "output_norm.bias", c.n_embd);
   }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights l;
-    if (c.architecture == "bloom") {
-      bind_bloom_layer(f, c, p, l);
+    if (c.fused_qkv) {
+      bind_alibi_layer(f, c, p, l);
       w.layers.push_back(std::move(l));
       continue;
     }

@@ -36,27 +36,34 @@ class TensorMaker {
 
 // bloom: LayerNorm (weight and bias) on the embeddings and in every block,
 // a fused QKV matrix, and a bias on every projection (the output norm's
-// weight is written by the caller; its bias here).
-void add_bloom_tensors(const SyntheticModelSpec& spec, TensorMaker& t) {
+// weight is written by the caller; its bias here). mpt: the same blocks
+// without any bias and without the embedding norm (MPT-7B's no_bias).
+void add_alibi_tensors(const SyntheticModelSpec& spec, TensorMaker& t) {
   const int64_t e = spec.n_embd, hd = e / spec.n_head, q = spec.n_head * hd, kv = spec.n_head_kv * hd;
   const float we = 1.0f / std::sqrt(static_cast<float>(e)), wf = 1.0f / std::sqrt(static_cast<float>(spec.n_ff));
-  t.add("output_norm.bias", {e}, TensorType::F32, 0.0f, 0.1f);
-  t.add("token_embd_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
-  t.add("token_embd_norm.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+  const bool bloom = spec.architecture == "bloom";
+  const auto bias = [&](const std::string& name, int64_t n) {
+    if (bloom) t.add(name, {n}, TensorType::F32, 0.0f, 0.1f);
+  };
+  bias("output_norm.bias", e);
+  if (bloom) {
+    t.add("token_embd_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+    t.add("token_embd_norm.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+  }
   for (int64_t i = 0; i < spec.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     t.add(p + "attn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
-    t.add(p + "attn_norm.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "attn_norm.bias", e);
     t.add(p + "attn_qkv.weight", {e, q + 2 * kv}, spec.weight_type, 0.0f, we * 1.7f);
-    t.add(p + "attn_qkv.bias", {q + 2 * kv}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "attn_qkv.bias", q + 2 * kv);
     t.add(p + "attn_output.weight", {q, e}, spec.weight_type, 0.0f, we);
-    t.add(p + "attn_output.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "attn_output.bias", e);
     t.add(p + "ffn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
-    t.add(p + "ffn_norm.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "ffn_norm.bias", e);
     t.add(p + "ffn_up.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
-    t.add(p + "ffn_up.bias", {spec.n_ff}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "ffn_up.bias", spec.n_ff);
     t.add(p + "ffn_down.weight", {spec.n_ff, e}, spec.weight_type, 0.0f, wf);
-    t.add(p + "ffn_down.bias", {e}, TensorType::F32, 0.0f, 0.1f);
+    bias(p + "ffn_down.bias", e);
   }
 }
 
@@ -69,8 +76,9 @@ void check_blocks(const char* what, int64_t cols, TensorType type) {
 }  // namespace
 
 void SyntheticModelSpec::validate() const {
-  if (architecture != "qwen2" && architecture != "llama" && architecture != "gemma3" && architecture != "bloom")
-    throw std::invalid_argument("architecture must be qwen2, llama, gemma3 or bloom");
+  if (architecture != "qwen2" && architecture != "llama" && architecture != "gemma3" && architecture != "bloom" &&
+      architecture != "mpt")
+    throw std::invalid_argument("architecture must be qwen2, llama, gemma3, bloom or mpt");
   if (architecture == "gemma3" && sliding_window <= 0) throw std::invalid_argument("the sliding window must be positive");
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0)
     throw std::invalid_argument("dimensions must be positive");
@@ -100,7 +108,11 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(spec.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(spec.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(spec.n_head_kv));
-  if (spec.architecture == "bloom")
+  if (spec.architecture == "mpt") {
+    w.set_f32(a + "attention.max_alibi_bias", 8.0f);
+    if (spec.clamp_kqv > 0) w.set_f32(a + "attention.clamp_kqv", static_cast<float>(spec.clamp_kqv));
+  }
+  if (spec.architecture == "bloom" || spec.architecture == "mpt")
     w.set_f32(a + "attention.layer_norm_epsilon", 1e-5f);
   else
     w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
@@ -135,8 +147,8 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   t.add("token_embd.weight", {e, n_vocab}, spec.embedding_type, 0.0f, 1.0f);
   t.add("output_norm.weight", {e}, TensorType::F32, spec.output_scale, 0.1f * spec.output_scale);
   if (!spec.tied_output) t.add("output.weight", {e, n_vocab}, spec.embedding_type, 0.0f, we * 1.7f);
-  if (spec.architecture == "bloom") {
-    add_bloom_tensors(spec, t);
+  if (spec.architecture == "bloom" || spec.architecture == "mpt") {
+    add_alibi_tensors(spec, t);
     return;
   }
   for (int64_t i = 0; i < spec.n_layer; ++i) {

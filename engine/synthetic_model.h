@@ -13,8 +13,9 @@ class GgufWriter;
 
 struct SyntheticModelSpec {
   // qwen2 (QKV bias, RoPE halves), llama, or gemma3 (QK-norm, post-norms,
-  // GELU, every sixth layer global and the others sliding-window), or bloom
-  // (ALiBi, LayerNorm, fused QKV, biases, GELU without a gate)
+  // GELU, every sixth layer global and the others sliding-window), bloom
+  // (ALiBi, LayerNorm, fused QKV, biases, GELU without a gate) or mpt (as
+  // bloom, without biases or an embedding norm, its ALiBi bias in the file)
   std::string architecture = "qwen2";
   int64_t n_embd = 256;
   int64_t n_layer = 2;
@@ -36,6 +37,7 @@ struct SyntheticModelSpec {
   double rope_factor = 1.0;
   int64_t rope_orig_ctx = 0;  // yarn: 0 writes none (the reader takes context_length)
   int64_t sliding_window = 512;  // gemma3's local layers
+  double clamp_kqv = 0;  // mpt: attention.clamp_kqv (0 writes none)
 
   void validate() const;  // throws std::invalid_argument naming the problem
 };

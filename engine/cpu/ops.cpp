@@ -42,7 +42,7 @@ void layernorm(const float* x, const float* weight, const float* bias, int64_t n
     sq += static_cast<double>(d * d);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(n)) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * weight[i] + (bias ? bias[i] : 0.0f);
 }
 
 TROUPE_CLONES void add(float* x, const float* y, int64_t n) {

@@ -14,8 +14,8 @@ inline constexpr float kGeluCubic = 0.044715f;
 
 // out = x / rms(x) * weight
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* out);
-// out = (x - mean) / sqrt(var + eps) * weight + bias (bloom's LayerNorm;
-// sums in double, as ggml's norm)
+// out = (x - mean) / sqrt(var + eps) * weight + bias (bloom's and mpt's
+// LayerNorm; bias may be null; sums in double, as ggml's norm)
 void layernorm(const float* x, const float* weight, const float* bias, int64_t n, float eps, float* out);
 // x += y
 void add(float* x, const float* y, int64_t n);

@@ -109,5 +109,27 @@ TEST_CASE("gemma3 with a zero sliding window, or an architecture troupe does not
     CHECK(std::string(e.what()) == "m.gguf: 'gemma3.attention.sliding_window' = 0 is out of range");
   }
   const std::string why = refusal([](GgufWriter& w) { w.set_string("general.architecture", "gemma2"); });
-  CHECK(why == "m.gguf: architecture 'gemma2' is not supported (qwen2, llama, gemma3, bloom)");
+  CHECK(why == "m.gguf: architecture 'gemma2' is not supported (qwen2, llama, gemma3, bloom, mpt)");
+}
+
+TEST_CASE("mpt variants troupe does not run, and a missing ALiBi bias, are refused in one line") {
+  SyntheticModelSpec spec = small_spec();
+  spec.architecture = "mpt";
+  const auto refused = [&](const auto& change) {
+    try {
+      read_changed(change, spec);
+    } catch (const GgufError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(read_changed([](GgufWriter&) {}, spec).max_alibi_bias == 8.0f);
+  CHECK(refused([](GgufWriter& w) { w.set_f32("mpt.attention.max_alibi_bias", 0.0f); }) ==
+        "m.gguf: mpt.attention.max_alibi_bias = 0.000000 is missing or out of range (0, 64]: troupe runs MPT with ALiBi");
+  CHECK(refused([](GgufWriter& w) { w.set_f32("mpt.attention.clamp_kqv", -1.0f); }) ==
+        "m.gguf: mpt.attention.clamp_kqv = -1.000000 must be 0 or more");
+  CHECK(refused([](GgufWriter& w) {
+          w.add_tensor("position_embd.weight", {64, 4}, TensorType::F32, std::vector<uint8_t>(64 * 4 * 4));
+        }) == "m.gguf: tensor 'position_embd.weight' (learned positions, QK LayerNorm or activation scales) is an MPT "
+              "variant troupe does not run");
 }

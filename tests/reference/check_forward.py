@@ -6,7 +6,7 @@ Makes a synthetic model of the given weight format with `troupe make-model`,
 asks `troupe logits` for the logits of a token sequence (in one forward, in
 chunks of 5 and one token at a time), and compares both with tests/reference/forward.py. The error
 measure is max |troupe - reference| / max |reference| over all positions.
-For gemma3 and bloom in F32 and Q8_0, llama.cpp (llama-cpp-python) must meet
+For gemma3, bloom and mpt in F32 and Q8_0, llama.cpp (llama-cpp-python) must meet
 the same tolerance on the same file, which ties the reference's sliding window and
 layer pattern, and its ALiBi slopes and fused QKV, to llama.cpp's.
 """
@@ -29,13 +29,15 @@ def main():
     # of 8, so that 40 tokens are below, at and well beyond it.
     # bloom: 12 heads, not a power of two, so the interleaved ALiBi slopes are used.
     shape = {"gemma3": ["--layers", "6", "--window", "8", "--embd", "256", "--heads", "4", "--kv-heads", "2"],
-             "bloom": ["--layers", "2", "--embd", "768", "--heads", "12", "--kv-heads", "4"]}.get(
+             "bloom": ["--layers", "2", "--embd", "768", "--heads", "12", "--kv-heads", "4"],
+             # mpt: 6 heads (not a power of two), and a clamp that cuts some of Q, K and V.
+             "mpt": ["--layers", "2", "--embd", "768", "--heads", "6", "--kv-heads", "6", "--clamp-kqv", "1.5"]}.get(
         arch, ["--layers", "2", "--embd", "256", "--heads", "4", "--kv-heads", "2"])
     subprocess.run([troupe, "make-model", "--out", model, "--type", qtype, "--arch", arch, *shape, "--ff", "512",
                     "--seed", "11", "--untied"], check=True)
     ref = ReferenceModel(model)
     rng = np.random.default_rng(5)
-    tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=40 if arch in ("gemma3", "bloom") else 23).tolist()
+    tokens = rng.integers(0, ref.w["token_embd.weight"].shape[0], size=40 if arch in ("gemma3", "bloom", "mpt") else 23).tolist()
     expected = ref.logits(tokens)
     worst = 0.0
     for chunk in (0, 5, 1):  # one pass, prefill chunks, one token a step (decode)
@@ -49,7 +51,7 @@ def main():
         worst = max(worst, err)
     # llama.cpp runs the same file: its window, layer pattern and ALiBi are the reference's too.
     # F32, and Q8_0 with its 8-bit activations (not BF16: llama.cpp rounds activations to bf16).
-    if arch in ("gemma3", "bloom") and qtype in ("F32", "Q8_0"):
+    if arch in ("gemma3", "bloom", "mpt") and qtype in ("F32", "Q8_0"):
         from llama_cpp import Llama
         llm = Llama(model_path=model, n_ctx=64, n_threads=2, n_batch=64, logits_all=True, verbose=False)
         llm.eval(tokens)

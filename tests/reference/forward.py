@@ -1,4 +1,4 @@
-"""An independent forward pass of qwen2/llama/gemma3/bloom GGUF models in NumPy.
+"""An independent forward pass of qwen2/llama/gemma3/bloom/mpt GGUF models in NumPy.
 
 It shares no code with the engine: weights are read with the `gguf` package
 (llama.cpp's own Python reader) and dequantized by it, and the transformer is
@@ -93,8 +93,12 @@ class ReferenceModel:
         a = self.arch + "."
         self.n_head = _field(r, a + "attention.head_count")
         self.n_head_kv = _field(r, a + "attention.head_count_kv") or self.n_head
-        self.bloom = self.arch == "bloom"  # LayerNorm, fused QKV, biases, ALiBi, GELU without a gate
+        # bloom and mpt: LayerNorm, fused QKV, ALiBi, GELU without a gate; bloom's biases and
+        # embedding norm; mpt's maximum ALiBi bias and optional QKV clamp in the file.
+        self.bloom = self.arch in ("bloom", "mpt")
         self.eps = _field(r, a + ("attention.layer_norm_epsilon" if self.bloom else "attention.layer_norm_rms_epsilon"))
+        self.max_alibi_bias = (_field(r, a + "attention.max_alibi_bias") or 0.0) if self.arch == "mpt" else 8.0
+        self.clamp_kqv = _field(r, a + "attention.clamp_kqv") or 0.0
         self.rope_base = _field(r, a + "rope.freq_base") or 10000.0
         self.rope_scaling = rope_scaling_of(r, self.arch) if rope_scaling == "file" else rope_scaling
         self.n_layer = _field(r, a + "block_count")
@@ -122,7 +126,7 @@ class ReferenceModel:
         if not self.bloom:
             return self._rmsnorm(x, self.w[name + ".weight"])
         c = x - x.mean(-1, keepdims=True)
-        return c / np.sqrt((c * c).mean(-1, keepdims=True) + self.eps) * self.w[name + ".weight"] + self.w[name + ".bias"]
+        return c / np.sqrt((c * c).mean(-1, keepdims=True) + self.eps) * self.w[name + ".weight"] + self.w.get(name + ".bias", 0)
 
     def _rope(self, x, pos, local=False):
         d = x.shape[-1]
@@ -144,7 +148,9 @@ class ReferenceModel:
     def _attention(self, p, x, pos, local=False):
         t, hd = x.shape[0], self.head_dim
         if self.bloom:  # fused: the Q rows, then K, then V
-            qkv = x @ self.w[p + "attn_qkv.weight"].T + self.w[p + "attn_qkv.bias"]
+            qkv = x @ self.w[p + "attn_qkv.weight"].T + self.w.get(p + "attn_qkv.bias", 0)
+            if self.clamp_kqv > 0:
+                qkv = np.clip(qkv, -self.clamp_kqv, self.clamp_kqv)
             nq, nkv = self.n_head * hd, self.n_head_kv * hd
             q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
         else:
@@ -164,7 +170,7 @@ class ReferenceModel:
         scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd)
         distance = pos[:, None] - pos[None, :]  # query minus key position
         if self.bloom:
-            scores = scores - alibi_slopes(self.n_head)[:, None, None] * distance[None]
+            scores = scores - alibi_slopes(self.n_head, self.max_alibi_bias)[:, None, None] * distance[None]
         masked = distance < 0
         if local:
             masked |= distance >= self.window
@@ -176,9 +182,9 @@ class ReferenceModel:
 
     def _ffn(self, p, x):
         if self.bloom:
-            u = x @ self.w[p + "ffn_up.weight"].T + self.w[p + "ffn_up.bias"]
+            u = x @ self.w[p + "ffn_up.weight"].T + self.w.get(p + "ffn_up.bias", 0)
             act = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
-            return act @ self.w[p + "ffn_down.weight"].T + self.w[p + "ffn_down.bias"]
+            return act @ self.w[p + "ffn_down.weight"].T + self.w.get(p + "ffn_down.bias", 0)
         g = x @ self.w[p + "ffn_gate.weight"].T
         u = x @ self.w[p + "ffn_up.weight"].T
         if self.gemma3:
@@ -195,7 +201,7 @@ class ReferenceModel:
         x = self.w["token_embd.weight"][np.asarray(tokens)]
         if self.gemma3:
             x = x * np.sqrt(self.n_embd)
-        if self.bloom:
+        if "token_embd_norm.weight" in self.w:
             x = self._norm(x, "token_embd_norm")
         pos = np.arange(len(tokens), dtype=np.float64)
         for i in range(self.n_layer):
