@@ -27,7 +27,7 @@ Run add_make_model(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("make-model", "Write a synthetic model with random weights");
   cmd->add_option("--out,-o", a->out, "Output GGUF path")->required();
-  cmd->add_option("--arch", a->spec.architecture, "qwen2, llama, gemma3, bloom or mpt (ALiBi)")->capture_default_str();
+  cmd->add_option("--arch", a->spec.architecture, "qwen2, qwen2moe, llama, gemma3, bloom or mpt (ALiBi)")->capture_default_str();
   cmd->add_option("--type", a->type, "Weight format: F32 F16 BF16 Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K")->capture_default_str();
   cmd->add_option("--embedding-type", a->embedding_type, "Format of token_embd/output (default: --type)");
   cmd->add_option("--embd", a->spec.n_embd, "Embedding width")->capture_default_str();
@@ -46,6 +46,10 @@ Run add_make_model(CLI::App& app) {
   cmd->add_option("--window", a->spec.sliding_window, "gemma3: sliding window of the local layers")
       ->capture_default_str();
   cmd->add_option("--clamp-kqv", a->spec.clamp_kqv, "mpt: clamp Q, K and V to [-C, C] (0: none)");
+  cmd->add_option("--experts", a->spec.n_expert, "Mixture of experts (qwen2moe, llama): experts per layer");
+  cmd->add_option("--experts-used", a->spec.n_expert_used, "Experts each token uses");
+  cmd->add_option("--expert-ff", a->spec.n_ff_expert, "An expert's feed-forward width (default --ff)");
+  cmd->add_option("--shared-expert-ff", a->spec.n_ff_shared, "qwen2moe: the shared expert's width (0: none)");
   cmd->add_flag("!--untied", a->spec.tied_output, "Separate output matrix instead of the embedding");
   return [a] {
     a->spec.weight_type = parse_type(a->type);

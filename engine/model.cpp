@@ -44,6 +44,7 @@ Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
                   config_.rope_order),
       alibi_slopes_(config_.alibi() ? alibi_slopes(config_.n_head, config_.max_alibi_bias) : std::vector<float>{}) {
   use_lane_layouts();
+  expert_tokens_.assign(static_cast<size_t>(config_.n_layer * config_.n_expert), 0);
 }
 
 // On AVX-512 the quantized matrices (Q4_K, Q6_K, Q8_0, Q5_0, Q4_0) are read
@@ -63,8 +64,12 @@ void Model::use_lane_layouts() {
     lane_buffers_.push_back(std::move(buffer));
     file_.release(w.data, static_cast<size_t>(row_bytes(w.type, w.cols) * w.rows));
   };
-  for (LayerWeights& l : weights_.layers)
-    for (cpu::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) repack(*w);
+  for (LayerWeights& l : weights_.layers) {
+    for (cpu::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.sh_gate, &l.sh_up, &l.sh_down})
+      repack(*w);
+    for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (cpu::WeightMatrix& w : *experts) repack(w);
+  }
   repack(weights_.output);
 }
 
@@ -111,8 +116,8 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
   grow(attn_, n * c.q_dim());
   grow(k_, n * c.kv_dim());
   grow(v_, n * c.kv_dim());
-  grow(gate_, n * c.n_ff);
-  grow(up_, n * c.n_ff);
+  grow(gate_, n * std::max(c.n_ff, c.n_ff_shared));
+  grow(up_, n * std::max(c.n_ff, c.n_ff_shared));
   plan_attention(batch);
 }
 
@@ -158,7 +163,7 @@ void Model::forward(const Batch& batch, KvCache& cache, Logits& out) {
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
     const LayerWeights& l = weights_.layers[layer];
     attention_block(l, layer, batch, cache);
-    ffn_block(l);
+    ffn_block(l, layer);
   }
   output_logits(batch, out);
 }
@@ -268,10 +273,11 @@ void Model::post_norm(const std::vector<float>& weight, int64_t n) {
   for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&tmp_[r * e], weight.data(), e, config_.rms_eps, &tmp_[r * e]);
 }
 
-void Model::ffn_block(const LayerWeights& l) {
+void Model::ffn_block(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size());
   for (int64_t r = 0; r < n; ++r) norm(&x_[r * c.n_embd], l.ffn_norm, l.ffn_norm_b, &xn_[r * c.n_embd]);
+  if (c.moe()) return moe_ffn(l, layer);
   const int64_t elems = n * c.n_ff;
   // Element-wise, so any split gives the same values; serial, it left the
   // other threads idle for ~5 % of a 16-token step (libm expf per value).

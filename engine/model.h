@@ -39,6 +39,10 @@ class Model {
   // was. n_layer x kv_dim.
   std::vector<float> key_offsets() const;
 
+  // Tokens routed to each expert so far, n_layer x n_expert (empty for a
+  // dense model): the expert load `troupe stats` shows.
+  const std::vector<uint64_t>& expert_tokens() const { return expert_tokens_; }
+
   // Runs every sequence of the batch one step: writes the K/V of its new tokens
   // into the cache at their positions and fills `out` with the logits of the
   // wanted positions. The block tables must already cover the new positions.
@@ -54,7 +58,8 @@ class Model {
   void plan_attention(const Batch& batch);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void run_attention(int64_t layer, const Batch& batch, KvCache& cache);
-  void ffn_block(const LayerWeights& l);
+  void ffn_block(const LayerWeights& l, int64_t layer);
+  void moe_ffn(const LayerWeights& l, int64_t layer);  // model_moe.cpp
   void head_norms(const LayerWeights& l);
   void post_norm(const std::vector<float>& weight, int64_t n);
   void norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias, float* out) const;
@@ -92,6 +97,12 @@ class Model {
   };
   std::vector<ChunkItem> chunk_items_;
   std::vector<cpu::AttentionPartial> chunk_partials_;
+  // Mixture of experts: router logits, each token's experts and weights, and
+  // the rows one expert runs (gathered in, gate, up, down), each token's
+  // expert outputs by rank, the shared expert's output.
+  std::vector<float> moe_logits_, moe_weights_, moe_in_, moe_gate_, moe_up_, moe_down_, moe_out_, moe_shared_;
+  std::vector<int32_t> moe_experts_, moe_rows_;
+  std::vector<uint64_t> expert_tokens_;
 };
 
 }  // namespace troupe

@@ -76,6 +76,45 @@ void read_alibi_family(const GgufFile& f, ModelConfig& c) {
   }
 }
 
+// The router's options, as llama.cpp's qwen2moe and llama (Mixtral) graphs
+// use them: softmax gating; llama renormalizes the chosen weights, qwen2moe
+// does not. A file's expert_gating_func (1 softmax, 2 sigmoid),
+// expert_weights_norm and expert_weights_scale are honoured when present.
+void read_experts(const GgufFile& f, ModelConfig& c) {
+  const std::string p = c.architecture + ".";
+  const auto count = f.get_uint(p + "expert_count");
+  if (c.architecture == "qwen2moe" && (!count || *count == 0))
+    throw GgufError(f.name() + ": qwen2moe needs " + p + "expert_count > 0");
+  if (!count || *count == 0) {
+    if (f.find_tensor("blk.0.ffn_gate_inp.weight"))
+      throw GgufError(f.name() + ": expert tensors but " + p + "expert_count is missing or 0");
+    return;
+  }
+  if (c.architecture != "qwen2moe" && c.architecture != "llama")
+    throw GgufError(f.name() + ": experts in a " + c.architecture + " model are not supported (qwen2moe, llama)");
+  c.n_expert = static_cast<int64_t>(*count);
+  const auto used = f.get_uint(p + "expert_used_count");
+  if (c.n_expert > 1024) throw GgufError(f.name() + ": " + p + "expert_count " + std::to_string(c.n_expert) + " is over 1024");
+  if (!used || *used == 0 || static_cast<int64_t>(*used) > c.n_expert)
+    throw GgufError(f.name() + ": " + p + "expert_used_count " + (used ? std::to_string(*used) : std::string("(missing)")) +
+                    " must be 1 to expert_count " + std::to_string(c.n_expert));
+  c.n_expert_used = static_cast<int64_t>(*used);
+  c.n_ff_expert = static_cast<int64_t>(f.get_uint(p + "expert_feed_forward_length").value_or(0));
+  if (c.n_ff_expert == 0) c.n_ff_expert = c.architecture == "llama" ? c.n_ff : c.n_ff / c.n_expert_used;
+  if (c.architecture == "qwen2moe")
+    c.n_ff_shared = static_cast<int64_t>(f.get_uint(p + "expert_shared_feed_forward_length").value_or(static_cast<uint64_t>(c.n_ff)));
+  const auto gating = f.get_uint(p + "expert_gating_func").value_or(1);
+  if (gating != 1 && gating != 2)
+    throw GgufError(f.name() + ": " + p + "expert_gating_func = " + std::to_string(gating) +
+                    " is not a gating function troupe runs (1 softmax, 2 sigmoid)");
+  c.gating = gating == 2 ? ModelConfig::Gating::sigmoid : ModelConfig::Gating::softmax;
+  const GgufValue* norm = f.find(p + "expert_weights_norm");
+  c.expert_weights_norm = norm && norm->as_bool() ? *norm->as_bool() : c.architecture == "llama";
+  const double scale = f.get_float(p + "expert_weights_scale").value_or(0.0);
+  if (!std::isfinite(scale) || scale < 0) throw GgufError(f.name() + ": " + p + "expert_weights_scale must be 0 or more");
+  c.expert_weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
@@ -83,9 +122,10 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
   c.architecture = *arch;
-  if (c.architecture != "qwen2" && c.architecture != "llama" && c.architecture != "gemma3" && c.architecture != "bloom" &&
-      c.architecture != "mpt")
-    throw GgufError(f.name() + ": architecture '" + c.architecture + "' is not supported (qwen2, llama, gemma3, bloom, mpt)");
+  if (c.architecture != "qwen2" && c.architecture != "qwen2moe" && c.architecture != "llama" && c.architecture != "gemma3" &&
+      c.architecture != "bloom" && c.architecture != "mpt")
+    throw GgufError(f.name() + ": architecture '" + c.architecture +
+                    "' is not supported (qwen2, qwen2moe, llama, gemma3, bloom, mpt)");
   c.name = f.get_string("general.name").value_or(c.architecture);
   const std::string p = c.architecture + ".";
   c.n_embd = required(f, p + "embedding_length");
@@ -114,7 +154,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
     throw GgufError(f.name() + ": " + e.what());
   }
   if (c.rope_scaling.type == RopeScalingType::linear) c.rope_freq_scale = static_cast<float>(1.0 / c.rope_scaling.factor);
-  c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;  // gemma3: NEOX, halves
+  c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;  // gemma3, qwen2moe: NEOX, halves
 
   if (c.n_embd % c.n_head != 0)
     throw GgufError(f.name() + ": embedding_length " + std::to_string(c.n_embd) + " is not divisible by head_count");
@@ -140,6 +180,7 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   c.wide_key_layers = wide_key_layers(f, c);
   if (c.architecture == "gemma3") read_gemma3(f, c);
   if (alibi_family) read_alibi_family(f, c);
+  read_experts(f, c);
   return c;
 }
 

@@ -22,7 +22,7 @@ enum class RopeOrder { adjacent, halves };
 enum class FfnActivation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string architecture;  // "qwen2", "llama", "gemma3", "bloom", "mpt"
+  std::string architecture;  // "qwen2", "qwen2moe", "llama", "gemma3", "bloom", "mpt"
   std::string name;          // general.name, for display
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -61,6 +61,17 @@ struct ModelConfig {
   float max_alibi_bias = 0.0f;
   float clamp_kqv = 0.0f;  // mpt: Q, K and V clamped to [-c, c] (0: not)
   bool alibi() const { return max_alibi_bias > 0.0f; }
+
+  // Mixture of experts (qwen2moe; llama with expert tensors, Mixtral's
+  // layout): n_expert feed-forwards of n_ff_expert, n_expert_used of them
+  // per token, chosen by a router; qwen2moe adds a shared expert of
+  // n_ff_shared with its own sigmoid gate. 0 experts: a dense model.
+  enum class Gating { softmax, sigmoid };
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;
+  Gating gating = Gating::softmax;
+  bool expert_weights_norm = false;  // renormalize the chosen experts' weights to sum to 1
+  float expert_weights_scale = 1.0f;
+  bool moe() const { return n_expert > 0; }
 
   bool is_local(int64_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }
 

@@ -74,6 +74,28 @@ void bind_alibi_layer(const GgufFile& f, const ModelConfig& c, const std::string
   l.b_down = bias(p + "ffn_down.bias", c.n_embd);
 }
 
+// A 3-D tensor [cols, rows, n] as n matrices of rows x cols, one per expert.
+std::vector<cpu::WeightMatrix> expert_views(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows,
+                                            int64_t n) {
+  const GgufTensorInfo& t = tensor(f, name, {cols, rows, n});
+  const cpu::WeightMatrix whole{t.type, f.tensor_data(t), rows * n, cols};
+  std::vector<cpu::WeightMatrix> views;
+  for (int64_t e = 0; e < n; ++e) views.push_back(row_view(whole, e * rows, rows));
+  return views;
+}
+
+void bind_experts(const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  l.router = matrix(f, p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+  l.exp_gate = expert_views(f, p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_expert, c.n_expert);
+  l.exp_up = expert_views(f, p + "ffn_up_exps.weight", c.n_embd, c.n_ff_expert, c.n_expert);
+  l.exp_down = expert_views(f, p + "ffn_down_exps.weight", c.n_ff_expert, c.n_embd, c.n_expert);
+  if (c.n_ff_shared == 0) return;
+  l.shared_gate = vector_f32(f, p + "ffn_gate_inp_shexp.weight", c.n_embd);
+  l.sh_gate = matrix(f, p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shared);
+  l.sh_up = matrix(f, p + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shared);
+  l.sh_down = matrix(f, p + "ffn_down_shexp.weight", c.n_ff_shared, c.n_embd);
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
@@ -106,9 +128,13 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
     l.bk = optional_vector(f, p + "attn_k.bias", c.kv_dim());
     l.bv = optional_vector(f, p + "attn_v.bias", c.kv_dim());
     l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
-    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.moe()) {
+      bind_experts(f, c, p, l);
+    } else {
+      l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+      l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    }
     if (c.architecture == "gemma3") {
       l.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim);
       l.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);

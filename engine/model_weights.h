@@ -24,6 +24,13 @@ struct LayerWeights {
   // up and down projections' biases. Its fused QKV matrix is bound as three
   // views (wq, wk, wv) of consecutive rows, its bias split into bq, bk, bv.
   std::vector<float> attn_norm_b, ffn_norm_b, bo, b_up, b_down;
+  // Mixture of experts (ModelConfig::moe): the router (n_expert rows); each
+  // expert's gate, up and down matrices as views of the file's 3-D tensors;
+  // qwen2moe's shared expert and its sigmoid gate (n_embd values).
+  cpu::WeightMatrix router;
+  std::vector<cpu::WeightMatrix> exp_gate, exp_up, exp_down;
+  cpu::WeightMatrix sh_gate, sh_up, sh_down;
+  std::vector<float> shared_gate;
 };
 
 struct ModelWeights {

@@ -67,6 +67,24 @@ void add_alibi_tensors(const SyntheticModelSpec& spec, TensorMaker& t) {
   }
 }
 
+// A mixture-of-experts feed-forward, as llama.cpp names it: the router
+// (F32, as quantizers leave it), the experts' gate, up and down matrices as
+// 3-D tensors, and qwen2moe's shared expert with its gate vector.
+void add_expert_tensors(const SyntheticModelSpec& spec, const std::string& p, TensorMaker& t) {
+  const int64_t e = spec.n_embd, ff = spec.expert_ff(), n = spec.n_expert;
+  const float we = 1.0f / std::sqrt(static_cast<float>(e)), wf = 1.0f / std::sqrt(static_cast<float>(ff));
+  t.add(p + "ffn_gate_inp.weight", {e, n}, TensorType::F32, 0.0f, we * 3.0f);
+  t.add(p + "ffn_gate_exps.weight", {e, ff, n}, spec.weight_type, 0.0f, we * 1.7f);
+  t.add(p + "ffn_up_exps.weight", {e, ff, n}, spec.weight_type, 0.0f, we * 1.7f);
+  t.add(p + "ffn_down_exps.weight", {ff, e, n}, spec.weight_type, 0.0f, wf);
+  if (spec.shared_ff() == 0) return;
+  const int64_t sf = spec.shared_ff();
+  t.add(p + "ffn_gate_inp_shexp.weight", {e}, TensorType::F32, 0.0f, we);
+  t.add(p + "ffn_gate_shexp.weight", {e, sf}, spec.weight_type, 0.0f, we * 1.7f);
+  t.add(p + "ffn_up_shexp.weight", {e, sf}, spec.weight_type, 0.0f, we * 1.7f);
+  t.add(p + "ffn_down_shexp.weight", {sf, e}, spec.weight_type, 0.0f, 1.0f / std::sqrt(static_cast<float>(sf)));
+}
+
 void check_blocks(const char* what, int64_t cols, TensorType type) {
   if (cols % traits(type).block_elems != 0)
     throw std::invalid_argument(std::string(what) + " = " + std::to_string(cols) + " is not a multiple of the " +
@@ -76,9 +94,15 @@ void check_blocks(const char* what, int64_t cols, TensorType type) {
 }  // namespace
 
 void SyntheticModelSpec::validate() const {
-  if (architecture != "qwen2" && architecture != "llama" && architecture != "gemma3" && architecture != "bloom" &&
-      architecture != "mpt")
-    throw std::invalid_argument("architecture must be qwen2, llama, gemma3, bloom or mpt");
+  if (architecture != "qwen2" && architecture != "qwen2moe" && architecture != "llama" && architecture != "gemma3" &&
+      architecture != "bloom" && architecture != "mpt")
+    throw std::invalid_argument("architecture must be qwen2, qwen2moe, llama, gemma3, bloom or mpt");
+  if ((architecture == "qwen2moe") != (n_expert > 0) && !(architecture == "llama" && n_expert > 0))
+    throw std::invalid_argument(architecture == "qwen2moe" ? "qwen2moe needs --experts" : "only qwen2moe and llama take experts");
+  if (n_expert > 0 && (n_expert_used < 1 || n_expert_used > n_expert))
+    throw std::invalid_argument("experts used must be 1 to the number of experts");
+  if (n_expert > 0) check_blocks("expert feed-forward width", expert_ff(), weight_type);
+  if (shared_ff() > 0) check_blocks("shared expert feed-forward width", shared_ff(), weight_type);
   if (architecture == "gemma3" && sliding_window <= 0) throw std::invalid_argument("the sliding window must be positive");
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_head_kv <= 0 || n_ff <= 0)
     throw std::invalid_argument("dimensions must be positive");
@@ -130,7 +154,13 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
       w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(spec.rope_orig_ctx));
   }
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", spec.architecture == "qwen2" ? "qwen2" : "llama-bpe");
+  w.set_string("tokenizer.ggml.pre", spec.architecture.starts_with("qwen2") ? "qwen2" : "llama-bpe");
+  if (spec.n_expert > 0) {
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(spec.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(spec.expert_ff()));
+    if (spec.shared_ff() > 0) w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(spec.shared_ff()));
+  }
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_i32_array("tokenizer.ggml.token_type", vocab.token_types);
   w.set_string_array("tokenizer.ggml.merges", vocab.merges);
@@ -157,7 +187,7 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
     t.add(p + "attn_q.weight", {e, q}, spec.weight_type, 0.0f, we * 1.7f);
     t.add(p + "attn_k.weight", {e, kv}, spec.weight_type, 0.0f, we * 1.7f);
     t.add(p + "attn_v.weight", {e, kv}, spec.weight_type, 0.0f, we * 1.7f);
-    if (spec.architecture == "qwen2") {
+    if (spec.architecture.starts_with("qwen2")) {
       t.add(p + "attn_q.bias", {q}, TensorType::F32, 0.0f, 0.1f);
       t.add(p + "attn_k.bias", {kv}, TensorType::F32, 0.0f, 0.1f);
       t.add(p + "attn_v.bias", {kv}, TensorType::F32, 0.0f, 0.1f);
@@ -170,6 +200,10 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
       t.add(p + "post_ffw_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
     }
     t.add(p + "ffn_norm.weight", {e}, TensorType::F32, 1.0f, 0.1f);
+    if (spec.n_expert > 0) {
+      add_expert_tensors(spec, p, t);
+      continue;
+    }
     t.add(p + "ffn_gate.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
     t.add(p + "ffn_up.weight", {e, spec.n_ff}, spec.weight_type, 0.0f, we * 1.7f);
     t.add(p + "ffn_down.weight", {spec.n_ff, e}, spec.weight_type, 0.0f, wf);

@@ -12,7 +12,8 @@ namespace troupe {
 class GgufWriter;
 
 struct SyntheticModelSpec {
-  // qwen2 (QKV bias, RoPE halves), llama, or gemma3 (QK-norm, post-norms,
+  // qwen2 (QKV bias, RoPE halves), qwen2moe (qwen2 with experts), llama
+  // (with experts: Mixtral's layout), or gemma3 (QK-norm, post-norms,
   // GELU, every sixth layer global and the others sliding-window), bloom
   // (ALiBi, LayerNorm, fused QKV, biases, GELU without a gate) or mpt (as
   // bloom, without biases or an embedding norm, its ALiBi bias in the file)
@@ -38,6 +39,12 @@ struct SyntheticModelSpec {
   int64_t rope_orig_ctx = 0;  // yarn: 0 writes none (the reader takes context_length)
   int64_t sliding_window = 512;  // gemma3's local layers
   double clamp_kqv = 0;  // mpt: attention.clamp_kqv (0 writes none)
+  // Mixture of experts (qwen2moe, or llama as Mixtral): experts, how many a
+  // token uses, their width (0: n_ff) and qwen2moe's shared expert's (0: n_ff).
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;
+  int64_t expert_ff() const { return n_ff_expert > 0 ? n_ff_expert : n_ff; }
+  // qwen2moe always has a shared expert (llama.cpp requires it): n_ff unless set.
+  int64_t shared_ff() const { return n_ff_shared > 0 ? n_ff_shared : architecture == "qwen2moe" ? n_ff : 0; }
 
   void validate() const;  // throws std::invalid_argument naming the problem
 };

@@ -3,6 +3,8 @@
 // independent implementation is tests/reference/check_forward.py.)
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -17,8 +19,10 @@ using namespace troupe;
 namespace {
 
 std::string model_file(TensorType type, const std::string& arch = "qwen2") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("troupe-model-test-" + arch + "-" + std::string(tensor_type_name(type)) + ".gguf");
+  // Per process: CTest runs this file's cases in parallel, each writing its models.
+  const auto path = std::filesystem::temp_directory_path() / ("troupe-model-test-" + arch + "-" +
+                                                              std::string(tensor_type_name(type)) + "-" +
+                                                              std::to_string(getpid()) + ".gguf");
   SyntheticModelSpec spec;
   spec.architecture = arch;
   spec.weight_type = type;
@@ -28,6 +32,12 @@ std::string model_file(TensorType type, const std::string& arch = "qwen2") {
   if (arch == "gemma3") {  // five sliding-window layers and a global one; prompts here reach past the window
     spec.n_layer = 6;
     spec.sliding_window = 24;
+  }
+  if (arch == "qwen2moe") {  // 8 experts, top-2, a shared expert
+    spec.n_expert = 8;
+    spec.n_expert_used = 2;
+    spec.n_ff_expert = 256;
+    spec.n_ff_shared = 256;
   }
   write_synthetic_model(spec, path.string());
   return path.string();
@@ -88,7 +98,7 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 }  // namespace
 
 TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
-  for (const std::string arch : {"qwen2", "gemma3", "bloom"})
+  for (const std::string arch : {"qwen2", "gemma3", "bloom", "qwen2moe"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
     INFO(arch << " " << tensor_type_name(type));
     Model m(GgufFile::open(model_file(type, arch)), 2);
@@ -100,7 +110,7 @@ TEST_CASE("a sequence's logits do not depend on how its prompt is chunked") {
 }
 
 TEST_CASE("a sequence's logits are the same alone and in a batch of 8 of different lengths") {
-  for (const std::string arch : {"qwen2", "gemma3", "bloom"})
+  for (const std::string arch : {"qwen2", "gemma3", "bloom", "qwen2moe"})
   for (TensorType type : {TensorType::F32, TensorType::Q8_0}) {
     INFO(arch << " " << tensor_type_name(type));
     Model m(GgufFile::open(model_file(type, arch)), 2);
@@ -140,9 +150,12 @@ TEST_CASE("decode steps after a prefill give the logits a full prefill gives") {
     CHECK(max_rel_diff(std::span(decoded).subspan((pos - 12) * v, v), std::span(full).subspan(pos * v, v)) < 1e-4f);
 }
 
-TEST_CASE("gemma3: prefill chunks and decode rows of other sequences in one step leave each sequence's logits as alone") {
-  // Window 24: the decoding sequences are past it, the prefilling one crosses it.
-  Model m(GgufFile::open(model_file(TensorType::Q8_0, "gemma3")), 2);
+TEST_CASE("gemma3 and qwen2moe: prefill chunks and decode rows of other sequences in one step leave each sequence's logits as alone") {
+  // gemma3's window 24: the decoding sequences are past it, the prefilling one crosses it;
+  // qwen2moe: the step's tokens are grouped by expert, each expert's shared by other sequences.
+  for (const std::string arch : {"gemma3", "qwen2moe"}) {
+  INFO(arch);
+  Model m(GgufFile::open(model_file(TensorType::Q8_0, arch)), 2);
   KvCache cache(m.config(), 32, 16);
   const auto a = random_tokens(60, m.config().n_vocab, 21), b = random_tokens(45, m.config().n_vocab, 22);
   const auto c = random_tokens(30, m.config().n_vocab, 23);
@@ -167,12 +180,14 @@ TEST_CASE("gemma3: prefill chunks and decode rows of other sequences in one step
     for (int32_t r = 0; r < 6; ++r) CHECK(max_rel_diff(out.row(1 + r), std::span(alone_c).subspan((6 * i + r) * v, v)) < 1e-4f);
     CHECK(max_rel_diff(out.row(7), std::span(alone_b).subspan((40 + i) * v, v)) < 1e-4f);
   }
+  }
 }
 
 TEST_CASE("one KV head: decode steps split by KV chunks over two threads give the bits of one thread") {
   // Gemma 3 270M's layout (one KV head): a decode step is one tile, which the
   // model splits into 256-position chunks when it has more threads than tiles.
-  const auto path = std::filesystem::temp_directory_path() / "troupe-model-test-gemma3-one-kv-head.gguf";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("troupe-model-test-gemma3-one-kv-head-" + std::to_string(getpid()) + ".gguf");
   SyntheticModelSpec spec;
   spec.architecture = "gemma3";
   spec.n_layer = 6;

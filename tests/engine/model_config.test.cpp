@@ -10,6 +10,7 @@
 #include "engine/gguf_file.h"
 #include "engine/gguf_writer.h"
 #include "engine/model_config.h"
+#include "engine/model_weights.h"
 #include "engine/synthetic_model.h"
 
 using namespace troupe;
@@ -109,7 +110,7 @@ TEST_CASE("gemma3 with a zero sliding window, or an architecture troupe does not
     CHECK(std::string(e.what()) == "m.gguf: 'gemma3.attention.sliding_window' = 0 is out of range");
   }
   const std::string why = refusal([](GgufWriter& w) { w.set_string("general.architecture", "gemma2"); });
-  CHECK(why == "m.gguf: architecture 'gemma2' is not supported (qwen2, llama, gemma3, bloom, mpt)");
+  CHECK(why == "m.gguf: architecture 'gemma2' is not supported (qwen2, qwen2moe, llama, gemma3, bloom, mpt)");
 }
 
 TEST_CASE("mpt variants troupe does not run, and a missing ALiBi bias, are refused in one line") {
@@ -132,4 +133,35 @@ TEST_CASE("mpt variants troupe does not run, and a missing ALiBi bias, are refus
           w.add_tensor("position_embd.weight", {64, 4}, TensorType::F32, std::vector<uint8_t>(64 * 4 * 4));
         }) == "m.gguf: tensor 'position_embd.weight' (learned positions, QK LayerNorm or activation scales) is an MPT "
               "variant troupe does not run");
+}
+
+TEST_CASE("mixture-of-experts files troupe cannot run are refused at load in one line") {
+  SyntheticModelSpec spec = small_spec();
+  spec.architecture = "qwen2moe";
+  spec.n_expert = 4;
+  spec.n_expert_used = 2;
+  const auto refused = [&](const auto& change) {
+    try {
+      GgufWriter w;
+      build_synthetic_model(spec, w);
+      change(w);
+      const auto bytes = w.to_bytes();
+      const GgufFile file = GgufFile::parse(bytes, "m.gguf");
+      bind_weights(file, read_model_config(file));
+    } catch (const GgufError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refused([](GgufWriter&) {}) == "(accepted)");
+  CHECK(refused([](GgufWriter& w) { w.set_u32("qwen2moe.expert_used_count", 5); }) ==
+        "m.gguf: qwen2moe.expert_used_count 5 must be 1 to expert_count 4");
+  CHECK(refused([](GgufWriter& w) { w.set_u32("qwen2moe.expert_count", 0); }) == "m.gguf: qwen2moe needs qwen2moe.expert_count > 0");
+  CHECK(refused([](GgufWriter& w) { w.set_u32("qwen2moe.expert_gating_func", 7); }) ==
+        "m.gguf: qwen2moe.expert_gating_func = 7 is not a gating function troupe runs (1 softmax, 2 sigmoid)");
+  // Expert tensors whose shapes disagree with the metadata (an expert fewer than the count says).
+  CHECK(refused([](GgufWriter& w) { w.set_u32("qwen2moe.expert_count", 3); }) ==
+        "m.gguf: tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 4], expected [64, 3]");
+  CHECK(refused([](GgufWriter& w) { w.set_u32("qwen2moe.expert_feed_forward_length", 64); }) ==
+        "m.gguf: tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 128, 4], expected [64, 64, 4]");
 }

@@ -1,4 +1,5 @@
-"""An independent forward pass of qwen2/llama/gemma3/bloom/mpt GGUF models in NumPy.
+"""An independent forward pass of qwen2/qwen2moe/llama (dense or Mixtral-style)/gemma3/bloom/mpt
+GGUF models in NumPy.
 
 It shares no code with the engine: weights are read with the `gguf` package
 (llama.cpp's own Python reader) and dequantized by it, and the transformer is
@@ -102,6 +103,7 @@ class ReferenceModel:
         self.rope_base = _field(r, a + "rope.freq_base") or 10000.0
         self.rope_scaling = rope_scaling_of(r, self.arch) if rope_scaling == "file" else rope_scaling
         self.n_layer = _field(r, a + "block_count")
+        self.n_expert_used = _field(r, a + "expert_used_count") or 0
         self.w = {}
         for t in r.tensors:
             ne = [int(x) for x in t.shape]  # ggml order: ne[0] is contiguous
@@ -185,6 +187,8 @@ class ReferenceModel:
             u = x @ self.w[p + "ffn_up.weight"].T + self.w.get(p + "ffn_up.bias", 0)
             act = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u**3)))
             return act @ self.w[p + "ffn_down.weight"].T + self.w.get(p + "ffn_down.bias", 0)
+        if p + "ffn_gate_inp.weight" in self.w:
+            return self._moe(p, x)
         g = x @ self.w[p + "ffn_gate.weight"].T
         u = x @ self.w[p + "ffn_up.weight"].T
         if self.gemma3:
@@ -193,11 +197,41 @@ class ReferenceModel:
             act = g / (1 + np.exp(-g))
         return (act * u) @ self.w[p + "ffn_down.weight"].T
 
+    def _moe(self, p, x):
+        """Mixture of experts (Shazeer et al. 2017; Mixtral; Qwen1.5-MoE): softmax over the router's
+        logits, the top k experts (a tie to the lower index), Mixtral renormalizing their
+        weights to 1 and Qwen not, plus Qwen's shared expert behind a sigmoid gate."""
+        silu = lambda v: v / (1 + np.exp(-v))  # noqa: E731
+        logits = x @ self.w[p + "ffn_gate_inp.weight"].T
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        gate, up, down = (self.w[p + f"ffn_{n}_exps.weight"] for n in ("gate", "up", "down"))
+        out = np.zeros_like(x)
+        for t in range(x.shape[0]):
+            ranked = sorted(range(probs.shape[1]), key=lambda e: (-probs[t, e], e))
+            chosen = ranked[:self.n_expert_used]
+            if self.n_expert_used < len(ranked):  # how near the last chosen expert was to the first left out
+                gap = probs[t, ranked[self.n_expert_used - 1]] - probs[t, ranked[self.n_expert_used]]
+                self.route_margin[t] = min(self.route_margin[t], gap)
+            w = probs[t, chosen]
+            if self.arch == "llama":
+                w = w / w.sum()
+            for e, we in zip(chosen, w):
+                out[t] += we * (down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])))
+        if p + "ffn_gate_inp_shexp.weight" in self.w:
+            h = silu(x @ self.w[p + "ffn_gate_shexp.weight"].T) * (x @ self.w[p + "ffn_up_shexp.weight"].T)
+            shared = h @ self.w[p + "ffn_down_shexp.weight"].T
+            out += shared / (1 + np.exp(-(x @ self.w[p + "ffn_gate_inp_shexp.weight"])))[:, None]
+        return out
+
     def _post(self, p, name, y):
         return self._rmsnorm(y, self.w[p + name]) if p + name in self.w else y
 
     def logits(self, tokens):
         """Logits of every position, shape [len(tokens), n_vocab]."""
+        # Per position, the smallest gap (in probability) between a chosen expert and the
+        # first one left out, over the layers: where it is tiny, any rounding may swap them.
+        self.route_margin = np.full(len(tokens), np.inf)
         x = self.w["token_embd.weight"][np.asarray(tokens)]
         if self.gemma3:
             x = x * np.sqrt(self.n_embd)
