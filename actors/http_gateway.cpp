@@ -277,6 +277,7 @@ void HttpGateway::metrics(httplib::Response& res) {
   f.pages_spilled = s->pages_spilled(), f.pages_restored = s->pages_restored();
   f.pages_swapped_out = s->pages_swapped_out(), f.pages_swapped_in = s->pages_swapped_in();
   f.tokens_shifted = s->tokens_shifted(), f.preemptions = s->preemptions();
+  if (s->expert_tokens()) f.expert_tokens.assign(s->expert_tokens()->begin(), s->expert_tokens()->end());
   f.draining = draining_ || s->draining();
   res.set_content(metrics_->prometheus(now), "text/plain; version=0.0.4; charset=utf-8");
 }

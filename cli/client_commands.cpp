@@ -193,6 +193,12 @@ int run_stats(const ClientArgs& a) {
               static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
               static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()),
               static_cast<unsigned long long>(s->tokens_shifted()));
+  if (s->expert_tokens() && s->expert_tokens()->size() > 0) {  // a mixture of experts: its load
+    std::printf("{\"expert_tokens\": [");
+    for (uint32_t i = 0; i < s->expert_tokens()->size(); ++i)
+      std::printf("%s%llu", i ? ", " : "", static_cast<unsigned long long>(s->expert_tokens()->Get(i)));
+    std::printf("]}\n");
+  }
   if (s->tiers())
     for (const auto* t : *s->tiers())
       std::printf("{\"tier\": \"%s\", \"requests\": %llu, \"escalated_in\": %llu, \"escalations\": %llu, \"tokens\": %llu, "

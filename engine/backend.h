@@ -108,6 +108,10 @@ class Backend {
   virtual bool can_shift_kv() const { return false; }
   virtual void shift_kv(std::span<const KvShift> shifts);
 
+  // Tokens each expert of a mixture of experts has run so far, summed over
+  // the layers (empty for a dense model): the expert load of `troupe stats`.
+  virtual std::vector<uint64_t> expert_tokens() const { return {}; }
+
   // forward, then one token per wanted row chosen as `choices[row]` says;
   // on CUDA only the ids cross to the host.
   virtual void forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens);

@@ -42,6 +42,7 @@ class Model {
   // Tokens routed to each expert so far, n_layer x n_expert (empty for a
   // dense model): the expert load `troupe stats` shows.
   const std::vector<uint64_t>& expert_tokens() const { return expert_tokens_; }
+  std::vector<uint64_t> expert_totals() const;  // the same, summed over the layers: n_expert
 
   // Runs every sequence of the batch one step: writes the K/V of its new tokens
   // into the cache at their positions and fills `out` with the logits of the

@@ -23,6 +23,12 @@ void grow(std::vector<float>& v, size_t n) {
 
 }  // namespace
 
+std::vector<uint64_t> Model::expert_totals() const {
+  std::vector<uint64_t> totals(static_cast<size_t>(config_.n_expert), 0);
+  for (size_t i = 0; i < expert_tokens_.size(); ++i) totals[i % totals.size()] += expert_tokens_[i];
+  return totals;
+}
+
 void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;

@@ -176,7 +176,9 @@ void build_synthetic_model(const SyntheticModelSpec& spec, GgufWriter& w) {
   TensorMaker t(w, spec.seed);
   t.add("token_embd.weight", {e, n_vocab}, spec.embedding_type, 0.0f, 1.0f);
   t.add("output_norm.weight", {e}, TensorType::F32, spec.output_scale, 0.1f * spec.output_scale);
-  if (!spec.tied_output) t.add("output.weight", {e, n_vocab}, spec.embedding_type, 0.0f, we * 1.7f);
+  // qwen2moe files always carry an output matrix: llama.cpp's loader requires one.
+  if (!spec.tied_output || spec.architecture == "qwen2moe")
+    t.add("output.weight", {e, n_vocab}, spec.embedding_type, 0.0f, we * 1.7f);
   if (spec.architecture == "bloom" || spec.architecture == "mpt") {
     add_alibi_tensors(spec, t);
     return;

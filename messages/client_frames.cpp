@@ -170,7 +170,9 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
                                            s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted, s.preemptions,
-                                           s.draining, tiers, workers);
+                                           s.draining, tiers, workers,
+                                           s.expert_tokens.empty() ? 0
+                                                                   : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()));
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

@@ -99,6 +99,7 @@ struct StatsFields {
   bool draining = false;
   std::vector<TierStatsFields> tiers;
   std::vector<WorkerStatsFields> workers;
+  std::vector<uint64_t> expert_tokens;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

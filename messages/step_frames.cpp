@@ -135,10 +135,12 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   const auto model = fbb.CreateString(worker.model);
   const auto pages = build_pages(fbb, exported);
   const auto swaps = build_pages(fbb, swapped);
+  const auto experts =
+      worker.expert_tokens.empty() ? 0 : fbb.CreateVector(worker.expert_tokens.data(), worker.expert_tokens.size());
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
                                           swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
-                                          worker.model_fingerprint, false, worker.draining, worker.process),
+                                          worker.model_fingerprint, false, worker.draining, worker.process, experts),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

@@ -78,6 +78,7 @@ struct WorkerInfo {
   uint64_t model_fingerprint = 0;
   bool draining = false;  // StepResult.draining: the worker is shutting down
   uint64_t process = 0;   // the worker process's random id (StepResult.process)
+  std::vector<uint64_t> expert_tokens = {};  // StepResult.expert_tokens
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,

@@ -176,6 +176,11 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   counter(out, "troupe_kv_pages_swapped_out_total", "Preempted sequences' KV pages kept in host memory", g.pages_swapped_out);
   counter(out, "troupe_kv_pages_swapped_in_total", "... and put back instead of computed", g.pages_swapped_in);
   counter(out, "troupe_kv_tokens_shifted_total", "KV positions moved by context shifts instead of computed", g.tokens_shifted);
+  if (!g.expert_tokens.empty()) {
+    header(out, "troupe_expert_tokens_total", "counter", "Tokens each expert of the mixture of experts ran, over its layers");
+    for (size_t e = 0; e < g.expert_tokens.size(); ++e)
+      sample(out, "troupe_expert_tokens_total", "expert=\"" + std::to_string(e) + "\"", static_cast<double>(g.expert_tokens[e]));
+  }
   header(out, "troupe_speculation_drafted_tokens_total", "counter", "Tokens proposed by speculation, by source");
   for (const auto& [source, da] : speculation_)
     sample(out, "troupe_speculation_drafted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.first));

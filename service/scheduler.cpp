@@ -793,6 +793,7 @@ messages::Bytes Scheduler::probe_plan() {
 
 void Scheduler::take_tokens(const wire::step::StepResult& res) {
   engine_ms_ += res.forward_ms();
+  if (const auto* experts = res.expert_tokens()) expert_tokens_.assign(experts->begin(), experts->end());
   step_ms_avg_ = step_ms_avg_ > 0 ? 0.8 * step_ms_avg_ + 0.2 * res.forward_ms() : res.forward_ms();
   std::vector<std::vector<int32_t>> sampled;  // per wanting slice: accepted drafts, then the next token
   std::vector<std::pair<uint64_t, float>> who;
@@ -921,6 +922,7 @@ messages::StatsFields Scheduler::stats() {
   f.pages_swapped_out = pages_swapped_out_;
   f.pages_swapped_in = pages_swapped_in_;
   f.tokens_shifted = tokens_shifted_;
+  f.expert_tokens = expert_tokens_;
   f.preemptions = ps.preemptions;
   f.draining = draining_;
   // Cascade tiers: every tier's figures; requests counted across them all

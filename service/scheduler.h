@@ -227,6 +227,7 @@ class Scheduler {
   uint64_t requests_in_ = 0, escalated_in_ = 0, escalations_out_ = 0, forward_tokens_ = 0, forward_steps_ = 0;
   uint64_t drafted_ = 0, accepted_ = 0;
   uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
+  std::vector<uint64_t> expert_tokens_;  // the worker's latest StepResult.expert_tokens
   bool draining_ = false;
   // Failover: the worker's process id as it last answered (0: not yet), and whether it is lost.
   uint64_t worker_instance_ = 0, worker_model_ = 0;

@@ -232,6 +232,7 @@ struct StepRunner::Impl {
       if (!batch.sequences.empty()) backend->forward(batch, logits);
       const std::vector<messages::SampledToken> sampled = sample(wanting);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      info.expert_tokens = backend->expert_tokens();
       return messages::step_result(plan->step(), sampled, "", ms, info, exported, swapped);
     } catch (const std::exception& e) {
       return messages::step_result(plan->step(), {}, e.what(), 0, info);

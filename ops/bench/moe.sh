@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A mixture of experts of a realistic shape against llama.cpp on the same file
+# (docs/BENCHMARKS.md, "Mixture of experts"): a synthetic qwen2moe written by
+# `troupe make-model` (d 1024, 24 layers, 32 experts of 512, top-4, a shared
+# expert of 1024, Q4_K), and two dense qwen2 files beside it, one with the
+# same total feed-forward parameters and one with the same active ones.
+#   troupe bench (prefill 512, decode 64 at batch 1, decode at batch 16)
+#   against llama-bench (-p 512, -n 64) and llama-batched-bench (16 sequences),
+#   same threads, same run; then decode tok/s of the three files side by side.
+# Env: THREADS (2), DIR (~/.cache/troupe/synthetic), STREAMS (16).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+threads="${THREADS:-2}" streams="${STREAMS:-16}"
+dir="${DIR:-${TROUPE_HOME:-$HOME/.cache/troupe}/synthetic}"
+troupe="${BUILD_DIR:-$root/build}/troupe"
+[ -x "$troupe" ] || ops/build.sh
+python="$(ops/python-env.sh)"
+bin="$(ops/llama-tools.sh)"
+mkdir -p "$dir"
+shape=(--embd 1024 --layers 24 --heads 16 --kv-heads 16 --type Q4_K --seed 5 --context 4096)
+make() {  # name, extra make-model flags
+  [ -f "$dir/$1.gguf" ] || "$troupe" make-model -o "$dir/$1.gguf" "${shape[@]}" "${@:2}" >&2
+  echo "$dir/$1.gguf"
+}
+# Expert feed-forward per layer: 32 x 3 x 1024 x 512 + the shared 3 x 1024 x 1024 = 53.5 M values;
+# a token uses 4 x 512 + 1024 = 3,072 of its width: dense ff 17,408 (total) and 3,072 (active).
+moe="$(make moe-32x512-top4 --arch qwen2moe --ff 1024 --experts 32 --experts-used 4 --expert-ff 512 --shared-expert-ff 1024)"
+total="$(make dense-ff17408 --arch qwen2 --ff 17408)"
+active="$(make dense-ff3072 --arch qwen2 --ff 3072)"
+echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads $threads"
+ratio() { "$python" -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
+
+ours="$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 512 --gen-tokens 64 --repeat 2)"
+pp="$("$bin/llama-bench" -m "$moe" -t "$threads" -p 512 -n 0 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')"
+tg="$("$bin/llama-bench" -m "$moe" -t "$threads" -p 0 -n 64 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')"
+op="$(jq '.prefill_tok_s' <<<"$ours")" od="$(jq '.decode_tok_s' <<<"$ours")"
+echo "MoE prefill 512: troupe $op, llama-bench $pp: **$(ratio "$op" "$pp")x**"
+echo "MoE decode (batch 1): troupe $od, llama-bench $tg: **$(ratio "$od" "$tg")x**"
+batch="$("$troupe" bench -m "$moe" --threads "$threads" --batch "$streams" --prompt-tokens 64 --gen-tokens 64 --repeat 1)"
+peer="$("$bin/llama-batched-bench" -m "$moe" -t "$threads" -tb "$threads" -c $(((64 + 64) * streams + 64)) -b 2048 -ub 512 \
+          -npp 64 -ntg 64 -npl "$streams" --output-format jsonl 2>/dev/null | grep '^{' | tail -1)"
+ob="$(jq '.decode_tok_s' <<<"$batch")" p="$(jq '.speed_tg' <<<"$peer")"
+echo "MoE $streams streams (decode, all decoding): troupe $ob, llama-batched-bench $p: **$(ratio "$ob" "$p")x**"
+for f in "$total" "$active"; do
+  d="$("$troupe" bench -m "$f" --threads "$threads" --prompt-tokens 64 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')"
+  echo "dense $(basename "$f" .gguf): troupe decode $d tok/s (MoE/dense $(ratio "$od" "$d"))"
+done
+ls -l "$moe" "$total" "$active" | awk '{print $5, $9}'
