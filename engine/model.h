@@ -61,6 +61,9 @@ class Model {
   void run_attention(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l, int64_t layer);
   void moe_ffn(const LayerWeights& l, int64_t layer);  // model_moe.cpp
+  void decode_experts(const LayerWeights& l, int64_t layer);
+  void batch_experts(const LayerWeights& l, int64_t layer);
+  void combine_experts(const LayerWeights& l);
   void head_norms(const LayerWeights& l);
   void post_norm(const std::vector<float>& weight, int64_t n);
   void norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias, float* out) const;

@@ -7,6 +7,7 @@
 // their weights, summed in rank order (most probable first), plus the shared
 // expert's: nothing in it depends on which other tokens share the step (the
 // kernels give every row the same bits in any batch).
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -31,7 +32,7 @@ std::vector<uint64_t> Model::expert_totals() const {
 
 void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
-  const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
+  const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used;
   grow(moe_logits_, static_cast<size_t>(n * c.n_expert));
   grow(moe_weights_, static_cast<size_t>(n * k));
   grow(moe_out_, static_cast<size_t>(n * k * e));
@@ -39,6 +40,59 @@ void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
   cpu::matmul(l.router, xn_.data(), static_cast<int>(n), moe_logits_.data(), pool_, scratch_);
   route_tokens(moe_logits_.data(), n, MoeRouting::of(c), moe_experts_.data(), moe_weights_.data());
 
+  if (n == 1) {
+    decode_experts(l, layer);
+  } else {
+    batch_experts(l, layer);
+  }
+  combine_experts(l);
+}
+
+// One token: every chosen expert reads the same row, so their gate and up
+// matrices (and the shared expert's) run as one matmul_many. Its chunks then
+// span all of them: a decode step's expert matrices are small (a few hundred
+// KB), and streamed one call each they ran at half the bandwidth of one
+// dense matrix of the same bytes.
+void Model::decode_experts(const LayerWeights& l, int64_t layer) {
+  const auto& c = config_;
+  const int64_t e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
+  grow(moe_gate_, static_cast<size_t>(k * ff));
+  grow(moe_up_, static_cast<size_t>(k * ff));
+  grow(moe_down_, static_cast<size_t>(e));
+  std::array<cpu::WeightMatrix, 16> mats;
+  std::array<float*, 16> outs;
+  size_t used = 0;
+  const auto flush = [&] {
+    if (used > 0) cpu::matmul_many(std::span(mats.data(), used), xn_.data(), 1, std::span(outs.data(), used), pool_, scratch_);
+    used = 0;
+  };
+  const auto add = [&](const cpu::WeightMatrix& w, float* out) {
+    if (used == mats.size()) flush();
+    mats[used] = w;
+    outs[used++] = out;
+  };
+  for (int64_t slot = 0; slot < k; ++slot) {
+    const auto x = static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)]);
+    expert_tokens_[static_cast<size_t>(layer * c.n_expert) + x] += 1;
+    add(l.exp_gate[x], &moe_gate_[static_cast<size_t>(slot * ff)]);
+    add(l.exp_up[x], &moe_up_[static_cast<size_t>(slot * ff)]);
+  }
+  if (!l.shared_gate.empty()) {
+    add(l.sh_gate, gate_.data());
+    add(l.sh_up, up_.data());
+  }
+  flush();
+  cpu::silu_mul(moe_gate_.data(), moe_up_.data(), k * ff);
+  for (int64_t slot = 0; slot < k; ++slot)
+    cpu::matmul(l.exp_down[static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)])], &moe_gate_[static_cast<size_t>(slot * ff)],
+                1, &moe_out_[static_cast<size_t>(slot * e)], pool_, scratch_);
+}
+
+// Several tokens: grouped by expert, each expert's rows gathered and run as
+// one matmul per matrix.
+void Model::batch_experts(const LayerWeights& l, int64_t layer) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
   // Expert by expert, the (token, rank) slots routed to it, in token order.
   for (int64_t x = 0; x < c.n_expert; ++x) {
     moe_rows_.clear();
@@ -64,7 +118,14 @@ void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
       std::memcpy(&moe_out_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] * e)], &moe_down_[static_cast<size_t>(r * e)],
                   sizeof(float) * static_cast<size_t>(e));
   }
-  // Weighted, in rank order: a multiply, then an add per further expert.
+}
+
+// Weighted, in rank order: a multiply, then an add per further expert; then
+// the shared expert (its gate and up already run with the experts' for one
+// token), and the residual.
+void Model::combine_experts(const LayerWeights& l) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used;
   for (int64_t t = 0; t < n; ++t) {
     float* out = &tmp_[static_cast<size_t>(t * e)];
     for (int64_t slot = 0; slot < k; ++slot) {
@@ -76,9 +137,11 @@ void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
   if (!l.shared_gate.empty()) {  // qwen2moe: a shared expert behind a sigmoid gate of its own
     const int64_t sf = c.n_ff_shared;
     grow(moe_shared_, static_cast<size_t>(n * e));
-    const cpu::WeightMatrix gate_up[] = {l.sh_gate, l.sh_up};
-    float* const outs[] = {gate_.data(), up_.data()};
-    cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+    if (n > 1) {
+      const cpu::WeightMatrix gate_up[] = {l.sh_gate, l.sh_up};
+      float* const outs[] = {gate_.data(), up_.data()};
+      cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
+    }
     cpu::silu_mul(gate_.data(), up_.data(), n * sf);
     cpu::matmul(l.sh_down, gate_.data(), static_cast<int>(n), moe_shared_.data(), pool_, scratch_);
     for (int64_t t = 0; t < n; ++t) {

@@ -11,7 +11,7 @@ using namespace troupe;
 using namespace troupe::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("a mixture of experts: served streams equal the engine alone, and stats count each expert's tokens", "[service]") {
+TEST_CASE("a mixture of experts: 16 served streams equal the engine alone, and stats count each expert's tokens", "[service]") {
   SyntheticModelSpec spec = service_model_spec();
   spec.architecture = "qwen2moe";
   spec.n_expert = 8;
@@ -23,7 +23,9 @@ TEST_CASE("a mixture of experts: served streams equal the engine alone, and stat
   ChildProcess server({troupe_binary(), "serve", "-m", path.string(), "--listen", endpoint, "--threads", "1",
                        "--kv-tokens", "4096", "--data-dir", Server::data_dir(endpoint)},
                       Server::log("moe"), "listening on");
-  const std::vector<std::string> prompts{"the fox", "a lazy dog sleeps", "one two three four five", "hello"};
+  // 16 streams at once: each request shares its steps, and its experts' matmuls, with 15 others.
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back("the fox " + std::to_string(i) + (i % 3 ? " jumps over the lazy dog" : ""));
   constexpr int kTokens = 12;
   const auto got = concurrent_greedy(endpoint, prompts, kTokens);
 
