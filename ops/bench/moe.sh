@@ -31,10 +31,11 @@ active="$(make dense-ff3072 --arch qwen2 --ff 3072)"
 echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads $threads"
 ratio() { "$python" -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
-ours="$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 512 --gen-tokens 64 --repeat 2)"
+# Decode as llama-bench -n 64 measures it, from (near) an empty context: a 16-token prompt.
+op="$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 512 --gen-tokens 2 --repeat 2 | jq '.prefill_tok_s')"
+od="$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 16 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')"
 pp="$("$bin/llama-bench" -m "$moe" -t "$threads" -p 512 -n 0 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')"
 tg="$("$bin/llama-bench" -m "$moe" -t "$threads" -p 0 -n 64 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')"
-op="$(jq '.prefill_tok_s' <<<"$ours")" od="$(jq '.decode_tok_s' <<<"$ours")"
 echo "MoE prefill 512: troupe $op, llama-bench $pp: **$(ratio "$op" "$pp")x**"
 echo "MoE decode (batch 1): troupe $od, llama-bench $tg: **$(ratio "$od" "$tg")x**"
 batch="$("$troupe" bench -m "$moe" --threads "$threads" --batch "$streams" --prompt-tokens 64 --gen-tokens 64 --repeat 1)"
@@ -43,7 +44,7 @@ peer="$("$bin/llama-batched-bench" -m "$moe" -t "$threads" -tb "$threads" -c $((
 ob="$(jq '.decode_tok_s' <<<"$batch")" p="$(jq '.speed_tg' <<<"$peer")"
 echo "MoE $streams streams (decode, all decoding): troupe $ob, llama-batched-bench $p: **$(ratio "$ob" "$p")x**"
 for f in "$total" "$active"; do
-  d="$("$troupe" bench -m "$f" --threads "$threads" --prompt-tokens 64 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')"
+  d="$("$troupe" bench -m "$f" --threads "$threads" --prompt-tokens 16 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')"
   echo "dense $(basename "$f" .gguf): troupe decode $d tok/s (MoE/dense $(ratio "$od" "$d"))"
 done
 ls -l "$moe" "$total" "$active" | awk '{print $5, $9}'
