@@ -130,7 +130,10 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
                              rope_scaling_name(config_.rope_scaling.type) + " yet (its magnitude correction); use the CPU backend");
   if (config_.architecture != "qwen2" && config_.architecture != "llama")
     throw std::runtime_error("the CUDA backend runs qwen2 and llama; " + config_.architecture +
-                             " (sliding windows or ALiBi, its norms, GELU) runs on the CPU backend");
+                             " (sliding windows or ALiBi, its norms, GELU, experts) runs on the CPU backend");
+  if (config_.moe())
+    throw std::runtime_error("the CUDA backend runs dense models; this mixture of experts (" +
+                             std::to_string(config_.n_expert) + " experts) runs on the CPU backend");
   std::string why;
   if (!device_available(&why)) throw std::runtime_error("CUDA backend: " + why);
   const auto& c = config_;

@@ -2,6 +2,8 @@
 // choice, and a clear refusal of CUDA where there is none.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -55,6 +57,26 @@ TEST_CASE("without a usable GPU, asking for CUDA is a clear error") {
   BackendOptions o;
   o.device = Device::cuda;
   CHECK_THROWS_WITH(open_backend(tiny_model(), o), Catch::Contains("CUDA"));
+}
+
+TEST_CASE("the CUDA backend refuses the architectures it does not run, naming the CPU backend, GPU or not") {
+  std::string why;
+  if (!cuda_available(&why) && why.find("no CUDA backend") != std::string::npos) return;  // not built in (TROUPE_CUDA=OFF)
+  const auto dir = std::filesystem::temp_directory_path();
+  for (const std::string arch : {"gemma3", "bloom", "mpt", "qwen2moe", "llama"}) {
+    SyntheticModelSpec spec;
+    spec.architecture = arch;
+    spec.n_embd = 64;
+    spec.n_ff = 128;
+    if (arch.ends_with("moe") || arch == "llama") spec.n_expert = 4, spec.n_expert_used = 2;  // llama: Mixtral-style
+    const auto path = dir / ("troupe-cuda-refusal-" + arch + "-" + std::to_string(getpid()) + ".gguf");
+    write_synthetic_model(spec, path.string());
+    BackendOptions o;
+    o.device = Device::cuda;
+    INFO(arch);
+    CHECK_THROWS_WITH(open_backend(path.string(), o), Catch::Contains("runs on the CPU backend"));
+    std::filesystem::remove(path);
+  }
 }
 
 TEST_CASE("host token choice: greedy argmax, top-k and top-p cuts, reproducible draws") {
