@@ -110,7 +110,7 @@ struct Service::Impl {
     std::string worker;
     std::unique_ptr<GgufFile> file;    // a worker's tier: its model's tokenizer and config, read here
     int32_t kv_pages = 0, page_size = 0;
-    int64_t n_ctx_train = 0;
+    int64_t context_limit = 0;  // ModelConfig::context_limit()
     bool can_transfer = false, can_shift = false;
     uint64_t fingerprint = 0;
     verifier_actor verifier;
@@ -413,7 +413,7 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
       t.backend = open_backend(options.tier_paths[i], bo);
       t.kv_pages = t.backend->pages().capacity();
       t.page_size = t.backend->page_size();
-      t.n_ctx_train = t.backend->config().n_ctx_train;
+      t.context_limit = t.backend->config().context_limit();
       t.can_transfer = t.backend->can_transfer_pages();
       t.can_shift = t.backend->can_shift_kv();
       config_name = t.backend->config().name;
@@ -428,7 +428,7 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
                                  std::to_string(c.n_vocab));
       t.kv_pages = w.kv_pages;
       t.page_size = w.page_size;
-      t.n_ctx_train = c.n_ctx_train;
+      t.context_limit = c.context_limit();
       t.can_transfer = w.can_transfer_pages;
       t.can_shift = w.can_shift_kv;
       config_name = c.name;
@@ -591,7 +591,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
       tc.kv_pages = t.kv_pages;
       tc.page_size = t.page_size;
       tc.planner.max_context = std::min<int32_t>(limits.max_context, static_cast<int32_t>(std::min<int64_t>(
-                                                                        t.n_ctx_train, INT32_MAX)));
+                                                                        t.context_limit, INT32_MAX)));
       tc.draft_model = false;
       tc.kv_transfer = t.can_transfer;  // swaps of preempted sequences; session pages are the last tier's
       tc.session_spill = false;
@@ -679,7 +679,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                 std::to_string(pool) + " tokens (" + std::to_string(v.kv_pages) + " pages of " +
                                 std::to_string(v.page_size) + "); raise --kv-tokens or lower --context");
   if (limits.max_context <= 0)
-    limits.max_context = static_cast<int32_t>(std::min<int64_t>({v.config.n_ctx_train, 8192, pool}));
+    limits.max_context = static_cast<int32_t>(std::min<int64_t>({v.config.context_limit(), 8192, pool}));
   s.options.planner = limits;
   s.open_tiers(v);
   s.open_draft_model();

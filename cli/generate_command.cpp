@@ -54,7 +54,7 @@ int run_generate(const GenerateArgs& a) {
   options.kv_pages = static_cast<int32_t>((a.context + options.page_size - 1) / options.page_size);
   LoadedModel m = load_model(a.model, options);
   const std::vector<int32_t> prompt = prompt_tokens(a, m);
-  const int64_t ctx = std::min<int64_t>(a.context, m.backend->config().n_ctx_train);
+  const int64_t ctx = std::min<int64_t>(a.context, m.backend->config().context_limit());
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
                                 std::to_string(ctx));

@@ -119,7 +119,7 @@ class Generation {
     const auto choice = choose_drafts();
     const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts_.size()));
     drafts_.resize(static_cast<size_t>(k));
-    if (pos + k + 1 > backend_.config().n_ctx_train || !seq_.reserve(pos + k + 1)) {
+    if (pos + k + 1 > backend_.config().context_limit() || !seq_.reserve(pos + k + 1)) {
       result_.finish = FinishReason::context_full;
       return false;
     }

@@ -61,6 +61,10 @@ struct ModelConfig {
   float max_alibi_bias = 0.0f;
   float clamp_kqv = 0.0f;  // mpt: Q, K and V clamped to [-c, c] (0: not)
   bool alibi() const { return max_alibi_bias > 0.0f; }
+  // The longest context the model runs: its trained context, but for ALiBi,
+  // whose biases extrapolate past it ("train short, test long"): there only
+  // memory bounds it, as llama.cpp lets n_ctx exceed n_ctx_train.
+  int64_t context_limit() const { return alibi() ? int64_t{1} << 24 : n_ctx_train; }
 
   // Mixture of experts (qwen2moe; llama with expert tensors, Mixtral's
   // layout): n_expert feed-forwards of n_ff_expert, n_expert_used of them

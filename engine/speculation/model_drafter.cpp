@@ -144,7 +144,7 @@ void ModelDrafter::check(std::span<const Request> requests) {
 std::vector<ModelDrafter::Work> ModelDrafter::prepare(std::span<const Request> requests, std::vector<Proposal>& out) {
   std::vector<Work> work;
   work.reserve(requests.size());
-  const int64_t n_ctx = backend_.config().n_ctx_train;
+  const int64_t n_ctx = backend_.config().context_limit();
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     out[i].id = r.id;

@@ -3,10 +3,18 @@
 // trained context.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "engine/alibi.h"
+#include "engine/backend.h"
+#include "engine/generator.h"
+#include "engine/synthetic_model.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
 
 using namespace troupe;
 
@@ -48,4 +56,35 @@ TEST_CASE("ALiBi slopes equal the paper's for 1 to 64 heads, powers of two or no
   const auto eight = alibi_slopes(8, 8.0f);
   CHECK(eight.front() == 0.5f);
   CHECK(eight.back() == 1.0f / 256.0f);
+}
+
+TEST_CASE("an ALiBi model generates past its trained context, where a RoPE model stops at it") {
+  for (const std::string arch : {"bloom", "qwen2"}) {
+    SyntheticModelSpec spec;
+    spec.architecture = arch;
+    spec.n_embd = 64;
+    spec.n_ff = 128;
+    spec.context_length = 32;  // trained on 32 positions
+    const auto path = std::filesystem::temp_directory_path() / ("troupe-alibi-ctx-" + arch + "-" + std::to_string(getpid()) + ".gguf");
+    write_synthetic_model(spec, path.string());
+    BackendOptions o;
+    o.kv_pages = 16;  // 256 positions of KV
+    auto backend = open_backend(path.string(), o);
+    Tokenizer tok(load_vocabulary(backend->file()));
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back(10 + i % 50);  // 40 tokens: past the 32 trained
+    GenerateOptions g;
+    g.max_tokens = 20;
+    g.sampling.temperature = 0;
+    const GenerateResult r = generate(*backend, tok, prompt, g, {});
+    INFO(arch << ": " << r.tokens.size() << " tokens, finish " << finish_reason_name(r.finish));
+    if (arch == "bloom") {
+      CHECK(r.finish != FinishReason::context_full);  // 20 tokens, or an end-of-text token before
+      CHECK(!r.tokens.empty());
+    } else {
+      CHECK(r.finish == FinishReason::context_full);
+      CHECK(r.tokens.size() <= 1);
+    }
+    std::filesystem::remove(path);
+  }
 }
