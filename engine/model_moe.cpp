@@ -58,7 +58,6 @@ void Model::decode_experts(const LayerWeights& l, int64_t layer) {
   const int64_t e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
   grow(moe_gate_, static_cast<size_t>(k * ff));
   grow(moe_up_, static_cast<size_t>(k * ff));
-  grow(moe_down_, static_cast<size_t>(e));
   std::array<cpu::WeightMatrix, 16> mats;
   std::array<float*, 16> outs;
   size_t used = 0;

@@ -10,7 +10,8 @@
 namespace troupe {
 
 void route_tokens(float* logits, int64_t n_tokens, const MoeRouting& r, int32_t* experts, float* weights) {
-  std::vector<int32_t> order(static_cast<size_t>(r.n_expert));
+  thread_local std::vector<int32_t> order;  // no allocation per step once sized
+  order.resize(static_cast<size_t>(r.n_expert));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* p = logits + t * r.n_expert;
     if (r.gating == ModelConfig::Gating::softmax) {
