@@ -50,6 +50,7 @@ struct VerifierSide {
   const GgufFile* file = nullptr;
   ModelConfig config;
   int32_t kv_pages = 0, page_size = 0;
+  int32_t kv_local_pages = 0;  // a sliding-window model's local slots (engine/page_pool.h)
   bool can_copy = false, can_transfer = false, can_shift = false;
   KvType kv_type = KvType::f16;
   std::string text;
@@ -57,6 +58,7 @@ struct VerifierSide {
   struct Worker {
     std::string endpoint;
     int32_t kv_pages = 0;
+    int32_t kv_local_pages = 0;
   };
   std::vector<Worker> workers;
 };
@@ -188,7 +190,7 @@ struct Service::Impl {
   void open_tiers(const VerifierSide& v);
   persistence::SessionPolicy session_policy(const VerifierSide& v);
   void spawn(const VerifierSide& v, const persistence::SessionPolicy& policy, const PlannerLimits& limits);
-  void spawn_replica(const std::string& endpoint, int32_t kv_pages, bool joined_later);
+  void spawn_replica(const std::string& endpoint, int32_t kv_pages, int32_t kv_local_pages, bool joined_later);
   std::string check_worker(const VerifierSide& v, const std::string& endpoint, const messages::WorkerInfo& w) const;
   std::optional<std::string> admit_worker(const std::string& endpoint, uint64_t instance);
   VerifierSide shape;  // the workers' KV shape, which a joining one must match
@@ -233,10 +235,22 @@ VerifierSide Service::Impl::open_verifier() {
     BackendOptions bo = options.backend;
     bo.kv_pages = static_cast<int32_t>((options.kv_tokens + bo.page_size - 1) / bo.page_size);
     bo.max_batch_tokens = std::max<int64_t>(bo.max_batch_tokens, options.planner.token_budget);
+    // A sliding-window model keeps local layers' KV for the windows of the
+    // sequences that can run at once (engine/kv_cache.h).
+    bo.window_sequences = options.planner.max_running;
+    bo.window_chunk = options.planner.token_budget;
     backend = open_backend(options.model_path, bo);
-    v = {&backend->file(),       backend->config(),        backend->pages().capacity(), backend->page_size(),
-         backend->can_copy_pages(), backend->can_transfer_pages(), backend->can_shift_kv(),  backend->kv_type(),
-         backend->describe(), {}};
+    v = {&backend->file(),
+         backend->config(),
+         backend->pages().capacity(),
+         backend->page_size(),
+         backend->pages().local_capacity(),
+         backend->can_copy_pages(),
+         backend->can_transfer_pages(),
+         backend->can_shift_kv(),
+         backend->kv_type(),
+         backend->describe(),
+         {}};
     return v;
   }
   file = std::make_unique<GgufFile>(GgufFile::open(options.model_path));
@@ -269,12 +283,13 @@ VerifierSide Service::Impl::open_verifier() {
       throw std::runtime_error(why);
     }
     v.kv_pages = v.workers.empty() ? w.kv_pages : std::min(v.kv_pages, w.kv_pages);
+    v.kv_local_pages = v.workers.empty() ? w.kv_local_pages : std::min(v.kv_local_pages, w.kv_local_pages);
     v.page_size = w.page_size;
     v.kv_type = static_cast<KvType>(w.kv_type);
     v.can_copy = v.can_copy && w.can_copy_pages;
     v.can_transfer = v.can_transfer && w.can_transfer_pages;
     v.can_shift = v.can_shift && w.can_shift_kv;
-    v.workers.push_back({endpoint, w.kv_pages});
+    v.workers.push_back({endpoint, w.kv_pages, w.kv_local_pages});
     joined.push_back({endpoint, w.process});
     v.text += std::string(v.text.empty() ? "" : ", ") + endpoint + " (" + w.model + ", KV " + std::to_string(w.kv_pages) +
               " pages x " + std::to_string(w.page_size) + " tokens)";
@@ -348,9 +363,9 @@ std::optional<std::string> Service::Impl::admit_worker(const std::string& endpoi
     std::fflush(stderr);
     return why;
   }
-  spawn_replica(endpoint, w.kv_pages, true);
+  spawn_replica(endpoint, w.kv_pages, w.kv_local_pages, true);
   joined.push_back({endpoint, w.process});
-  shape.workers.push_back({endpoint, w.kv_pages});
+  shape.workers.push_back({endpoint, w.kv_pages, w.kv_local_pages});
   std::fprintf(stderr, "troupe serve: worker %s joined (%s, KV %d pages x %d tokens); %zu workers\n", endpoint.c_str(),
                w.model.c_str(), w.kv_pages, w.page_size, replicas.size());
   std::fflush(stderr);
@@ -501,7 +516,8 @@ persistence::SessionPolicy Service::Impl::session_policy(const VerifierSide& v) 
 // One worker's verifier link, KV allocator and scheduler (the in-process
 // verifier when `endpoint` is empty). A worker that joins a running service
 // is then handed to the router, which places on it from its next request.
-void Service::Impl::spawn_replica(const std::string& endpoint, int32_t kv_pages, bool joined_later) {
+void Service::Impl::spawn_replica(const std::string& endpoint, int32_t kv_pages, int32_t kv_local_pages,
+                                  bool joined_later) {
   Replica r;
   if (backend) r.verifier = system->spawn<caf::detached>(actors::verifier, backend);
   else
@@ -512,6 +528,7 @@ void Service::Impl::spawn_replica(const std::string& endpoint, int32_t kv_pages,
   if (replica_config.failover) {
     rc.replica = static_cast<int32_t>(replicas.size());
     rc.kv_pages = kv_pages;
+    rc.kv_local_pages = kv_local_pages;
   }
   SchedulerLinks links = links_template;
   links.verifier = r.verifier;
@@ -555,6 +572,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.kv_pages = v.kv_pages;
   sc.page_size = v.page_size;
   sc.planner = limits;
+  sc.kv_local_pages = v.kv_local_pages;
+  sc.planner.window = v.kv_local_pages > 0 ? static_cast<int32_t>(v.config.sliding_window) : 0;
   sc.model_name = policy.model_name;
   sc.draft_model = static_cast<bool>(drafter);
   sc.kv_transfer = policy.kv;
@@ -572,8 +591,8 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   replica_config.failover = several;
   links_template = {replies, verifier_actor(), drafter, persistence_handle, kv_allocator_actor(), router};
   if (!v.workers.empty()) links_template.heartbeat = kWorkerHeartbeat;
-  if (v.workers.empty()) spawn_replica("", v.kv_pages, false);
-  for (const auto& w : v.workers) spawn_replica(w.endpoint, w.kv_pages, false);
+  if (v.workers.empty()) spawn_replica("", v.kv_pages, v.kv_local_pages, false);
+  for (const auto& w : v.workers) spawn_replica(w.endpoint, w.kv_pages, w.kv_local_pages, false);
   std::vector<scheduler_actor> last_tier;
   for (const Replica& r : replicas) last_tier.push_back(r.scheduler);
   verifier = replicas.front().verifier;

@@ -52,7 +52,10 @@ int run_generate(const GenerateArgs& a) {
   apply_backend_names(options, a.names);
   options.context_tokens = a.context;
   options.kv_pages = static_cast<int32_t>((a.context + options.page_size - 1) / options.page_size);
-  LoadedModel m = load_model(a.model, options);
+  BackendOptions target = options;
+  target.window_sequences = 1;  // a sliding-window model keeps one window of local KV (engine/kv_cache.h)
+  target.window_chunk = GenerateOptions{}.prefill_chunk + a.max_draft + 1;
+  LoadedModel m = load_model(a.model, target);
   const std::vector<int32_t> prompt = prompt_tokens(a, m);
   const int64_t ctx = std::min<int64_t>(a.context, m.backend->config().context_limit());
   if (static_cast<int64_t>(prompt.size()) >= ctx)
@@ -94,6 +97,7 @@ int run_generate(const GenerateArgs& a) {
     std::fprintf(stderr, "[%d prompt tokens, %.1f tok/s prefill; %zu tokens, %.1f tok/s decode; finish: %s]\n",
                  r.prompt_tokens, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
                  n > 1 ? (n - 1) / std::max(r.decode_seconds, 1e-9) : 0.0, finish_reason_name(r.finish));
+    std::fprintf(stderr, "[%s]\n", m.backend->describe().c_str());
     const auto& sp = r.speculation;
     if (opts.speculation != SpeculationMode::off)
       std::fprintf(stderr, "[speculation %s: %d forward steps for %zu tokens; %lld drafted, %lld accepted (%.0f%%), %.2f per window]\n",

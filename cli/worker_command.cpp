@@ -53,6 +53,7 @@ struct WorkerArgs {
   std::string advertise, join_key;
   double drain_timeout = 30;
   int32_t fronts = 1;
+  int32_t max_running = 64;  // the front end's (serve --max-running): sliding-window KV is sized for them
 };
 
 // The step socket's loop: each plan answered in turn. The first SIGTERM (or
@@ -120,6 +121,9 @@ int run_worker(WorkerArgs& a) {
   BackendOptions o = a.backend;
   apply_backend_names(o, a.names);
   o.kv_pages = static_cast<int32_t>((a.kv_tokens + o.page_size - 1) / o.page_size);
+  // A sliding-window model's local layers keep the windows of the sequences
+  // one front end runs at once (several front ends: every layer everywhere).
+  if (a.role == "verifier" && a.fronts == 1) o.window_sequences = a.max_running;
   std::shared_ptr<Backend> backend = open_backend(resolve_model(a.model), o);
   std::function<std::string(const std::string&)> answer;
   std::shared_ptr<worker::StepRunner> steps;
@@ -210,6 +214,11 @@ Run add_worker(CLI::App& app) {
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 26))
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", a->backend.max_batch_tokens, "Largest step in tokens (CUDA buffers)")
+      ->capture_default_str();
+  cmd->add_option("--max-running", a->max_running,
+                  "Sequences the front end runs at once (its serve --max-running): a sliding-window model (Gemma 3) "
+                  "keeps its local layers' KV for that many windows, not for every token")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   add_server_auth_options(cmd, a->auth);
   cmd->add_option("--join", a->join,

@@ -97,7 +97,11 @@ std::unique_ptr<Backend> open_backend(const std::string& model_path, const Backe
   const int32_t pages = options.kv_pages > 0
                             ? options.kv_pages
                             : static_cast<int32_t>((options.context_tokens + options.page_size - 1) / options.page_size);
-  return std::make_unique<CpuBackend>(std::move(model), pages, options.page_size, options.kv_type);
+  const int32_t local = options.window_sequences > 0
+                            ? std::min(pages, local_pages_for(options.window_sequences, static_cast<int32_t>(model->config().sliding_window),
+                                                              options.window_chunk, options.page_size))
+                            : 0;
+  return std::make_unique<CpuBackend>(std::move(model), pages, options.page_size, options.kv_type, local);
 }
 
 bool cuda_available(std::string* why) {

@@ -40,6 +40,13 @@ struct BackendOptions {
   int64_t max_batch_tokens = 8192;  // CUDA: largest Batch::token_count() one forward accepts
   KvType kv_type = KvType::f16;     // how the KV cache holds keys and values (engine/kv_type.h)
   ModelOverrides overrides;         // over the file's metadata (RoPE scaling)
+  // Sliding-window models (CPU): how many sequences' windows the local
+  // layers' store holds at once, each with steps of up to `window_chunk`
+  // tokens (engine/kv_cache.h local_pages_for). 0: every layer keeps every
+  // page. The caller must then give back local slots behind the window
+  // (KvSequence::drop_local_behind, or the planner's settling).
+  int32_t window_sequences = 0;
+  int32_t window_chunk = 256;
 };
 
 // Per-row choice of the next token on the device (CUDA) or host: greedy when

@@ -8,8 +8,9 @@
 
 namespace troupe {
 
-CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type)
-    : model_(std::move(model)), cache_(model_->config(), kv_pages, page_size, kv_type) {
+CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type,
+                       int32_t local_pages)
+    : model_(std::move(model)), cache_(model_->config(), kv_pages, page_size, kv_type, local_pages) {
   if (kv_type != KvType::f16) cache_.set_key_offsets(model_->key_offsets());
 }
 
@@ -22,8 +23,17 @@ std::string CpuBackend::describe() const {
   const double per_token = static_cast<double>(cache_.page_bytes()) / cache_.page_size();
   char bytes[48];
   std::snprintf(bytes, sizeof bytes, ", %.0f bytes a token", per_token);
+  std::string local;
+  if (cache_.pool().local_capacity() > 0) {  // what the local store saves, against every layer in every page
+    char mib[96];
+    std::snprintf(mib, sizeof mib, "; %.1f MiB of KV, %.1f with every layer in every page",
+                  static_cast<double>(cache_.bytes()) / (1 << 20),
+                  static_cast<double>(cache_.page_bytes()) * cache_.pool().capacity() / (1 << 20));
+    local = " (local layers: " + std::to_string(cache_.pool().local_capacity()) + " pages" + mib + ")";
+  }
   return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + wide + " " +
-         std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens" + bytes;
+         std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens" + local +
+         bytes;
 }
 
 namespace {
@@ -53,6 +63,7 @@ void CpuBackend::write_page(int32_t page, std::span<const uint16_t> keys, std::s
   check_page(cache_, page, keys.size(), values.size(), n_layer);
   const size_t n = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
   for (int64_t l = 0; l < n_layer; ++l) {
+    if (!cache_.holds(l, page)) continue;  // local rows behind every window: never read again
     std::copy_n(keys.begin() + l * n, n, cache_.key(l, page, 0));
     std::copy_n(values.begin() + l * n, n, cache_.value(l, page, 0));
   }
@@ -96,6 +107,7 @@ void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
       const int32_t sp = s.src_start + i, dp = s.dst_start + i;
       const int32_t src_page = s.src_table[sp / ps], src_slot = sp % ps, dst_page = s.dst_table[dp / ps], dst_slot = dp % ps;
       for (int64_t l = 0; l < c.n_layer; ++l) {
+        if (!cache_.holds(l, dst_page)) continue;  // behind the new window: never read
         const KvRowFormat kf = cache_.key_format(l);
         const float* m = cache_.key_offset(l);
         for (int64_t h = 0; h < c.n_head_kv; ++h) {

@@ -10,7 +10,10 @@ namespace troupe {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type = KvType::f16);
+  // local_pages > 0: a sliding-window model's local layers keep that many
+  // pages apart (engine/kv_cache.h); 0 keeps every layer in every page.
+  CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type = KvType::f16,
+             int32_t local_pages = 0);
 
   const ModelConfig& config() const override { return model_->config(); }
   const GgufFile& file() const override { return model_->file(); }

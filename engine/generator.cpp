@@ -46,13 +46,19 @@ class Generation {
   void prefill(std::span<const int32_t> prompt) {
     const auto t0 = std::chrono::steady_clock::now();
     const int32_t n_prompt = static_cast<int32_t>(prompt.size());
-    if (!seq_.reserve(n_prompt)) throw std::runtime_error("the prompt does not fit in the KV cache");
+    // Pages chunk by chunk: a sliding-window model gives its local slots
+    // back as its window moves (engine/kv_cache.h), so a long prompt never
+    // holds more of them than a window and a chunk.
+    if (backend_.pages().local_capacity() == 0 && !seq_.reserve(n_prompt))
+      throw std::runtime_error("the prompt does not fit in the KV cache");
     for (int32_t pos = 0; pos < n_prompt; pos += options_.prefill_chunk) {
       const int32_t len = std::min(options_.prefill_chunk, n_prompt - pos);
+      if (!seq_.reserve(pos + len)) throw std::runtime_error("the prompt does not fit in the KV cache");
       Batch batch;
       batch.sequences.push_back({prompt.subspan(pos, len), pos, seq_.block_table(),
                                  pos + len == n_prompt ? LogitsWanted::last : LogitsWanted::none});
       backend_.forward(batch, logits_);
+      drop_local(pos + len);
     }
     result_.prefill_seconds = seconds_since(t0);
   }
@@ -73,6 +79,12 @@ class Generation {
   }
 
  private:
+  // Local slots behind the window of the next query (at `next`) go back.
+  void drop_local(int32_t next) {
+    if (backend_.pages().local_capacity() > 0)
+      seq_.drop_local_behind(next, static_cast<int32_t>(backend_.config().sliding_window));
+  }
+
   void emit(const std::string& text) {
     if (!text.empty() && callbacks_.on_text) callbacks_.on_text(text);
   }
@@ -132,6 +144,7 @@ class Generation {
     cost_.observe(k + 1, seconds_since(ts) * 1000.0);
     ++result_.forward_steps;
     if (k == 0) {
+      drop_local(pos + 1);
       token = sampler_.sample(logits_.row(0), history_);
       return true;
     }
@@ -140,6 +153,7 @@ class Generation {
                                          draft_dists_.empty() ? nullptr : &draft_dists_);
     controller_.observe(choice.source, k, acc.accepted);
     seq_.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
+    drop_local(pos + 1 + acc.accepted);
     for (int32_t j = 0; j < acc.accepted; ++j)
       if (!keep(drafts_[static_cast<size_t>(j)])) return false;
     token = acc.next;

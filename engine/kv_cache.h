@@ -15,6 +15,13 @@
 // Token at position p of a sequence lives in page block_table[p / page_size],
 // slot p % page_size. All layers share the page numbering, so one block table
 // serves the whole model.
+//
+// Sliding-window models (Gemma 3) may keep their local layers' rows apart, in
+// `local_pages` pages addressed through the pool's local slots
+// (engine/page_pool.h): a page behind every window gives its local slot back
+// and keeps only its global layers. A page without one reads its local rows
+// as zeros (a spare zero page: the window masks them, and nothing reads
+// uninitialized memory) and its local rows are never written.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -28,7 +35,8 @@ struct ModelConfig;
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size = 16, KvType type = KvType::f16);
+  KvCache(const ModelConfig& config, int32_t n_pages, int32_t page_size = 16, KvType type = KvType::f16,
+          int32_t local_pages = 0);
 
   KvType type() const { return type_; }
   int32_t page_size() const { return page_size_; }
@@ -39,6 +47,10 @@ class KvCache {
   int64_t key_row_bytes(int64_t layer) const { return key_rows_[static_cast<size_t>(layer)]; }
   int64_t value_row_bytes() const { return value_row_; }
   int64_t bytes() const { return static_cast<int64_t>(keys_.size() + values_.size()); }
+  // Layer `layer` lives in the local store (a pool with local slots only).
+  bool local_layer(int64_t layer) const { return local_[static_cast<size_t>(layer)] != 0; }
+  // Whether page `page` holds its rows of `layer` (false: released local rows).
+  bool holds(int64_t layer, int32_t page) const { return !local_layer(layer) || pool_.has_local(page); }
   // Bytes of one page, every layer's K and V: read_page()/write_page() move these.
   int64_t page_bytes() const { return page_bytes_; }
   PagePool& pool() { return pool_; }
@@ -51,6 +63,7 @@ class KvCache {
   void write_page(int32_t page, const uint8_t* in);
 
   // One token's K and V (kv_dim floats each) into a slot, in the cache's format.
+  // Throws std::logic_error for a local layer of a page without a local slot.
   void store(int64_t layer, int32_t page, int32_t slot, const float* k, const float* v);
 
   // Quantized keys are stored less a fixed vector per layer (kv_dim floats):
@@ -65,13 +78,13 @@ class KvCache {
     return keys_.data() + key_offset_bytes(layer, page, slot, head);
   }
   const uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
-    return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
+    return values_.data() + value_base_[static_cast<size_t>(layer)] + row_index(layer, page, slot, head) * value_row_;
   }
   uint8_t* key_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
     return keys_.data() + key_offset_bytes(layer, page, slot, head);
   }
   uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
-    return values_.data() + slot_offset(layer, page, slot) * value_row_ + head * value_row_;
+    return values_.data() + value_base_[static_cast<size_t>(layer)] + row_index(layer, page, slot, head) * value_row_;
   }
   // An f16 cache's slot as half values (n_head_kv * head_dim).
   uint16_t* key(int64_t layer, int32_t page, int32_t slot) { return half_at(keys_, layer, page, slot); }
@@ -80,14 +93,21 @@ class KvCache {
   const uint16_t* value(int64_t layer, int32_t page, int32_t slot) const { return half_at(values_, layer, page, slot); }
 
  private:
-  // In rows of one head: the first row of (layer, page, slot).
-  int64_t slot_offset(int64_t layer, int32_t page, int32_t slot) const {
-    return ((layer * pool_.capacity() + page) * page_size_ + slot) * n_head_kv_;
+  // Where a page's rows of a layer are: the page itself, or for a local
+  // layer its local slot (the spare zero page when it has none).
+  int64_t stored_page(int64_t layer, int32_t page) const {
+    if (!local_layer(layer)) return page;
+    const int32_t s = pool_.local_slot(page);
+    return s >= 0 ? s : pool_.local_capacity();
+  }
+  // In rows of one head, within the layer's block.
+  int64_t row_index(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
+    return (stored_page(layer, page) * page_size_ + slot) * n_head_kv_ + head;
   }
   // Key rows: each layer's block of the pool, rows of that layer's size.
   int64_t key_offset_bytes(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
     const auto l = static_cast<size_t>(layer);
-    return key_base_[l] + ((static_cast<int64_t>(page) * page_size_ + slot) * n_head_kv_ + head) * key_rows_[l];
+    return key_base_[l] + row_index(layer, page, slot, head) * key_rows_[l];
   }
   uint16_t* half_at(const std::vector<uint8_t>& v, int64_t layer, int32_t page, int32_t slot) const;
 
@@ -96,6 +116,8 @@ class KvCache {
   int64_t n_layer_, n_head_kv_, head_dim_;
   std::vector<KvRowFormat> key_formats_;
   std::vector<int64_t> key_rows_, key_base_;  // per layer: row bytes, first byte
+  std::vector<int64_t> value_base_;           // per layer: first byte
+  std::vector<uint8_t> local_;                // per layer: 1 = in the local store
   KvRowFormat value_format_;
   int64_t value_row_, page_bytes_ = 0;
   PagePool pool_;
@@ -125,6 +147,11 @@ class KvSequence {
   void adopt(std::span<const int32_t> retained_pages);
   // Ensures pages cover positions [0, n_tokens); false (and no change) if the pool is exhausted.
   bool reserve(int32_t n_tokens);
+  // A sliding-window sequence whose next query is at `next_position` gives
+  // back the local slots of its pages that no window of `window` positions
+  // from there reaches (local_pages_from). For a sequence that shares no
+  // pages (the planner settles shared ones: BatchPlanner).
+  void drop_local_behind(int32_t next_position, int32_t window);
   void truncate(int32_t n_tokens);
   void clear() { truncate(0); }
 
@@ -136,5 +163,16 @@ class KvSequence {
   int32_t page_size_;
   std::vector<int32_t> pages_;
 };
+
+// The first page (of size page_size) whose local rows a sequence still keeps
+// when its next query is at `next_position` under a window of `window`
+// positions: the window's own pages, and two pages more, so that a query a
+// few positions back (a fork's recomputed token, a prefix matched up to a
+// page boundary) still finds its window. 0 without a window.
+int32_t local_pages_from(int32_t next_position, int32_t window, int32_t page_size);
+// Local pages that `sequences` sequences hold at most, each stepping up to
+// `chunk` tokens at a time: its window, the two pages more, the step's pages
+// and a partly filled one. 0 without a window.
+int32_t local_pages_for(int32_t sequences, int32_t window, int32_t chunk, int32_t page_size);
 
 }  // namespace troupe

@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/half.h"
 #include "engine/model_config.h"
+#include "engine/page_pool.h"
 
 namespace troupe {
 namespace {
@@ -18,6 +19,9 @@ constexpr char kMagicRaw[4] = {'K', 'V', 'h', '1'};
 constexpr char kMagicK8V4[4] = {'K', 'V', '8', '4'};
 constexpr char kMagicQuantized[4] = {'K', 'V', 'r', '1'};
 constexpr uint16_t kVersion = 1;
+// In the version field: the page's local layers' rows were released (zeros
+// here); it cannot serve a sliding-window query near it (engine/kv_cache.h).
+constexpr uint16_t kNoLocalRows = 0x100;
 constexpr size_t kHeader = 4 + 5 * 2;
 constexpr size_t kRawHeader = kHeader + 4;  // + the KV type, its count of f16-key layers
 
@@ -137,7 +141,7 @@ bool decode_kv_page(const KvPageShape& shape, std::string_view bytes, std::span<
   const char* p = bytes.data() + 4;
   const int32_t fields[] = {kVersion, shape.n_layer, shape.page_size, shape.n_head_kv, shape.head_dim};
   for (int32_t f : fields) {
-    if (get16(p) != f) return false;
+    if ((f == kVersion ? get16(p) & ~kNoLocalRows : get16(p)) != f) return false;
     p += 2;
   }
   if (static_cast<int64_t>(keys.size()) != shape.values() || static_cast<int64_t>(values.size()) != shape.values()) return false;
@@ -168,22 +172,38 @@ std::string raw_header(const KvPageShape& shape) {
 
 }  // namespace
 
-std::string export_kv_page(const Backend& backend, int32_t page, KvPageCodec codec) {
+bool kv_page_has_local_rows(std::string_view bytes) {
+  return bytes.size() < kHeader || (get16(bytes.data() + 4) & kNoLocalRows) == 0;
+}
+
+std::string export_kv_page(Backend& backend, int32_t page, KvPageCodec codec) {
   const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size(), backend.kv_type());
-  if (codec == KvPageCodec::raw) return raw_header(shape) + backend.read_page_bytes(page);
-  if (backend.kv_type() != KvType::f16)
-    throw std::invalid_argument(std::string("a ") + kv_type_name(backend.kv_type()) + " KV cache moves its pages raw");
-  std::vector<uint16_t> k(static_cast<size_t>(shape.values())), v(k.size());
-  backend.read_page(page, k, v);
-  return encode_kv_page(shape, k, v, codec);
+  std::string out;
+  if (codec == KvPageCodec::raw) {
+    out = raw_header(shape) + backend.read_page_bytes(page);
+  } else {
+    if (backend.kv_type() != KvType::f16)
+      throw std::invalid_argument(std::string("a ") + kv_type_name(backend.kv_type()) + " KV cache moves its pages raw");
+    std::vector<uint16_t> k(static_cast<size_t>(shape.values())), v(k.size());
+    backend.read_page(page, k, v);
+    out = encode_kv_page(shape, k, v, codec);
+  }
+  const PagePool& pool = backend.pages();
+  if (pool.local_capacity() > 0 && !pool.has_local(page)) {
+    const uint16_t version = kVersion | kNoLocalRows;
+    out[4] = static_cast<char>(version & 0xff);
+    out[5] = static_cast<char>(version >> 8);
+  }
+  return out;
 }
 
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes) {
   const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size(), backend.kv_type());
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), kMagicQuantized, 4) == 0) {
-    const std::string header = raw_header(shape);
+    const std::string header = raw_header(shape);  // compared but for the version's flags
     if (static_cast<int64_t>(bytes.size()) != shape.encoded_bytes(KvPageCodec::raw) ||
-        bytes.substr(0, header.size()) != header)
+        bytes.substr(0, 4) != header.substr(0, 4) || (get16(bytes.data() + 4) & ~kNoLocalRows) != kVersion ||
+        bytes.substr(6, header.size() - 6) != header.substr(6))
       return false;  // another shape or KV type
     backend.write_page_bytes(page, bytes.substr(header.size()));
     return true;

@@ -55,7 +55,12 @@ KvPageCodec swap_codec(KvType type);
 
 // Through a backend that can transfer pages (Backend::can_transfer_pages).
 // raw works for any KV type; int8, k8v4 and fp16 need an f16 cache.
-std::string export_kv_page(const Backend& backend, int32_t page, KvPageCodec codec = KvPageCodec::int8);
+// A page whose local layers' rows were released (a sliding-window model's
+// page behind every window) is exported with them as zeros and flagged so.
+std::string export_kv_page(Backend& backend, int32_t page, KvPageCodec codec = KvPageCodec::int8);
+// False for a page exported without its local layers' rows: it may be
+// restored only where no window reaches it (PagePool::allocate(false)).
+bool kv_page_has_local_rows(std::string_view bytes);
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes);
 
 }  // namespace troupe

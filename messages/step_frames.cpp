@@ -115,8 +115,12 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
                                                  sh.count, sh.delta));
     shift_list = fbb.CreateVector(shifts);
   }
+  std::vector<wire::step::LocalSlot> ls;
+  ls.reserve(kv.local_slots.size());
+  for (const auto& [page, slot] : kv.local_slots) ls.emplace_back(page, slot);
+  const auto local_list = ls.empty() ? 0 : fbb.CreateVectorOfStructs(ls.data(), ls.size());
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
-                                        kv.export_codec, shift_list, false, front),
+                                        kv.export_codec, shift_list, false, front, local_list),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
@@ -140,7 +144,8 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   fbb.Finish(wire::step::CreateStepResult(fbb, step, list, err, forward_ms, worker.kv_pages, worker.page_size,
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
                                           swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
-                                          worker.model_fingerprint, false, worker.draining, worker.process, experts),
+                                          worker.model_fingerprint, false, worker.draining, worker.process, experts,
+                                          worker.kv_local_pages),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

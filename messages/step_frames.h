@@ -60,6 +60,7 @@ struct StepKv {
   std::span<const int32_t> swap_outs;
   uint8_t export_codec = 0;
   std::span<const ShiftSpec> shifts;
+  std::span<const std::pair<int32_t, int32_t>> local_slots;  // (page, slot or -1), StepPlan.local_slots
 };
 
 // `front`: the sending front end's id (StepPlan.front; 0 where a worker has one front end).
@@ -79,6 +80,7 @@ struct WorkerInfo {
   bool draining = false;  // StepResult.draining: the worker is shutting down
   uint64_t process = 0;   // the worker process's random id (StepResult.process)
   std::vector<uint64_t> expert_tokens = {};  // StepResult.expert_tokens
+  int32_t kv_local_pages = 0;                // StepResult.kv_local_pages
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,

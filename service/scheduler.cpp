@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/kv_cache.h"
+#include "engine/kv_page_codec.h"
 #include "messages/draft_frames.h"
 #include "messages/step_frames.h"
 #include "service/clock.h"
@@ -19,14 +21,32 @@ SchedulerConfig checked(SchedulerConfig c) {
   // A sequence can never hold more KV than the whole cache: admitting one
   // that could would stall it mid-prefill.
   c.planner.max_context = static_cast<int32_t>(std::min<int64_t>(c.planner.max_context, int64_t{c.kv_pages} * c.page_size));
+  if (c.kv_local_pages <= 0) c.planner.window = 0;
   return c;
+}
+
+// The pool this side allocates from; with local slots, their changes go to
+// the verifier with each step (its pool mirrors them).
+std::unique_ptr<PagePool> make_pool(const SchedulerConfig& c) {
+  auto pool = std::make_unique<PagePool>(c.kv_pages, std::min(c.kv_local_pages, c.kv_pages));
+  if (pool->local_capacity() > 0) pool->record_local_changes(true);
+  return pool;
+}
+
+// Restored pages from this index on carry their local layers' rows (those
+// exported behind every window do not: engine/kv_page_codec.h).
+int32_t local_rows_from(const std::vector<std::string>& data) {
+  int32_t from = 0;
+  for (size_t i = 0; i < data.size(); ++i)
+    if (!kv_page_has_local_rows(data[i])) from = static_cast<int32_t>(i) + 1;
+  return from;
 }
 
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config)
     : cfg_(checked(std::move(config))),
-      pool_(std::make_unique<PagePool>(cfg_.kv_pages)),
+      pool_(make_pool(cfg_)),
       planner_(std::make_unique<BatchPlanner>(*pool_, cfg_.page_size, cfg_.planner)),
       speculation_(cfg_.draft_model),
       swapped_(cfg_.swap_bytes) {
@@ -396,7 +416,7 @@ void Scheduler::worker_lost(const std::string& why) {
   forget_.clear();
   swapped_ = SwapLedger(cfg_.swap_bytes);
   planner_.reset();
-  pool_ = std::make_unique<PagePool>(cfg_.kv_pages);
+  pool_ = make_pool(cfg_);
   planner_ = std::make_unique<BatchPlanner>(*pool_, cfg_.page_size, cfg_.planner);
   account();
   push_figures();
@@ -516,7 +536,8 @@ void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string
   const auto n = static_cast<int32_t>(data.size());
   std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), int64_t{n} * cfg_.page_size));
   std::vector<messages::PageBytes> pages;
-  for (const auto& [index, page] : planner_->adopt_prefix(prompt, n)) pages.push_back({page, std::move(data[index])});
+  const int32_t local_from = local_rows_from(data);
+  for (const auto& [index, page] : planner_->adopt_prefix(prompt, n, local_from)) pages.push_back({page, std::move(data[index])});
   pages_restored_ += pages.size();
   transfers_.restore(std::move(tokens), std::move(pages));
 }
@@ -532,13 +553,30 @@ void Scheduler::plan_reuse(std::span<const int32_t> history, std::span<const int
   std::vector<int32_t> source = planner_->retain_prefix(history, static_cast<size_t>((r.src_begin + r.count + ps - 1) / ps));
   const int32_t count = std::min(r.count, static_cast<int32_t>(source.size()) * ps - r.src_begin);
   const int32_t dst_end = std::min<int32_t>((r.dst_begin + count) / ps * ps, static_cast<int32_t>(prompt.size()) / ps * ps);
-  const auto fill = count > 0 && dst_end > r.dst_begin ? planner_->adopt_prefix(prompt, dst_end / ps)
+  const int32_t gap = r.src_begin - r.dst_begin;
+  // A sliding-window model: destination pages get local rows where every
+  // position's source still has them, from the end down; those must reach
+  // back as far as the new end's window reads (BatchPlanner's admission
+  // checks the same), or the turn computes its history instead.
+  int32_t local_from = 0;
+  if (cfg_.planner.window > 0) {
+    auto sourced = [&](int32_t page) {
+      for (int32_t p = page * ps; p < (page + 1) * ps; ++p) {
+        const int32_t src = (p < r.dst_begin ? p : p + gap) / ps;
+        if (src >= static_cast<int32_t>(source.size()) || !pool_->has_local(source[static_cast<size_t>(src)])) return false;
+      }
+      return true;
+    };
+    local_from = dst_end / ps;
+    while (local_from > local_pages_from(dst_end, cfg_.planner.window, ps) && sourced(local_from - 1)) --local_from;
+    if (local_from > std::max(0, dst_end - 1 - cfg_.planner.window) / ps) return planner_->release_pages(source);
+  }
+  const auto fill = count > 0 && dst_end > r.dst_begin ? planner_->adopt_prefix(prompt, dst_end / ps, local_from)
                                                        : std::vector<std::pair<int32_t, int32_t>>();
   if (fill.empty()) return planner_->release_pages(source);
   PlannedShift sh;
   sh.tokens.assign(prompt.begin(), prompt.begin() + dst_end);
   sh.source = std::move(source);
-  const int32_t gap = r.src_begin - r.dst_begin;
   for (const auto& [index, page] : fill) {
     const int32_t p0 = index * ps, p1 = p0 + ps;
     if (p0 < r.dst_begin)  // the shared prefix's part of the page: the same positions
@@ -589,7 +627,7 @@ void Scheduler::swap_arrived(SwappedPages pages) {
   if (!s || s->state != RequestState::waiting || pages.data.empty()) return;
   const auto n = static_cast<int32_t>(pages.data.size());
   std::vector<messages::PageBytes> imports;
-  for (const auto& [index, page] : planner_->adopt_prefix(pages.tokens, n))
+  for (const auto& [index, page] : planner_->adopt_prefix(pages.tokens, n, local_rows_from(pages.data)))
     imports.push_back({page, std::move(pages.data[index])});
   pages_swapped_in_ += imports.size();
   transfers_.restore(std::move(pages.tokens), std::move(imports));
@@ -703,6 +741,8 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   kv.swap_outs = pages.swap_outs;
   kv.export_codec = cfg_.spill_codec;
   kv.shifts = pages.shifts;
+  const std::vector<std::pair<int32_t, int32_t>> local_slots = pool_->take_local_changes();
+  kv.local_slots = local_slots;
   plan.bytes = messages::step_plan(++step_, specs, forget_, kv, cfg_.front);
   forget_.clear();
   return Built::step;

@@ -42,6 +42,10 @@ struct SchedulerConfig {
   std::shared_ptr<const Tokenizer> tokenizer;
   int32_t kv_pages = 0;  // the verifier's KV capacity; the scheduler allocates its pages
   int32_t page_size = 16;
+  // A sliding-window model's local slots on the verifier (engine/page_pool.h),
+  // assigned by this scheduler's pool and sent with each step; 0: none.
+  // planner.window is then the model's window.
+  int32_t kv_local_pages = 0;
   PlannerLimits planner;
   std::string model_name;
   bool draft_model = false;     // a draft model proposes drafts (speculation draft and auto)

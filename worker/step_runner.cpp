@@ -88,6 +88,19 @@ struct StepRunner::Impl {
         swapped.push_back({page, export_kv_page(*backend, page_of(page), swap_codec(backend->kv_type()))});
   }
 
+  // Which page holds which local slot, as the front end's pool decided.
+  void set_local_slots(const StepPlan& plan) const {
+    if (!plan.local_slots()) return;
+    PagePool& pool = backend->pages();
+    for (const auto* l : *plan.local_slots()) {
+      if (l->page() == -1) {  // the front end starts over
+        for (int32_t p = 0; p < pool.capacity(); ++p) pool.set_local(p, -1);
+        continue;
+      }
+      pool.set_local(page_of(l->page()), l->slot());
+    }
+  }
+
   void import_pages(const StepPlan& plan) const {
     if (!plan.imports()) return;
     for (const auto* p : *plan.imports()) {
@@ -218,6 +231,7 @@ struct StepRunner::Impl {
         for (uint64_t id : *plan->forget()) samplers->erase(id);
       std::vector<messages::PageBytes> exported, swapped;
       export_pages(*plan, exported, swapped);
+      set_local_slots(*plan);
       import_pages(*plan);
       Batch batch;
       std::vector<Wanting> wanting;
@@ -247,6 +261,10 @@ StepRunner::StepRunner(std::shared_ptr<Backend> backend, int32_t fronts, std::ch
                  b.can_copy_pages(), b.can_transfer_pages(), static_cast<uint8_t>(b.kv_type()), b.can_shift_kv(),
                  0, file_fingerprint(b.file())};
   impl_->info.process = random_id();
+  impl_->info.kv_local_pages = b.pages().local_capacity();
+  if (fronts > 1 && impl_->info.kv_local_pages > 0)
+    throw std::invalid_argument("a worker shared by several front ends keeps every layer's KV in every page "
+                                "(its local slots would be numbered by each front end at once)");
 }
 StepRunner::~StepRunner() = default;
 std::string StepRunner::run(const std::string& plan_bytes) { return impl_->run(plan_bytes); }

@@ -134,9 +134,31 @@ PlannedSequence* BatchPlanner::get(uint64_t id) {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
-std::vector<std::pair<int32_t, int32_t>> BatchPlanner::adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages) {
+std::vector<std::pair<int32_t, int32_t>> BatchPlanner::adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages,
+                                                                   int32_t local_from) {
   if (!limits_.prefix_caching) return {};
-  return cache_.adopt(tokens, n_pages);
+  return cache_.adopt(tokens, n_pages, windowed() ? local_from : 0);
+}
+
+bool BatchPlanner::window_intact(std::span<const int32_t> table, int32_t next) const {
+  if (!windowed()) return true;
+  const auto end = std::min(table.size(), static_cast<size_t>((next + page_size_ - 1) / page_size_) + 1);
+  for (auto i = static_cast<size_t>(std::max(0, next - limits_.window) / page_size_); i < end; ++i)
+    if (!pool_.has_local(table[i])) return false;
+  return true;
+}
+
+void BatchPlanner::settle_local() {
+  if (!windowed()) return;
+  std::vector<uint8_t> needed(static_cast<size_t>(pool_.capacity()), 0);
+  for (const auto& [id, s] : seqs_) {
+    const auto table = s->kv.block_table();
+    for (auto i = static_cast<size_t>(local_pages_from(s->computed, limits_.window, page_size_)); i < table.size(); ++i)
+      needed[static_cast<size_t>(table[i])] = 1;
+  }
+  cache_.mark_local(needed);
+  for (int32_t p = 0; p < pool_.capacity(); ++p)
+    if (!needed[static_cast<size_t>(p)] && pool_.ref_count(p) > 0) pool_.drop_local(p);
 }
 
 int32_t BatchPlanner::drop_prefix(std::span<const int32_t> tokens) {
@@ -171,8 +193,12 @@ void BatchPlanner::release(PlannedSequence& s, bool preempted) {
                 copies_.end());
   // Its computed full pages stay in the prefix cache: a recompute after
   // preemption, or the next turn of a conversation, can start from them.
-  if (limits_.prefix_caching && s.computed >= page_size_)
+  if (limits_.prefix_caching && s.computed >= page_size_) {
     cache_.insert(std::span(s.tokens).first(static_cast<size_t>(s.computed)), s.kv.block_table());
+    if (windowed())  // its window's pages keep their local rows: the next turn starts there
+      cache_.keep_local(table.subspan(std::min(table.size(), static_cast<size_t>(local_pages_from(s.computed, limits_.window,
+                                                                                                   page_size_)))));
+  }
   s.kv.clear();
   s.computed = 0;
   s.registered_pages = 0;
@@ -185,7 +211,7 @@ bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
     return false;
   const size_t pages = static_cast<size_t>(at / page_size_ + 1);  // cover [0, at]
   const auto table = p->kv.block_table();
-  if (table.size() < pages) return false;
+  if (table.size() < pages || !window_intact(table.first(pages), at)) return false;
   auto c = std::make_unique<PlannedSequence>(pool_, page_size_);
   c->id = child_id;
   c->priority = p->priority;
@@ -213,7 +239,7 @@ bool BatchPlanner::unshare_for_write(PlannedSequence& s, int32_t start) {
   const auto table = s.kv.block_table();
   const size_t index = static_cast<size_t>(start / page_size_);
   if (index >= table.size() || pool_.ref_count(table[index]) <= 1) return true;
-  if (pool_.free_count() == 0 && !cache_.make_free(1)) return false;
+  if (pool_.allocatable() == 0 && !cache_.make_free(1, 1)) return false;
   const int32_t src = table[index], dst = *pool_.allocate();
   copies_.push_back({src, dst});
   s.kv.replace_page(index, dst);
@@ -273,7 +299,7 @@ std::vector<PlannedSequence*> BatchPlanner::prefill_order() {
 bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
   if (s.kv.reserve(n_tokens)) return true;
   const int32_t need = (n_tokens + page_size_ - 1) / page_size_ - static_cast<int32_t>(s.kv.block_table().size());
-  return cache_.make_free(need) && s.kv.reserve(n_tokens);
+  return cache_.make_free(need, need) && s.kv.reserve(n_tokens);
 }
 
 // Whether pages move fairly from `victim`'s tenant to `keep`'s (which asks
@@ -349,7 +375,15 @@ void BatchPlanner::admit(PlannedSequence& s) {
   if (!limits_.prefix_caching) return;
   // Whole cached pages, leaving at least one token to compute (its logits give the next token).
   const size_t max_pages = (s.tokens.size() - 1) / page_size_;
-  const std::vector<int32_t> pages = cache_.match(s.tokens, max_pages);
+  std::vector<int32_t> pages = cache_.match(s.tokens, max_pages);
+  // A sliding-window model starts only where the prefix's end still has its
+  // window's local rows: its next query reads them (from one position back,
+  // as the page boundary may be recomputed).
+  size_t m = pages.size();
+  while (m > 0 && !window_intact(std::span<const int32_t>(pages).first(m), static_cast<int32_t>(m) * page_size_ - 1)) --m;
+  for (size_t i = m; i < pages.size(); ++i) pool_.release(pages[i]);
+  pages.resize(m);
+  if (windowed()) cache_.release_local(pages);  // the sequence answers for them now
   s.kv.adopt(pages);
   s.computed = static_cast<int32_t>(pages.size()) * page_size_;
   s.registered_pages = static_cast<int32_t>(pages.size());
@@ -614,6 +648,7 @@ void BatchPlanner::commit(std::span<const std::vector<int32_t>> kept) {
   }
   slices_.clear();
   copies_.clear();
+  settle_local();
 }
 
 int32_t BatchPlanner::queue_position(uint64_t id) const {
@@ -654,6 +689,8 @@ PlannerStats BatchPlanner::stats() const {
   st.pages_free = pool_.free_count();
   st.pages_cached = cache_.cached_pages();
   st.pages_used = pool_.used_count() - st.pages_cached;
+  st.local_pages_total = pool_.local_capacity();
+  st.local_pages_used = pool_.local_used_count();
   int64_t tokens = 0;
   for (const auto& [page, n] : live) tokens += n;
   st.live_token_fraction = live.empty() ? 1.0f : static_cast<float>(tokens) / static_cast<float>(live.size() * page_size_);

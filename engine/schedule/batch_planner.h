@@ -76,6 +76,12 @@ struct PlannerLimits {
   double tenant_queue_share = 0.5;
   double tenant_slot_share = 1.0;
   double tenant_page_share = 1.0;
+  // Sliding-window models whose pool has local slots (engine/page_pool.h):
+  // the window in positions. After every step the planner gives back the
+  // local slots no running sequence's window and no cached prefix's end
+  // reaches, and a cached prefix is used only as far as its end's window
+  // still has them. 0: no local slots to manage.
+  int32_t window = 0;
 };
 
 // A client identity, as the caller numbers them (0: anyone unnamed).
@@ -112,6 +118,7 @@ struct PlannedSlice {
 struct PlannerStats {
   int32_t running = 0, waiting = 0;
   int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
+  int32_t local_pages_total = 0, local_pages_used = 0;  // local slots (sliding-window models), 0 without
   float live_token_fraction = 0;  // of the KV slots in pages sequences hold
   uint64_t preemptions = 0;
 };
@@ -170,7 +177,8 @@ class BatchPlanner {
   int32_t free_pages() const { return pool_.free_count(); }
 
   // Cold-tier restore: see PrefixCache::adopt. Empty when prefix caching is off.
-  std::vector<std::pair<int32_t, int32_t>> adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages);
+  std::vector<std::pair<int32_t, int32_t>> adopt_prefix(std::span<const int32_t> tokens, int32_t n_pages,
+                                                        int32_t local_from = 0);
   // An idle prefix's cached pages go back to the pool (PrefixCache::drop).
   int32_t drop_prefix(std::span<const int32_t> tokens);
   // The cached pages of `tokens`' longest cached prefix (at most max_pages),
@@ -191,6 +199,11 @@ class BatchPlanner {
 
  private:
   PlannedSequence* get(uint64_t id);
+  bool windowed() const { return limits_.window > 0 && pool_.local_capacity() > 0; }
+  // Gives back the local slots nothing reaches any more (see PlannerLimits::window).
+  void settle_local();
+  // Whether the pages of `table` a query at `next` reads through its window all hold local rows.
+  bool window_intact(std::span<const int32_t> table, int32_t next) const;
   void plan_once(bool admit_waiting);
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);

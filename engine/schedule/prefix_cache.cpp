@@ -74,8 +74,8 @@ void PrefixCache::insert(std::span<const int32_t> tokens, std::span<const int32_
   touch(touched);
 }
 
-bool PrefixCache::make_free(int32_t free_pages) {
-  for (auto it = lru_.end(); pool_.free_count() < free_pages && it != lru_.begin();) {
+bool PrefixCache::make_free(int32_t free_pages, int32_t free_local) {
+  for (auto it = lru_.end(); !enough_free(free_pages, free_local) && it != lru_.begin();) {
     --it;
     auto e = entries_.find(*it);
     if (pool_.ref_count(e->second.page) != 1) continue;  // still in use by a sequence
@@ -84,10 +84,29 @@ bool PrefixCache::make_free(int32_t free_pages) {
     entries_.erase(e);
     it = lru_.erase(it);
   }
-  return pool_.free_count() >= free_pages;
+  return enough_free(free_pages, free_local);
 }
 
-std::vector<std::pair<int32_t, int32_t>> PrefixCache::adopt(std::span<const int32_t> tokens, int32_t n_pages) {
+void PrefixCache::keep_local(std::span<const int32_t> pages) {
+  for (int32_t page : pages) {
+    auto k = key_of_page_.find(page);
+    if (k == key_of_page_.end() || !pool_.has_local(page)) continue;
+    entries_.at(k->second).keep_local = true;
+  }
+}
+
+void PrefixCache::release_local(std::span<const int32_t> pages) {
+  for (int32_t page : pages)
+    if (auto k = key_of_page_.find(page); k != key_of_page_.end()) entries_.at(k->second).keep_local = false;
+}
+
+void PrefixCache::mark_local(std::vector<uint8_t>& needed) const {
+  for (const auto& [key, e] : entries_)
+    if (e.keep_local) needed[static_cast<size_t>(e.page)] = 1;
+}
+
+std::vector<std::pair<int32_t, int32_t>> PrefixCache::adopt(std::span<const int32_t> tokens, int32_t n_pages,
+                                                            int32_t local_from) {
   std::vector<std::pair<int32_t, int32_t>> fill;
   std::vector<int32_t> held;
   std::vector<std::list<uint64_t>::iterator> touched;
@@ -103,11 +122,12 @@ std::vector<std::pair<int32_t, int32_t>> PrefixCache::adopt(std::span<const int3
       held.push_back(it->second.page);
       continue;
     }
-    if (pool_.free_count() == 0 && !make_free(1)) break;
-    const auto page = pool_.allocate();
+    const bool local = i >= local_from && pool_.local_capacity() > 0;
+    if (!enough_free(1, local ? 1 : 0) && !make_free(1, local ? 1 : 0)) break;
+    const auto page = pool_.allocate(local);
     if (!page) break;
     lru_.push_front(key);
-    entries_.emplace(key, Entry{*page, std::vector<int32_t>(page_tokens.begin(), page_tokens.end()), lru_.begin()});
+    entries_.emplace(key, Entry{*page, std::vector<int32_t>(page_tokens.begin(), page_tokens.end()), lru_.begin(), local});
     key_of_page_.emplace(*page, key);
     touched.push_back(lru_.begin());
     pool_.retain(*page);  // held for this call: making room for the next page must not evict it

@@ -32,9 +32,19 @@ class PrefixCache {
   // [i*page_size, (i+1)*page_size). Pages already known are skipped.
   void insert(std::span<const int32_t> tokens, std::span<const int32_t> block_table);
 
-  // Releases least-recently-used cached pages until `free_pages` are free or
-  // none is left to evict; true when enough are free.
-  bool make_free(int32_t free_pages);
+  // Releases least-recently-used cached pages until `free_pages` are free
+  // (and `free_local` local slots, in a pool with them) or none is left to
+  // evict; true when enough are free.
+  bool make_free(int32_t free_pages, int32_t free_local = 0);
+
+  // Sliding-window models (engine/page_pool.h, local slots): the cache keeps
+  // the local rows of the pages a finished sequence's window still reached
+  // (keep_local), so that its next turn can start from them; a sequence that
+  // takes such pages over answers for them from then on (release_local).
+  // mark_local sets needed[page] for every page the cache keeps local.
+  void keep_local(std::span<const int32_t> pages);
+  void release_local(std::span<const int32_t> pages);
+  void mark_local(std::vector<uint8_t>& needed) const;
 
   // Pages for the first `n_pages` full pages of `tokens` whose K/V the
   // caller will write (restored from a colder tier): for each page not
@@ -42,7 +52,10 @@ class PrefixCache {
   // cached under the prefix. Returns (page index in `tokens`, page) of the
   // pages to fill; stops early when no page can be freed. The caller must
   // fill them before any step reads them.
-  std::vector<std::pair<int32_t, int32_t>> adopt(std::span<const int32_t> tokens, int32_t n_pages);
+  // Pages from index `local_from` on get a local slot and are kept local
+  // (their data carries the local layers' rows); those before it do not.
+  std::vector<std::pair<int32_t, int32_t>> adopt(std::span<const int32_t> tokens, int32_t n_pages,
+                                                 int32_t local_from = 0);
 
   // Releases the cached pages of `tokens`' prefix that only the cache holds
   // (an idle session's memory); pages in use stay.
@@ -60,7 +73,11 @@ class PrefixCache {
     int32_t page;
     std::vector<int32_t> tokens;  // the page's own tokens, checked on a hit
     std::list<uint64_t>::iterator lru;
+    bool keep_local = false;  // the cache holds the page's local slot (keep_local)
   };
+  bool enough_free(int32_t pages, int32_t local) const {
+    return pool_.free_count() >= pages && (pool_.local_capacity() == 0 || pool_.local_free_count() >= local);
+  }
   uint64_t chain(uint64_t prev, std::span<const int32_t> page_tokens) const { return chain_key(prev, page_tokens); }
   void touch(const std::vector<std::list<uint64_t>::iterator>& chain_in_order);
 

@@ -8,8 +8,9 @@
 #               and while all decode) against `llama-batched-bench` decoding
 #               STREAMS sequences in one batch (-npp PROMPT_TOKENS -ntg GEN_TOKENS);
 #   perplexity  GPL-3 at --context 512: troupe against llama-perplexity;
-#   kv          KV bytes per token and per 4K/16K/32K sequence, every layer
-#               full against local layers holding only their window.
+#   kv          KV memory the engine allocates for a 4K/16K/32K sequence with
+#               local layers windowed, against every layer in every page; and a
+#               17K-token prompt run in that memory.
 # Env: MODEL (gemma3-270m), THREADS (2), LENGTHS ("512 4096"), STREAMS (16),
 # PROMPT_TOKENS (64), GEN_TOKENS (128), PHASES ("speed streams perplexity kv").
 set -euo pipefail
@@ -66,27 +67,19 @@ if has perplexity; then
 fi
 
 if has kv; then
-  "$python" - "$path" <<'PY'
-import sys
-from gguf import GGUFReader
-r = GGUFReader(sys.argv[1])
-def get(key):
-    f = r.fields[key]
-    return int(f.parts[f.data[0]][0])
-layers, kv_heads = get("gemma3.block_count"), get("gemma3.attention.head_count_kv")
-head, window = get("gemma3.attention.key_length"), get("gemma3.attention.sliding_window")
-page = 16
-local = sum(1 for l in range(layers) if l % 6 != 5)
-row = 2 * kv_heads * head * 2  # K and V, f16
-print(f"KV f16: {layers * row} bytes a token with every layer full ({layers} layers); "
-      f"{(layers - local) * row} a token for the {layers - local} global layers plus {local} local layers "
-      f"holding at most {window} + {page} positions")
-print("| sequence | every layer full | local layers windowed | ratio |")
-print("| --- | --- | --- | --- |")
-for n in (4096, 16384, 32768):
-    full = layers * row * n
-    kept = min(n, window + page)
-    windowed = (layers - local) * row * n + local * row * kept
-    print(f"| {n} | {full / 2**20:.1f} MiB | {windowed / 2**20:.1f} MiB | {full / windowed:.2f}x |")
-PY
+  # Measured: the KV the engine allocates for one sequence of each length
+  # (`troupe generate --context N` reports it), against every layer in every page.
+  echo "| sequence | every layer full | local layers windowed | ratio |"
+  echo "| --- | --- | --- | --- |"
+  for n in 4096 16384 32768; do
+    line="$("$troupe" generate -m "$path" --context "$n" --prompt Hello --max-tokens 1 --threads "$threads" 2>&1 >/dev/null |
+            grep 'MiB of KV')"
+    kept="$(sed -n 's/.*; \([0-9.]*\) MiB of KV.*/\1/p' <<<"$line")"
+    full="$(sed -n 's/.*MiB of KV, \([0-9.]*\) with every layer.*/\1/p' <<<"$line")"
+    echo "| $n | $full MiB | $kept MiB | $(ratio "$full" "$kept")x |"
+  done
+  # A real long prompt in that memory: GPL-3 twice (~17K tokens) at --context 32768.
+  text="$(cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/GPL-3)"
+  "$troupe" generate -m "$path" --context 32768 --prompt "$text" --max-tokens 16 --threads "$threads" 2>&1 >/dev/null |
+    grep '^\['
 fi

@@ -21,10 +21,12 @@ std::string real_model() {
   return path;
 }
 
-// A gemma3 server on `endpoint`'s own store (a restart reuses both).
+// A gemma3 server on `endpoint`'s own store (a restart reuses both). Four
+// sequences at once: the local layers keep 4 windows of KV (208 pages of
+// the 512), so their pages are given back and reassigned as windows move.
 ChildProcess serve_gemma(const std::string& endpoint, const std::string& tag, std::vector<std::string> extra = {}) {
   std::vector<std::string> argv{troupe_binary(), "serve", "-m", real_model(), "--listen", endpoint, "--threads", "2",
-                                "--kv-tokens", "8192", "--data-dir", Server::data_dir(endpoint)};
+                                "--kv-tokens", "8192", "--max-running", "4", "--data-dir", Server::data_dir(endpoint)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return ChildProcess(argv, Server::log(tag), "listening on", 120s);
 }
@@ -106,4 +108,31 @@ TEST_CASE("gemma3-270m: a session past the window survives kill -9 and resumes f
     // sliding-window attention": rounded to k8v4 or int8 its values moved the next answer).
     CHECK(resumed.logprobs[i] == recomputed.logprobs[i]);
   }
+}
+
+TEST_CASE("gemma3-270m: a session past its context shifts under the window policy, local layers' rows moved with it",
+          "[.realgemma]") {
+  const std::string endpoint = ipc_endpoint("gemma-window");
+  ChildProcess server = serve_gemma(endpoint, "gemma-window", {"--context", "2048"});
+  messages::ClientConnection c(endpoint);
+  auto shifted = [&] {
+    messages::Bytes keep;
+    const auto* st = stats(c, keep);
+    REQUIRE(st);
+    return st->tokens_shifted();
+  };
+  // Turns of ~250 tokens: the session outgrows 2,048 after eight, and each
+  // later turn drops old turns and moves the recent ones (more than the
+  // 512-token window) down, their local rows with them.
+  messages::StreamOutcome last;
+  for (int t = 0; t < 14; ++t) {
+    std::string text = "Note " + std::to_string(t) + ":";
+    for (int i = 0; i < 25; ++i) text += " lake " + std::to_string(t * 31 + i) + " is " + std::to_string(i * 3 % 17) + " deep.";
+    last = turn(endpoint, "w", text, 8, 120s);
+    INFO("turn " << t << ": " << last.message);
+    REQUIRE(last.done);
+  }
+  CHECK(shifted() > 1000);  // kept turns moved, not computed again
+  CHECK(last.usage.prompt_tokens < 2048);
+  CHECK(last.usage.cached_prompt_tokens > last.usage.prompt_tokens / 2);
 }

@@ -13,8 +13,10 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
+#include "random_data.h"
 
 using namespace troupe;
+using troupe::test::random_tokens;
 
 namespace {
 
@@ -41,13 +43,6 @@ std::string model_file(TensorType type, const std::string& arch = "qwen2") {
   }
   write_synthetic_model(spec, path.string());
   return path.string();
-}
-
-std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
 }
 
 // Logits of every position of `tokens`, prefilled in chunks of `chunk`.
