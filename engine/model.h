@@ -105,7 +105,8 @@ class Model {
   // the rows one expert runs (gathered in, gate, up, down), each token's
   // expert outputs by rank, the shared expert's output.
   std::vector<float> moe_logits_, moe_weights_, moe_in_, moe_gate_, moe_up_, moe_down_, moe_out_, moe_shared_;
-  std::vector<int32_t> moe_experts_, moe_rows_;
+  std::vector<int32_t> moe_experts_, moe_rows_, moe_groups_;
+  std::vector<cpu::MatmulJob> moe_jobs_;
   std::vector<uint64_t> expert_tokens_;
 };
 

@@ -49,79 +49,107 @@ void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
 }
 
 // One token: every chosen expert reads the same row, so their gate and up
-// matrices (and the shared expert's) run as one matmul_many. Its chunks then
-// span all of them: a decode step's expert matrices are small (a few hundred
-// KB), and streamed one call each they ran at half the bandwidth of one
-// dense matrix of the same bytes.
+// matrices and the shared expert's run as one call, and then their down
+// matrices, each over its own expert's activations, as a second. A decode
+// step's expert matrices are small (a few hundred KB each): streamed one call
+// each they ran at half the bandwidth of one dense matrix of the same bytes,
+// and paid a parallel region apiece.
 void Model::decode_experts(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
   grow(moe_gate_, static_cast<size_t>(k * ff));
   grow(moe_up_, static_cast<size_t>(k * ff));
-  std::array<cpu::WeightMatrix, 16> mats;
-  std::array<float*, 16> outs;
-  size_t used = 0;
-  const auto flush = [&] {
-    if (used > 0) cpu::matmul_many(std::span(mats.data(), used), xn_.data(), 1, std::span(outs.data(), used), pool_, scratch_);
-    used = 0;
-  };
-  const auto add = [&](const cpu::WeightMatrix& w, float* out) {
-    if (used == mats.size()) flush();
-    mats[used] = w;
-    outs[used++] = out;
-  };
+  moe_jobs_.clear();
   for (int64_t slot = 0; slot < k; ++slot) {
     const auto x = static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)]);
     expert_tokens_[static_cast<size_t>(layer * c.n_expert) + x] += 1;
-    add(l.exp_gate[x], &moe_gate_[static_cast<size_t>(slot * ff)]);
-    add(l.exp_up[x], &moe_up_[static_cast<size_t>(slot * ff)]);
+    moe_jobs_.push_back({l.exp_gate[x], xn_.data(), 1, &moe_gate_[static_cast<size_t>(slot * ff)]});
+    moe_jobs_.push_back({l.exp_up[x], xn_.data(), 1, &moe_up_[static_cast<size_t>(slot * ff)]});
   }
-  if (!l.shared_gate.empty()) {
-    add(l.sh_gate, gate_.data());
-    add(l.sh_up, up_.data());
+  const bool shared = !l.shared_gate.empty();
+  if (shared) {
+    moe_jobs_.push_back({l.sh_gate, xn_.data(), 1, gate_.data()});
+    moe_jobs_.push_back({l.sh_up, xn_.data(), 1, up_.data()});
   }
-  flush();
+  cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
   cpu::silu_mul(moe_gate_.data(), moe_up_.data(), k * ff);
+  moe_jobs_.clear();
   for (int64_t slot = 0; slot < k; ++slot)
-    cpu::matmul(l.exp_down[static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)])], &moe_gate_[static_cast<size_t>(slot * ff)],
-                1, &moe_out_[static_cast<size_t>(slot * e)], pool_, scratch_);
+    moe_jobs_.push_back({l.exp_down[static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)])],
+                         &moe_gate_[static_cast<size_t>(slot * ff)], 1, &moe_out_[static_cast<size_t>(slot * e)]});
+  if (shared) {
+    grow(moe_shared_, static_cast<size_t>(e));
+    cpu::silu_mul(gate_.data(), up_.data(), c.n_ff_shared);
+    moe_jobs_.push_back({l.sh_down, gate_.data(), 1, moe_shared_.data()});
+  }
+  cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
 }
 
-// Several tokens: grouped by expert, each expert's rows gathered and run as
-// one matmul per matrix.
+// Several tokens: grouped by expert, each expert's rows gathered; every
+// active expert's gate and up (and the shared expert's over all tokens) run
+// as one call, then every down matrix as a second, so a 16-stream step that
+// touches most experts with two or three rows each is two parallel regions,
+// not two per expert.
 void Model::batch_experts(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
-  // Expert by expert, the (token, rank) slots routed to it, in token order.
+  // Expert by expert, the (token, rank) slots routed to it, in token order:
+  // moe_rows_ lists them grouped, moe_groups_ where each expert's group starts.
+  moe_rows_.clear();
+  moe_groups_.assign(static_cast<size_t>(c.n_expert) + 1, 0);
   for (int64_t x = 0; x < c.n_expert; ++x) {
-    moe_rows_.clear();
+    moe_groups_[static_cast<size_t>(x)] = static_cast<int32_t>(moe_rows_.size());
     for (int64_t slot = 0; slot < n * k; ++slot)
       if (moe_experts_[static_cast<size_t>(slot)] == x) moe_rows_.push_back(static_cast<int32_t>(slot));
-    const auto rows = static_cast<int64_t>(moe_rows_.size());
-    if (rows == 0) continue;
-    expert_tokens_[static_cast<size_t>(layer * c.n_expert + x)] += static_cast<uint64_t>(rows);
-    grow(moe_in_, static_cast<size_t>(rows * e));
-    grow(moe_gate_, static_cast<size_t>(rows * ff));
-    grow(moe_up_, static_cast<size_t>(rows * ff));
-    grow(moe_down_, static_cast<size_t>(rows * e));
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(&moe_in_[static_cast<size_t>(r * e)], &xn_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] / k * e)],
-                  sizeof(float) * static_cast<size_t>(e));
-    const cpu::WeightMatrix gate_up[] = {l.exp_gate[static_cast<size_t>(x)], l.exp_up[static_cast<size_t>(x)]};
-    float* const outs[] = {moe_gate_.data(), moe_up_.data()};
-    cpu::matmul_many(gate_up, moe_in_.data(), static_cast<int>(rows), outs, pool_, scratch_);
-    cpu::silu_mul(moe_gate_.data(), moe_up_.data(), rows * ff);
-    cpu::matmul(l.exp_down[static_cast<size_t>(x)], moe_gate_.data(), static_cast<int>(rows), moe_down_.data(), pool_,
-                scratch_);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(&moe_out_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] * e)], &moe_down_[static_cast<size_t>(r * e)],
-                  sizeof(float) * static_cast<size_t>(e));
   }
+  moe_groups_.back() = static_cast<int32_t>(moe_rows_.size());
+  const auto total = static_cast<int64_t>(moe_rows_.size());
+  grow(moe_in_, static_cast<size_t>(total * e));
+  grow(moe_gate_, static_cast<size_t>(total * ff));
+  grow(moe_up_, static_cast<size_t>(total * ff));
+  grow(moe_down_, static_cast<size_t>(total * e));
+  for (int64_t r = 0; r < total; ++r)
+    std::memcpy(&moe_in_[static_cast<size_t>(r * e)], &xn_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] / k * e)],
+                sizeof(float) * static_cast<size_t>(e));
+  const bool shared = !l.shared_gate.empty();
+  auto each_expert = [&](auto&& add) {
+    for (int64_t x = 0; x < c.n_expert; ++x) {
+      const int32_t first = moe_groups_[static_cast<size_t>(x)], rows = moe_groups_[static_cast<size_t>(x) + 1] - first;
+      if (rows > 0) add(static_cast<size_t>(x), first, rows);
+    }
+  };
+  moe_jobs_.clear();
+  each_expert([&](size_t x, int32_t first, int32_t rows) {
+    expert_tokens_[static_cast<size_t>(layer * c.n_expert) + x] += static_cast<uint64_t>(rows);
+    const float* in = &moe_in_[static_cast<size_t>(first * e)];
+    moe_jobs_.push_back({l.exp_gate[x], in, rows, &moe_gate_[static_cast<size_t>(first * ff)]});
+    moe_jobs_.push_back({l.exp_up[x], in, rows, &moe_up_[static_cast<size_t>(first * ff)]});
+  });
+  if (shared) {
+    moe_jobs_.push_back({l.sh_gate, xn_.data(), static_cast<int>(n), gate_.data()});
+    moe_jobs_.push_back({l.sh_up, xn_.data(), static_cast<int>(n), up_.data()});
+  }
+  cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
+  cpu::silu_mul(moe_gate_.data(), moe_up_.data(), total * ff);
+  moe_jobs_.clear();
+  each_expert([&](size_t x, int32_t first, int32_t rows) {
+    moe_jobs_.push_back({l.exp_down[x], &moe_gate_[static_cast<size_t>(first * ff)], rows,
+                         &moe_down_[static_cast<size_t>(first * e)]});
+  });
+  if (shared) {
+    grow(moe_shared_, static_cast<size_t>(n * e));
+    cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff_shared);
+    moe_jobs_.push_back({l.sh_down, gate_.data(), static_cast<int>(n), moe_shared_.data()});
+  }
+  cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
+  for (int64_t r = 0; r < total; ++r)
+    std::memcpy(&moe_out_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] * e)], &moe_down_[static_cast<size_t>(r * e)],
+                sizeof(float) * static_cast<size_t>(e));
 }
 
 // Weighted, in rank order: a multiply, then an add per further expert; then
-// the shared expert (its gate and up already run with the experts' for one
-// token), and the residual.
+// the shared expert's output (computed with the experts') times its gate, and
+// the residual.
 void Model::combine_experts(const LayerWeights& l) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used;
@@ -133,16 +161,7 @@ void Model::combine_experts(const LayerWeights& l) {
       for (int64_t i = 0; i < e; ++i) out[i] = slot == 0 ? o[i] * w : out[i] + o[i] * w;
     }
   }
-  if (!l.shared_gate.empty()) {  // qwen2moe: a shared expert behind a sigmoid gate of its own
-    const int64_t sf = c.n_ff_shared;
-    grow(moe_shared_, static_cast<size_t>(n * e));
-    if (n > 1) {
-      const cpu::WeightMatrix gate_up[] = {l.sh_gate, l.sh_up};
-      float* const outs[] = {gate_.data(), up_.data()};
-      cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
-    }
-    cpu::silu_mul(gate_.data(), up_.data(), n * sf);
-    cpu::matmul(l.sh_down, gate_.data(), static_cast<int>(n), moe_shared_.data(), pool_, scratch_);
+  if (!l.shared_gate.empty()) {  // qwen2moe: a shared expert (run with the experts) behind a sigmoid gate
     for (int64_t t = 0; t < n; ++t) {
       float dot = 0.0f;
       for (int64_t i = 0; i < e; ++i) dot += xn_[static_cast<size_t>(t * e + i)] * l.shared_gate[static_cast<size_t>(i)];

@@ -40,10 +40,32 @@ struct AlignedBuffer {
 
 }  // namespace
 
+// A matrix's kernel for a call: which function, the activation layout it
+// reads, and the weights in the form it reads them.
+struct Choice {
+  GemmFn fn;
+  ActLayout layout;
+  bool packed;
+  const void* data;
+  int64_t row_bytes;
+};
+
 struct MatmulScratch::Impl {
   AlignedBuffer activations;
   AlignedBuffer work;  // per-thread areas of the packed kernels
-  std::array<ActView, detail::kActLayouts> views{};
+  // Per distinct input of a call: its views in every layout, and which it needs.
+  using Views = std::array<ActView, detail::kActLayouts>;
+  using Needed = std::array<bool, detail::kActLayouts>;
+  struct Input {
+    const float* x;
+    int64_t cols;
+    int n_tokens;
+  };
+  std::vector<Input> inputs;
+  std::vector<Views> views;
+  std::vector<Needed> needed;
+  std::vector<size_t> input_of;  // per job
+  std::vector<Choice> choices;   // per job
 
   struct Task {
     KernelArgs args;
@@ -107,14 +129,6 @@ bool lane_batch_pays(TensorType type, int64_t cols, int n_tokens) {
   return n_tokens >= (from16 ? 16 : 32) && 10 * lanes <= 11 * n_tokens;
 }
 
-struct Choice {
-  GemmFn fn;
-  ActLayout layout;
-  bool packed;
-  const void* data;
-  int64_t row_bytes;
-};
-
 Choice choose(const WeightMatrix& w, int n_tokens) {
   Kernel k{};
 #if defined(__x86_64__)
@@ -145,33 +159,36 @@ void validate(std::span<const WeightMatrix> ws, const float* x, int n_tokens, st
   }
 }
 
-// Quantizes x into every layout the kernels need; splits tokens across the
-// pool when there is enough of it to pay for waking the workers.
-void prepare_activations(MatmulScratch::Impl& s, const std::array<bool, detail::kActLayouts>& needed,
-                         const float* x, int64_t cols, int n_tokens, ThreadPool& pool) {
+// Bytes of an input's layouts (placed at p, or only counted when p is null).
+int64_t place_input(MatmulScratch::Impl::Views& views, const MatmulScratch::Impl::Needed& needed, const float* x,
+                    int64_t cols, int n_tokens, uint8_t* p) {
   int64_t bytes = 0;
-  for (int l = 0; l < detail::kActLayouts; ++l)
-    if (needed[l]) bytes += detail::place_activations(static_cast<ActLayout>(l), cols, n_tokens, nullptr, s.views[l]);
-  uint8_t* p = s.activations.reserve(bytes);
   for (int l = 0; l < detail::kActLayouts; ++l) {
     if (!needed[l]) continue;
-    p += detail::place_activations(static_cast<ActLayout>(l), cols, n_tokens, p, s.views[l]);
+    bytes += detail::place_activations(static_cast<ActLayout>(l), cols, n_tokens, p ? p + bytes : nullptr, views[l]);
     if (static_cast<ActLayout>(l) == ActLayout::f32) {
-      s.views[l].x = x;
-      s.views[l].x_stride = cols;
+      views[l].x = x;
+      views[l].x_stride = cols;
     }
   }
+  return bytes;
+}
+
+// Quantizes x into every layout the kernels need; splits tokens across the
+// pool when there is enough of it to pay for waking the workers.
+void prepare_input(MatmulScratch::Impl::Views& views, const MatmulScratch::Impl::Needed& needed, const float* x,
+                   int64_t cols, int n_tokens, ThreadPool& pool) {
   struct Ctx {
-    MatmulScratch::Impl* s;
-    const std::array<bool, detail::kActLayouts>* needed;
+    MatmulScratch::Impl::Views* views;
+    const MatmulScratch::Impl::Needed* needed;
     const float* x;
     detail::QuantizeFn quantize;
     int n_tokens;
-  } ctx{&s, &needed, x, quantizer_for(active_isa()), n_tokens};
+  } ctx{&views, &needed, x, quantizer_for(active_isa()), n_tokens};
   auto one = [&ctx](int64_t t) {
     for (int l = 0; l < detail::kActLayouts; ++l)
       if ((*ctx.needed)[l])
-        detail::prepare_token(static_cast<ActLayout>(l), ctx.quantize, ctx.x, ctx.s->views[l], static_cast<int>(t),
+        detail::prepare_token(static_cast<ActLayout>(l), ctx.quantize, ctx.x, (*ctx.views)[l], static_cast<int>(t),
                               ctx.n_tokens);
   };
   if (n_tokens >= 2 && pool.size() > 1 && n_tokens * cols >= 16384) {
@@ -221,46 +238,77 @@ void matmul(const WeightMatrix& w, const float* x, int n_tokens, float* y, Threa
 void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys,
                  ThreadPool& pool, MatmulScratch& scratch) {
   validate(ws, x, n_tokens, ys);
-  if (ws.empty() || n_tokens == 0) return;
+  if (ws.size() > 16) throw std::invalid_argument("matmul_many: at most 16 matrices");
+  std::array<MatmulJob, 16> jobs;
+  for (size_t i = 0; i < ws.size(); ++i) jobs[i] = {ws[i], x, n_tokens, ys[i]};
+  matmul_jobs(std::span<const MatmulJob>(jobs.data(), ws.size()), pool, scratch);
+}
+
+void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch) {
   MatmulScratch::Impl& s = scratch.impl();
-  std::array<Choice, 16> choices;
-  std::array<bool, detail::kActLayouts> needed{};
-  if (ws.size() > choices.size()) throw std::invalid_argument("matmul_many: at most 16 matrices");
+  s.inputs.clear();
+  s.needed.clear();
+  s.input_of.clear();
+  s.tasks.clear();
+  // Kernel choices, and the distinct inputs with the layouts they need.
+  std::vector<Choice>& choices = s.choices;
+  choices.clear();
   bool any_packed = false;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    choices[i] = choose(ws[i], n_tokens);
-    needed[static_cast<int>(choices[i].layout)] = true;
-    any_packed |= choices[i].packed;
+  int64_t padded = 0;
+  for (const MatmulJob& j : jobs) {
+    validate(std::span<const WeightMatrix>(&j.w, 1), j.x, j.n_tokens, std::span<float* const>(&j.y, 1));
+    choices.push_back(choose(j.w, j.n_tokens));
+    size_t in = 0;
+    while (in < s.inputs.size() &&
+           !(s.inputs[in].x == j.x && s.inputs[in].cols == j.w.cols && s.inputs[in].n_tokens == j.n_tokens))
+      ++in;
+    if (in == s.inputs.size()) {
+      s.inputs.push_back({j.x, j.w.cols, j.n_tokens});
+      s.needed.emplace_back().fill(false);
+    }
+    s.input_of.push_back(in);
+    if (j.n_tokens == 0 || j.w.rows == 0) continue;
+    s.needed[in][static_cast<int>(choices.back().layout)] = true;
+    if (choices.back().packed) {
+      any_packed = true;
+      padded = std::max(padded, (j.w.cols + 511) / 512 * 512);
+    }
   }
-  const int64_t cols = ws[0].cols;
-  prepare_activations(s, needed, x, cols, n_tokens, pool);
+  if (s.views.size() < s.inputs.size()) s.views.resize(s.inputs.size());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    bytes += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, nullptr);
+  uint8_t* p = s.activations.reserve(bytes);
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    p += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, p);
+    prepare_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, pool);
+  }
   // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min
   // (rows from lane-layout weights take whole groups of 512 values).
-  const int64_t padded = (cols + 511) / 512 * 512;
   const int64_t work_stride = any_packed ? (detail::kPackedRows * (padded + 12 * (padded / 16)) + 63) / 64 * 64 : 0;
   uint8_t* work = s.work.reserve(work_stride * pool.size());
 
-  s.tasks.clear();
-  int64_t total_bytes = 0;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i].rows == 0) continue;
+  int64_t total_work = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const MatmulJob& j = jobs[i];
+    if (j.w.rows == 0 || j.n_tokens == 0) continue;
     KernelArgs args{};
-    args.type = ws[i].type;
+    args.type = j.w.type;
     args.w = static_cast<const uint8_t*>(choices[i].data);
     args.row_bytes = choices[i].row_bytes;
-    args.cols = cols;
-    args.act = &s.views[static_cast<int>(choices[i].layout)];
-    args.n_tokens = n_tokens;
-    args.y = ys[i];
-    args.y_stride = ws[i].rows;
+    args.cols = j.w.cols;
+    args.act = &s.views[s.input_of[i]][static_cast<int>(choices[i].layout)];
+    args.n_tokens = j.n_tokens;
+    args.y = j.y;
+    args.y_stride = j.w.rows;
     args.work = work;
     args.work_stride = work_stride;
     s.tasks.push_back({args, choices[i].fn, 0, 0});
-    total_bytes += args.row_bytes * ws[i].rows;
+    total_work += args.row_bytes * j.w.rows * j.n_tokens;
   }
   if (s.tasks.empty()) return;
   // Below this much weight data a second thread costs more to wake than it saves.
-  const bool parallel = pool.size() > 1 && total_bytes * n_tokens >= (64 << 10);
+  const bool parallel = pool.size() > 1 && total_work >= (64 << 10);
   plan_chunks(s, parallel ? pool.size() : 1);
   s.next_chunk.store(0, std::memory_order_relaxed);
   if (!parallel || s.total_chunks == 1) {

@@ -58,6 +58,21 @@ void matmul(const WeightMatrix& w, const float* x, int n_tokens, float* y, Threa
 void matmul_many(std::span<const WeightMatrix> ws, const float* x, int n_tokens, std::span<float* const> ys,
                  ThreadPool& pool, MatmulScratch& scratch);
 
+// One matrix of a matmul_jobs call, with its own input rows and output.
+struct MatmulJob {
+  WeightMatrix w;
+  const float* x = nullptr;  // n_tokens rows of w.cols values
+  int n_tokens = 0;
+  float* y = nullptr;        // n_tokens rows of w.rows values
+};
+
+// Matrices that each read their own input (a step's experts, each over the
+// tokens routed to it), all in one parallel region: their rows share one
+// list of chunks, so many small matrices stream as one large one. Each
+// distinct input (the same x, cols and token count) is quantized once. Every
+// job's output is bitwise what matmul() alone gives it.
+void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch);
+
 // Shared by matmul.cpp and the per-instruction-set kernel files; not an API.
 namespace detail {
 
