@@ -573,7 +573,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.page_size = v.page_size;
   sc.planner = limits;
   sc.kv_local_pages = v.kv_local_pages;
-  sc.planner.window = v.kv_local_pages > 0 ? static_cast<int32_t>(v.config.sliding_window) : 0;
+  sc.sliding_window = static_cast<int32_t>(v.config.sliding_window);  // per replica: window iff its worker has local slots
   sc.model_name = policy.model_name;
   sc.draft_model = static_cast<bool>(drafter);
   sc.kv_transfer = policy.kv;

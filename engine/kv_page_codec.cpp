@@ -199,6 +199,12 @@ std::string export_kv_page(Backend& backend, int32_t page, KvPageCodec codec) {
 
 bool import_kv_page(Backend& backend, int32_t page, std::string_view bytes) {
   const KvPageShape shape = KvPageShape::of(backend.config(), backend.page_size(), backend.kv_type());
+  // A page without its local rows may only land where they are never kept:
+  // written anywhere else, a window would read zeros as keys and values.
+  const PagePool& pool = backend.pages();
+  const bool keeps_local = !backend.config().local_layers.empty() &&
+                           (pool.local_capacity() == 0 || pool.has_local(page));
+  if (!kv_page_has_local_rows(bytes) && keeps_local) return false;
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), kMagicQuantized, 4) == 0) {
     const std::string header = raw_header(shape);  // compared but for the version's flags
     if (static_cast<int64_t>(bytes.size()) != shape.encoded_bytes(KvPageCodec::raw) ||

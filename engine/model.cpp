@@ -198,6 +198,8 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
     const auto& table = batch.sequences[row.seq].block_table;
     const int32_t page = table[row.pos / ps], slot = row.pos % ps;
     if (half) {
+      if (!cache.holds(layer, page))  // a local layer's page gave its slot back: nothing may write there
+        throw std::logic_error("KV page " + std::to_string(page) + " has no local slot for layer " + std::to_string(layer));
       cpu::to_f16(&k_[r * c.kv_dim()], cache.key(layer, page, slot), c.kv_dim());
       cpu::to_f16(&v_[r * c.kv_dim()], cache.value(layer, page, slot), c.kv_dim());
     } else {

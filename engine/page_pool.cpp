@@ -68,6 +68,13 @@ void PagePool::set_local(int32_t page, int32_t slot) {
   local_[static_cast<size_t>(page)] = slot;
 }
 
+void PagePool::resend_local_slots() {
+  if (!recording_) return;
+  changes_.assign(1, {-1, -1});
+  for (int32_t p = 0; p < capacity(); ++p)
+    if (has_local(p)) changes_.emplace_back(p, local_slot(p));
+}
+
 int32_t PagePool::ref_count(int32_t page) const {
   if (page < 0 || page >= capacity()) throw std::out_of_range("page " + std::to_string(page) + " out of range");
   return refs_[static_cast<size_t>(page)];

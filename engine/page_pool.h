@@ -60,6 +60,9 @@ class PagePool {
     changes_.assign(on ? 1 : 0, {-1, -1});
   }
   std::vector<std::pair<int32_t, int32_t>> take_local_changes() { return std::exchange(changes_, {}); }
+  // The next changes start over and list every page's slot (after a step
+  // that failed: the mirror may have applied part of a list, or none).
+  void resend_local_slots();
 
  private:
   void check(int32_t page) const;

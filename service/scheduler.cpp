@@ -21,7 +21,17 @@ SchedulerConfig checked(SchedulerConfig c) {
   // A sequence can never hold more KV than the whole cache: admitting one
   // that could would stall it mid-prefill.
   c.planner.max_context = static_cast<int32_t>(std::min<int64_t>(c.planner.max_context, int64_t{c.kv_pages} * c.page_size));
-  if (c.kv_local_pages <= 0) c.planner.window = 0;
+  c.planner.window = c.kv_local_pages > 0 ? c.sliding_window : 0;
+  if (c.planner.window > 0) {
+    // One sequence's window and its step's chunk must fit the verifier's
+    // local slots (sized by its own --max-running and a 256-token step), or
+    // a long prefill waits for slots that never come: the chunk shrinks.
+    const int32_t ps = c.page_size, w = c.planner.window;
+    const int32_t fits = (std::min(c.kv_local_pages, c.kv_pages) - 2) * ps - w - 3 * ps + 1;
+    if (fits < ps) throw std::invalid_argument("the verifier's " + std::to_string(c.kv_local_pages) +
+                                               " local KV pages cannot hold one " + std::to_string(w) + "-token window");
+    c.planner.token_budget = std::min(c.planner.token_budget, fits);
+  }
   return c;
 }
 
@@ -40,6 +50,15 @@ int32_t local_rows_from(const std::vector<std::string>& data) {
   for (size_t i = 0; i < data.size(); ++i)
     if (!kv_page_has_local_rows(data[i])) from = static_cast<int32_t>(i) + 1;
   return from;
+}
+
+// How many of the pages a verifier without local slots (every layer in every
+// page) can take: those before the first one that lacks its local rows.
+size_t restorable(const std::vector<std::string>& data, bool windowed) {
+  if (windowed) return data.size();
+  size_t n = 0;
+  while (n < data.size() && kv_page_has_local_rows(data[n])) ++n;
+  return n;
 }
 
 }  // namespace
@@ -441,6 +460,9 @@ void Scheduler::probed(const std::string& result) {
   else if (res->error()) why = "worker " + cfg_.worker_name + ": " + res->error()->str();  // e.g. no share of its pool for us
   else if (worker_model_ != 0 && res->model_fingerprint() != 0 && res->model_fingerprint() != worker_model_)
     why = "worker " + cfg_.worker_name + " now serves another model (" + (res->model() ? res->model()->str() : "") + ")";
+  else if (res->kv_local_pages() != cfg_.kv_local_pages)
+    why = "worker " + cfg_.worker_name + " now keeps " + std::to_string(res->kv_local_pages()) +
+          " local KV pages; this server planned for " + std::to_string(cfg_.kv_local_pages);
   else if (res->kv_pages() != cfg_.kv_pages || res->page_size() != cfg_.page_size)
     why = "worker " + cfg_.worker_name + " now has " + std::to_string(res->kv_pages()) + " KV pages of " +
           std::to_string(res->page_size()) + " tokens; this server planned for " + std::to_string(cfg_.kv_pages) + " of " +
@@ -533,6 +555,8 @@ void Scheduler::restore(std::span<const int32_t> prompt, std::vector<std::string
   if (!cfg_.kv_transfer || data.empty()) return;
   for (const auto& d : data)
     if (static_cast<int64_t>(d.size()) != cfg_.page_bytes) return;  // not this layout: recompute instead
+  data.resize(restorable(data, cfg_.planner.window > 0));
+  if (data.empty()) return;
   const auto n = static_cast<int32_t>(data.size());
   std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + std::min<int64_t>(prompt.size(), int64_t{n} * cfg_.page_size));
   std::vector<messages::PageBytes> pages;
@@ -574,6 +598,8 @@ void Scheduler::plan_reuse(std::span<const int32_t> history, std::span<const int
   const auto fill = count > 0 && dst_end > r.dst_begin ? planner_->adopt_prefix(prompt, dst_end / ps, local_from)
                                                        : std::vector<std::pair<int32_t, int32_t>>();
   if (fill.empty()) return planner_->release_pages(source);
+  // The sources' local rows must outlive this plan's settling until the shift runs.
+  planner_->hold_local(source);
   PlannedShift sh;
   sh.tokens.assign(prompt.begin(), prompt.begin() + dst_end);
   sh.source = std::move(source);
@@ -625,6 +651,8 @@ void Scheduler::swap_arrived(SwappedPages pages) {
   if (phase_ == Phase::fetching) phase_ = Phase::ready;
   const PlannedSequence* s = planner_->find(pages.sequence);
   if (!s || s->state != RequestState::waiting || pages.data.empty()) return;
+  pages.data.resize(restorable(pages.data, cfg_.planner.window > 0));
+  if (pages.data.empty()) return;
   const auto n = static_cast<int32_t>(pages.data.size());
   std::vector<messages::PageBytes> imports;
   for (const auto& [index, page] : planner_->adopt_prefix(pages.tokens, n, local_rows_from(pages.data)))
@@ -792,6 +820,8 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
     fail_step("engine step failed: " + error);
     // Restored pages may not have been written: they must not be reused.
     for (const auto& tokens : transfers_.unwritten()) planner_->drop_prefix(tokens);
+    // Nor may the verifier's local slots be trusted to match ours: all of them again.
+    pool_->resend_local_slots();
   } else {
     for (auto& spill : transfers_.exported(*res)) out_.spills.push_back(std::move(spill));
     for (auto& pages : transfers_.swapped(*res)) take_swapped(std::move(pages));
@@ -804,7 +834,9 @@ void Scheduler::apply(const std::string& result, const std::string& error_text) 
     }
   }
   in_step_.clear();
-  planner_->release_pages(transfers_.step_done());
+  const std::vector<int32_t> shifted_from = transfers_.step_done();
+  planner_->release_local(shifted_from);
+  planner_->release_pages(shifted_from);
   apply_deferred();
   account();
   push_figures();

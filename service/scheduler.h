@@ -44,8 +44,9 @@ struct SchedulerConfig {
   int32_t page_size = 16;
   // A sliding-window model's local slots on the verifier (engine/page_pool.h),
   // assigned by this scheduler's pool and sent with each step; 0: none.
-  // planner.window is then the model's window.
+  // planner.window is then the model's `sliding_window` (set here).
   int32_t kv_local_pages = 0;
+  int32_t sliding_window = 0;
   PlannerLimits planner;
   std::string model_name;
   bool draft_model = false;     // a draft model proposes drafts (speculation draft and auto)

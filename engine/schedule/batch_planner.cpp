@@ -174,6 +174,14 @@ void BatchPlanner::release_pages(std::span<const int32_t> pages) {
   for (int32_t p : pages) pool_.release(p);
 }
 
+void BatchPlanner::hold_local(std::span<const int32_t> pages) {
+  if (windowed()) cache_.keep_local(pages);
+}
+
+void BatchPlanner::release_local(std::span<const int32_t> pages) {
+  if (windowed()) cache_.release_local(pages);
+}
+
 const PlannedSequence* BatchPlanner::find(uint64_t id) const {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? nullptr : it->second.get();

@@ -185,6 +185,10 @@ class BatchPlanner {
   // held for the caller until release_pages(): a context shift reads them.
   std::vector<int32_t> retain_prefix(std::span<const int32_t> tokens, size_t max_pages);
   void release_pages(std::span<const int32_t> pages);
+  // Cached pages whose local rows a pending context shift reads: kept
+  // through the settling of steps until release_local (no-ops without a window).
+  void hold_local(std::span<const int32_t> pages);
+  void release_local(std::span<const int32_t> pages);
 
   const PlannedSequence* find(uint64_t id) const;
   PlannerStats stats() const;

@@ -79,6 +79,8 @@ bool PrefixCache::make_free(int32_t free_pages, int32_t free_local) {
     --it;
     auto e = entries_.find(*it);
     if (pool_.ref_count(e->second.page) != 1) continue;  // still in use by a sequence
+    // Short of local slots only: a page without one frees none.
+    if (pool_.free_count() >= free_pages && !pool_.has_local(e->second.page)) continue;
     pool_.release(e->second.page);
     key_of_page_.erase(e->second.page);
     entries_.erase(e);

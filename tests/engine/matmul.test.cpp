@@ -246,6 +246,46 @@ TEST_CASE("matmul_many gives each matrix exactly what matmul gives it alone", "[
   }
 }
 
+TEST_CASE("matmul_jobs gives each matrix, over its own input and token count, exactly what matmul gives it",
+          "[matmul]") {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  // A step's experts: per expert, gate and up reading one input and a down of another width
+  // reading its own; token counts from 1 to 17 (few-token and 16-lane kernels in one call),
+  // lane layouts where the CPU has them, and more than 16 jobs.
+  const int counts[] = {1, 2, 3, 17, 5, 1, 16, 8, 9, 1};
+  uint32_t seed = 4000;
+  std::vector<Matrix> mats;
+  for (int e = 0; e < 10; ++e) {
+    const TensorType type = e % 3 == 0 ? TensorType::Q4_K : e % 3 == 1 ? TensorType::Q8_0 : TensorType::Q6_K;
+    mats.push_back(make_matrix(type, 96, 512, ++seed));  // gate
+    mats.push_back(make_matrix(type, 96, 512, ++seed));  // up
+    mats.push_back(make_matrix(type, 64, 256, ++seed));  // down
+  }
+  std::vector<decltype(repack_lanes(mats[0].view(), pool))> lanes;
+  std::vector<std::vector<float>> xs, ys;
+  std::vector<MatmulJob> jobs;
+  xs.reserve(20);
+  for (size_t i = 0; i < mats.size(); ++i) {
+    const int n = counts[i / 3];
+    WeightMatrix w = mats[i].view();
+    lanes.push_back(repack_lanes(w, pool));
+    w.lanes = lanes.back().get();
+    if (i % 3 != 1) xs.push_back(gaussian(static_cast<size_t>(w.cols * n), ++seed));  // up reads gate's input
+    ys.emplace_back(static_cast<size_t>(w.rows * n), NAN);
+    jobs.push_back({w, xs.back().data(), n, nullptr});
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].y = ys[i].data();
+  REQUIRE(jobs.size() > 16);
+  matmul_jobs(jobs, pool, scratch);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::vector<float> want(ys[i].size(), NAN);
+    matmul(jobs[i].w, jobs[i].x, jobs[i].n_tokens, want.data(), pool, scratch);
+    INFO("job " << i << ", " << jobs[i].n_tokens << " tokens");
+    CHECK(ys[i] == want);
+  }
+}
+
 TEST_CASE("the scratch stops growing once it has seen the largest call", "[matmul]") {
   ThreadPool pool(2);
   MatmulScratch scratch;

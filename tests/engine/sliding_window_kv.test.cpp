@@ -106,6 +106,12 @@ TEST_CASE("local slots: a page takes one when allocated and gives it back when d
     if (page >= 0) mirror.set_local(page, slot);
   for (int32_t p = 0; p < 8; ++p) CHECK(mirror.local_slot(p) == pool.local_slot(p));
   CHECK_THROWS_AS(mirror.set_local(0, 3), std::out_of_range);
+  // After a failed step the front end sends everything again: the start, then every slot held.
+  pool.resend_local_slots();
+  const auto again = pool.take_local_changes();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0] == std::pair<int32_t, int32_t>{-1, -1});
+  CHECK(again[1] == std::pair<int32_t, int32_t>{b, pool.local_slot(b)});
   CHECK_THROWS_AS(PagePool(4, 5), std::invalid_argument);
 }
 
@@ -175,6 +181,18 @@ TEST_CASE("sliding-window KV: a page behind the window exports flagged, and impo
   CHECK(again.substr(header + 5 * layer_bytes) == original.substr(header + 5 * layer_bytes));
   CHECK(again.substr(header, layer_bytes) == std::string(layer_bytes, '\0'));
   backend->pages().release(*target);
+  // A page without its local rows is refused where they would be kept: into a page with a
+  // slot, and into a cache that keeps every layer in every page.
+  const auto slotted = backend->pages().allocate();
+  REQUIRE(slotted);
+  CHECK_FALSE(import_kv_page(*backend, *slotted, old_page));
+  CHECK(import_kv_page(*backend, *slotted, last_page));
+  backend->pages().release(*slotted);
+  BackendOptions full_options = o;
+  full_options.window_sequences = 0;
+  auto full = open_backend(path, full_options);
+  CHECK_FALSE(import_kv_page(*full, 0, old_page));
+  CHECK(import_kv_page(*full, 0, last_page));
   std::filesystem::remove(path);
 }
 
@@ -254,6 +272,31 @@ TEST_CASE("sliding-window planner: local slots stay bounded, a finished turn's w
   CHECK(p.find(3)->cached_prompt_tokens == 0);
   while (p.find(3)->computed < static_cast<int32_t>(branch.size())) step(p);
   CHECK(pool.local_used_count() <= 30);
+}
+
+TEST_CASE("sliding-window planner: local rows a pending shift reads outlast the settling until released") {
+  using test::prompt;
+  using test::step;
+  PagePool pool(100, 40);
+  PlannerLimits limits;
+  limits.token_budget = 16;
+  limits.window = 8;
+  BatchPlanner p(pool, 4, limits);
+  REQUIRE(p.add(1, Priority::interactive, prompt(20), 60) == BatchPlanner::AddResult::accepted);
+  while (p.find(1)->computed < 24) step(p);
+  // Its last full page is in its window now; a shift is planned to read it.
+  const std::vector<int32_t> history(p.find(1)->tokens.begin(), p.find(1)->tokens.begin() + 24);
+  const std::vector<int32_t> source = p.retain_prefix(history, 6);
+  REQUIRE(source.size() == 6);
+  const int32_t last = source.back();
+  REQUIRE(pool.has_local(last));
+  p.hold_local(source);
+  while (p.find(1)->computed < 56) step(p);  // the window moved far past it
+  CHECK(pool.has_local(last));
+  p.release_local(source);
+  p.release_pages(source);
+  step(p);
+  CHECK_FALSE(pool.has_local(last));
 }
 
 TEST_CASE("sliding-window planner: a sequence short of local slots preempts or waits like one short of pages") {
