@@ -173,7 +173,10 @@ std::string raw_header(const KvPageShape& shape) {
 }  // namespace
 
 bool kv_page_has_local_rows(std::string_view bytes) {
-  return bytes.size() < kHeader || (get16(bytes.data() + 4) & kNoLocalRows) == 0;
+  if (bytes.size() < kHeader) return true;
+  bool page = false;  // only a page of a known codec carries the flag
+  for (const char* magic : {kMagic, kMagicRaw, kMagicK8V4, kMagicQuantized}) page |= std::memcmp(bytes.data(), magic, 4) == 0;
+  return !page || (get16(bytes.data() + 4) & kNoLocalRows) == 0;
 }
 
 std::string export_kv_page(Backend& backend, int32_t page, KvPageCodec codec) {
