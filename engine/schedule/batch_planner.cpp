@@ -141,16 +141,21 @@ std::vector<std::pair<int32_t, int32_t>> BatchPlanner::adopt_prefix(std::span<co
 }
 
 bool BatchPlanner::window_intact(std::span<const int32_t> table, int32_t next) const {
-  if (!windowed()) return true;
+  return missing_local(table, next) < 0;
+}
+
+int64_t BatchPlanner::missing_local(std::span<const int32_t> table, int32_t next) const {
+  if (!windowed()) return -1;
   const auto end = std::min(table.size(), static_cast<size_t>((next + page_size_ - 1) / page_size_) + 1);
-  for (auto i = static_cast<size_t>(std::max(0, next - limits_.window) / page_size_); i < end; ++i)
-    if (!pool_.has_local(table[i])) return false;
-  return true;
+  for (auto i = end; i-- > static_cast<size_t>(std::max(0, next - limits_.window) / page_size_);)
+    if (!pool_.has_local(table[i])) return static_cast<int64_t>(i);
+  return -1;
 }
 
 void BatchPlanner::settle_local() {
   if (!windowed()) return;
-  std::vector<uint8_t> needed(static_cast<size_t>(pool_.capacity()), 0);
+  std::vector<uint8_t>& needed = needed_local_;  // reused: no allocation per step
+  needed.assign(static_cast<size_t>(pool_.capacity()), 0);
   for (const auto& [id, s] : seqs_) {
     const auto table = s->kv.block_table();
     for (auto i = static_cast<size_t>(local_pages_from(s->computed, limits_.window, page_size_)); i < table.size(); ++i)
@@ -388,7 +393,10 @@ void BatchPlanner::admit(PlannedSequence& s) {
   // window's local rows: its next query reads them (from one position back,
   // as the page boundary may be recomputed).
   size_t m = pages.size();
-  while (m > 0 && !window_intact(std::span<const int32_t>(pages).first(m), static_cast<int32_t>(m) * page_size_ - 1)) --m;
+  // Cut at the last page its window lacks, until a window is whole.
+  for (int64_t gap; m > 0 && (gap = missing_local(std::span<const int32_t>(pages).first(m),
+                                                   static_cast<int32_t>(m) * page_size_ - 1)) >= 0;)
+    m = static_cast<size_t>(gap);
   for (size_t i = m; i < pages.size(); ++i) pool_.release(pages[i]);
   pages.resize(m);
   if (windowed()) cache_.release_local(pages);  // the sequence answers for them now

@@ -208,6 +208,8 @@ class BatchPlanner {
   void settle_local();
   // Whether the pages of `table` a query at `next` reads through its window all hold local rows.
   bool window_intact(std::span<const int32_t> table, int32_t next) const;
+  // The last page of that window without local rows, or -1.
+  int64_t missing_local(std::span<const int32_t> table, int32_t next) const;
   void plan_once(bool admit_waiting);
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);
@@ -254,6 +256,7 @@ class BatchPlanner {
   int32_t refund_ = 0;  // budget of slices removed by preemption while planning
   std::vector<PreemptedPages> preempted_;
   std::map<TenantId, Tenant> tenants_;
+  std::vector<uint8_t> needed_local_;  // settle_local's marks, per page
 };
 
 }  // namespace troupe

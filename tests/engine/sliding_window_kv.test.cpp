@@ -71,6 +71,20 @@ Run run(Model& m, KvCache& cache, const std::vector<int32_t>& tokens, int32_t pr
   return r;
 }
 
+// A planner over pages of 4 tokens with local slots and a window.
+struct WindowedPlanner {
+  PagePool pool;
+  BatchPlanner p;
+  WindowedPlanner(int32_t pages, int32_t local, int32_t budget, int32_t window)
+      : pool(pages, local), p(pool, 4, limits(budget, window)) {}
+  static PlannerLimits limits(int32_t budget, int32_t window) {
+    PlannerLimits l;
+    l.token_budget = budget;
+    l.window = window;
+    return l;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("local slots: a page takes one when allocated and gives it back when dropped or freed") {
@@ -231,11 +245,9 @@ TEST_CASE("sliding-window KV: generate holds one window of local slots and write
 TEST_CASE("sliding-window planner: local slots stay bounded, a finished turn's window stays for the next, and a prefix without it is cut") {
   using test::prompt;
   using test::step;
-  PagePool pool(200, 30);
-  PlannerLimits limits;
-  limits.token_budget = 32;
-  limits.window = 16;
-  BatchPlanner p(pool, 4, limits);
+  WindowedPlanner w(200, 30, 32, 16);
+  PagePool& pool = w.pool;
+  BatchPlanner& p = w.p;
   REQUIRE(p.add(1, Priority::interactive, prompt(100), 400) == BatchPlanner::AddResult::accepted);
   int32_t most = 0;
   for (int i = 0; i < 300; ++i) {
@@ -277,11 +289,9 @@ TEST_CASE("sliding-window planner: local slots stay bounded, a finished turn's w
 TEST_CASE("sliding-window planner: local rows a pending shift reads outlast the settling until released") {
   using test::prompt;
   using test::step;
-  PagePool pool(100, 40);
-  PlannerLimits limits;
-  limits.token_budget = 16;
-  limits.window = 8;
-  BatchPlanner p(pool, 4, limits);
+  WindowedPlanner w(100, 40, 16, 8);
+  PagePool& pool = w.pool;
+  BatchPlanner& p = w.p;
   REQUIRE(p.add(1, Priority::interactive, prompt(20), 60) == BatchPlanner::AddResult::accepted);
   while (p.find(1)->computed < 24) step(p);
   // Its last full page is in its window now; a shift is planned to read it.
@@ -302,11 +312,9 @@ TEST_CASE("sliding-window planner: local rows a pending shift reads outlast the 
 TEST_CASE("sliding-window planner: a sequence short of local slots preempts or waits like one short of pages") {
   using test::prompt;
   using test::step;
-  PagePool pool(400, 24);  // pages for all, local slots for about two windows
-  PlannerLimits limits;
-  limits.token_budget = 16;
-  limits.window = 16;
-  BatchPlanner p(pool, 4, limits);
+  WindowedPlanner w(400, 24, 16, 16);  // pages for all, local slots for about two windows
+  PagePool& pool = w.pool;
+  BatchPlanner& p = w.p;
   for (uint64_t id = 1; id <= 4; ++id)
     REQUIRE(p.add(id, Priority::interactive, prompt(40, static_cast<int32_t>(id) * 1000), 60) ==
             BatchPlanner::AddResult::accepted);
