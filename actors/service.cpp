@@ -465,6 +465,7 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
   tier_table->default_threshold = options.escalate_threshold;
   tier_table->window = options.escalate_window;
   tier_table->within = options.escalate_within;
+  tier_table->hold = options.escalate_hold;
   tier_table->escalate_for_good = options.escalate_for_good;
   messages::SamplingFields probe;
   probe.temperature = 0;

@@ -97,9 +97,12 @@ struct ServiceOptions {
   // smaller tier in order; empty or missing: in this process.
   std::vector<std::string> tier_workers;
   std::string tier_policy = "escalate";  // requests that do not choose
-  // The defaults are the best rule measured on HumanEval (docs/BENCHMARKS.md):
-  // one token under 0.3 among the answer's first 8.
-  float escalate_threshold = 0.3f;
+  // The defaults are the rule measured best on HumanEval (docs/BENCHMARKS.md):
+  // the answer's first 48 tokens held back, escalated when their geometric
+  // mean probability is under 0.82. With hold 0: the switch rule (a window's
+  // mean under the threshold among the answer's first `within` tokens).
+  float escalate_threshold = 0.82f;
+  int32_t escalate_hold = 48;
   int32_t escalate_window = 1;
   int32_t escalate_within = 8;  // 0: anywhere in the answer
   int32_t escalate_for_good = 3;

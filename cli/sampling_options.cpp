@@ -27,7 +27,8 @@ void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
                  "On a server with model tiers: small, large, a tier's name, escalate, verify or auto "
                  "(default: the server's)");
   cmd.add_option("--escalate-threshold", o.escalate_threshold,
-                 "--tier escalate: move to the next tier when the mean probability of the last tokens falls below this")
+                 "--tier escalate: move to the next tier when the small tier's confidence falls below this (the "
+                 "server's --escalate-hold says how it is measured)")
       ->check(CLI::Range(0.001, 0.999));
 }
 

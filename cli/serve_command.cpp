@@ -146,14 +146,20 @@ Run add_serve(CLI::App& app) {
                   "verify or auto")
       ->capture_default_str();
   cmd->add_option("--escalate-threshold", a->service.escalate_threshold,
-                  "escalate: hand a request to the next tier when the mean probability of its last tokens falls below this")
+                  "escalate: hand a request to the next tier when its tokens' probability falls below this (with "
+                  "--escalate-hold: the held tokens' geometric mean; else: the window's mean)")
       ->check(CLI::Range(0.001, 0.999))
       ->capture_default_str();
-  cmd->add_option("--escalate-window", a->service.escalate_window, "escalate: over this many tokens")
+  cmd->add_option("--escalate-hold", a->service.escalate_hold,
+                  "escalate: hold the answer's first this many tokens back and judge them together; the next tier "
+                  "writes the whole answer of one that falls short (0: switch mid-stream at the first unsure window)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--escalate-window", a->service.escalate_window, "escalate, with --escalate-hold 0: over this many tokens")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--escalate-within", a->service.escalate_within,
-                  "escalate: only among the answer's first this many tokens (0: anywhere)")
+                  "escalate, with --escalate-hold 0: only among the answer's first this many tokens (0: anywhere)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--escalate-for-good", a->service.escalate_for_good,

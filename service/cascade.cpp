@@ -25,6 +25,7 @@ std::variant<Route, std::string> resolve_route(const TierTable& t, const message
   r.threshold = s.escalate_threshold > 0 ? s.escalate_threshold : t.default_threshold;
   r.window = t.window;
   r.within = t.within;
+  r.hold = t.hold;
   if (policy == "small") {
     r.tier = 0;
   } else if (policy == "large") {
@@ -48,15 +49,22 @@ std::string route_key(const Route& r) {
   switch (r.kind) {
     case RouteKind::fixed: return "tier " + std::to_string(r.tier);
     case RouteKind::escalate:
-      return "escalate " + std::to_string(r.threshold) + "/" + std::to_string(r.window) + "/" + std::to_string(r.within);
+      return "escalate " + std::to_string(r.threshold) + "/" + std::to_string(r.window) + "/" + std::to_string(r.within) +
+             "/" + std::to_string(r.hold);
     case RouteKind::verify: return "verify";
     case RouteKind::automatic: return "auto";
   }
   return {};
 }
 
-bool EscalationWatch::observe(float p) {
-  if (within_ > 0 && seen_ >= within_) return false;
+EscalationWatch::Verdict EscalationWatch::observe(float p) {
+  if (hold_ > 0) {
+    if (seen_ >= hold_) return Verdict::send;
+    ++seen_;
+    log_sum_ += std::log(std::max(p, 1e-30f));
+    return seen_ < hold_ ? Verdict::hold : judge();
+  }
+  if (within_ > 0 && seen_ >= within_) return Verdict::send;
   ++seen_;
   recent_.push_back(p);
   sum_ += p;
@@ -64,7 +72,19 @@ bool EscalationWatch::observe(float p) {
     sum_ -= recent_.front();
     recent_.pop_front();
   }
-  return recent_.size() == window_ && sum_ < static_cast<double>(threshold_) * static_cast<double>(window_);
+  const bool low = recent_.size() == window_ && sum_ < static_cast<double>(threshold_) * static_cast<double>(window_);
+  return low ? Verdict::escalate : Verdict::send;
+}
+
+void EscalationWatch::sent_before(int32_t n) {
+  if (n <= 0) return;
+  seen_ = hold_ > 0 ? hold_ : seen_ + n;
+}
+
+EscalationWatch::Verdict EscalationWatch::judge() const {
+  if (hold_ == 0 || seen_ == 0) return Verdict::send;
+  const double geometric_mean = std::exp(log_sum_ / seen_);
+  return geometric_mean < static_cast<double>(threshold_) ? Verdict::escalate : Verdict::release;
 }
 
 int32_t AutoChooser::workload(uint8_t priority, int64_t prompt_tokens) {

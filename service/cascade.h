@@ -25,9 +25,10 @@ enum class RouteKind : uint8_t {
 struct Route {
   RouteKind kind = RouteKind::fixed;
   int32_t tier = -1;        // the tier it runs on now; -1: a server without tiers
-  float threshold = 0.0f;   // escalate: the mean top-token probability to stay above
+  float threshold = 0.0f;   // escalate: the confidence to stay above (EscalationWatch)
   int32_t window = 8;       // escalate: over this many tokens
   int32_t within = 0;       // escalate: only among the answer's first this many tokens; 0: anywhere
+  int32_t hold = 0;         // escalate: hold the answer's first this many tokens back and judge them together
   bool chosen_by_auto = false;
   int32_t workload = -1;    // auto: the class it was chosen for
 };
@@ -37,9 +38,10 @@ struct TierTable {
   std::vector<std::string> names;                 // each tier's model name, as reported
   std::vector<std::vector<std::string>> aliases;  // what requests may call each tier
   std::string default_policy = "escalate";
-  float default_threshold = 0.3f;
+  float default_threshold = 0.82f;
   int32_t window = 1;
   int32_t within = 8;
+  int32_t hold = 48;  // 0: switch at the first unsure window instead
   int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
   bool empty() const { return names.empty(); }
   int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }
@@ -51,24 +53,41 @@ std::variant<Route, std::string> resolve_route(const TierTable& tiers, const mes
 // What the route means for the response cache key (answers differ by route).
 std::string route_key(const Route& r);
 
-// The confidence signal of `escalate`: the mean probability of the tokens
-// the small tier chose (greedy: its top token) over a sliding window. It
-// trips once the window is full and the mean falls below the threshold;
-// with `within` > 0, only among the answer's first `within` tokens (a late
-// switch inherits a prefix the large model cannot take back).
+// The confidence signal of `escalate`: the probabilities of the tokens the
+// small tier chose (greedy: its top token). Two rules (docs/CASCADE.md):
+// - hold (`hold` > 0): the answer's first `hold` tokens are held back, not
+//   sent, and judged together: their geometric mean probability (the mean
+//   log-probability) below the threshold escalates, and the next tier writes
+//   the whole answer. An answer that ends sooner is judged when it ends.
+// - switch (`hold` = 0): the mean over a sliding window of `window` tokens;
+//   it trips once the window is full and the mean falls below the
+//   threshold, only among the answer's first `within` tokens when that is
+//   > 0 (a late switch inherits a prefix the large model cannot take back).
 class EscalationWatch {
  public:
-  EscalationWatch(float threshold, int32_t window, int32_t within = 0)
-      : threshold_(threshold), window_(window < 1 ? 1 : window), within_(within) {}
-  bool observe(float probability);  // true: escalate now
+  enum class Verdict : uint8_t {
+    send,      // send this token
+    hold,      // keep it back: the judgement is not made yet
+    release,   // send every held token and this one: the small tier keeps the answer
+    escalate,  // the next tier writes from the first unsent position
+  };
+  EscalationWatch(float threshold, int32_t window, int32_t within = 0, int32_t hold = 0)
+      : threshold_(threshold), window_(window < 1 ? 1 : window), within_(within), hold_(hold < 0 ? 0 : hold) {}
+  Verdict observe(float probability);
+  // The answer's first `n` tokens were sent before this watch began (a
+  // request moved to another worker, or from a smaller tier): they count
+  // toward `within`, and a hold that released them is decided.
+  void sent_before(int32_t n);
+  // The answer ended (or filled the context) while tokens were held.
+  Verdict judge() const;
   float mean() const { return recent_.empty() ? 1.0f : static_cast<float>(sum_ / recent_.size()); }
 
  private:
   float threshold_;
   size_t window_;
-  int32_t within_, seen_ = 0;
+  int32_t within_, hold_, seen_ = 0;
   std::deque<float> recent_;
-  double sum_ = 0;
+  double sum_ = 0, log_sum_ = 0;
 };
 
 // What a finished request teaches `auto`.

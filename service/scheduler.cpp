@@ -156,8 +156,10 @@ void Scheduler::admit(AdmitRequest a) {
   if (cfg_.tier >= 0) s.stream.begin_segment(cfg_.tier_name);
   ++(a.moved_from >= 0 ? moved_in_ : carried ? escalated_in_ : requests_in_);
   s.route = a.route;
-  if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1)
-    s.watch.emplace(a.route.threshold, a.route.window, a.route.within);
+  if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1) {
+    s.watch.emplace(a.route.threshold, a.route.window, a.route.within, a.route.hold);
+    s.watch->sent_before(s.stream.completion());
+  }
   s.weight = a.weight;
   s.priority = a.priority;
   s.first_prompt_tokens = carried ? a.first_prompt_tokens : -1;
@@ -233,6 +235,7 @@ void Scheduler::apply_deferred() {
 void Scheduler::end(uint64_t seq, wire::FinishReason reason, bool tell) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
+  unhold(it->second);  // held tokens never reached the client: its Done does not count them
   if (tell) tell_done(seq, it->second, reason);
   else if (cfg_.metrics) cfg_.metrics->request_done("client_gone", 0, 0, 0);
   release_session(it->second.session_id);
@@ -382,12 +385,15 @@ AdmitRequest Scheduler::carry(uint64_t seq, const Sequence& s, std::vector<int32
   return a;
 }
 
-void Scheduler::escalate(uint64_t seq) {
+// `unsent`: the answer's last tokens that its client was never sent (the
+// unsure one, or every held one); the next tier writes their positions.
+void Scheduler::escalate(uint64_t seq, int32_t unsent) {
   Sequence& s = sequences_.at(seq);
   const PlannedSequence* p = planner_->find(seq);
   if (!p) return;
+  unhold(s);
   std::vector<int32_t> prompt = p->tokens;
-  prompt.pop_back();  // the unsure token, not sent: the next tier writes its position
+  prompt.resize(prompt.size() - std::min(prompt.size(), static_cast<size_t>(unsent)));
   AdmitRequest a = carry(seq, s, std::move(prompt));
   a.restore_pages = std::move(s.restore_pages);
   a.route.tier = cfg_.tier + 1;
@@ -396,13 +402,36 @@ void Scheduler::escalate(uint64_t seq) {
   drop(seq, true);
 }
 
+// Held tokens that will never be sent: the stream is as it was before them,
+// and this tier's count of tokens written leaves them out.
+void Scheduler::unhold(Sequence& s) {
+  if (!s.held) return;
+  tokens_generated_ -= static_cast<uint64_t>(s.stream.completion() - s.held->before.completion());
+  s.stream = std::move(s.held->before);
+  s.held.reset();
+}
+
+// The watch kept the small tier's answer: its held frames go out now, and
+// its first token reaches the client now.
+void Scheduler::release_held(Sequence& s, int64_t t) {
+  auto& replies = s.held->out.replies;
+  out_.replies.insert(out_.replies.end(), std::make_move_iterator(replies.begin()), std::make_move_iterator(replies.end()));
+  if (cfg_.metrics && s.stream.completion() > 0) cfg_.metrics->ttft(static_cast<double>(t - s.stream.accepted_ns()) * 1e-9);
+  s.held.reset();
+}
+
 // Failover: the request continues on another replica of this tier from its
 // prompt and every token its client was sent; the tokens computed since
 // the last step are the only work lost.
 void Scheduler::move(uint64_t seq) {
   Sequence& s = sequences_.at(seq);
   const PlannedSequence* p = planner_->find(seq);
-  AdmitRequest a = carry(seq, s, p ? p->tokens : std::vector<int32_t>());
+  std::vector<int32_t> prompt = p ? p->tokens : std::vector<int32_t>();
+  if (s.held) {  // never sent: the other replica writes (and holds) them again
+    prompt.resize(prompt.size() - std::min(prompt.size(), static_cast<size_t>(s.held->tokens)));
+    unhold(s);
+  }
+  AdmitRequest a = carry(seq, s, std::move(prompt));
   a.restore_pages = std::move(s.restore_pages);
   a.moved_from = cfg_.replica;
   out_.escalations.push_back(std::move(a));
@@ -946,22 +975,38 @@ void Scheduler::fork_samples(uint64_t seq) {
 void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
-  // The token that makes the small tier's confidence fall is not sent: the
-  // next tier writes that position (the client never sees the unsure token,
-  // which would commit the larger model to the smaller one's guess).
-  if (it->second.watch && it->second.watch->observe(std::exp(logprob))) return escalate(seq);
-  ResponseStream& stream = it->second.stream;
+  Sequence& s = it->second;
+  using Verdict = EscalationWatch::Verdict;
+  Verdict verdict = Verdict::send;
+  if (s.watch) {
+    verdict = s.watch->observe(std::exp(logprob));
+    // The token that makes the small tier's confidence fall is not sent (nor
+    // any held before it): the next tier writes those positions (the client
+    // never sees the unsure token, which would commit the larger model to the
+    // smaller one's guess).
+    if (verdict == Verdict::escalate) return escalate(seq, 1 + (s.held ? s.held->tokens : 0));
+    if (verdict == Verdict::hold && !s.held) s.held.emplace(s.stream);
+  }
+  if (s.held) ++s.held->tokens;
+  ResponseStream& stream = s.stream;
   const int32_t before = stream.completion();
   const int64_t t = now(), previous = stream.last_token_ns();
-  const auto finished = stream.push(token, logprob, t, out_);
+  const auto finished = stream.push(token, logprob, t, s.held ? s.held->out : out_);
   tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);
-  if (cfg_.metrics && stream.completion() > before) {
+  const PlannedSequence* p = planner_->find(seq);
+  const bool full = !finished && p && static_cast<int64_t>(p->tokens.size()) >= cfg_.planner.max_context;
+  if (s.held) {
+    // An answer that ends while held is judged on what it has.
+    if (verdict == Verdict::hold && (finished || full)) verdict = s.watch->judge();
+    if (verdict == Verdict::escalate) return escalate(seq, s.held->tokens);
+    if (verdict != Verdict::release) return;
+    release_held(s, t);
+  } else if (cfg_.metrics && stream.completion() > before) {
     if (before == 0) cfg_.metrics->ttft(static_cast<double>(t - stream.accepted_ns()) * 1e-9);
     else if (previous > 0) cfg_.metrics->inter_token(static_cast<double>(t - previous) * 1e-9);
   }
   if (finished) return end(seq, *finished, true);
-  const PlannedSequence* s = planner_->find(seq);
-  if (s && static_cast<int64_t>(s->tokens.size()) >= cfg_.planner.max_context) end(seq, wire::FinishReason::context_full, true);
+  if (full) end(seq, wire::FinishReason::context_full, true);
 }
 
 // ------------------------------------------------------------ accounting

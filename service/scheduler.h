@@ -158,6 +158,15 @@ class Scheduler {
     // Cascade: its route, the watch that may escalate it, what the next tier needs.
     Route route;
     std::optional<EscalationWatch> watch;
+    // escalate's hold: the stream as it was before its first held token, and
+    // the frames of the held tokens, sent only when the watch releases them.
+    struct Held {
+      explicit Held(const ResponseStream& s) : before(s) {}
+      ResponseStream before;
+      Outbound out;
+      int32_t tokens = 0;
+    };
+    std::optional<Held> held;
     uint32_t weight = 1;
     Priority priority = Priority::interactive;
     int32_t first_prompt_tokens = -1;  // escalated here: the prompt its client sent
@@ -186,7 +195,9 @@ class Scheduler {
   void fail(uint64_t seq, wire::ErrorCode code, const std::string& message);
   void fail_step(const std::string& message);
   void drop(uint64_t seq, bool moved = false);
-  void escalate(uint64_t seq);
+  void escalate(uint64_t seq, int32_t unsent);
+  void release_held(Sequence& s, int64_t t);
+  void unhold(Sequence& s);
   AdmitRequest carry(uint64_t seq, const Sequence& s, std::vector<int32_t> prompt);
   void move(uint64_t seq);  // failover: to another replica of this tier
   bool check_instance(uint64_t instance, std::string& why);

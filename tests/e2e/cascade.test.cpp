@@ -72,7 +72,7 @@ TEST_CASE("escalate: one stream, the small model's tokens up to the switch, then
           "prefix",
           "[service]") {
   const std::string small = unsure_model_path();
-  Server server("cascade", {"--tiers", small + "," + model_path(), "--escalate-window", "8"});
+  Server server("cascade", {"--tiers", small + "," + model_path(), "--escalate-hold", "0", "--escalate-window", "8"});
   CHECK_THAT(server.process.output(), Catch::Contains("tiers " + stem(small) + " < " + stem(model_path())));
   const std::string prompt = "The fox and the dog, the fox and the";
   const auto out = ask(server.endpoint, prompt, routed("escalate", 24, 0.99f));
@@ -126,6 +126,32 @@ TEST_CASE("escalate: one stream, the small model's tokens up to the switch, then
   CHECK(pages_return(c, 5s));
 }
 
+TEST_CASE("escalate, the hold rule (the default): an unsure answer is the large model's from its first token, a sure one "
+          "the small model's",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadehold", {"--tiers", small + "," + model_path(), "--escalate-hold", "8"});
+  const std::string prompt = "The fox and the dog, the fox and the";
+  Reference ref;
+  // Never 99 % sure: the first 8 tokens are held, judged, and never sent.
+  const auto out = ask(server.endpoint, prompt, routed("escalate", 24, 0.99f));
+  INFO(out.message);
+  REQUIRE(out.done);
+  CHECK(out.usage.tiers == segments({{stem(small), 0}, {stem(model_path()), 24}}));
+  CHECK(out.tokens == ref.greedy(prompt, 24));
+  // An answer shorter than the hold is judged when it ends.
+  const auto brief = ask(server.endpoint, prompt, routed("escalate", 5, 0.99f));
+  REQUIRE(brief.done);
+  CHECK(brief.usage.tiers == segments({{stem(small), 0}, {stem(model_path()), 5}}));
+  CHECK(brief.tokens == ref.greedy(prompt, 5));
+  // Lenient: the held tokens go out, then the rest, all the small model's.
+  const auto stays = ask(server.endpoint, prompt, routed("escalate", 24, 0.001f));
+  REQUIRE(stays.done);
+  CHECK(stays.usage.tiers == segments({{stem(small), 24}}));
+  Tokenizer tok(load_vocabulary(GgufFile::open(model_path())));
+  CHECK(stays.tokens == greedy_ids(small, tok.encode(prompt, tok.add_bos_by_default(), false), 24));
+}
+
 TEST_CASE("verify at accept_ratio 1 is the large model's greedy output, which the small model drafts", "[service]") {
   const std::string small = unsure_model_path();
   Server server("cascadeverify", {"--tiers", small + "," + model_path(), "--tier", "large"});
@@ -153,7 +179,7 @@ TEST_CASE("a session escalates for good after N escalated turns, and remembers i
           "[service]") {
   const std::string small = unsure_model_path();
   Server server("cascadesession", {"--tiers", small + "," + model_path(), "--escalate-threshold", "0.99",
-                                   "--escalate-window", "4", "--escalate-for-good", "1"});
+                                   "--escalate-hold", "0", "--escalate-window", "4", "--escalate-for-good", "1"});
   auto turn = [&](const std::string& user) {
     messages::ClientConnection c(server.endpoint);
     const uint64_t id = c.next_id();
@@ -221,9 +247,9 @@ TEST_CASE("a smaller tier in its own worker process escalates the same way as in
   ChildProcess worker({troupe_binary(), "worker", "-m", small, "--listen", worker_endpoint, "--threads", "1",
                        "--kv-tokens", "8192"},
                       Server::log("tierworker"), "listening on");
-  Server split("cascadesplit", {"--tiers", small + "," + model_path(), "--tier-workers", worker_endpoint,
-                                "--escalate-window", "8", "--escalate-within", "0"});
-  Server local("cascadelocal", {"--tiers", small + "," + model_path(), "--escalate-window", "8", "--escalate-within", "0"});
+  // The default rule (hold): the unsure small model's held answer is never sent.
+  Server split("cascadesplit", {"--tiers", small + "," + model_path(), "--tier-workers", worker_endpoint});
+  Server local("cascadelocal", {"--tiers", small + "," + model_path()});
   const std::string prompt = "The fox and the dog, the fox and the";
   const auto a = ask(split.endpoint, prompt, routed("escalate", 24, 0.99f));
   const auto b = ask(local.endpoint, prompt, routed("escalate", 24, 0.99f));
@@ -232,7 +258,7 @@ TEST_CASE("a smaller tier in its own worker process escalates the same way as in
   REQUIRE(b.done);
   CHECK(a.tokens == b.tokens);
   CHECK(a.usage.tiers == b.usage.tiers);
-  CHECK(a.usage.tiers.size() == 2);
+  CHECK(a.usage.tiers == segments({{stem(small), 0}, {stem(model_path()), 24}}));
   CHECK_THROWS_WITH(Server("cascadetoomany", {"--tiers", small + "," + model_path(), "--tier-workers",
                                               worker_endpoint + "," + worker_endpoint}),
                     Catch::Contains("--tier-workers names 2 workers for 1 smaller tiers"));

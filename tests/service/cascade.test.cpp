@@ -26,6 +26,7 @@ std::shared_ptr<TierTable> two_tiers() {
   t->default_threshold = 0.5f;
   t->window = 4;
   t->within = 0;
+  t->hold = 0;  // the switch rule; the hold rule's tests set it
   t->escalate_for_good = 2;
   return t;
 }
@@ -102,21 +103,58 @@ TEST_CASE("a routed request's speculation: off under escalate, the draft model u
 }
 
 TEST_CASE("the escalation watch trips on the mean of a full window, not on one unsure token") {
+  using V = EscalationWatch::Verdict;
+  auto trips = [](EscalationWatch& w, float p) { return w.observe(p) == V::escalate; };
   EscalationWatch w(0.5f, 4);
-  CHECK_FALSE(w.observe(0.1f));  // the window is not full yet
-  CHECK_FALSE(w.observe(0.9f));
-  CHECK_FALSE(w.observe(0.9f));
-  CHECK_FALSE(w.observe(0.9f));  // mean 0.7
-  CHECK_FALSE(w.observe(0.2f));  // 0.9 0.9 0.9 0.2: 0.725
-  CHECK_FALSE(w.observe(0.2f));  // 0.55
-  CHECK(w.observe(0.2f));        // 0.9 0.2 0.2 0.2: 0.375
+  CHECK_FALSE(trips(w, 0.1f));  // the window is not full yet
+  CHECK_FALSE(trips(w, 0.9f));
+  CHECK_FALSE(trips(w, 0.9f));
+  CHECK_FALSE(trips(w, 0.9f));  // mean 0.7
+  CHECK_FALSE(trips(w, 0.2f));  // 0.9 0.9 0.9 0.2: 0.725
+  CHECK_FALSE(trips(w, 0.2f));  // 0.55
+  CHECK(trips(w, 0.2f));        // 0.9 0.2 0.2 0.2: 0.375
   EscalationWatch one(0.5f, 1);
-  CHECK(one.observe(0.4f));
+  CHECK(trips(one, 0.4f));
   // Only among the first 2 tokens: a later unsure token moves nothing.
   EscalationWatch early(0.5f, 1, 2);
-  CHECK_FALSE(early.observe(0.9f));
-  CHECK_FALSE(early.observe(0.9f));
-  CHECK_FALSE(early.observe(0.1f));
+  CHECK(early.observe(0.9f) == V::send);
+  CHECK(early.observe(0.9f) == V::send);
+  CHECK(early.observe(0.1f) == V::send);
+  // A request that arrives with 2 tokens sent has used that span up.
+  EscalationWatch moved(0.5f, 1, 2);
+  moved.sent_before(2);
+  CHECK(moved.observe(0.1f) == V::send);
+}
+
+TEST_CASE("the hold rule: the first N tokens are held and judged together by their geometric mean") {
+  using V = EscalationWatch::Verdict;
+  EscalationWatch sure(0.5f, 1, 0, 4);
+  CHECK(sure.observe(0.9f) == V::hold);
+  CHECK(sure.observe(0.9f) == V::hold);
+  CHECK(sure.observe(0.9f) == V::hold);
+  CHECK(sure.observe(0.3f) == V::release);  // (0.9^3 x 0.3)^(1/4) = 0.68
+  CHECK(sure.observe(0.01f) == V::send);    // judged once: later tokens go out
+  // One very unsure token weighs more in the geometric mean than in the plain
+  // one: 0.9 0.2 0.3 0.9 average 0.575, but their geometric mean is 0.47.
+  EscalationWatch unsure(0.5f, 1, 0, 4);
+  CHECK(unsure.observe(0.9f) == V::hold);
+  CHECK(unsure.observe(0.2f) == V::hold);
+  CHECK(unsure.observe(0.3f) == V::hold);
+  CHECK(unsure.observe(0.9f) == V::escalate);
+  // An answer that ends sooner is judged on what it has.
+  EscalationWatch short_sure(0.5f, 1, 0, 4), short_unsure(0.5f, 1, 0, 4);
+  CHECK(short_sure.observe(0.9f) == V::hold);
+  CHECK(short_sure.judge() == V::release);
+  CHECK(short_unsure.observe(0.9f) == V::hold);
+  CHECK(short_unsure.observe(0.1f) == V::hold);
+  CHECK(short_unsure.judge() == V::escalate);  // sqrt(0.09) = 0.3
+  // A hold of 1 judges the first token at once; tokens sent before (a moved
+  // request's) were released by a hold already.
+  EscalationWatch first(0.5f, 1, 0, 1);
+  CHECK(first.observe(0.4f) == V::escalate);
+  EscalationWatch moved(0.5f, 1, 0, 4);
+  moved.sent_before(1);
+  CHECK(moved.observe(0.01f) == V::send);
 }
 
 TEST_CASE("auto tries both policies in a class, then keeps the one that costs the last tier fewer passes") {
@@ -378,4 +416,118 @@ TEST_CASE("a sure small tier never escalates, and a fixed route never watches") 
   CHECK(out.ended.size() == 2);
   CHECK(small.tier_stats().tokens == 40);
   CHECK(small.tier_stats().requests == 2);
+}
+
+namespace {
+
+// Tokens streamed to `client` (the Tokens frames' ids) among `replies`.
+std::vector<int32_t> streamed_tokens(const std::vector<Reply>& replies, uint64_t client) {
+  std::vector<int32_t> out;
+  for (const auto& r : replies) {
+    const test::Frame f = test::read_frame(r);
+    if (r.client_id == client && f.kind == wire::ResponseBody::Tokens) out.insert(out.end(), f.tokens.begin(), f.tokens.end());
+  }
+  return out;
+}
+
+AdmitRequest held_request(uint64_t client, int32_t max_tokens) {
+  AdmitRequest a;
+  a.peer = "client";
+  a.client_id = client;
+  a.prompt = {40, 41, 42, 43, 44, 45};
+  a.sampling = with_tier("escalate");
+  a.sampling.max_tokens = max_tokens;
+  a.accepted_ns = 1;
+  auto tiers = two_tiers();
+  tiers->hold = 4;
+  REQUIRE_FALSE(route_request(tiers.get(), a));
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("hold: nothing is sent while the answer's first tokens are judged, then a sure answer goes out whole") {
+  Scheduler small(tier_config(0, "mini", true));
+  test::FakeEngine sure;
+  sure.token = [](uint64_t, int32_t pos) { return 100 + pos; };
+  sure.logprob = [](uint64_t, int32_t pos) { return std::log(pos == 7 ? 0.3f : 0.9f); };  // one unsure, mean still high
+  small.admit(held_request(7, 10));
+  std::vector<size_t> sent;  // tokens the client has after each step
+  std::vector<Reply> replies;
+  for (int i = 0; i < 40; ++i) {
+    SchedulerPlan plan = small.next_step();
+    for (auto& r : small.take_outbound().replies) replies.push_back(std::move(r));
+    if (plan.kind == SchedulerPlan::Kind::none) break;
+    small.apply(sure.answer(plan.bytes), "");
+    for (auto& r : small.take_outbound().replies) replies.push_back(std::move(r));
+    sent.push_back(streamed_tokens(replies, 7).size());
+  }
+  CHECK(sent == std::vector<size_t>{0, 0, 0, 4, 5, 6, 7, 8, 9, 10});
+  CHECK(streamed_tokens(replies, 7) == std::vector<int32_t>{106, 107, 108, 109, 110, 111, 112, 113, 114, 115});
+  const auto* done = messages::check_response(replies.back().bytes)->body_as_Done();
+  REQUIRE(done);
+  CHECK(done->usage()->completion_tokens() == 10);
+  CHECK(done->tiers()->Get(0)->tokens() == 10);
+  CHECK(small.tier_stats().escalations == 0);
+}
+
+TEST_CASE("hold: an unsure answer is never sent, the next tier writes it from its first token, in the same stream") {
+  Scheduler small(tier_config(0, "mini", true)), large(tier_config(1, "maxi", false));
+  test::FakeEngine unsure, sure;
+  unsure.token = [](uint64_t, int32_t pos) { return 100 + pos; };
+  unsure.logprob = [](uint64_t, int32_t) { return std::log(0.3f); };
+  sure.token = [](uint64_t, int32_t pos) { return 200 + pos; };
+  small.admit(held_request(7, 10));
+  small.admit(held_request(8, 2));  // ends before its hold is full: judged when it ends
+  Outbound out;
+  drain_steps(small, unsure, out);
+  CHECK(streamed_tokens(out.replies, 7).empty());
+  CHECK(streamed_tokens(out.replies, 8).empty());
+  REQUIRE(out.escalations.size() == 2);
+  for (AdmitRequest& moved : out.escalations) {
+    INFO(moved.client_id);
+    CHECK(moved.prompt == std::vector<int32_t>{40, 41, 42, 43, 44, 45});  // nothing of the small tier's
+    CHECK(moved.sampling.max_tokens == (moved.client_id == 7 ? 10 : 2));
+    REQUIRE(moved.carried);
+    CHECK(moved.carried->completion() == 0);
+    large.admit(std::move(moved));
+  }
+  CHECK(small.tier_stats().escalations == 2);
+  CHECK(small.tier_stats().tokens == 0);  // written means sent: the held ones were not
+  drain_steps(large, sure, out);
+  CHECK(streamed_tokens(out.replies, 7) == std::vector<int32_t>{206, 207, 208, 209, 210, 211, 212, 213, 214, 215});
+  CHECK(streamed_tokens(out.replies, 8) == std::vector<int32_t>{206, 207});
+  int accepted = 0;
+  for (const auto& r : out.replies) accepted += test::read_frame(r).kind == wire::ResponseBody::Accepted;
+  CHECK(accepted == 2);
+  for (const auto& r : out.replies) {
+    const auto* done = messages::check_response(r.bytes)->body_as_Done();
+    if (!done) continue;
+    const int32_t n = r.client_id == 7 ? 10 : 2;
+    CHECK(done->usage()->completion_tokens() == n);
+    REQUIRE(done->tiers()->size() == 2);  // the small tier tried and sent nothing
+    CHECK(done->tiers()->Get(0)->tokens() == 0);
+    CHECK(done->tiers()->Get(1)->tokens() == n);
+  }
+  CHECK(large.stats().pages_used == 0);
+}
+
+TEST_CASE("hold: a request cancelled while its tokens are held ends without them") {
+  Scheduler small(tier_config(0, "mini", true));
+  test::FakeEngine sure;
+  sure.logprob = [](uint64_t, int32_t) { return std::log(0.9f); };
+  small.admit(held_request(7, 10));
+  std::vector<Reply> replies;
+  for (int i = 0; i < 2; ++i) {  // two tokens, both held
+    SchedulerPlan plan = small.next_step();
+    REQUIRE(plan.kind == SchedulerPlan::Kind::step);
+    small.apply(sure.answer(plan.bytes), "");
+  }
+  small.cancel("client", 9, 7);
+  for (auto& r : small.take_outbound().replies) replies.push_back(std::move(r));
+  CHECK(streamed_tokens(replies, 7).empty());
+  const auto* last = messages::check_response(replies.back().bytes);
+  REQUIRE(last->body_as_Done());
+  CHECK(last->body_as_Done()->usage()->completion_tokens() == 0);
+  CHECK(last->body_as_Done()->finish_reason() == wire::FinishReason::cancelled);
 }

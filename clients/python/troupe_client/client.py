@@ -333,9 +333,12 @@ class Client:
         at least this likely relative to the model's own (1: exactly greedy).
         tier: on a server with model tiers, "small", "large", a tier's name,
         "escalate", "verify" or "auto" ("": the server's default); the stream's
-        `tiers` then says which tier wrote which tokens. escalate_threshold:
-        for "escalate", the mean top-token probability to stay above (0: the
-        server's)."""
+        `tiers` then says which tier wrote which tokens (a first segment of 0
+        tokens: the small tier held its answer back and the next wrote it all).
+        escalate_threshold: for "escalate", the small tier's confidence to stay
+        above: the geometric mean probability of the answer's held first
+        tokens (or, on a server with --escalate-hold 0, the mean of its last
+        tokens); 0: the server's."""
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
