@@ -8,7 +8,7 @@
 # tokens and steps against large alone, wall time, tokens/s, escalated requests; and whether
 # verify at α = 1 wrote exactly large alone's completions. Raw results go to OUT (JSON).
 # Env: SMALL (qwen2.5-coder-0.5b), LARGE (qwen2.5-coder-1.5b), THREADS (2), PROBLEMS (all),
-# CONCURRENCY (8), ROWS (small,large,escalate,verify), THRESHOLDS (0.5,0.7,0.85),
+# CONCURRENCY (8), ROWS (small,large,escalate,verify), THRESHOLDS (0.76,0.82,0.88),
 # ALPHAS (1.0,0.5,0.2), MAX_TOKENS (384), OUT (/tmp/troupe-cascade-TIME.json),
 # SELF_CHECK (1: run the sandbox's self-check first), SERVE_FLAGS (more `troupe serve` flags).
 set -euo pipefail
@@ -56,7 +56,7 @@ until grep -qs "listening on" "$work/serve.log"; do
 done
 
 args=(--concurrency "${CONCURRENCY:-8}" --rows "${ROWS:-small,large,escalate,verify}"
-      --thresholds "${THRESHOLDS:-0.5,0.7,0.85}" --alphas "${ALPHAS:-1.0,0.5,0.2}"
+      --thresholds "${THRESHOLDS:-0.76,0.82,0.88}" --alphas "${ALPHAS:-1.0,0.5,0.2}"
       --max-tokens "${MAX_TOKENS:-384}")
 if [ -n "${PROBLEMS:-}" ]; then args+=(--problems "$PROBLEMS"); fi
 if [ -n "${OUT:-}" ]; then args+=(--out "$OUT"); fi

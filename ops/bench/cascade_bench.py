@@ -18,7 +18,7 @@ before and after a row give the large tier's forward tokens and steps (its cost)
 raw results (completions, statuses, stats deltas) as JSON outside the repository.
 
     cascade_bench.py ENDPOINT [--problems N] [--rows small,large,escalate,verify]
-                     [--thresholds 0.5,0.7,0.85] [--alphas 1.0,0.5,0.2] [--concurrency 8]
+                     [--thresholds 0.76,0.82,0.88] [--alphas 1.0,0.5,0.2] [--concurrency 8]
                      [--max-tokens 384] [--out PATH] [--check-timeout 10] [--check-jobs N]
 """
 import argparse
@@ -95,6 +95,10 @@ def request_args(row, args):
         kw["escalate_threshold"] = row["threshold"]
     if row["alpha"] is not None:
         kw["accept_ratio"] = row["alpha"]
+    if row["name"] in ("small", "large"):
+        # Each token's probability under its tier: cascade_signal.py replays escalation
+        # rules on the small row's, offline. Greedy tokens do not change with it.
+        kw["logprobs"] = True
     return kw
 
 
@@ -124,7 +128,10 @@ def generate_row(endpoint, problems, row, args):
                         rec.update(completion=truncate(s.text), tokens=list(s.tokens),
                                    completion_tokens=(s.usage or {}).get("completion_tokens",
                                                                          len(s.tokens)),
-                                   finish_reason=s.finish_reason, tiers=done_tiers(s))
+                                   finish_reason=s.finish_reason, tiers=done_tiers(s),
+                                   prompt_tokens=s.prompt_tokens)
+                        if kw.get("logprobs"):
+                            rec["logprobs"] = [round(x, 5) for x in s.logprobs]
                     except TroupeError as e:
                         rec.update(completion="", tokens=[], completion_tokens=0,
                                    finish_reason="error", tiers=None, error=str(e))
@@ -261,7 +268,7 @@ def main():
     ap.add_argument("--problems", type=int, default=0, help="the first N problems (default all)")
     ap.add_argument("--rows", default="small,large,escalate,verify",
                     help="small, large, auto, escalate[@T], verify[@A], comma-separated")
-    ap.add_argument("--thresholds", type=floats, default=[0.5, 0.7, 0.85],
+    ap.add_argument("--thresholds", type=floats, default=[0.76, 0.82, 0.88],
                     help="escalate thresholds in (0, 1)")
     ap.add_argument("--alphas", type=floats, default=[1.0, 0.5, 0.2],
                     help="verify accept ratios in (0, 1]")
