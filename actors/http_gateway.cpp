@@ -278,6 +278,7 @@ void HttpGateway::metrics(httplib::Response& res) {
   f.pages_swapped_out = s->pages_swapped_out(), f.pages_swapped_in = s->pages_swapped_in();
   f.tokens_shifted = s->tokens_shifted(), f.preemptions = s->preemptions();
   if (s->expert_tokens()) f.expert_tokens.assign(s->expert_tokens()->begin(), s->expert_tokens()->end());
+  f.local_pages_total = s->local_pages_total(), f.local_pages_used = s->local_pages_used();
   f.draining = draining_ || s->draining();
   res.set_content(metrics_->prometheus(now), "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -314,6 +315,8 @@ void HttpGateway::routes() {
                              {"pages_used", st->pages_used()},
                              {"pages_cached", st->pages_cached()},
                              {"pages_free", st->pages_free()},
+                             {"local_pages_total", st->local_pages_total()},
+                             {"local_pages_used", st->local_pages_used()},
                              {"steps", st->steps()},
                              {"tokens_generated", st->tokens_generated()},
                              {"pages_spilled", st->pages_spilled()},

@@ -172,7 +172,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            s.pages_swapped_out, s.pages_swapped_in, s.tokens_shifted, s.preemptions,
                                            s.draining, tiers, workers,
                                            s.expert_tokens.empty() ? 0
-                                                                   : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()));
+                                                                   : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()),
+                                           s.local_pages_total, s.local_pages_used);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

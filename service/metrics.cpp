@@ -202,6 +202,10 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   gauge(out, "troupe_kv_pages_used", "KV pages held by sequences", g.pages_used);
   gauge(out, "troupe_kv_pages_cached", "Unreferenced KV pages kept for prefix reuse", g.pages_cached);
   gauge(out, "troupe_kv_pages_free", "KV pages free", g.pages_free);
+  if (g.local_pages_total > 0) {  // a sliding-window model's local layers
+    gauge(out, "troupe_kv_local_pages_total", "Local (sliding-window) layers' page slots", g.local_pages_total);
+    gauge(out, "troupe_kv_local_pages_used", "Of those, held for pages a window still reaches", g.local_pages_used);
+  }
   if (sessions_ >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions_);
   if (jobs_running_ >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs_running_);
   // Cascade tiers, one series each (label tier = the model's name).

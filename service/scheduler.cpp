@@ -1028,6 +1028,8 @@ messages::StatsFields Scheduler::stats() {
   f.pages_used = ps.pages_used;
   f.pages_cached = ps.pages_cached;
   f.pages_free = ps.pages_free;
+  f.local_pages_total = ps.local_pages_total;
+  f.local_pages_used = ps.local_pages_used;
   f.live_token_fraction = ps.live_token_fraction;
   f.steps = step_;
   f.tokens_generated = tokens_generated_;

@@ -708,3 +708,31 @@ TEST_CASE("a draining worker with no other to move to keeps its requests until t
   CHECK(loop.of(1).back().completion_tokens == 6);
   CHECK(loop.moved.empty());
 }
+
+TEST_CASE("a sliding-window model's local slots show in Stats and on the wire: all of them, and those a window holds") {
+  SchedulerConfig c = config(64, 4);
+  c.kv_local_pages = 16;
+  c.sliding_window = 8;
+  Scheduler s(c);
+  Loop loop(s);
+  loop.engine.worker.kv_local_pages = 16;
+  std::vector<int32_t> prompt(30);
+  std::iota(prompt.begin(), prompt.end(), 40);
+  s.admit(request(1, prompt, 20));
+  for (int i = 0; i < 4; ++i) REQUIRE(loop.step());
+  messages::StatsFields st = s.stats();
+  CHECK(st.local_pages_total == 16);
+  CHECK(st.local_pages_used > 0);
+  CHECK(st.local_pages_used < st.pages_used);  // the window reaches a few of the sequence's pages
+  const messages::Bytes bytes = messages::stats_response(9, st);
+  const auto* reply = messages::check_response(bytes)->body_as_StatsReply();
+  REQUIRE(reply);
+  CHECK(reply->local_pages_total() == 16);
+  CHECK(reply->local_pages_used() == st.local_pages_used);
+  loop.run();
+  CHECK(loop.tokens_of(1).size() == 20);
+  CHECK(s.stats().local_pages_total == 16);
+  // A model without a window reports none.
+  Scheduler plain(config());
+  CHECK(plain.stats().local_pages_total == 0);
+}

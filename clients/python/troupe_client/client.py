@@ -436,6 +436,7 @@ class Client:
                 "engine_ms": s.EngineMs(), "busy_ms": s.BusyMs(), "pages_spilled": s.PagesSpilled(),
                 "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
                 "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted(),
+                "local_pages_total": s.LocalPagesTotal(), "local_pages_used": s.LocalPagesUsed(),
                 "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())],
                 "workers": [_worker_stats(s.Workers(i)) for i in range(s.WorkersLength())]}
 
