@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -235,18 +236,38 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
     for (int32_t k = r.first; k < r.last; ++k) chunk_items_.push_back({static_cast<int32_t>(u), k});
   }
   if (chunk_partials_.size() < chunk_items_.size()) chunk_partials_.resize(chunk_items_.size());
+  // When there are tiles enough to keep every thread busy, a tile's KV
+  // heads go to one thread together, which fetches each next head's rows
+  // while it computes this one's (cpu::prefetch_tile_kv). With few tiles,
+  // each goes on its own, so that no thread idles.
+  item_groups_.clear();
+  for (size_t i = 0; i < chunk_items_.size(); ++i) {
+    const AttentionUnit& u = units_[static_cast<size_t>(chunk_items_[i].unit)];
+    const AttentionUnit* before = i > 0 ? &units_[static_cast<size_t>(chunk_items_[i - 1].unit)] : nullptr;
+    if (split || !before || before->seq != u.seq || before->first_row != u.first_row) item_groups_.push_back(i);
+  }
+  if (item_groups_.size() < 4 * static_cast<size_t>(pool_.size())) {
+    item_groups_.resize(chunk_items_.size());
+    std::iota(item_groups_.begin(), item_groups_.end(), size_t{0});
+  }
+  item_groups_.push_back(chunk_items_.size());
   std::atomic<size_t> next{0};
   pool_.run([&](int t) {
     cpu::AttentionScratch& scratch = attention_scratch_[static_cast<size_t>(t)];
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < chunk_items_.size();) {
-      const ChunkItem item = chunk_items_[i];
-      const AttentionUnit& unit = units_[static_cast<size_t>(item.unit)];
-      const auto table = batch.sequences[static_cast<size_t>(unit.seq)].block_table;
-      if (item.chunk < 0)
-        cpu::attend_tile(cache, layer, table, shape, tile_of(unit), scratch);
-      else
-        cpu::attend_chunk(cache, layer, table, shape, tile_of(unit), item.chunk, scratch, chunk_partials_[i]);
-    }
+    for (size_t g; (g = next.fetch_add(1, std::memory_order_relaxed)) + 1 < item_groups_.size();)
+      for (size_t i = item_groups_[g]; i < item_groups_[g + 1]; ++i) {
+        const ChunkItem item = chunk_items_[i];
+        const AttentionUnit& unit = units_[static_cast<size_t>(item.unit)];
+        const auto table = batch.sequences[static_cast<size_t>(unit.seq)].block_table;
+        // The next tile's rows (its first too, at the group's start) are
+        // fetched while this one computes.
+        for (size_t j = i == item_groups_[g] ? i + 1 : i + 2; j <= i + 2 && j < item_groups_[g + 1]; ++j)
+          if (item.chunk < 0) cpu::prefetch_tile_kv(cache, layer, table, tile_of(units_[static_cast<size_t>(chunk_items_[j].unit)]));
+        if (item.chunk < 0)
+          cpu::attend_tile(cache, layer, table, shape, tile_of(unit), scratch);
+        else
+          cpu::attend_chunk(cache, layer, table, shape, tile_of(unit), item.chunk, scratch, chunk_partials_[i]);
+      }
   });
   if (!split) return;
   for (size_t i = 0; i < chunk_items_.size();) {  // each split tile's chunks, in order

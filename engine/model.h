@@ -100,6 +100,7 @@ class Model {
     int32_t chunk;  // -1: the whole tile
   };
   std::vector<ChunkItem> chunk_items_;
+  std::vector<size_t> item_groups_;  // run_attention: where each tile's run of items starts
   std::vector<cpu::AttentionPartial> chunk_partials_;
   // Mixture of experts: router logits, each token's experts and weights, and
   // the rows one expert runs (gathered in, gate, up, down), each token's

@@ -131,6 +131,22 @@ void attend_chunk(const KvCache& cache, int64_t layer, std::span<const int32_t> 
   run_chunk(active_isa(), cache, layer, block_table.data(), shape, tile, chunk, s, out);
 }
 
+void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile) {
+  const int32_t ps = cache.page_size();
+  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
+  const int64_t kb = cache.key_row_bytes(layer), vb = cache.value_row_bytes();
+  // Its first positions only: a long context's rows would not stay in L2
+  // until they are read, and the kernel's own reads stream the rest.
+  const int32_t first = first_block_start(tile), end = std::min(last_ctx, first + kPrefetchPositions);
+  for (int32_t p = first; p < end; ++p) {
+    const int32_t page = block_table[static_cast<size_t>(p / ps)], slot = p % ps;
+    const char* k = reinterpret_cast<const char*>(cache.key_row(layer, page, slot, tile.kv_head));
+    const char* v = reinterpret_cast<const char*>(cache.value_row(layer, page, slot, tile.kv_head));
+    for (int64_t b = 0; b < kb; b += 64) __builtin_prefetch(k + b, 0, 2);
+    for (int64_t b = 0; b < vb; b += 64) __builtin_prefetch(v + b, 0, 2);
+  }
+}
+
 void finish_tile(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile,
                  std::span<const AttentionPartial> chunks) {
   thread_local AttentionPartial total;  // no allocation per step once sized

@@ -109,4 +109,12 @@ namespace avx512 {
 bool attention_fits(int64_t head_dim);  // 16, 32, ..., 128, 160, 192, 256
 }  // namespace avx512
 
+// Asks the memory system for the KV rows a tile will read first (into L2),
+// so a thread can fetch the next tile's rows while it computes this one: a
+// KV head's rows sit a slot (every head's row) apart, a stride the hardware
+// prefetchers do not follow, and decode tiles are short. Up to
+// kPrefetchPositions positions.
+constexpr int32_t kPrefetchPositions = 512;
+void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile);
+
 }  // namespace troupe::cpu
