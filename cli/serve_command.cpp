@@ -147,8 +147,9 @@ Run add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--escalate-threshold", a->service.escalate_threshold,
                   "escalate: hand a request to the next tier when its tokens' probability falls below this (with "
-                  "--escalate-hold: the held tokens' geometric mean; else: the window's mean)")
-      ->check(CLI::Range(0.001, 0.999))
+                  "--escalate-hold: the held tokens' geometric mean; else: the window's mean); 0: the rule's own, "
+                  "0.82 with a hold, 0.3 without")
+      ->check(CLI::Range(0.0, 0.999))
       ->capture_default_str();
   cmd->add_option("--escalate-hold", a->service.escalate_hold,
                   "escalate: hold the answer's first this many tokens back and judge them together; the next tier "

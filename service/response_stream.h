@@ -37,6 +37,11 @@ class ResponseStream {
   }
   int64_t scheduled_ns() const { return scheduled_ns_; }
   int64_t last_token_ns() const { return last_token_ns_; }
+  // Its tokens so far were held back and reach the client only now: time to
+  // first token is the client's (cascade's hold, service/cascade.h).
+  void released(int64_t now) {
+    if (first_token_ns_) first_token_ns_ = now;
+  }
 
   // One sampled token: its text (if any) goes out. Returns why the stream
   // ends with it, if it does: the end-of-generation token, a stop string,

@@ -227,6 +227,10 @@ void Scheduler::end_or_defer(uint64_t seq, bool tell) {
   else end(seq, wire::FinishReason::cancelled, tell);
 }
 
+bool Scheduler::ends_after_step(uint64_t seq) const {
+  return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == seq; });
+}
+
 void Scheduler::apply_deferred() {
   for (auto [seq, tell] : std::exchange(deferred_, {})) end(seq, wire::FinishReason::cancelled, tell);
 }
@@ -402,11 +406,10 @@ void Scheduler::escalate(uint64_t seq, int32_t unsent) {
   drop(seq, true);
 }
 
-// Held tokens that will never be sent: the stream is as it was before them,
-// and this tier's count of tokens written leaves them out.
+// Held tokens that will never be sent: the stream is as it was before them
+// (they were never counted as written: counters only grow).
 void Scheduler::unhold(Sequence& s) {
   if (!s.held) return;
-  tokens_generated_ -= static_cast<uint64_t>(s.stream.completion() - s.held->before.completion());
   s.stream = std::move(s.held->before);
   s.held.reset();
 }
@@ -414,9 +417,11 @@ void Scheduler::unhold(Sequence& s) {
 // The watch kept the small tier's answer: its held frames go out now, and
 // its first token reaches the client now.
 void Scheduler::release_held(Sequence& s, int64_t t) {
+  tokens_generated_ += static_cast<uint64_t>(s.stream.completion() - s.held->before.completion());
   auto& replies = s.held->out.replies;
   out_.replies.insert(out_.replies.end(), std::make_move_iterator(replies.begin()), std::make_move_iterator(replies.end()));
   if (cfg_.metrics && s.stream.completion() > 0) cfg_.metrics->ttft(static_cast<double>(t - s.stream.accepted_ns()) * 1e-9);
+  s.stream.released(t);
   s.held.reset();
 }
 
@@ -924,12 +929,9 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
     for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
   if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(step_));
   if (step_has_slices_) planner_->commit(sampled);
-  auto deferred = [&](uint64_t seq) {
-    return std::any_of(deferred_.begin(), deferred_.end(), [&](const auto& d) { return d.first == seq; });
-  };
   for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
     auto s = sequences_.find(seq);
-    if (s != sequences_.end() && s->second.forks_pending > 0 && !deferred(seq)) fork_samples(seq);
+    if (s != sequences_.end() && s->second.forks_pending > 0 && !ends_after_step(seq)) fork_samples(seq);
   }
   for (size_t i = 0; i < sampled.size(); ++i) {
     const uint64_t seq = who[i].first;
@@ -979,6 +981,10 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   using Verdict = EscalationWatch::Verdict;
   Verdict verdict = Verdict::send;
   if (s.watch) {
+    // Cancelled (or its client gone) during this step: it ends when the step
+    // is applied, with what its client was sent. Neither moved to the next
+    // tier (which would answer a client that left) nor released.
+    if (ends_after_step(seq)) return;
     verdict = s.watch->observe(std::exp(logprob));
     // The token that makes the small tier's confidence fall is not sent (nor
     // any held before it): the next tier writes those positions (the client
@@ -992,7 +998,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   const int32_t before = stream.completion();
   const int64_t t = now(), previous = stream.last_token_ns();
   const auto finished = stream.push(token, logprob, t, s.held ? s.held->out : out_);
-  tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);
+  if (!s.held) tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);  // held: when released
   const PlannedSequence* p = planner_->find(seq);
   const bool full = !finished && p && static_cast<int64_t>(p->tokens.size()) >= cfg_.planner.max_context;
   if (s.held) {

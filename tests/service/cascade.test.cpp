@@ -469,6 +469,7 @@ TEST_CASE("hold: nothing is sent while the answer's first tokens are judged, the
   CHECK(done->usage()->completion_tokens() == 10);
   CHECK(done->tiers()->Get(0)->tokens() == 10);
   CHECK(small.tier_stats().escalations == 0);
+  CHECK(small.tier_stats().tokens == 10);  // counted as they went out
 }
 
 TEST_CASE("hold: an unsure answer is never sent, the next tier writes it from its first token, in the same stream") {
@@ -530,4 +531,29 @@ TEST_CASE("hold: a request cancelled while its tokens are held ends without them
   REQUIRE(last->body_as_Done());
   CHECK(last->body_as_Done()->usage()->completion_tokens() == 0);
   CHECK(last->body_as_Done()->finish_reason() == wire::FinishReason::cancelled);
+
+  // Cancelled while the step that would judge it unsure is out: that step's
+  // token neither escalates it (the next tier would answer a client that
+  // left) nor releases it.
+  test::FakeEngine unsure;
+  unsure.logprob = [](uint64_t, int32_t) { return std::log(0.1f); };
+  small.admit(held_request(8, 10));
+  for (int i = 0; i < 3; ++i) {
+    SchedulerPlan plan = small.next_step();
+    REQUIRE(plan.kind == SchedulerPlan::Kind::step);
+    small.apply(unsure.answer(plan.bytes), "");
+  }
+  SchedulerPlan judging = small.next_step();  // its 4th token: the hold is full
+  REQUIRE(judging.kind == SchedulerPlan::Kind::step);
+  small.cancel("client", 10, 8);
+  small.apply(unsure.answer(judging.bytes), "");
+  Outbound after = small.take_outbound();
+  CHECK(after.escalations.empty());
+  CHECK(streamed_tokens(after.replies, 8).empty());
+  REQUIRE_FALSE(after.replies.empty());
+  const auto* done = messages::check_response(after.replies.back().bytes)->body_as_Done();
+  REQUIRE(done);
+  CHECK(done->finish_reason() == wire::FinishReason::cancelled);
+  CHECK(done->usage()->completion_tokens() == 0);
+  CHECK(small.tier_stats().escalations == 0);
 }
