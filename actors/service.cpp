@@ -462,9 +462,9 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
   tier_table->names.push_back(last_name);
   tier_table->aliases.push_back({last_name, std::filesystem::path(options.model_path).stem().string(), v.config.name});
   tier_table->default_policy = options.tier_policy;
-  // Each rule's threshold is on its own scale (docs/CASCADE.md).
-  tier_table->default_threshold =
-      options.escalate_threshold > 0 ? options.escalate_threshold : options.escalate_hold > 0 ? 0.82f : 0.3f;
+  tier_table->default_threshold = options.escalate_threshold > 0
+                                      ? options.escalate_threshold
+                                      : service::default_escalate_threshold(options.escalate_hold);
   tier_table->window = options.escalate_window;
   tier_table->within = options.escalate_within;
   tier_table->hold = options.escalate_hold;

@@ -259,10 +259,10 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
         const ChunkItem item = chunk_items_[i];
         const AttentionUnit& unit = units_[static_cast<size_t>(item.unit)];
         const auto table = batch.sequences[static_cast<size_t>(unit.seq)].block_table;
-        // The next tile's rows (its first too, at the group's start) are
-        // fetched while this one computes.
+        // The group's next two tiles' rows are on their way while this one
+        // computes (each asked for once: the second at the group's start).
         for (size_t j = i == item_groups_[g] ? i + 1 : i + 2; j <= i + 2 && j < item_groups_[g + 1]; ++j)
-          if (item.chunk < 0) cpu::prefetch_tile_kv(cache, layer, table, tile_of(units_[static_cast<size_t>(chunk_items_[j].unit)]));
+          cpu::prefetch_tile_kv(cache, layer, table, tile_of(units_[static_cast<size_t>(chunk_items_[j].unit)]));
         if (item.chunk < 0)
           cpu::attend_tile(cache, layer, table, shape, tile_of(unit), scratch);
         else

@@ -33,15 +33,21 @@ struct Route {
   int32_t workload = -1;    // auto: the class it was chosen for
 };
 
+// Each rule's default threshold (on its own scale: a geometric mean of the
+// held tokens, a window's plain mean), the best measured on HumanEval
+// (docs/BENCHMARKS.md).
+constexpr float kHoldThreshold = 0.82f, kSwitchThreshold = 0.3f;
+inline float default_escalate_threshold(int32_t hold) { return hold > 0 ? kHoldThreshold : kSwitchThreshold; }
+
 // The tiers a server runs, smallest first, and its defaults.
 struct TierTable {
   std::vector<std::string> names;                 // each tier's model name, as reported
   std::vector<std::vector<std::string>> aliases;  // what requests may call each tier
   std::string default_policy = "escalate";
-  float default_threshold = 0.82f;
+  int32_t hold = 48;  // 0: switch at the first unsure window instead
+  float default_threshold = default_escalate_threshold(hold);
   int32_t window = 1;
   int32_t within = 8;
-  int32_t hold = 48;  // 0: switch at the first unsure window instead
   int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
   bool empty() const { return names.empty(); }
   int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }

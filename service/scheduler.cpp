@@ -389,21 +389,28 @@ AdmitRequest Scheduler::carry(uint64_t seq, const Sequence& s, std::vector<int32
   return a;
 }
 
-// `unsent`: the answer's last tokens that its client was never sent (the
-// unsure one, or every held one); the next tier writes their positions.
+// `unsent`: the answer's last tokens, besides any held ones, that its client
+// was never sent (the unsure one); the next tier writes their positions.
 void Scheduler::escalate(uint64_t seq, int32_t unsent) {
   Sequence& s = sequences_.at(seq);
   const PlannedSequence* p = planner_->find(seq);
   if (!p) return;
-  unhold(s);
-  std::vector<int32_t> prompt = p->tokens;
-  prompt.resize(prompt.size() - std::min(prompt.size(), static_cast<size_t>(unsent)));
-  AdmitRequest a = carry(seq, s, std::move(prompt));
+  AdmitRequest a = carry(seq, s, sent_tokens(s, *p, unsent));
   a.restore_pages = std::move(s.restore_pages);
   a.route.tier = cfg_.tier + 1;
   out_.escalations.push_back(std::move(a));
   ++escalations_out_;
   drop(seq, true);
+}
+
+// What a request continues from elsewhere: its tokens less the last
+// `unsent` and every held one, with the stream as its client saw it.
+std::vector<int32_t> Scheduler::sent_tokens(Sequence& s, const PlannedSequence& p, int32_t unsent) {
+  if (s.held) unsent += s.held->tokens;
+  unhold(s);
+  std::vector<int32_t> tokens = p.tokens;
+  tokens.resize(tokens.size() - std::min(tokens.size(), static_cast<size_t>(unsent)));
+  return tokens;
 }
 
 // Held tokens that will never be sent: the stream is as it was before them
@@ -431,12 +438,8 @@ void Scheduler::release_held(Sequence& s, int64_t t) {
 void Scheduler::move(uint64_t seq) {
   Sequence& s = sequences_.at(seq);
   const PlannedSequence* p = planner_->find(seq);
-  std::vector<int32_t> prompt = p ? p->tokens : std::vector<int32_t>();
-  if (s.held) {  // never sent: the other replica writes (and holds) them again
-    prompt.resize(prompt.size() - std::min(prompt.size(), static_cast<size_t>(s.held->tokens)));
-    unhold(s);
-  }
-  AdmitRequest a = carry(seq, s, std::move(prompt));
+  // Held tokens were never sent: the other replica writes (and holds) them again.
+  AdmitRequest a = carry(seq, s, p ? sent_tokens(s, *p, 0) : std::vector<int32_t>());
   a.restore_pages = std::move(s.restore_pages);
   a.moved_from = cfg_.replica;
   out_.escalations.push_back(std::move(a));
@@ -990,7 +993,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
     // any held before it): the next tier writes those positions (the client
     // never sees the unsure token, which would commit the larger model to the
     // smaller one's guess).
-    if (verdict == Verdict::escalate) return escalate(seq, 1 + (s.held ? s.held->tokens : 0));
+    if (verdict == Verdict::escalate) return escalate(seq, 1);
     if (verdict == Verdict::hold && !s.held) s.held.emplace(s.stream);
   }
   if (s.held) ++s.held->tokens;
@@ -1004,7 +1007,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   if (s.held) {
     // An answer that ends while held is judged on what it has.
     if (verdict == Verdict::hold && (finished || full)) verdict = s.watch->judge();
-    if (verdict == Verdict::escalate) return escalate(seq, s.held->tokens);
+    if (verdict == Verdict::escalate) return escalate(seq, 0);
     if (verdict != Verdict::release) return;
     release_held(s, t);
   } else if (cfg_.metrics && stream.completion() > before) {

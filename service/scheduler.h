@@ -198,6 +198,7 @@ class Scheduler {
   void escalate(uint64_t seq, int32_t unsent);
   void release_held(Sequence& s, int64_t t);
   void unhold(Sequence& s);
+  std::vector<int32_t> sent_tokens(Sequence& s, const PlannedSequence& p, int32_t unsent);
   bool ends_after_step(uint64_t seq) const;  // a cancel or a gone client waits for the step out
   AdmitRequest carry(uint64_t seq, const Sequence& s, std::vector<int32_t> prompt);
   void move(uint64_t seq);  // failover: to another replica of this tier
