@@ -111,7 +111,10 @@ void Scheduler::admit(AdmitRequest a) {
   if (worker_down_) {
     // Placed here before the router heard of the loss: it goes elsewhere.
     if (cfg_.failover) {
+      // It left this worker because the worker was lost: counted as moved
+      // out, as the replica that continues it counts it moved in.
       a.moved_from = cfg_.replica;
+      ++moved_out_;
       return out_.escalations.push_back(std::move(a));
     }
     return refuse(a, wire::ErrorCode::unavailable, "the worker is not answering (" + down_reason_ + "); retry shortly");

@@ -609,6 +609,8 @@ TEST_CASE("a lost worker: new requests bounce to another, a heartbeat brings it 
   on_a.collect();
   REQUIRE(on_a.moved.size() == 2);
   CHECK(on_a.moved.back().moved_from == 0);
+  // Both left this worker because it was lost: the replica that takes them counts both moved in.
+  CHECK(a.worker_stats().moved_out == 2);
   CHECK(a.next_step().kind == SchedulerPlan::Kind::none);
   // A probe that finds it still gone changes nothing; one that finds it answering brings it back.
   a.probed(messages::worker_lost_result("worker worker-0 did not answer in time"));
