@@ -50,22 +50,30 @@ void CpuBackend::read_page(int32_t page, std::span<uint16_t> keys, std::span<uin
   if (cache_.type() != KvType::f16) throw std::logic_error("read_page: a quantized KV cache moves its pages as bytes");
   const int64_t n_layer = model_->config().n_layer;
   check_page(cache_, page, keys.size(), values.size(), n_layer);
-  const size_t n = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
-  for (int64_t l = 0; l < n_layer; ++l) {
-    std::copy_n(cache_.key(l, page, 0), n, keys.begin() + l * n);
-    std::copy_n(cache_.value(l, page, 0), n, values.begin() + l * n);
-  }
+  const auto d = static_cast<size_t>(cache_.head_dim());
+  uint16_t *k = keys.data(), *v = values.data();
+  for (int64_t l = 0; l < n_layer; ++l)
+    for (int32_t slot = 0; slot < cache_.page_size(); ++slot)
+      for (int64_t h = 0; h < cache_.n_head_kv(); ++h, k += d, v += d) {
+        std::memcpy(k, cache_.key_row(l, page, slot, h), d * sizeof(uint16_t));
+        std::memcpy(v, cache_.value_row(l, page, slot, h), d * sizeof(uint16_t));
+      }
 }
 
 void CpuBackend::write_page(int32_t page, std::span<const uint16_t> keys, std::span<const uint16_t> values) {
   if (cache_.type() != KvType::f16) throw std::logic_error("write_page: a quantized KV cache moves its pages as bytes");
   const int64_t n_layer = model_->config().n_layer;
   check_page(cache_, page, keys.size(), values.size(), n_layer);
-  const size_t n = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
+  const auto d = static_cast<size_t>(cache_.head_dim());
+  const size_t layer_values = static_cast<size_t>(cache_.page_size() * cache_.slot_values());
   for (int64_t l = 0; l < n_layer; ++l) {
     if (!cache_.holds(l, page)) continue;  // local rows behind every window: never read again
-    std::copy_n(keys.begin() + l * n, n, cache_.key(l, page, 0));
-    std::copy_n(values.begin() + l * n, n, cache_.value(l, page, 0));
+    const uint16_t *k = keys.data() + l * layer_values, *v = values.data() + l * layer_values;
+    for (int32_t slot = 0; slot < cache_.page_size(); ++slot)
+      for (int64_t h = 0; h < cache_.n_head_kv(); ++h, k += d, v += d) {
+        std::memcpy(cache_.key_row(l, page, slot, h), k, d * sizeof(uint16_t));
+        std::memcpy(cache_.value_row(l, page, slot, h), v, d * sizeof(uint16_t));
+      }
   }
 }
 
@@ -130,8 +138,9 @@ void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
             encode_kv_row(kf, row, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));
           }
         }
-        std::memmove(cache_.value_row(l, dst_page, dst_slot, 0), cache_.value_row(l, src_page, src_slot, 0),
-                     static_cast<size_t>(c.n_head_kv * cache_.value_row_bytes()));
+        for (int64_t h = 0; h < c.n_head_kv; ++h)
+          std::memmove(cache_.value_row(l, dst_page, dst_slot, h), cache_.value_row(l, src_page, src_slot, h),
+                       static_cast<size_t>(cache_.value_row_bytes()));
       }
     }
   }

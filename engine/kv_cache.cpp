@@ -49,12 +49,6 @@ void KvCache::set_key_offsets(std::span<const float> offsets) {
   std::copy(offsets.begin(), offsets.end(), key_offsets_.begin());
 }
 
-uint16_t* KvCache::half_at(const std::vector<uint8_t>& v, int64_t layer, int32_t page, int32_t slot) const {
-  if (type_ != KvType::f16) throw std::logic_error("KvCache::key/value: the cache does not hold half values");
-  const int64_t base = &v == &keys_ ? key_base_[static_cast<size_t>(layer)] : value_base_[static_cast<size_t>(layer)];
-  return reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(v.data() + base)) + row_index(layer, page, slot, 0) * head_dim_;
-}
-
 void KvCache::copy_page(int32_t src, int32_t dst) {
   if (src < 0 || dst < 0 || src >= pool_.capacity() || dst >= pool_.capacity())
     throw std::out_of_range("KV page copy " + std::to_string(src) + " -> " + std::to_string(dst) + " out of range");
@@ -68,22 +62,25 @@ void KvCache::copy_page(int32_t src, int32_t dst) {
 
 void KvCache::read_page(int32_t page, uint8_t* out) const {
   if (page < 0 || page >= pool_.capacity()) throw std::out_of_range("KV page " + std::to_string(page) + " out of range");
-  const int64_t rows = page_size_ * n_head_kv_;
-  for (int64_t layer = 0; layer < n_layer_; ++layer) {
-    out = std::copy_n(key_row(layer, page, 0, 0), rows * key_row_bytes(layer), out);
-    out = std::copy_n(value_row(layer, page, 0, 0), rows * value_row_, out);
-  }
+  for (int64_t layer = 0; layer < n_layer_; ++layer)
+    for (const bool keys : {true, false}) {
+      const auto bytes = static_cast<size_t>(keys ? key_row_bytes(layer) : value_row_);
+      for (int32_t slot = 0; slot < page_size_; ++slot)
+        for (int64_t h = 0; h < n_head_kv_; ++h)
+          out = std::copy_n(keys ? key_row(layer, page, slot, h) : value_row(layer, page, slot, h), bytes, out);
+    }
 }
 
 void KvCache::write_page(int32_t page, const uint8_t* in) {
   if (page < 0 || page >= pool_.capacity()) throw std::out_of_range("KV page " + std::to_string(page) + " out of range");
-  const int64_t rows = page_size_ * n_head_kv_;
   for (int64_t layer = 0; layer < n_layer_; ++layer) {
     const bool held = holds(layer, page);  // released local rows: nothing reads them again
-    if (held) std::copy_n(in, rows * key_row_bytes(layer), key_row(layer, page, 0, 0));
-    in += rows * key_row_bytes(layer);
-    if (held) std::copy_n(in, rows * value_row_, value_row(layer, page, 0, 0));
-    in += rows * value_row_;
+    for (const bool keys : {true, false}) {
+      const auto bytes = static_cast<size_t>(keys ? key_row_bytes(layer) : value_row_);
+      for (int32_t slot = 0; slot < page_size_; ++slot)
+        for (int64_t h = 0; h < n_head_kv_; ++h, in += bytes)
+          if (held) std::copy_n(in, bytes, keys ? key_row(layer, page, slot, h) : value_row(layer, page, slot, h));
+    }
   }
 }
 

@@ -3,14 +3,21 @@
 //
 // Storage of one layer, K and V alike:
 //
-//   page 0                     page 1
-//   +--------+--------+-----+  +--------+-----
-//   | slot 0 | slot 1 | ... |  | slot 0 | ...        page_size slots a page
-//   +--------+--------+-----+  +--------+-----
-//   slot = [n_head_kv] rows, a row = one head's head_dim values in the
-//   cache's format (engine/kv_type.h: f16, q8_0 or q4_0 rows); a quantized
-//   cache keeps the keys of a model's wide key layers in f16
-//   (engine/kv_key_layers.h), so key rows differ in size between layers
+//   page 0                                  page 1
+//   +-------------------+-------------------+-----+  +-------------------+----
+//   | head 0: slot 0..  | head 1: slot 0..  | ... |  | head 0: slot 0..  | ...
+//   +-------------------+-------------------+-----+  +-------------------+----
+//   a page holds each KV head's page_size rows together, a row = one head's
+//   head_dim values of one slot in the cache's format (engine/kv_type.h: f16,
+//   q8_0 or q4_0 rows); a quantized cache keeps the keys of a model's wide
+//   key layers in f16 (engine/kv_key_layers.h), so key rows differ in size
+//   between layers
+//
+// Head by head because attention reads a page one KV head at a time: a
+// head's rows are then one contiguous run that the prefetchers follow, not
+// rows a slot apart (docs/DECISIONS.md). Pages travel and are stored slot
+// by slot (read_page, write_page: engine/kv_page_codec.h's order), so the
+// layout in memory is this cache's own business.
 //
 // Token at position p of a sequence lives in page block_table[p / page_size],
 // slot p % page_size. All layers share the page numbering, so one block table
@@ -42,6 +49,7 @@ class KvCache {
   int32_t page_size() const { return page_size_; }
   int64_t slot_values() const { return n_head_kv_ * head_dim_; }
   int64_t head_dim() const { return head_dim_; }
+  int64_t n_head_kv() const { return n_head_kv_; }
   KvRowFormat key_format(int64_t layer) const { return key_formats_[static_cast<size_t>(layer)]; }
   KvRowFormat value_format() const { return value_format_; }
   int64_t key_row_bytes(int64_t layer) const { return key_rows_[static_cast<size_t>(layer)]; }
@@ -58,7 +66,9 @@ class KvCache {
 
   // Copies every layer's K and V of page src into page dst (copy-on-write).
   void copy_page(int32_t src, int32_t dst);
-  // A page's contents in the cache's format: per layer, its K slots then its V slots.
+  // A page's contents in the cache's format, as pages travel and are
+  // stored: per layer, its K rows then its V rows, slot by slot, each slot's
+  // heads in order.
   void read_page(int32_t page, uint8_t* out) const;
   void write_page(int32_t page, const uint8_t* in);
 
@@ -86,11 +96,6 @@ class KvCache {
   uint8_t* value_row(int64_t layer, int32_t page, int32_t slot, int64_t head) {
     return values_.data() + value_base_[static_cast<size_t>(layer)] + row_index(layer, page, slot, head) * value_row_;
   }
-  // An f16 cache's slot as half values (n_head_kv * head_dim).
-  uint16_t* key(int64_t layer, int32_t page, int32_t slot) { return half_at(keys_, layer, page, slot); }
-  uint16_t* value(int64_t layer, int32_t page, int32_t slot) { return half_at(values_, layer, page, slot); }
-  const uint16_t* key(int64_t layer, int32_t page, int32_t slot) const { return half_at(keys_, layer, page, slot); }
-  const uint16_t* value(int64_t layer, int32_t page, int32_t slot) const { return half_at(values_, layer, page, slot); }
 
  private:
   // Where a page's rows of a layer are: the page itself, or for a local
@@ -100,16 +105,15 @@ class KvCache {
     const int32_t s = pool_.local_slot(page);
     return s >= 0 ? s : pool_.local_capacity();
   }
-  // In rows of one head, within the layer's block.
+  // In rows, within the layer's block: a page's heads, each its slots.
   int64_t row_index(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
-    return (stored_page(layer, page) * page_size_ + slot) * n_head_kv_ + head;
+    return (stored_page(layer, page) * n_head_kv_ + head) * page_size_ + slot;
   }
   // Key rows: each layer's block of the pool, rows of that layer's size.
   int64_t key_offset_bytes(int64_t layer, int32_t page, int32_t slot, int64_t head) const {
     const auto l = static_cast<size_t>(layer);
     return key_base_[l] + row_index(layer, page, slot, head) * key_rows_[l];
   }
-  uint16_t* half_at(const std::vector<uint8_t>& v, int64_t layer, int32_t page, int32_t slot) const;
 
   KvType type_;
   int32_t page_size_;

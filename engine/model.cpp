@@ -201,8 +201,12 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
     if (half) {
       if (!cache.holds(layer, page))  // a local layer's page gave its slot back: nothing may write there
         throw std::logic_error("KV page " + std::to_string(page) + " has no local slot for layer " + std::to_string(layer));
-      cpu::to_f16(&k_[r * c.kv_dim()], cache.key(layer, page, slot), c.kv_dim());
-      cpu::to_f16(&v_[r * c.kv_dim()], cache.value(layer, page, slot), c.kv_dim());
+      const auto half_row = [](uint8_t* row) { return reinterpret_cast<uint16_t*>(row); };
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {  // a page keeps each head's rows together (engine/kv_cache.h)
+        const int64_t at = r * c.kv_dim() + h * c.head_dim;
+        cpu::to_f16(&k_[at], half_row(cache.key_row(layer, page, slot, h)), c.head_dim);
+        cpu::to_f16(&v_[at], half_row(cache.value_row(layer, page, slot, h)), c.head_dim);
+      }
     } else {
       cache.store(layer, page, slot, &k_[r * c.kv_dim()], &v_[r * c.kv_dim()]);
     }
@@ -237,9 +241,10 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
   }
   if (chunk_partials_.size() < chunk_items_.size()) chunk_partials_.resize(chunk_items_.size());
   // When there are tiles enough to keep every thread busy, a tile's KV
-  // heads go to one thread together, which fetches each next head's rows
-  // while it computes this one's (cpu::prefetch_tile_kv). With few tiles,
-  // each goes on its own, so that no thread idles.
+  // heads go to one thread together, which asks for each next head's first
+  // block while it computes this one (cpu::prefetch_tile_kv; the kernel
+  // asks for the rest as it goes). With few tiles, each goes on its own, so
+  // that no thread idles.
   item_groups_.clear();
   for (size_t i = 0; i < chunk_items_.size(); ++i) {
     const AttentionUnit& u = units_[static_cast<size_t>(chunk_items_[i].unit)];
@@ -259,8 +264,8 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
         const ChunkItem item = chunk_items_[i];
         const AttentionUnit& unit = units_[static_cast<size_t>(item.unit)];
         const auto table = batch.sequences[static_cast<size_t>(unit.seq)].block_table;
-        // The group's next two tiles' rows are on their way while this one
-        // computes (each asked for once: the second at the group's start).
+        // The group's next two tiles' first blocks are on their way while
+        // this one computes (each asked for once: the second at the group's start).
         for (size_t j = i == item_groups_[g] ? i + 1 : i + 2; j <= i + 2 && j < item_groups_[g + 1]; ++j)
           cpu::prefetch_tile_kv(cache, layer, table, tile_of(units_[static_cast<size_t>(chunk_items_[j].unit)]));
         if (item.chunk < 0)

@@ -131,20 +131,30 @@ void attend_chunk(const KvCache& cache, int64_t layer, std::span<const int32_t> 
   run_chunk(active_isa(), cache, layer, block_table.data(), shape, tile, chunk, s, out);
 }
 
-void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile) {
+void prefetch_kv_rows(const KvCache& cache, int64_t layer, const int32_t* block_table, int64_t kv_head, int32_t first,
+                      int32_t end) {
   const int32_t ps = cache.page_size();
-  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
   const int64_t kb = cache.key_row_bytes(layer), vb = cache.value_row_bytes();
-  // Its first positions only: a long context's rows would not stay in L2
-  // until they are read, and the kernel's own reads stream the rest.
-  const int32_t first = first_block_start(tile), end = std::min(last_ctx, first + kPrefetchPositions);
+  uintptr_t last_k = 0, last_v = 0;  // a page's rows of a head are contiguous: each line asked for once
+  const auto ask = [](const uint8_t* row, int64_t bytes, uintptr_t& last) {
+    const auto a = reinterpret_cast<uintptr_t>(row);
+    for (uintptr_t line = a & ~uintptr_t{63}; line < a + static_cast<uintptr_t>(bytes); line += 64)
+      if (line != last) __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3), last = line;
+  };
   for (int32_t p = first; p < end; ++p) {
-    const int32_t page = block_table[static_cast<size_t>(p / ps)], slot = p % ps;
-    const char* k = reinterpret_cast<const char*>(cache.key_row(layer, page, slot, tile.kv_head));
-    const char* v = reinterpret_cast<const char*>(cache.value_row(layer, page, slot, tile.kv_head));
-    for (int64_t b = 0; b < kb; b += 64) __builtin_prefetch(k + b, 0, 2);
-    for (int64_t b = 0; b < vb; b += 64) __builtin_prefetch(v + b, 0, 2);
+    const int32_t page = block_table[p / ps], slot = p % ps;
+    ask(cache.key_row(layer, page, slot, kv_head), kb, last_k);
+    ask(cache.value_row(layer, page, slot, kv_head), vb, last_v);
   }
+}
+
+void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile) {
+  // Its first positions only: the kernel asks for each next block's rows
+  // itself as it goes (prefetch_kv_rows), and a long context's would not
+  // stay in cache until they are read.
+  const int32_t first = first_block_start(tile);
+  const int32_t end = std::min(tile.first_ctx + tile.rows - 1, first + kPrefetchPositions);
+  prefetch_kv_rows(cache, layer, block_table.data(), tile.kv_head, first, end);
 }
 
 void finish_tile(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile,

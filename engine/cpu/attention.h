@@ -109,12 +109,18 @@ namespace avx512 {
 bool attention_fits(int64_t head_dim);  // 16, 32, ..., 128, 160, 192, 256
 }  // namespace avx512
 
-// Asks the memory system for the KV rows a tile will read first (into L2),
-// so a thread can fetch the next tile's rows while it computes this one: a
-// KV head's rows sit a slot (every head's row) apart, a stride the hardware
-// prefetchers do not follow, and decode tiles are short. Up to
-// kPrefetchPositions positions.
-constexpr int32_t kPrefetchPositions = 512;
+// Prefetching. A tile's rows are a run per page (engine/kv_cache.h), but
+// decode tiles are short and a run is a page's worth (2 KB of f16 keys at
+// head_dim 64), too short for the hardware prefetchers to get ahead of the
+// kernel. So the kernels ask for the block after next while they compute a
+// block, and Model asks for a tile's first blocks while its thread computes
+// the tile before it.
+constexpr int32_t kPrefetchAhead = 1 * kKvBlockPositions;  // the kernels' distance
+constexpr int32_t kPrefetchPositions = kPrefetchAhead;        // the blocks before the kernels' first
+// The K and V rows of positions [first, end) of one KV head, each line once.
+void prefetch_kv_rows(const KvCache& cache, int64_t layer, const int32_t* block_table, int64_t kv_head, int32_t first,
+                      int32_t end);
+// A tile's first kPrefetchPositions positions.
 void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile);
 
 }  // namespace troupe::cpu

@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <vector>
+
+#include "engine/cpu/half.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/page_pool.h"
@@ -67,10 +71,52 @@ TEST_CASE("a destroyed sequence gives its pages back") {
   CHECK(cache.pool().free_count() == 4);
 }
 
-TEST_CASE("keys of different layers, pages and slots do not overlap") {
-  KvCache cache(tiny_config(), 3, 4);
-  uint16_t* a = cache.key(0, 2, 3);
-  uint16_t* b = cache.key(1, 0, 0);
-  CHECK(b - a == cache.slot_values());
-  CHECK(cache.value(1, 2, 3) - cache.value(0, 0, 0) == (2 * 3 * 4 - 1) * cache.slot_values());
+TEST_CASE("a page keeps each KV head's rows together, and pages travel slot by slot") {
+  KvCache cache(tiny_config(), 3, 4);  // 2 layers, 2 KV heads of 8, pages of 4 slots
+  const int64_t row = cache.key_row_bytes(0);
+  REQUIRE(row == 8 * 2);
+  // A head's slots are one run; the next head's follow; the layer's last row ends where the next layer starts.
+  CHECK(cache.key_row(0, 1, 3, 0) - cache.key_row(0, 1, 2, 0) == row);
+  CHECK(cache.key_row(0, 1, 0, 1) - cache.key_row(0, 1, 0, 0) == 4 * row);
+  CHECK(cache.key_row(0, 2, 0, 0) - cache.key_row(0, 1, 0, 0) == 2 * 4 * row);
+  CHECK(cache.key_row(1, 0, 0, 0) - cache.key_row(0, 2, 3, 1) == row);
+  CHECK(cache.value_row(1, 2, 3, 1) - cache.value_row(0, 0, 0, 0) == (2 * 3 * 4 * 2 - 1) * row);
+
+  // Every (layer, slot, head)'s values differ: value = 100 * layer + 10 * slot + head.
+  for (int64_t layer = 0; layer < 2; ++layer)
+    for (int32_t slot = 0; slot < 4; ++slot) {
+      std::vector<float> k(16), v(16);
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 8; ++i) {
+          k[static_cast<size_t>(h * 8 + i)] = static_cast<float>(100 * layer + 10 * slot + h);
+          v[static_cast<size_t>(h * 8 + i)] = -static_cast<float>(100 * layer + 10 * slot + h);
+        }
+      cache.store(layer, 1, slot, k.data(), v.data());
+    }
+  std::vector<uint8_t> bytes(static_cast<size_t>(cache.page_bytes()));
+  cache.read_page(1, bytes.data());
+  // Travel order: per layer its K rows then its V rows, slot by slot, each slot's heads in order.
+  const auto half_at = [&](size_t row_index) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + row_index * static_cast<size_t>(row), sizeof h);
+    return h;
+  };
+  size_t r = 0;
+  for (int64_t layer = 0; layer < 2; ++layer)
+    for (const bool keys : {true, false})
+      for (int32_t slot = 0; slot < 4; ++slot)
+        for (int64_t h = 0; h < 2; ++h, ++r) {
+          INFO("layer " << layer << " slot " << slot << " head " << h << (keys ? " K" : " V"));
+          const float want = static_cast<float>(100 * layer + 10 * slot + h);
+          CHECK(cpu::fp16_to_fp32(half_at(r)) == (keys ? want : -want));
+        }
+  CHECK(r * static_cast<size_t>(row) == bytes.size());
+  // A page written from those bytes holds the same rows.
+  cache.write_page(2, bytes.data());
+  for (int64_t layer = 0; layer < 2; ++layer)
+    for (int32_t slot = 0; slot < 4; ++slot)
+      for (int64_t h = 0; h < 2; ++h) {
+        CHECK(std::memcmp(cache.key_row(layer, 2, slot, h), cache.key_row(layer, 1, slot, h), 16) == 0);
+        CHECK(std::memcmp(cache.value_row(layer, 2, slot, h), cache.value_row(layer, 1, slot, h), 16) == 0);
+      }
 }
