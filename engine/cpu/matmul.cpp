@@ -200,12 +200,16 @@ void prepare_input(MatmulScratch::Impl::Views& views, const MatmulScratch::Impl:
   }
 }
 
-// Chunks of rows small enough to balance threads that run at different speeds
-// (the machine may be shared) and large enough that taking one is cheap.
+// Chunks of rows: two per thread, up to 1 MB of weights. Enough of them that
+// a thread slowed by a neighbour (the machine may be shared) hands work to
+// the others, and as few as that allows: a thread that moves on to a chunk
+// elsewhere in the matrix starts a new stream, which the hardware
+// prefetchers pick up only after a few misses. At 8 chunks per thread (up
+// to 256 KB) single-token decode ran 12-20 % slower (docs/DECISIONS.md).
 void plan_chunks(MatmulScratch::Impl& s, int threads) {
   int64_t total_bytes = 0;
   for (const auto& task : s.tasks) total_bytes += task.args.y_stride * task.args.row_bytes;
-  const int64_t target = std::clamp<int64_t>(total_bytes / (threads * 8), 16 << 10, 256 << 10);
+  const int64_t target = std::clamp<int64_t>(total_bytes / (threads * 2), 16 << 10, 1 << 20);
   s.total_chunks = 0;
   for (auto& task : s.tasks) {
     const int64_t rows = task.args.y_stride;
