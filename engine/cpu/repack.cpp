@@ -166,10 +166,11 @@ void LaneBuffer::operator()(uint8_t* p) const { std::free(p); }
 
 std::unique_ptr<uint8_t, LaneBuffer> repack_lanes(const WeightMatrix& w, ThreadPool& pool) {
   if (!has_lane_layout(w.type) || w.cols % traits(w.type).block_elems != 0 || w.rows <= 0) return nullptr;
-  // 64 bytes spare: partial groups are read with masked 64-byte loads.
-  const int64_t bytes = lane_row_bytes(w.type, w.cols) * w.rows + 64;
+  // 64 bytes spare (zeros): a partial group's pieces are read as whole 64-byte loads.
+  const int64_t rows_bytes = lane_row_bytes(w.type, w.cols) * w.rows, bytes = rows_bytes + 64;
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64)));
   if (!p) throw std::bad_alloc();
+  std::memset(p + rows_bytes, 0, static_cast<size_t>((bytes + 63) / 64 * 64 - rows_bytes));
   std::unique_ptr<uint8_t, LaneBuffer> out(p);
   pool.parallel_for(w.rows, [&w, p](int64_t b, int64_t e) { repack_lane_rows(w, b, e, p); });
   return out;
