@@ -112,9 +112,10 @@ void Scheduler::admit(AdmitRequest a) {
     // Placed here before the router heard of the loss: it goes elsewhere.
     if (cfg_.failover) {
       // It left this worker because the worker was lost: counted as moved
-      // out, as the replica that continues it counts it moved in.
+      // out, as the replica that continues it counts it moved in (once: a
+      // request already moved off another worker stays that one's).
+      if (a.moved_from < 0) ++moved_out_;
       a.moved_from = cfg_.replica;
-      ++moved_out_;
       return out_.escalations.push_back(std::move(a));
     }
     return refuse(a, wire::ErrorCode::unavailable, "the worker is not answering (" + down_reason_ + "); retry shortly");

@@ -611,6 +611,14 @@ TEST_CASE("a lost worker: new requests bounce to another, a heartbeat brings it 
   CHECK(on_a.moved.back().moved_from == 0);
   // Both left this worker because it was lost: the replica that takes them counts both moved in.
   CHECK(a.worker_stats().moved_out == 2);
+  // One already moved off another worker passes through: it stays that worker's move.
+  AdmitRequest passing = request(5, tokens(8), 4);
+  passing.moved_from = 1;
+  a.admit(std::move(passing));
+  on_a.collect();
+  REQUIRE(on_a.moved.size() == 3);
+  CHECK(on_a.moved.back().moved_from == 0);
+  CHECK(a.worker_stats().moved_out == 2);
   CHECK(a.next_step().kind == SchedulerPlan::Kind::none);
   // A probe that finds it still gone changes nothing; one that finds it answering brings it back.
   a.probed(messages::worker_lost_result("worker worker-0 did not answer in time"));
