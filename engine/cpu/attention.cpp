@@ -135,16 +135,18 @@ void prefetch_kv_rows(const KvCache& cache, int64_t layer, const int32_t* block_
                       int32_t end) {
   const int32_t ps = cache.page_size();
   const int64_t kb = cache.key_row_bytes(layer), vb = cache.value_row_bytes();
-  uintptr_t last_k = 0, last_v = 0;  // a page's rows of a head are contiguous: each line asked for once
-  const auto ask = [](const uint8_t* row, int64_t bytes, uintptr_t& last) {
-    const auto a = reinterpret_cast<uintptr_t>(row);
+  const auto ask = [](const uint8_t* run, int64_t bytes) {
+    const auto a = reinterpret_cast<uintptr_t>(run);
     for (uintptr_t line = a & ~uintptr_t{63}; line < a + static_cast<uintptr_t>(bytes); line += 64)
-      if (line != last) __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3), last = line;
+      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
   };
-  for (int32_t p = first; p < end; ++p) {
+  // A page's rows of one head are one run (engine/kv_cache.h): a run a page.
+  for (int32_t p = first; p < end;) {
     const int32_t page = block_table[p / ps], slot = p % ps;
-    ask(cache.key_row(layer, page, slot, kv_head), kb, last_k);
-    ask(cache.value_row(layer, page, slot, kv_head), vb, last_v);
+    const int32_t n = std::min(end - p, ps - slot);
+    ask(cache.key_row(layer, page, slot, kv_head), n * kb);
+    ask(cache.value_row(layer, page, slot, kv_head), n * vb);
+    p += n;
   }
 }
 

@@ -117,7 +117,7 @@ bool attention_fits(int64_t head_dim);  // 16, 32, ..., 128, 160, 192, 256
 // the tile before it.
 constexpr int32_t kPrefetchAhead = 1 * kKvBlockPositions;  // the kernels' distance
 constexpr int32_t kPrefetchPositions = kPrefetchAhead;        // the blocks before the kernels' first
-// The K and V rows of positions [first, end) of one KV head, each line once.
+// The K and V rows of positions [first, end) of one KV head, a page's run at a time.
 void prefetch_kv_rows(const KvCache& cache, int64_t layer, const int32_t* block_table, int64_t kv_head, int32_t first,
                       int32_t end);
 // A tile's first kPrefetchPositions positions.
