@@ -15,10 +15,10 @@
 //
 // Head by head because attention reads a page one KV head at a time: a
 // head's rows are then one contiguous run (key_row(l, p, s + 1, h) ==
-// key_row(l, p, s, h) + key_row_bytes(l)), which the kernels prefetch as one
-// range, not rows a slot apart (docs/DECISIONS.md). Pages travel and are stored slot
-// by slot (read_page, write_page: engine/kv_page_codec.h's order), so the
-// layout in memory is this cache's own business.
+// key_row(l, p, s, h) + key_row_bytes(l)), which the kernels prefetch as
+// one range, not rows a slot apart (docs/DECISIONS.md). Pages travel and
+// are stored slot by slot (read_page, write_page: engine/kv_page_codec.h's
+// order), so the layout in memory is this cache's own business.
 //
 // Token at position p of a sequence lives in page block_table[p / page_size],
 // slot p % page_size. All layers share the page numbering, so one block table

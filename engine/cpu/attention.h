@@ -112,14 +112,23 @@ bool attention_fits(int64_t head_dim);  // 16, 32, ..., 128, 160, 192, 256
 // Prefetching. A tile's rows are a run per page (engine/kv_cache.h), but
 // decode tiles are short and a run is a page's worth (2 KB of f16 keys at
 // head_dim 64), too short for the hardware prefetchers to get ahead of the
-// kernel. So the kernels ask for the block after next while they compute a
-// block, and Model asks for a tile's first blocks while its thread computes
-// the tile before it.
+// kernel. So the kernels ask for the next block while they compute one
+// (one block ahead measured faster than two or three), and Model asks for a
+// tile's first block while its thread computes the tile before it.
 constexpr int32_t kPrefetchAhead = 1 * kKvBlockPositions;  // the kernels' distance
 constexpr int32_t kPrefetchPositions = kPrefetchAhead;        // the blocks before the kernels' first
 // The K and V rows of positions [first, end) of one KV head, a page's run at a time.
 void prefetch_kv_rows(const KvCache& cache, int64_t layer, const int32_t* block_table, int64_t kv_head, int32_t first,
                       int32_t end);
+// What a kernel computing the block at b0 of a tile that reads up to `end`
+// asks for: the block kPrefetchAhead further on, if the tile reads it.
+inline void prefetch_block_ahead(const KvCache& cache, int64_t layer, const int32_t* block_table, int64_t kv_head,
+                                 int32_t b0, int32_t end) {
+  const int32_t first = b0 + kPrefetchAhead;
+  if (first < end)
+    prefetch_kv_rows(cache, layer, block_table, kv_head, first,
+                     end < first + kKvBlockPositions ? end : first + kKvBlockPositions);
+}
 // A tile's first kPrefetchPositions positions.
 void prefetch_tile_kv(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionTile& tile);
 

@@ -4,7 +4,6 @@
 // multiply-adds, in the same order as the portable kernel's (same bits).
 #include "engine/cpu/simd_loads.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -230,8 +229,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   const int32_t end = last_ctx < p1 ? last_ctx : p1;
   for (int32_t b0 = start; b0 < end; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
-    if (b0 + kPrefetchAhead < end)
-      prefetch_kv_rows(cache, layer, table, tile.kv_head, b0 + kPrefetchAhead, std::min(end, b0 + kPrefetchAhead + kB));
+    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, end);
     load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
     for (int32_t r = 0; r < tile.rows; ++r) {
       const int32_t ctx = tile.first_ctx + r;

@@ -103,10 +103,7 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
   const int32_t end = last_ctx < p1 ? last_ctx : p1;
   for (int32_t b0 = start; b0 < end; b0 += kB) {
     const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
-    if (b0 + kPrefetchAhead < end) {
-      const int32_t ahead_end = end < b0 + kPrefetchAhead + kB ? end : b0 + kPrefetchAhead + kB;
-      prefetch_kv_rows(cache, layer, table, tile.kv_head, b0 + kPrefetchAhead, ahead_end);
-    }
+    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, end);
     load_rows(cache, layer, table, b0, n, tile.kv_head, true, vb);
     for (int j = 0; j < kB; ++j)
       for (int64_t i = 0; i < d; ++i) kt[i * kB + j] = vb[j * d + i];
