@@ -33,6 +33,18 @@ struct AttentionShape {
   const float* slopes = nullptr;
 };
 
+// How a score's head_dim products are summed, which fixes its bits on every
+// instruction set. With one query head per KV head (and a head_dim of whole
+// 16s) a block's keys serve a single head of each row, so the AVX-512 kernel
+// dots each key row in place rather than transposing the block: dimension i
+// goes to chain i % 16 (fmas in dimension order), and the 16 chains are
+// folded in one fixed tree (c + 8 onto c, then c + 4, c + 2, c + 1). With
+// several query heads a transposed block serves them all, and a score is one
+// chain of fmas in dimension order.
+inline bool lane_order_scores(const AttentionShape& shape) {
+  return shape.n_head == shape.n_head_kv && shape.head_dim % 16 == 0;
+}
+
 constexpr int32_t kTileRows = 16;
 constexpr int32_t kKvBlockPositions = 16;
 
@@ -62,6 +74,17 @@ inline int32_t first_in_window(const AttentionTile& tile, int32_t ctx, int32_t b
   if (tile.window <= 0) return 0;
   const int32_t lo = ctx - tile.window - b0;
   return lo > 0 ? lo : 0;
+}
+
+// The blocks a kernel reads of a tile within positions [p0, p1): from b0 =
+// start while b0 < end, each of positions(b0) positions.
+struct TileBlocks {
+  int32_t start, end, last_ctx;
+  int32_t positions(int32_t b0) const { return last_ctx - b0 < kKvBlockPositions ? last_ctx - b0 : kKvBlockPositions; }
+};
+inline TileBlocks tile_blocks(const AttentionTile& tile, int32_t p0, int32_t p1) {
+  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;  // positions [.., last_ctx) are read
+  return {first_block_start(tile) > p0 ? first_block_start(tile) : p0, last_ctx < p1 ? last_ctx : p1, last_ctx};
 }
 
 // A long context is read in chunks at fixed positions, [0, 256), [256, 512),

@@ -1,7 +1,10 @@
-// The tiled attention kernel (cpu/attention.h) with AVX-512: each block's 16
-// key rows are decoded from the cache's format and transposed once, so a
-// (row, head)'s 16 scores are one vector built by head_dim fused
-// multiply-adds, in the same order as the portable kernel's (same bits).
+// The tiled attention kernels (cpu/attention.h) with AVX-512, in the same
+// order as the portable kernel's (same bits). With several query heads per
+// KV head, each block's 16 key rows are decoded from the cache's format and
+// transposed once, so a (row, head)'s 16 scores are one vector built by
+// head_dim fused multiply-adds. With one, each key row is dotted in place
+// into 16 lane chains that one fold turns into the block's scores (the
+// lane order of attention.h).
 #include "engine/cpu/simd_loads.h"
 
 #include <cmath>
@@ -34,35 +37,49 @@ inline __m512 exp16(__m512 x) {
 
 inline __m512 round_half(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
+// Values 16c..16c+15 of a row in the cache's format, as floats.
+inline __m512 f16_vec(const uint8_t* row, int c) { return _mm512_cvtph_ps(detail::load256(row + 32 * c)); }
+inline __m512 q8_0_vec(const uint8_t* row, int c) {
+  const uint8_t* blk = row + (c / 2) * 34;
+  const __m512i q = _mm512_cvtepi8_epi32(detail::load128(blk + 2 + 16 * (c % 2)));
+  return _mm512_mul_ps(_mm512_set1_ps(detail::f16_at(blk)), _mm512_cvtepi32_ps(q));
+}
+inline __m512 q4_0_vec(const uint8_t* row, int c) {
+  const uint8_t* blk = row + (c / 2) * 18;
+  const __m128i bytes = detail::load128(blk + 2);
+  const __m128i nibbles = c % 2 ? _mm_srli_epi16(bytes, 4) : bytes;
+  const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(nibbles, _mm_set1_epi8(0x0F))), _mm512_set1_epi32(8));
+  return _mm512_mul_ps(_mm512_set1_ps(detail::f16_at(blk)), _mm512_cvtepi32_ps(q));
+}
+
+// A row's kVecs vectors, as registers.
+template <int kVecs>
+inline void row_vecs(KvRowFormat f, const uint8_t* row, __m512 (&out)[kVecs]) {
+  switch (f) {
+    case KvRowFormat::f16:
+      for (int c = 0; c < kVecs; ++c) out[c] = f16_vec(row, c);
+      return;
+    case KvRowFormat::q8_0:
+      for (int c = 0; c < kVecs; ++c) out[c] = q8_0_vec(row, c);
+      return;
+    case KvRowFormat::q4_0:
+      for (int c = 0; c < kVecs; ++c) out[c] = q4_0_vec(row, c);
+      return;
+  }
+}
+
 // One row of kVecs * 16 values from the cache's format.
 template <int kVecs>
 inline void decode_row(KvRowFormat f, const uint8_t* row, float* out) {
   switch (f) {
     case KvRowFormat::f16:
-      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_cvtph_ps(detail::load256(row + 32 * c)));
+      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(out + 16 * c, f16_vec(row, c));
       return;
     case KvRowFormat::q8_0:
-      for (int b = 0; b < kVecs / 2; ++b) {
-        const uint8_t* blk = row + b * 34;
-        const __m512 d = _mm512_set1_ps(detail::f16_at(blk));
-        for (int h = 0; h < 2; ++h) {
-          const __m512i q = _mm512_cvtepi8_epi32(detail::load128(blk + 2 + 16 * h));
-          _mm512_storeu_ps(out + 32 * b + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
-        }
-      }
+      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(out + 16 * c, q8_0_vec(row, c));
       return;
     case KvRowFormat::q4_0:
-      for (int b = 0; b < kVecs / 2; ++b) {
-        const uint8_t* blk = row + b * 18;
-        const __m512 d = _mm512_set1_ps(detail::f16_at(blk));
-        const __m128i bytes = detail::load128(blk + 2);
-        const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
-        const __m512i eight = _mm512_set1_epi32(8);
-        _mm512_storeu_ps(out + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(lo), eight))));
-        _mm512_storeu_ps(out + 32 * b + 16,
-                         _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(hi), eight))));
-      }
+      for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(out + 16 * c, q4_0_vec(row, c));
       return;
   }
 }
@@ -176,10 +193,11 @@ inline void add_alibi(const float* slopes, int64_t heads, int32_t dist0, float* 
     _mm512_store_ps(s + g * kB, _mm512_add_ps(_mm512_load_ps(s + g * kB), _mm512_mul_ps(_mm512_set1_ps(slopes[g]), dist)));
 }
 
-// One (row, head)'s online softmax step over a block whose scores are s.
-template <int kVecs>
-void update_row_head(const float* s_block, const float* vb, int32_t first, int32_t valid, float& m, float& l, float* o) {
-  constexpr int d = 16 * kVecs;
+// One (row, head)'s online softmax step over a block whose scores are s;
+// value(j, c) is vector c of position j's value row.
+template <int kVecs, class Values>
+void update_row_head(const float* s_block, const Values& value, int32_t first, int32_t valid, float& m, float& l,
+                     float* o) {
   const __m512 s = _mm512_load_ps(s_block);
   const __mmask16 live = static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
   const float bmax = _mm512_mask_reduce_max_ps(live, s);
@@ -196,22 +214,18 @@ void update_row_head(const float* s_block, const float* vb, int32_t first, int32
   for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vc);
   for (int j = first; j < valid; ++j) {
     const __m512 pj = _mm512_set1_ps(ph[j]);
-    for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_load_ps(vb + j * d + 16 * c), acc[c]);
+    for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, value(j, c), acc[c]);
   }
   for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
   m = m_new;
 }
 
-// The tile's softmax state over the blocks in [p0, p1), from scratch (attention.h, chunks).
+// A tile's queries (rows x group heads) into qs, in the keys' basis and
+// rounded to half; its softmax state from nothing.
 template <int kVecs>
-void attend(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
-            const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
+void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, int64_t group, float* qs, float* o,
+                float* m, float* l) {
   constexpr int d = 16 * kVecs;
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t rh_count = tile.rows * group;
-  alignas(64) float kt[d * kB];
-  alignas(64) float vb[kB * d];
-  alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
   const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
@@ -221,15 +235,27 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       if (rotated_keys) kv_rotate(dst, d);  // the keys' basis: dot products unchanged
       for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(dst + 16 * c, round_half(_mm512_loadu_ps(dst + 16 * c)));
     }
+  const int64_t rh_count = tile.rows * group;
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
+}
+
+// The tile's softmax state over the blocks in [p0, p1), from scratch (attention.h, chunks).
+template <int kVecs>
+void attend(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+            const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
+  constexpr int d = 16 * kVecs;
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  alignas(64) float kt[d * kB];
+  alignas(64) float vb[kB * d];
+  alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
+  start_tile<kVecs>(cache, layer, tile, group, qs, o, m, l);
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
-  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  const int32_t start = first_block_start(tile) > p0 ? first_block_start(tile) : p0;
-  const int32_t end = last_ctx < p1 ? last_ctx : p1;
-  for (int32_t b0 = start; b0 < end; b0 += kB) {
-    const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
-    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, end);
+  const auto decoded = [&vb](int j, int c) { return _mm512_load_ps(vb + j * d + 16 * c); };
+  const TileBlocks blocks = tile_blocks(tile, p0, p1);
+  for (int32_t b0 = blocks.start; b0 < blocks.end; b0 += kB) {
+    const int32_t n = blocks.positions(b0);
+    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
     load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
     for (int32_t r = 0; r < tile.rows; ++r) {
       const int32_t ctx = tile.first_ctx + r;
@@ -241,10 +267,117 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       if (shape.slopes) add_alibi(shape.slopes + tile.kv_head * group, group, b0 - (ctx - 1), scores);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        update_row_head<kVecs>(scores + g * kB, vb, first, valid, m[rh], l[rh], o + rh * d);
+        update_row_head<kVecs>(scores + g * kB, decoded, first, valid, m[rh], l[rh], o + rh * d);
       }
     }
   }
+}
+
+// Lane order (attention.h, lane_order_scores): one query head per KV head.
+//
+// Position j's 16 lane chains, v[j] (lane l: the dimensions l, l + 16, ...),
+// folded into one vector whose lane j is that position's score: c + 8 onto
+// c, then c + 4, c + 2, c + 1, as tree_sum16 adds them, two positions' lanes
+// side by side in each add. The shuffles leave the positions in the order
+// 0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15; one permute restores it.
+inline __m512 fold16(const __m512 (&v)[kB]) {
+  __m512 w[8], x[4], y[2];
+  for (int j = 0; j < 8; ++j)  // [t_j | t_j+8], 8 lanes each
+    w[j] = _mm512_add_ps(_mm512_shuffle_f32x4(v[j], v[j + 8], 0x44), _mm512_shuffle_f32x4(v[j], v[j + 8], 0xEE));
+  for (int j = 0; j < 4; ++j)  // [u_j, u_j+8, u_j+4, u_j+12], 4 lanes each
+    x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[j], w[j + 4], 0x88), _mm512_shuffle_f32x4(w[j], w[j + 4], 0xDD));
+  for (int j = 0; j < 2; ++j)  // pairs of lanes, positions p and p + 2 per 128 bits
+    y[j] = _mm512_add_ps(_mm512_shuffle_ps(x[j], x[j + 2], 0x44), _mm512_shuffle_ps(x[j], x[j + 2], 0xEE));
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), z);
+}
+
+// A query's 16 lane chains against one key row.
+template <int kVecs>
+inline __m512 lane_chains(const float* q, const __m512 (&k)[kVecs]) {
+  __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), k[0]);
+  for (int c = 1; c < kVecs; ++c) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), k[c], acc);
+  return acc;
+}
+
+// The kernel for one query head per KV head. Each key row is dotted in
+// place (a transposed block would serve a single head), once for all the
+// tile's rows. A lone row (a decode step) reads its values in place too;
+// several rows decode the block's values once.
+template <int kVecs>
+void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
+  constexpr int d = 16 * kVecs;
+  alignas(64) float vb[kB * d];
+  alignas(64) float scores[kB];
+  alignas(64) float chains[kTileRows * kB * 16];  // row r, position j: 16 lane chains
+  start_tile<kVecs>(cache, layer, tile, 1, qs, o, m, l);
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
+  const int32_t ps = cache.page_size();
+  const KvRowFormat kf = cache.key_format(layer), vf = cache.value_format();
+  const uint8_t* value_rows[kB] = {};
+  const auto decoded = [&vb](int j, int c) { return _mm512_load_ps(vb + j * d + 16 * c); };
+  const auto in_place = [&value_rows, vf](int j, int c) {
+    switch (vf) {
+      case KvRowFormat::f16: return f16_vec(value_rows[j], c);
+      case KvRowFormat::q8_0: return q8_0_vec(value_rows[j], c);
+      case KvRowFormat::q4_0: break;
+    }
+    return q4_0_vec(value_rows[j], c);
+  };
+  const TileBlocks blocks = tile_blocks(tile, p0, p1);
+  for (int32_t b0 = blocks.start; b0 < blocks.end; b0 += kB) {
+    const int32_t n = blocks.positions(b0);
+    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
+    // The rows that read this block: [r0, tile.rows) (a row's context only grows).
+    int32_t r0 = 0;
+    while (tile.first_ctx + r0 <= b0) ++r0;
+    __m512 lone[kB];  // a single row's chains
+    for (int32_t j = 0; j < kB; ++j) {
+      if (j >= n) {
+        lone[j] = _mm512_setzero_ps();
+        for (int32_t r = r0; r < tile.rows; ++r) _mm512_store_ps(chains + (r * kB + j) * 16, lone[j]);
+        continue;
+      }
+      const int32_t p = b0 + j;
+      __m512 k[kVecs];
+      row_vecs<kVecs>(kf, cache.key_row(layer, table[p / ps], p % ps, tile.kv_head), k);
+      value_rows[j] = cache.value_row(layer, table[p / ps], p % ps, tile.kv_head);
+      if (tile.rows == 1) {
+        lone[j] = lane_chains<kVecs>(qs, k);
+        continue;
+      }
+      for (int32_t r = r0; r < tile.rows; ++r) _mm512_store_ps(chains + (r * kB + j) * 16, lane_chains<kVecs>(qs + r * d, k));
+    }
+    if (tile.rows > 1) {
+      for (int32_t j = 0; j < n; ++j) decode_row<kVecs>(vf, value_rows[j], vb + j * d);
+      std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
+    }
+    for (int32_t r = r0; r < tile.rows; ++r) {
+      const int32_t ctx = tile.first_ctx + r;
+      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+      const int32_t first = first_in_window(tile, ctx, b0);
+      if (first >= valid) continue;  // the block is behind this row's window
+      if (tile.rows > 1)
+        for (int32_t j = 0; j < kB; ++j) lone[j] = _mm512_load_ps(chains + (r * kB + j) * 16);
+      _mm512_store_ps(scores, _mm512_mul_ps(fold16(lone), scale));
+      if (shape.slopes) add_alibi(shape.slopes + tile.kv_head, 1, b0 - (ctx - 1), scores);
+      if (tile.rows == 1)
+        update_row_head<kVecs>(scores, in_place, first, valid, m[r], l[r], o + r * d);
+      else
+        update_row_head<kVecs>(scores, decoded, first, valid, m[r], l[r], o + r * d);
+    }
+  }
+}
+
+// The shape's score order (attention.h) picks the kernel.
+template <int kVecs>
+void attend_either(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
+                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
+  if (lane_order_scores(shape))
+    attend_lanes<kVecs>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+  else
+    attend<kVecs>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
 }
 
 }  // namespace
@@ -259,17 +392,17 @@ bool attention_fits(int64_t head_dim) {
 void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
   switch (shape.head_dim / 16) {
-    case 1: return attend<1>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 2: return attend<2>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 3: return attend<3>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 4: return attend<4>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 5: return attend<5>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 6: return attend<6>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 7: return attend<7>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 8: return attend<8>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 10: return attend<10>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 12: return attend<12>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 16: return attend<16>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 1: return attend_either<1>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 2: return attend_either<2>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 3: return attend_either<3>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 4: return attend_either<4>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 5: return attend_either<5>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 6: return attend_either<6>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 7: return attend_either<7>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 8: return attend_either<8>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 10: return attend_either<10>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 12: return attend_either<12>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+    case 16: return attend_either<16>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
     default: return;  // attention_fits() said no
   }
 }

@@ -52,12 +52,25 @@ inline void load_rows(const KvCache& cache, int64_t layer, const int32_t* table,
 // One (row, head)'s step over a block: scores against the transposed keys
 // kt[i][j], the online softmax update, the values accumulated.
 // slope != 0: ALiBi, the block's first key dist0 positions from the query (<= 0).
+// lanes: the scores' lane order (attention.h, lane_order_scores).
 inline void update_row_head(const float* q, const float* kt, const float* vb, int64_t d, int32_t first,
-                            int32_t valid, float scale, float slope, int32_t dist0, float& m, float& l, float* o) {
+                            int32_t valid, float scale, float slope, int32_t dist0, bool lanes, float& m, float& l,
+                            float* o) {
   float s[kB];
-  for (int j = 0; j < kB; ++j) s[j] = q[0] * kt[j];
-  for (int64_t i = 1; i < d; ++i)
-    for (int j = 0; j < kB; ++j) s[j] = std::fma(q[i], kt[i * kB + j], s[j]);
+  if (lanes) {
+    float c[16][kB];
+    for (int64_t i = 0; i < d; ++i)
+      for (int j = 0; j < kB; ++j) c[i % 16][j] = i < 16 ? q[i] * kt[i * kB + j] : std::fma(q[i], kt[i * kB + j], c[i % 16][j]);
+    for (int j = 0; j < kB; ++j) {
+      float lane[16];
+      for (int i = 0; i < 16; ++i) lane[i] = c[i][j];
+      s[j] = tree_sum16(lane);
+    }
+  } else {
+    for (int j = 0; j < kB; ++j) s[j] = q[0] * kt[j];
+    for (int64_t i = 1; i < d; ++i)
+      for (int j = 0; j < kB; ++j) s[j] = std::fma(q[i], kt[i * kB + j], s[j]);
+  }
   float bmax = -INFINITY;
   for (int j = 0; j < kB; ++j) {
     s[j] *= scale;
@@ -87,6 +100,7 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
   const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const int64_t rh_count = tile.rows * group;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const bool lanes = lane_order_scores(shape);
   const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
@@ -98,12 +112,10 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
     }
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
-  const int32_t last_ctx = tile.first_ctx + tile.rows - 1;
-  const int32_t start = first_block_start(tile) > p0 ? first_block_start(tile) : p0;
-  const int32_t end = last_ctx < p1 ? last_ctx : p1;
-  for (int32_t b0 = start; b0 < end; b0 += kB) {
-    const int32_t n = last_ctx - b0 < kB ? last_ctx - b0 : kB;
-    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, end);
+  const TileBlocks blocks = tile_blocks(tile, p0, p1);
+  for (int32_t b0 = blocks.start; b0 < blocks.end; b0 += kB) {
+    const int32_t n = blocks.positions(b0);
+    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
     load_rows(cache, layer, table, b0, n, tile.kv_head, true, vb);
     for (int j = 0; j < kB; ++j)
       for (int64_t i = 0; i < d; ++i) kt[i * kB + j] = vb[j * d + i];
@@ -117,7 +129,8 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
         const float slope = shape.slopes ? shape.slopes[tile.kv_head * group + g] : 0.0f;
-        update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, slope, b0 - (ctx - 1), m[rh], l[rh], o + rh * d);
+        update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, slope, b0 - (ctx - 1), lanes, m[rh], l[rh],
+                        o + rh * d);
       }
     }
   }

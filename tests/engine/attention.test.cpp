@@ -156,6 +156,28 @@ TEST_CASE("a row's attention is bitwise the same alone, in any tile, and with it
   }
 }
 
+TEST_CASE("with one query head per KV head the keys are dotted in place: equal to the reference, the same bits in any tile, window and instruction set") {
+  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4})
+    for (int64_t head_dim : {64, 128})
+      for (int32_t n_ctx : {1, 17, 300}) {
+        if (!kv_type_fits(type, head_dim)) continue;
+        const Filled f(4, 4, head_dim, n_ctx, type);
+        const int32_t rows = std::min(n_ctx, 20), first_ctx = n_ctx - rows + 1;
+        const auto q = troupe::test::gaussian(static_cast<size_t>(rows * f.config.q_dim()), 9, 0.5f);
+        for (int32_t window : {0, 24}) {
+          INFO(kv_type_name(type) << ", head_dim " << head_dim << ", " << n_ctx << " positions, window " << window);
+          const auto whole = f.attend(q, rows, first_ctx, kTileRows, window);
+          CHECK(f.attend(q, rows, first_ctx, 1, window) == whole);  // decode rows read their values in place
+          CHECK(f.attend(q, rows, first_ctx, 5, window) == whole);
+          CHECK(max_abs_error(whole, f.reference(q, rows, first_ctx, window)) < 2e-3);
+          set_isa_override(Isa::scalar);
+          const auto portable = f.attend(q, rows, first_ctx, kTileRows, window);
+          clear_isa_override();
+          CHECK(portable == whole);
+        }
+      }
+}
+
 TEST_CASE("tiled attention gives the same bits on every instruction set") {
   struct Shape {
     int64_t n_head, n_head_kv, head_dim;
