@@ -5,7 +5,12 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/isa.h"
 #include "engine/cpu/repack.h"
@@ -76,6 +81,14 @@ struct MatmulScratch::Impl {
   std::vector<Task> tasks;
   int64_t total_chunks = 0;
   std::atomic<int64_t> next_chunk{0};
+  // Inputs quantized inside the call's parallel region: (input, token) items,
+  // and the threads that are done with their share of them.
+  struct Prep {
+    uint32_t input;
+    int32_t token;
+  };
+  std::vector<Prep> preps;
+  std::atomic<int> prepared{0};
 };
 
 MatmulScratch::MatmulScratch() : impl_(std::make_unique<Impl>()) {}
@@ -174,29 +187,37 @@ int64_t place_input(MatmulScratch::Impl::Views& views, const MatmulScratch::Impl
   return bytes;
 }
 
-// Quantizes x into every layout the kernels need; splits tokens across the
-// pool when there is enough of it to pay for waking the workers.
-void prepare_input(MatmulScratch::Impl::Views& views, const MatmulScratch::Impl::Needed& needed, const float* x,
-                   int64_t cols, int n_tokens, ThreadPool& pool) {
-  struct Ctx {
-    MatmulScratch::Impl::Views* views;
-    const MatmulScratch::Impl::Needed* needed;
-    const float* x;
-    detail::QuantizeFn quantize;
-    int n_tokens;
-  } ctx{&views, &needed, x, quantizer_for(active_isa()), n_tokens};
-  auto one = [&ctx](int64_t t) {
-    for (int l = 0; l < detail::kActLayouts; ++l)
-      if ((*ctx.needed)[l])
-        detail::prepare_token(static_cast<ActLayout>(l), ctx.quantize, ctx.x, (*ctx.views)[l], static_cast<int>(t),
-                              ctx.n_tokens);
-  };
-  if (n_tokens >= 2 && pool.size() > 1 && n_tokens * cols >= 16384) {
-    pool.parallel_for(n_tokens, [&one](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) one(t);
-    });
-  } else {
-    for (int t = 0; t < n_tokens; ++t) one(t);
+// Quantizes token t of an input into every layout its kernels need.
+void prepare_token_layouts(const MatmulScratch::Impl& s, size_t input, int t, detail::QuantizeFn quantize) {
+  const MatmulScratch::Impl::Input& in = s.inputs[input];
+  for (int l = 0; l < detail::kActLayouts; ++l)
+    if (s.needed[input][l])
+      detail::prepare_token(static_cast<ActLayout>(l), quantize, in.x, s.views[input][l], t, in.n_tokens);
+}
+
+// Inside the parallel region, before any chunk: each thread quantizes the
+// (input, token) items it takes, then waits until every thread is through,
+// since a chunk reads every token of its input. One region instead of a
+// serial pass (or a region of its own per input) in front of it: a step of
+// 16 streams quantizes the inputs of some 30 experts a layer, a few tokens
+// each, and the second thread used to wait through all of them.
+void prepare_in_region(MatmulScratch::Impl& s, int thread, int threads) {
+  const detail::QuantizeFn quantize = quantizer_for(active_isa());
+  // Contiguous shares: neighbouring tokens' scales share cache lines.
+  const auto n = static_cast<int64_t>(s.preps.size());
+  for (int64_t i = n * thread / threads; i < n * (thread + 1) / threads; ++i)
+    prepare_token_layouts(s, s.preps[static_cast<size_t>(i)].input, s.preps[static_cast<size_t>(i)].token, quantize);
+  s.prepared.fetch_add(1, std::memory_order_acq_rel);
+  // A thread descheduled by another process can take a time slice to arrive:
+  // after a short spin, yield the core.
+  for (int spin = 0; s.prepared.load(std::memory_order_acquire) < threads; ++spin) {
+    if (spin < 4000) {
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 
@@ -283,9 +304,11 @@ void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratc
   for (size_t i = 0; i < s.inputs.size(); ++i)
     bytes += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, nullptr);
   uint8_t* p = s.activations.reserve(bytes);
+  s.preps.clear();
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     p += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, p);
-    prepare_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, pool);
+    if (std::find(s.needed[i].begin(), s.needed[i].end(), true) == s.needed[i].end()) continue;
+    for (int t = 0; t < s.inputs[i].n_tokens; ++t) s.preps.push_back({static_cast<uint32_t>(i), t});
   }
   // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min
   // (rows from lane-layout weights take whole groups of 512 values).
@@ -316,11 +339,18 @@ void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratc
   plan_chunks(s, parallel ? pool.size() : 1);
   s.next_chunk.store(0, std::memory_order_relaxed);
   if (!parallel || s.total_chunks == 1) {
+    const detail::QuantizeFn quantize = quantizer_for(active_isa());
+    for (const auto& prep : s.preps) prepare_token_layouts(s, prep.input, prep.token, quantize);
     run_chunks(s, 0);
     return;
   }
+  s.prepared.store(0, std::memory_order_relaxed);
   MatmulScratch::Impl* sp = &s;
-  pool.run([sp](int thread) { run_chunks(*sp, thread); });
+  const int threads = pool.size();
+  pool.run([sp, threads](int thread) {
+    prepare_in_region(*sp, thread, threads);
+    run_chunks(*sp, thread);
+  });
 }
 
 }  // namespace troupe::cpu
