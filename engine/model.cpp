@@ -119,7 +119,21 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
   grow(v_, n * c.kv_dim());
   grow(gate_, n * std::max(c.n_ff, c.n_ff_shared));
   grow(up_, n * std::max(c.n_ff, c.n_ff_shared));
+  rope_filled_[0] = rope_filled_[1] = false;
   plan_attention(batch);
+}
+
+// The step's cosines and sines, row by row, for one of the two RoPEs (global,
+// local): computed in the first layer that uses them, shared by the rest
+// (a row's position is the same in every layer).
+void Model::fill_rope_angles(int kind) {
+  if (rope_filled_[kind]) return;
+  const cpu::Rope& rope = kind == 1 ? rope_local_ : rope_;
+  const int64_t half = rope.half_dim(), n = static_cast<int64_t>(rows_.size());
+  grow(rope_cos_[kind], static_cast<size_t>(n * half));
+  grow(rope_sin_[kind], static_cast<size_t>(n * half));
+  for (int64_t r = 0; r < n; ++r) rope.angles(rows_[r].pos, &rope_cos_[kind][r * half], &rope_sin_[kind][r * half]);
+  rope_filled_[kind] = true;
 }
 
 // Tiles of up to kTileRows consecutive rows of one sequence, per KV head.
@@ -185,22 +199,30 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   }
   head_norms(l);
 
-  const cpu::Rope& rope = this->rope(layer);
   const int32_t ps = cache.page_size();
-  const bool half = cache.type() == KvType::f16;
+  // Nothing may write a page whose local slot was given back (a local
+  // layer's page outside every window): checked here, before the rows are
+  // split across threads, which must not throw.
   for (int64_t r = 0; r < n; ++r) {
+    const int32_t page = batch.sequences[rows_[r].seq].block_table[rows_[r].pos / ps];
+    if (!cache.holds(layer, page))
+      throw std::logic_error("KV page " + std::to_string(page) + " has no local slot for layer " + std::to_string(layer));
+  }
+  const int rope_kind = c.is_local(layer) ? 1 : 0;
+  if (!c.alibi()) fill_rope_angles(rope_kind);
+  const auto place_row = [&](int64_t r) {
     const Row& row = rows_[r];
     if (!c.alibi()) {  // ALiBi models have no position embedding: the kernel biases scores instead
-      rope.apply(&q_[r * c.q_dim()], c.n_head, row.pos);
-      rope.apply(&k_[r * c.kv_dim()], c.n_head_kv, row.pos);
+      const cpu::Rope& rope = this->rope(layer);
+      const float* cos_t = &rope_cos_[rope_kind][r * rope.half_dim()];
+      const float* sin_t = &rope_sin_[rope_kind][r * rope.half_dim()];
+      rope.rotate(&q_[r * c.q_dim()], c.n_head, cos_t, sin_t);
+      rope.rotate(&k_[r * c.kv_dim()], c.n_head_kv, cos_t, sin_t);
     }
     if (c.query_scale != 1.0f)
       for (int64_t i = 0; i < c.q_dim(); ++i) q_[r * c.q_dim() + i] *= c.query_scale;
-    const auto& table = batch.sequences[row.seq].block_table;
-    const int32_t page = table[row.pos / ps], slot = row.pos % ps;
-    if (half) {
-      if (!cache.holds(layer, page))  // a local layer's page gave its slot back: nothing may write there
-        throw std::logic_error("KV page " + std::to_string(page) + " has no local slot for layer " + std::to_string(layer));
+    const int32_t page = batch.sequences[row.seq].block_table[row.pos / ps], slot = row.pos % ps;
+    if (cache.type() == KvType::f16) {
       const auto half_row = [](uint8_t* row) { return reinterpret_cast<uint16_t*>(row); };
       for (int64_t h = 0; h < c.n_head_kv; ++h) {  // a page keeps each head's rows together (engine/kv_cache.h)
         const int64_t at = r * c.kv_dim() + h * c.head_dim;
@@ -210,6 +232,14 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
     } else {
       cache.store(layer, page, slot, &k_[r * c.kv_dim()], &v_[r * c.kv_dim()]);
     }
+  };
+  // Each row writes only its own query, key and KV slot.
+  if (n >= 4 && pool_.size() > 1) {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) place_row(r);
+    });
+  } else {
+    for (int64_t r = 0; r < n; ++r) place_row(r);
   }
 
   run_attention(layer, batch, cache);

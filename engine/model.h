@@ -2,6 +2,7 @@
 // A transformer ready to run: the mapped GGUF file, its config and weights,
 // the thread pool, and the buffers of one forward pass (allocated for the
 // largest batch seen so far, then reused: nothing is allocated per token).
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,13 @@ class Model {
   };
   void prepare(const Batch& batch, const KvCache& cache);
   void plan_attention(const Batch& batch);
+  void fill_rope_angles(int kind);
+  struct GluSpan {
+    float* gate;
+    const float* up;
+    int64_t n;
+  };
+  void silu_mul_split(std::initializer_list<GluSpan> spans);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void run_attention(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l, int64_t layer);
@@ -78,6 +86,9 @@ class Model {
   std::vector<std::unique_ptr<uint8_t, cpu::LaneBuffer>> lane_buffers_;
   cpu::MatmulScratch scratch_;
   cpu::Rope rope_, rope_local_;
+  // Per step: each row's RoPE cosines and sines, [global, local] (fill_rope_angles).
+  std::vector<float> rope_cos_[2], rope_sin_[2];
+  bool rope_filled_[2] = {false, false};
   std::vector<float> alibi_slopes_;  // n_head, for an ALiBi model
 
   // Buffers of one forward pass, [rows][width].

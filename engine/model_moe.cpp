@@ -7,6 +7,7 @@
 // their weights, summed in rank order (most probable first), plus the shared
 // expert's: nothing in it depends on which other tokens share the step (the
 // kernels give every row the same bits in any batch).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -130,7 +131,7 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
     moe_jobs_.push_back({l.sh_up, xn_.data(), static_cast<int>(n), up_.data()});
   }
   cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
-  cpu::silu_mul(moe_gate_.data(), moe_up_.data(), total * ff);
+  silu_mul_split({{moe_gate_.data(), moe_up_.data(), total * ff}, {gate_.data(), up_.data(), shared ? n * c.n_ff_shared : 0}});
   moe_jobs_.clear();
   each_expert([&](size_t x, int32_t first, int32_t rows) {
     moe_jobs_.push_back({l.exp_down[x], &moe_gate_[static_cast<size_t>(first * ff)], rows,
@@ -138,7 +139,6 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
   });
   if (shared) {
     grow(moe_shared_, static_cast<size_t>(n * e));
-    cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff_shared);
     moe_jobs_.push_back({l.sh_down, gate_.data(), static_cast<int>(n), moe_shared_.data()});
   }
   cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
@@ -153,24 +153,54 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
 void Model::combine_experts(const LayerWeights& l) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used;
-  for (int64_t t = 0; t < n; ++t) {
+  const auto combine = [&](int64_t t) {
     float* out = &tmp_[static_cast<size_t>(t * e)];
     for (int64_t slot = 0; slot < k; ++slot) {
       const float w = moe_weights_[static_cast<size_t>(t * k + slot)];
       const float* o = &moe_out_[static_cast<size_t>((t * k + slot) * e)];
       for (int64_t i = 0; i < e; ++i) out[i] = slot == 0 ? o[i] * w : out[i] + o[i] * w;
     }
-  }
-  if (!l.shared_gate.empty()) {  // qwen2moe: a shared expert (run with the experts) behind a sigmoid gate
-    for (int64_t t = 0; t < n; ++t) {
-      float dot = 0.0f;
-      for (int64_t i = 0; i < e; ++i) dot += xn_[static_cast<size_t>(t * e + i)] * l.shared_gate[static_cast<size_t>(i)];
-      const float g = 1.0f / (1.0f + std::exp(-dot));
-      float* out = &tmp_[static_cast<size_t>(t * e)];
+    if (!l.shared_gate.empty()) {  // qwen2moe: a shared expert (run with the experts) behind a sigmoid gate
+      // The gate's dot product as 16 interleaved sums (value i in sum i % 16)
+      // folded pairwise: independent sums vectorize, where one running sum
+      // was a chain of n_embd dependent adds.
+      const float* xt = &xn_[static_cast<size_t>(t * e)];
+      float part[16] = {};
+      for (int64_t i = 0; i < e; ++i) part[i % 16] += xt[i] * l.shared_gate[static_cast<size_t>(i)];
+      for (int w = 8; w > 0; w /= 2)
+        for (int j = 0; j < w; ++j) part[j] += part[j + w];
+      const float g = 1.0f / (1.0f + std::exp(-part[0]));
       for (int64_t i = 0; i < e; ++i) out[i] = out[i] + moe_shared_[static_cast<size_t>(t * e + i)] * g;
     }
+    cpu::add(&x_[static_cast<size_t>(t * e)], out, e);
+  };
+  // Token by token, each on its own rows: the threads' split changes no value.
+  if (n >= 4 && pool_.size() > 1) {
+    pool_.parallel_for(n, [&](int64_t b, int64_t end) {
+      for (int64_t t = b; t < end; ++t) combine(t);
+    });
+  } else {
+    for (int64_t t = 0; t < n; ++t) combine(t);
   }
-  cpu::add(x_.data(), tmp_.data(), n * e);
+}
+
+// silu(gate) * up over several element-wise spans in one parallel region
+// when they are long enough to pay for it (any split gives the same values).
+void Model::silu_mul_split(std::initializer_list<GluSpan> spans) {
+  int64_t total = 0;
+  for (const GluSpan& s : spans) total += s.n;
+  if (pool_.size() == 1 || total < 16384) {
+    for (const GluSpan& s : spans) cpu::silu_mul(s.gate, s.up, s.n);
+    return;
+  }
+  pool_.parallel_for(total, [&](int64_t b, int64_t end) {
+    int64_t at = 0;  // the spans laid end to end
+    for (const GluSpan& s : spans) {
+      const int64_t lo = std::max(b, at), hi = std::min(end, at + s.n);
+      if (lo < hi) cpu::silu_mul(s.gate + (lo - at), s.up + (lo - at), hi - lo);
+      at += s.n;
+    }
+  });
 }
 
 }  // namespace troupe

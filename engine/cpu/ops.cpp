@@ -129,16 +129,18 @@ Rope::Rope(int64_t head_dim, std::span<const float> frequencies, float magnitude
   for (int64_t i = 0; i < head_dim / 2; ++i) freq_[i] = frequencies[static_cast<size_t>(i)];
 }
 
-void Rope::turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) const {
-  const int64_t half = head_dim_ / 2;
+void Rope::angles(int64_t pos, float magnitude, float* cos_t, float* sin_t) const {
   const float p = static_cast<float>(pos);
-  float cos_t[512], sin_t[512];
-  for (int64_t i = 0; i < half; ++i) {
+  for (int64_t i = 0; i < head_dim_ / 2; ++i) {
     const float theta = p * freq_[i];
     cos_t[i] = std::cos(theta);
     sin_t[i] = std::sin(theta);
     if (magnitude != 1.0f) cos_t[i] *= magnitude, sin_t[i] *= magnitude;
   }
+}
+
+void Rope::rotate(float* heads, int64_t n_heads, const float* cos_t, const float* sin_t) const {
+  const int64_t half = head_dim_ / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = heads + h * head_dim_;
     for (int64_t i = 0; i < half; ++i) {
@@ -150,6 +152,12 @@ void Rope::turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) con
       v[b] = x0 * sin_t[i] + x1 * cos_t[i];
     }
   }
+}
+
+void Rope::turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) const {
+  float cos_t[512], sin_t[512];
+  angles(pos, magnitude, cos_t, sin_t);
+  rotate(heads, n_heads, cos_t, sin_t);
 }
 
 }  // namespace troupe::cpu

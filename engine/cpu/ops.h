@@ -50,9 +50,16 @@ class Rope {
   // Rotates them on by delta positions (a cached key moving in a context
   // shift): the rotation alone, no magnitude.
   void shift(float* heads, int64_t n_heads, int64_t delta) const { turn(heads, n_heads, delta, 1.0f); }
+  // apply() in two parts, for rows whose position serves several calls (a
+  // step's queries and keys in every layer): the head_dim / 2 cosines and
+  // sines of position pos (magnitude included), then the rotation by them.
+  void angles(int64_t pos, float* cos_t, float* sin_t) const { angles(pos, magnitude_, cos_t, sin_t); }
+  void rotate(float* heads, int64_t n_heads, const float* cos_t, const float* sin_t) const;
+  int64_t half_dim() const { return head_dim_ / 2; }
 
  private:
   void turn(float* heads, int64_t n_heads, int64_t pos, float magnitude) const;
+  void angles(int64_t pos, float magnitude, float* cos_t, float* sin_t) const;
   int64_t head_dim_;
   float magnitude_;
   RopeOrder order_;
