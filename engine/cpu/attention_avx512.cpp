@@ -193,31 +193,41 @@ inline void add_alibi(const float* slopes, int64_t heads, int32_t dist0, float* 
     _mm512_store_ps(s + g * kB, _mm512_add_ps(_mm512_load_ps(s + g * kB), _mm512_mul_ps(_mm512_set1_ps(slopes[g]), dist)));
 }
 
-// One (row, head)'s online softmax step over a block whose scores are s;
-// value(j, c) is vector c of position j's value row.
-template <int kVecs, class Values>
-void update_row_head(const float* s_block, const Values& value, int32_t first, int32_t valid, float& m, float& l,
-                     float* o) {
-  const __m512 s = _mm512_load_ps(s_block);
+// The online softmax step of kHeads (row, head)s over a block whose scores
+// are s (kB a head) and whose live positions are [first, valid) for all of
+// them (the heads of one row): each one's max and sum move on, its output o
+// (d a head) is rescaled and the block's values, value(j, c) for vector c of
+// position j, accumulated. Each head's chains are the same as alone; side by
+// side, two heads' chains keep the fmas busy where one head's four waited
+// on each other.
+template <int kVecs, int kHeads, class Values>
+void update_heads(const float* s_block, const Values& value, int32_t first, int32_t valid, float* m, float* l,
+                  float* o) {
+  constexpr int d = 16 * kVecs;
   const __mmask16 live = static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
-  const float bmax = _mm512_mask_reduce_max_ps(live, s);
-  const float m_new = m > bmax ? m : bmax;
-  const float corr = attention_exp(m - m_new);
-  const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
-  alignas(64) float p[kB];
-  _mm512_store_ps(p, pv);
-  l = l * corr + tree_sum16(p);
-  alignas(64) float ph[kB];
-  _mm512_store_ps(ph, round_half(pv));
-  __m512 acc[kVecs];
-  const __m512 vc = _mm512_set1_ps(corr);
-  for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), vc);
-  for (int j = first; j < valid; ++j) {
-    const __m512 pj = _mm512_set1_ps(ph[j]);
-    for (int c = 0; c < kVecs; ++c) acc[c] = _mm512_fmadd_ps(pj, value(j, c), acc[c]);
+  alignas(64) float ph[kHeads][kB];
+  __m512 acc[kHeads][kVecs];
+  for (int h = 0; h < kHeads; ++h) {
+    const __m512 s = _mm512_load_ps(s_block + h * kB);
+    const float bmax = _mm512_mask_reduce_max_ps(live, s);
+    const float m_new = m[h] > bmax ? m[h] : bmax;
+    const float corr = attention_exp(m[h] - m_new);
+    const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
+    alignas(64) float p[kB];
+    _mm512_store_ps(p, pv);
+    l[h] = l[h] * corr + tree_sum16(p);
+    _mm512_store_ps(ph[h], round_half(pv));
+    const __m512 vc = _mm512_set1_ps(corr);
+    for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + h * d + 16 * c), vc);
+    m[h] = m_new;
   }
-  for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
-  m = m_new;
+  for (int j = first; j < valid; ++j)
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 pj = _mm512_set1_ps(ph[h][j]);
+      for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_fmadd_ps(pj, value(j, c), acc[h][c]);
+    }
+  for (int h = 0; h < kHeads; ++h)
+    for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
 
 // A tile's queries (rows x group heads) into qs, in the keys' basis and
@@ -265,9 +275,16 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
       if (first >= valid) continue;  // the block is behind this row's window
       score_group<kVecs>(qs + r * group * d, kt, scale, group, scores);
       if (shape.slopes) add_alibi(shape.slopes + tile.kv_head * group, group, b0 - (ctx - 1), scores);
-      for (int64_t g = 0; g < group; ++g) {
+      // Heads two at a time (one at a time past head_dim 128: the accumulators would spill).
+      constexpr int kPair = kVecs <= 8 ? 2 : 1;
+      int64_t g = 0;
+      for (; g + kPair <= group; g += kPair) {
         const int64_t rh = r * group + g;
-        update_row_head<kVecs>(scores + g * kB, decoded, first, valid, m[rh], l[rh], o + rh * d);
+        update_heads<kVecs, kPair>(scores + g * kB, decoded, first, valid, m + rh, l + rh, o + rh * d);
+      }
+      for (; g < group; ++g) {
+        const int64_t rh = r * group + g;
+        update_heads<kVecs, 1>(scores + g * kB, decoded, first, valid, m + rh, l + rh, o + rh * d);
       }
     }
   }
@@ -363,9 +380,9 @@ void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, con
       _mm512_store_ps(scores, _mm512_mul_ps(fold16(lone), scale));
       if (shape.slopes) add_alibi(shape.slopes + tile.kv_head, 1, b0 - (ctx - 1), scores);
       if (tile.rows == 1)
-        update_row_head<kVecs>(scores, in_place, first, valid, m[r], l[r], o + r * d);
+        update_heads<kVecs, 1>(scores, in_place, first, valid, m + r, l + r, o + r * d);
       else
-        update_row_head<kVecs>(scores, decoded, first, valid, m[r], l[r], o + r * d);
+        update_heads<kVecs, 1>(scores, decoded, first, valid, m + r, l + r, o + r * d);
     }
   }
 }
