@@ -5,7 +5,7 @@
 // head_dim fused multiply-adds. With one, each key row is dotted in place
 // into 16 lane chains that one fold turns into the block's scores (the
 // lane order of attention.h).
-#include "engine/cpu/simd_loads.h"
+#include "engine/cpu/simd_avx512.h"
 
 #include <cmath>
 #include <cstring>
@@ -139,12 +139,6 @@ void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32
   std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
 }
 
-inline float tree_sum16(const float* p) {
-  float a[8], b[4];
-  for (int i = 0; i < 8; ++i) a[i] = p[i] + p[i + 8];
-  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
 
 // Scores of kHeads (row, head)s against one block: each (row, head) is one
 // chain of head_dim fmas in dimension order, as the portable kernel's, and
@@ -207,19 +201,24 @@ void update_heads(const float* s_block, const Values& value, int32_t first, int3
   const __mmask16 live = static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
   alignas(64) float ph[kHeads][kB];
   __m512 acc[kHeads][kVecs];
+  // The heads' new maxima, then their rescale factors in one exp16 (the same
+  // bits as attention_exp's, lane by lane).
+  float m_new[kHeads];
+  alignas(64) float dm[kB] = {}, corr[kB];
+  for (int h = 0; h < kHeads; ++h) {
+    const float bmax = _mm512_mask_reduce_max_ps(live, _mm512_load_ps(s_block + h * kB));
+    m_new[h] = m[h] > bmax ? m[h] : bmax;
+    dm[h] = m[h] - m_new[h];
+  }
+  _mm512_store_ps(corr, exp16(_mm512_load_ps(dm)));
   for (int h = 0; h < kHeads; ++h) {
     const __m512 s = _mm512_load_ps(s_block + h * kB);
-    const float bmax = _mm512_mask_reduce_max_ps(live, s);
-    const float m_new = m[h] > bmax ? m[h] : bmax;
-    const float corr = attention_exp(m[h] - m_new);
-    const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
-    alignas(64) float p[kB];
-    _mm512_store_ps(p, pv);
-    l[h] = l[h] * corr + tree_sum16(p);
+    const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new[h]))));
+    l[h] = l[h] * corr[h] + detail::tree16(pv);  // tree_sum16's order
     _mm512_store_ps(ph[h], round_half(pv));
-    const __m512 vc = _mm512_set1_ps(corr);
+    const __m512 vc = _mm512_set1_ps(corr[h]);
     for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + h * d + 16 * c), vc);
-    m[h] = m_new;
+    m[h] = m_new[h];
   }
   for (int j = first; j < valid; ++j)
     for (int h = 0; h < kHeads; ++h) {
@@ -294,7 +293,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
 //
 // Position j's 16 lane chains, v[j] (lane l: the dimensions l, l + 16, ...),
 // folded into one vector whose lane j is that position's score: c + 8 onto
-// c, then c + 4, c + 2, c + 1, as tree_sum16 adds them, two positions' lanes
+// c, then c + 4, c + 2, c + 1, as tree16 (and the portable tree_sum16) adds them, two positions' lanes
 // side by side in each add. The shuffles leave the positions in the order
 // 0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15; one permute restores it.
 inline __m512 fold16(const __m512 (&v)[kB]) {
