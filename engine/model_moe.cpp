@@ -131,7 +131,8 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
     moe_jobs_.push_back({l.sh_up, xn_.data(), static_cast<int>(n), up_.data()});
   }
   cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
-  silu_mul_split({{moe_gate_.data(), moe_up_.data(), total * ff}, {gate_.data(), up_.data(), shared ? n * c.n_ff_shared : 0}});
+  silu_mul_split({{moe_gate_.data(), moe_up_.data(), total * ff},
+                  {gate_.data(), up_.data(), shared ? n * c.n_ff_shared : 0}});
   moe_jobs_.clear();
   each_expert([&](size_t x, int32_t first, int32_t rows) {
     moe_jobs_.push_back({l.exp_down[x], &moe_gate_[static_cast<size_t>(first * ff)], rows,

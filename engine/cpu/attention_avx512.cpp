@@ -139,7 +139,6 @@ void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32
   std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
 }
 
-
 // Scores of kHeads (row, head)s against one block: each (row, head) is one
 // chain of head_dim fmas in dimension order, as the portable kernel's, and
 // the chains run side by side so each transposed key row is loaded once.
@@ -293,9 +292,10 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
 //
 // Position j's 16 lane chains, v[j] (lane l: the dimensions l, l + 16, ...),
 // folded into one vector whose lane j is that position's score: c + 8 onto
-// c, then c + 4, c + 2, c + 1, as tree16 (and the portable tree_sum16) adds them, two positions' lanes
-// side by side in each add. The shuffles leave the positions in the order
-// 0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15; one permute restores it.
+// c, then c + 4, c + 2, c + 1, as tree16 (and the portable tree_sum16) add
+// them, two positions' lanes side by side in each add. The shuffles leave
+// the positions in the order 0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15; one
+// permute restores it.
 inline __m512 fold16(const __m512 (&v)[kB]) {
   __m512 w[8], x[4], y[2];
   for (int j = 0; j < 8; ++j)  // [t_j | t_j+8], 8 lanes each
@@ -363,7 +363,8 @@ void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, con
         lone[j] = lane_chains<kVecs>(qs, k);
         continue;
       }
-      for (int32_t r = r0; r < tile.rows; ++r) _mm512_store_ps(chains + (r * kB + j) * 16, lane_chains<kVecs>(qs + r * d, k));
+      for (int32_t r = r0; r < tile.rows; ++r)
+        _mm512_store_ps(chains + (r * kB + j) * 16, lane_chains<kVecs>(qs + r * d, k));
     }
     if (tile.rows > 1) {
       for (int32_t j = 0; j < n; ++j) decode_row<kVecs>(vf, value_rows[j], vb + j * d);

@@ -60,7 +60,8 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
   if (lanes) {
     float c[16][kB];
     for (int64_t i = 0; i < d; ++i)
-      for (int j = 0; j < kB; ++j) c[i % 16][j] = i < 16 ? q[i] * kt[i * kB + j] : std::fma(q[i], kt[i * kB + j], c[i % 16][j]);
+      for (int j = 0; j < kB; ++j)
+        c[i % 16][j] = i < 16 ? q[i] * kt[i * kB + j] : std::fma(q[i], kt[i * kB + j], c[i % 16][j]);
     for (int j = 0; j < kB; ++j) {
       float lane[16];
       for (int i = 0; i < 16; ++i) lane[i] = c[i][j];
