@@ -139,8 +139,18 @@ void Model::fill_rope_angles(int kind) {
 // Tiles of up to kTileRows consecutive rows of one sequence, per KV head.
 // The split does not change any row's result (cpu/attention.h); the order,
 // costliest first, only balances the threads.
+//
+// With one query head per KV head a lone row (a decode step) takes its KV
+// heads together, up to kTileRows a tile: the kernel then reads each page's
+// runs of all of them in address order. Only when the step has such rows
+// enough to keep every thread busy (four each); otherwise each head is a tile.
 void Model::plan_attention(const Batch& batch) {
   units_.clear();
+  const auto& c = config_;
+  size_t lone_rows = 0;
+  for (const BatchSequence& seq : batch.sequences) lone_rows += seq.tokens.size() == 1;
+  const bool together = c.n_head == c.n_head_kv && c.head_dim % 16 == 0 &&
+                        lone_rows >= 4 * static_cast<size_t>(pool_.size());
   int32_t row = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const BatchSequence& seq = batch.sequences[s];
@@ -148,8 +158,11 @@ void Model::plan_attention(const Batch& batch) {
     for (int32_t t = 0; t < len; t += cpu::kTileRows) {
       const int32_t rows = std::min(cpu::kTileRows, len - t);
       const int64_t cost = static_cast<int64_t>(rows) * (seq.start_pos + t + rows);
-      for (int64_t h = 0; h < config_.n_head_kv; ++h)
-        units_.push_back({row + t, rows, static_cast<int32_t>(s), static_cast<int32_t>(h), cost});
+      const auto step = static_cast<int32_t>(together && len == 1 ? cpu::kTileRows : 1);
+      for (int32_t h = 0; h < c.n_head_kv; h += step) {
+        const int32_t heads = std::min<int32_t>(step, static_cast<int32_t>(c.n_head_kv) - h);
+        units_.push_back({row + t, rows, static_cast<int32_t>(s), h, cost * heads, heads});
+      }
     }
     row += len;
   }
@@ -261,7 +274,8 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
   const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
   const auto tile_of = [&](const AttentionUnit& unit) {
     return cpu::AttentionTile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),
-                              unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head, window};
+                              unit.rows, rows_[static_cast<size_t>(unit.first_row)].pos + 1, unit.kv_head, window,
+                              unit.heads};
   };
   const bool split = pool_.size() > 1 && units_.size() < static_cast<size_t>(pool_.size());
   chunk_items_.clear();

@@ -101,7 +101,8 @@ class Model {
     int32_t rows;
     int32_t seq;
     int32_t kv_head;
-    int64_t cost;  // rows x context
+    int64_t cost;  // rows x context (x heads)
+    int32_t heads = 1;  // KV heads from kv_head (cpu::AttentionTile::heads)
   };
   std::vector<AttentionUnit> units_;
   std::vector<cpu::AttentionScratch> attention_scratch_;

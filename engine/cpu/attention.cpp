@@ -43,14 +43,25 @@ void size_scratch(const AttentionShape& shape, AttentionScratch& s) {
 void run_chunk(Isa isa, const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
                const AttentionTile& tile, int32_t chunk, AttentionScratch& s, AttentionPartial& out) {
   const int32_t p0 = chunk * kChunkPositions, p1 = p0 + kChunkPositions;
-  if (isa == Isa::scalar)
-    return attend_chunk_portable(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(),
-                                 out.l.data(), s.keys.data(), s.values.data());
-  if (isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64)
-    return avx512::attend_chunk(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(),
-                                out.l.data());
-  avx2::attend_chunk(cache, layer, table, shape, tile, p0, p1, s.q.data(), out.o.data(), out.m.data(), out.l.data(),
-                     s.keys.data(), s.values.data());
+  const bool fits512 = isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64;
+  const auto kernel = [&](const AttentionTile& t, size_t at) {  // at: the tile's first (row, head) in the state
+    const size_t d = static_cast<size_t>(shape.head_dim);
+    float *qs = s.q.data() + at * d, *o = out.o.data() + at * d, *m = out.m.data() + at, *l = out.l.data() + at;
+    if (isa == Isa::scalar)
+      return attend_chunk_portable(cache, layer, table, shape, t, p0, p1, qs, o, m, l, s.keys.data(), s.values.data());
+    if (fits512) return avx512::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l);
+    avx2::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l, s.keys.data(), s.values.data());
+  };
+  // Several heads of a lone row: the AVX-512 lane-order kernel reads them
+  // page by page; the others take them one at a time (the same bits).
+  if (tile.heads == 1 || (fits512 && lane_order_scores(shape))) return kernel(tile, 0);
+  const auto group = static_cast<size_t>(shape.n_head / shape.n_head_kv);
+  for (int32_t h = 0; h < tile.heads; ++h) {
+    AttentionTile one = tile;
+    one.kv_head = tile.kv_head + h;
+    one.heads = 1;
+    kernel(one, static_cast<size_t>(h) * group);
+  }
 }
 
 // Folds one chunk's state into the running total, per (row, head). A chunk
@@ -75,20 +86,26 @@ void merge(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPart
   }
 }
 
+// A tile's (row, head)s: rows x heads x group, in that order.
+int64_t tile_row_heads(const AttentionShape& shape, const AttentionTile& tile) {
+  return tile.rows * tile.heads * (shape.n_head / shape.n_head_kv);
+}
+
 void write_out(const KvCache& cache, const AttentionShape& shape, const AttentionTile& tile, const AttentionPartial& t) {
-  const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  const int64_t d = shape.head_dim, heads = tile.heads * (shape.n_head / shape.n_head_kv);
+  const int64_t first = tile.kv_head * (shape.n_head / shape.n_head_kv);
   const bool rotated_values = kv_rotated(cache.value_format());
   for (int32_t r = 0; r < tile.rows; ++r)
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t rh = r * group + g;
-      float* dst = tile.out + r * tile.q_stride + (tile.kv_head * group + g) * d;
+    for (int64_t g = 0; g < heads; ++g) {
+      const int64_t rh = r * heads + g;
+      float* dst = tile.out + r * tile.q_stride + (first + g) * d;
       for (int64_t i = 0; i < d; ++i) dst[i] = t.o[rh * d + i] / t.l[rh];
       if (rotated_values) kv_rotate(dst, d);  // back from the values' basis
     }
 }
 
 void clear_total(const AttentionShape& shape, const AttentionTile& tile, AttentionPartial& t) {
-  const auto rh = static_cast<size_t>(tile.rows * (shape.n_head / shape.n_head_kv));
+  const auto rh = static_cast<size_t>(tile_row_heads(shape, tile));
   std::fill(t.l.begin(), t.l.begin() + static_cast<std::ptrdiff_t>(rh), 0.0f);
 }
 
@@ -96,7 +113,7 @@ void attend_tile_on(Isa isa, const KvCache& cache, int64_t layer, std::span<cons
                     const AttentionShape& shape, const AttentionTile& tile, AttentionScratch& s) {
   size_scratch(shape, s);
   const ChunkRange chunks = tile_chunks(tile);
-  const int64_t rh_count = tile.rows * (shape.n_head / shape.n_head_kv);
+  const int64_t rh_count = tile_row_heads(shape, tile);
   clear_total(shape, tile, s.total);
   for (int32_t c = chunks.first; c < chunks.last; ++c) {
     run_chunk(isa, cache, layer, block_table.data(), shape, tile, c, s, s.chunk);
@@ -164,7 +181,7 @@ void finish_tile(const KvCache& cache, const AttentionShape& shape, const Attent
   thread_local AttentionPartial total;  // no allocation per step once sized
   size_partial(shape, total);
   clear_total(shape, tile, total);
-  const int64_t rh_count = tile.rows * (shape.n_head / shape.n_head_kv);
+  const int64_t rh_count = tile_row_heads(shape, tile);
   for (const AttentionPartial& c : chunks) merge(rh_count, shape.head_dim, c, total);
   write_out(cache, shape, tile, total);
 }

@@ -58,6 +58,13 @@ struct AttentionTile {
   // A local (sliding-window) layer's window: row r then attends only
   // [first_ctx + r - window, first_ctx + r); 0 = every earlier position.
   int32_t window = 0;
+  // KV heads [kv_head, kv_head + heads). More than one only for a lone row
+  // (rows == 1) of a model with one query head per KV head, at most
+  // kTileRows: the kernel then reads each page's runs of all those heads in
+  // address order (a page keeps its heads' runs side by side) rather than
+  // one head's runs scattered over every page. Each head's arithmetic is
+  // that of a tile of its own.
+  int32_t heads = 1;
 };
 
 // The first position the tile reads: row 0's window start, down to a block

@@ -228,16 +228,18 @@ void update_heads(const float* s_block, const Values& value, int32_t first, int3
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
 
-// A tile's queries (rows x group heads) into qs, in the keys' basis and
-// rounded to half; its softmax state from nothing.
+// A tile's queries (rows x its query heads [first_head, first_head +
+// heads)) into qs, in the keys' basis and rounded to half; its softmax state
+// from nothing.
 template <int kVecs>
-void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, int64_t group, float* qs, float* o,
-                float* m, float* l) {
+void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, int64_t first_head, int64_t heads,
+                float* qs, float* o, float* m, float* l) {
   constexpr int d = 16 * kVecs;
+  const int64_t group = heads;
   const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
-      const float* src = tile.q + r * tile.q_stride + (tile.kv_head * group + g) * d;
+      const float* src = tile.q + r * tile.q_stride + (first_head + g) * d;
       float* dst = qs + (r * group + g) * d;
       std::memcpy(dst, src, sizeof(float) * d);
       if (rotated_keys) kv_rotate(dst, d);  // the keys' basis: dot products unchanged
@@ -257,7 +259,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   alignas(64) float kt[d * kB];
   alignas(64) float vb[kB * d];
   alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
-  start_tile<kVecs>(cache, layer, tile, group, qs, o, m, l);
+  start_tile<kVecs>(cache, layer, tile, tile.kv_head * group, group, qs, o, m, l);
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const auto decoded = [&vb](int j, int c) { return _mm512_load_ps(vb + j * d + 16 * c); };
   const TileBlocks blocks = tile_blocks(tile, p0, p1);
@@ -327,7 +329,7 @@ void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, con
   alignas(64) float vb[kB * d];
   alignas(64) float scores[kB];
   alignas(64) float chains[kTileRows * kB * 16];  // row r, position j: 16 lane chains
-  start_tile<kVecs>(cache, layer, tile, 1, qs, o, m, l);
+  start_tile<kVecs>(cache, layer, tile, tile.kv_head, tile.heads, qs, o, m, l);
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const int32_t ps = cache.page_size();
   const KvRowFormat kf = cache.key_format(layer), vf = cache.value_format();
@@ -344,45 +346,50 @@ void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, con
   const TileBlocks blocks = tile_blocks(tile, p0, p1);
   for (int32_t b0 = blocks.start; b0 < blocks.end; b0 += kB) {
     const int32_t n = blocks.positions(b0);
-    prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
     // The rows that read this block: [r0, tile.rows) (a row's context only grows).
     int32_t r0 = 0;
     while (tile.first_ctx + r0 <= b0) ++r0;
-    __m512 lone[kB];  // a single row's chains
-    for (int32_t j = 0; j < kB; ++j) {
-      if (j >= n) {
-        lone[j] = _mm512_setzero_ps();
-        for (int32_t r = r0; r < tile.rows; ++r) _mm512_store_ps(chains + (r * kB + j) * 16, lone[j]);
-        continue;
+    // Head by head within the block: the heads' runs of a page lie side by side.
+    for (int32_t hh = 0; hh < tile.heads; ++hh) {
+      const int64_t head = tile.kv_head + hh;
+      prefetch_block_ahead(cache, layer, table, head, b0, blocks.end);
+      __m512 lone[kB];  // a single row's chains
+      for (int32_t j = 0; j < kB; ++j) {
+        if (j >= n) {
+          lone[j] = _mm512_setzero_ps();
+          for (int32_t r = r0; r < tile.rows; ++r) _mm512_store_ps(chains + (r * kB + j) * 16, lone[j]);
+          continue;
+        }
+        const int32_t p = b0 + j;
+        __m512 k[kVecs];
+        row_vecs<kVecs>(kf, cache.key_row(layer, table[p / ps], p % ps, head), k);
+        value_rows[j] = cache.value_row(layer, table[p / ps], p % ps, head);
+        if (tile.rows == 1) {
+          lone[j] = lane_chains<kVecs>(qs + hh * d, k);
+          continue;
+        }
+        for (int32_t r = r0; r < tile.rows; ++r)
+          _mm512_store_ps(chains + (r * kB + j) * 16, lane_chains<kVecs>(qs + r * d, k));
       }
-      const int32_t p = b0 + j;
-      __m512 k[kVecs];
-      row_vecs<kVecs>(kf, cache.key_row(layer, table[p / ps], p % ps, tile.kv_head), k);
-      value_rows[j] = cache.value_row(layer, table[p / ps], p % ps, tile.kv_head);
-      if (tile.rows == 1) {
-        lone[j] = lane_chains<kVecs>(qs, k);
-        continue;
+      if (tile.rows > 1) {
+        for (int32_t j = 0; j < n; ++j) decode_row<kVecs>(vf, value_rows[j], vb + j * d);
+        std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
       }
-      for (int32_t r = r0; r < tile.rows; ++r)
-        _mm512_store_ps(chains + (r * kB + j) * 16, lane_chains<kVecs>(qs + r * d, k));
-    }
-    if (tile.rows > 1) {
-      for (int32_t j = 0; j < n; ++j) decode_row<kVecs>(vf, value_rows[j], vb + j * d);
-      std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
-    }
-    for (int32_t r = r0; r < tile.rows; ++r) {
-      const int32_t ctx = tile.first_ctx + r;
-      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
-      const int32_t first = first_in_window(tile, ctx, b0);
-      if (first >= valid) continue;  // the block is behind this row's window
-      if (tile.rows > 1)
-        for (int32_t j = 0; j < kB; ++j) lone[j] = _mm512_load_ps(chains + (r * kB + j) * 16);
-      _mm512_store_ps(scores, _mm512_mul_ps(fold16(lone), scale));
-      if (shape.slopes) add_alibi(shape.slopes + tile.kv_head, 1, b0 - (ctx - 1), scores);
-      if (tile.rows == 1)
-        update_heads<kVecs, 1>(scores, in_place, first, valid, m + r, l + r, o + r * d);
-      else
-        update_heads<kVecs, 1>(scores, decoded, first, valid, m + r, l + r, o + r * d);
+      for (int32_t r = r0; r < tile.rows; ++r) {
+        const int32_t ctx = tile.first_ctx + r;
+        const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+        const int32_t first = first_in_window(tile, ctx, b0);
+        if (first >= valid) continue;  // the block is behind this row's window
+        if (tile.rows > 1)
+          for (int32_t j = 0; j < kB; ++j) lone[j] = _mm512_load_ps(chains + (r * kB + j) * 16);
+        _mm512_store_ps(scores, _mm512_mul_ps(fold16(lone), scale));
+        if (shape.slopes) add_alibi(shape.slopes + head, 1, b0 - (ctx - 1), scores);
+        const int64_t rh = r * tile.heads + hh;  // heads > 1 only for a lone row
+        if (tile.rows == 1)
+          update_heads<kVecs, 1>(scores, in_place, first, valid, m + rh, l + rh, o + rh * d);
+        else
+          update_heads<kVecs, 1>(scores, decoded, first, valid, m + rh, l + rh, o + rh * d);
+      }
     }
   }
 }

@@ -178,6 +178,40 @@ TEST_CASE("with one query head per KV head the keys are dotted in place: equal t
       }
 }
 
+TEST_CASE("a decode row's KV heads in one tile, read page by page, give the bits of a tile per head, whole or chunk by chunk, on every instruction set") {
+  for (KvType type : {KvType::f16, KvType::k8v4})
+    for (int32_t n_ctx : {1, 40, 300}) {
+      for (int32_t window : {0, 24}) {
+        const Filled f(20, 20, 64, n_ctx, type);  // 20 heads: a tile of 16 and one of 4
+        const auto q = troupe::test::gaussian(static_cast<size_t>(f.config.q_dim()), 13, 0.5f);
+        INFO(kv_type_name(type) << ", " << n_ctx << " positions, window " << window);
+        for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+          if (isa > detect_isa()) continue;
+          set_isa_override(isa);
+          const auto per_head = f.attend(q, 1, n_ctx, 1, window);
+          std::vector<float> whole(q.size(), -1.0f), chunked(q.size(), -1.0f);
+          AttentionScratch scratch;
+          for (int32_t h0 = 0; h0 < 20; h0 += kTileRows) {
+            const int32_t heads = std::min(kTileRows, 20 - h0);
+            const AttentionTile t{q.data(), whole.data(), f.config.q_dim(), 1, n_ctx, h0, window, heads};
+            attend_tile(f.cache, 0, f.table, f.shape(), t, scratch);
+            AttentionTile tc = t;
+            tc.out = chunked.data();
+            const ChunkRange chunks = tile_chunks(tc);
+            std::vector<AttentionPartial> parts(static_cast<size_t>(chunks.last - chunks.first));
+            for (int32_t c = chunks.first; c < chunks.last; ++c)
+              attend_chunk(f.cache, 0, f.table, f.shape(), tc, c, scratch, parts[static_cast<size_t>(c - chunks.first)]);
+            finish_tile(f.cache, f.shape(), tc, parts);
+          }
+          clear_isa_override();
+          INFO(isa_name(isa));
+          CHECK(whole == per_head);
+          CHECK(chunked == per_head);
+        }
+      }
+    }
+}
+
 TEST_CASE("tiled attention gives the same bits on every instruction set") {
   struct Shape {
     int64_t n_head, n_head_kv, head_dim;
