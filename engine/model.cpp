@@ -284,11 +284,12 @@ void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
     for (int32_t k = r.first; k < r.last; ++k) chunk_items_.push_back({static_cast<int32_t>(u), k});
   }
   if (chunk_partials_.size() < chunk_items_.size()) chunk_partials_.resize(chunk_items_.size());
-  // When there are tiles enough to keep every thread busy, a tile's KV
-  // heads go to one thread together, which asks for each next head's first
-  // block while it computes this one (cpu::prefetch_tile_kv; the kernel
-  // asks for the rest as it goes). With few tiles, each goes on its own, so
-  // that no thread idles.
+  // When there are tiles enough to keep every thread busy, a row range's
+  // tiles (its KV heads, unless plan_attention put them in one tile) go to
+  // one thread together, which asks for each next tile's first block while
+  // it computes this one (cpu::prefetch_tile_kv; the kernel asks for the
+  // rest as it goes). With few tiles, each goes on its own, so that no
+  // thread idles.
   item_groups_.clear();
   for (size_t i = 0; i < chunk_items_.size(); ++i) {
     const AttentionUnit& u = units_[static_cast<size_t>(chunk_items_[i].unit)];

@@ -1,6 +1,8 @@
 #include "engine/cpu/attention.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "engine/cpu/attention_tile.h"
 #include "engine/cpu/isa.h"
@@ -122,6 +124,16 @@ void attend_tile_on(Isa isa, const KvCache& cache, int64_t layer, std::span<cons
   write_out(cache, shape, tile, s.total);
 }
 
+// Several KV heads in one tile: a lone row's, within the model's (the
+// scratch holds kTileRows x group (row, head)s).
+void check_heads(const AttentionShape& shape, const AttentionTile& tile) {
+  if (tile.heads != 1 && (tile.heads < 1 || tile.rows != 1 || tile.heads > kTileRows ||
+                          tile.kv_head + tile.heads > shape.n_head_kv))
+    throw std::invalid_argument("attention tile of " + std::to_string(tile.heads) + " KV heads from " +
+                                std::to_string(tile.kv_head) + " over " + std::to_string(tile.rows) +
+                                " rows: several heads are for one row, at most 16, within the model's");
+}
+
 }  // namespace
 
 ChunkRange tile_chunks(const AttentionTile& tile) {
@@ -132,17 +144,20 @@ ChunkRange tile_chunks(const AttentionTile& tile) {
 namespace portable {
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                  const AttentionTile& tile, AttentionScratch& s) {
+  check_heads(shape, tile);
   attend_tile_on(Isa::scalar, cache, layer, block_table, shape, tile, s);
 }
 }  // namespace portable
 
 void attend_tile(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                  const AttentionTile& tile, AttentionScratch& s) {
+  check_heads(shape, tile);
   attend_tile_on(active_isa(), cache, layer, block_table, shape, tile, s);
 }
 
 void attend_chunk(const KvCache& cache, int64_t layer, std::span<const int32_t> block_table, const AttentionShape& shape,
                   const AttentionTile& tile, int32_t chunk, AttentionScratch& s, AttentionPartial& out) {
+  check_heads(shape, tile);
   size_scratch(shape, s);
   size_partial(shape, out);
   run_chunk(active_isa(), cache, layer, block_table.data(), shape, tile, chunk, s, out);

@@ -105,7 +105,7 @@ constexpr int32_t kChunkPositions = 256;
 
 // The state of one chunk, for each (row, head) of a tile.
 struct AttentionPartial {
-  std::vector<float> m, l, o;  // rows x group, rows x group, rows x group x head_dim
+  std::vector<float> m, l, o;  // per (row, head) in rows x heads x group order; o: x head_dim
 };
 
 // Per-thread working memory, sized for a shape by the first call.

@@ -338,7 +338,11 @@ void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratc
   const bool parallel = pool.size() > 1 && total_work >= (64 << 10);
   plan_chunks(s, parallel ? pool.size() : 1);
   s.next_chunk.store(0, std::memory_order_relaxed);
-  if (!parallel || s.total_chunks == 1) {
+  // A small matrix can still have a long input (a prefill's tokens): from
+  // 16K values, quantizing it is worth a region of its own.
+  int64_t prep_values = 0;
+  for (const auto& prep : s.preps) prep_values += s.inputs[prep.input].cols;
+  if (pool.size() == 1 || (!(parallel && s.total_chunks > 1) && prep_values < 16384)) {
     const detail::QuantizeFn quantize = quantizer_for(active_isa());
     for (const auto& prep : s.preps) prepare_token_layouts(s, prep.input, prep.token, quantize);
     run_chunks(s, 0);

@@ -45,16 +45,15 @@ void gelu(float* x, int64_t n);
 class Rope {
  public:
   Rope(int64_t head_dim, std::span<const float> frequencies, float magnitude, RopeOrder order);
-  // Rotates n_heads consecutive heads of head_dim values at position pos.
-  void apply(float* heads, int64_t n_heads, int64_t pos) const { turn(heads, n_heads, pos, magnitude_); }
+  // Rotating n_heads consecutive heads of head_dim values to position pos
+  // is two parts, because a row's position serves many calls (a step's
+  // queries and keys in every layer): the head_dim / 2 cosines and sines of
+  // pos (magnitude included), then the rotation by them.
+  void angles(int64_t pos, float* cos_t, float* sin_t) const { angles(pos, magnitude_, cos_t, sin_t); }
+  void rotate(float* heads, int64_t n_heads, const float* cos_t, const float* sin_t) const;
   // Rotates them on by delta positions (a cached key moving in a context
   // shift): the rotation alone, no magnitude.
   void shift(float* heads, int64_t n_heads, int64_t delta) const { turn(heads, n_heads, delta, 1.0f); }
-  // apply() in two parts, for rows whose position serves several calls (a
-  // step's queries and keys in every layer): the head_dim / 2 cosines and
-  // sines of position pos (magnitude included), then the rotation by them.
-  void angles(int64_t pos, float* cos_t, float* sin_t) const { angles(pos, magnitude_, cos_t, sin_t); }
-  void rotate(float* heads, int64_t n_heads, const float* cos_t, const float* sin_t) const;
   int64_t half_dim() const { return head_dim_ / 2; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/alibi.h"
@@ -179,12 +180,26 @@ TEST_CASE("with one query head per KV head the keys are dotted in place: equal t
 }
 
 TEST_CASE("a decode row's KV heads in one tile, read page by page, give the bits of a tile per head, whole or chunk by chunk, on every instruction set") {
-  for (KvType type : {KvType::f16, KvType::k8v4})
+  {  // several heads are for one row, at most 16, within the model's
+    const Filled f(20, 20, 64, 8);
+    std::vector<float> q(static_cast<size_t>(2 * f.config.q_dim()), 0.5f), out(q.size());
+    AttentionScratch scratch;
+    for (const AttentionTile& bad : {AttentionTile{q.data(), out.data(), f.config.q_dim(), 2, 7, 0, 0, 4},
+                                     AttentionTile{q.data(), out.data(), f.config.q_dim(), 1, 8, 0, 0, 17},
+                                     AttentionTile{q.data(), out.data(), f.config.q_dim(), 1, 8, 16, 0, 5}})
+      CHECK_THROWS_AS(attend_tile(f.cache, 0, f.table, f.shape(), bad, scratch), std::invalid_argument);
+  }
+  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4})
+    for (int64_t head_dim : {64, 128})
+    for (bool alibi : {false, true})
     for (int32_t n_ctx : {1, 40, 300}) {
       for (int32_t window : {0, 24}) {
-        const Filled f(20, 20, 64, n_ctx, type);  // 20 heads: a tile of 16 and one of 4
+        if (!kv_type_fits(type, head_dim)) continue;
+        Filled f(20, 20, head_dim, n_ctx, type);  // 20 heads: a tile of 16 and one of 4
+        if (alibi) f.slopes = alibi_slopes(20, 8.0f);
         const auto q = troupe::test::gaussian(static_cast<size_t>(f.config.q_dim()), 13, 0.5f);
-        INFO(kv_type_name(type) << ", " << n_ctx << " positions, window " << window);
+        INFO(kv_type_name(type) << ", head_dim " << head_dim << (alibi ? ", ALiBi, " : ", ") << n_ctx
+                                << " positions, window " << window);
         for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
           if (isa > detect_isa()) continue;
           set_isa_override(isa);
