@@ -149,7 +149,7 @@ void Model::plan_attention(const Batch& batch) {
   const auto& c = config_;
   size_t lone_rows = 0;
   for (const BatchSequence& seq : batch.sequences) lone_rows += seq.tokens.size() == 1;
-  const bool together = c.n_head == c.n_head_kv && c.head_dim % 16 == 0 &&
+  const bool together = cpu::lane_order_scores({c.n_head, c.n_head_kv, c.head_dim}) &&
                         lone_rows >= 4 * static_cast<size_t>(pool_.size());
   int32_t row = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -346,30 +346,45 @@ void Model::post_norm(const std::vector<float>& weight, int64_t n) {
   for (int64_t r = 0; r < n; ++r) cpu::rmsnorm(&tmp_[r * e], weight.data(), e, config_.rms_eps, &tmp_[r * e]);
 }
 
+// act(gate) * up (silu or gelu, in place) over several element-wise spans,
+// in one parallel region when they are long enough to pay for it: element-
+// wise, so any split gives the same values; serial, the other threads idled
+// through it (~5 % of a 16-token step, libm expf per value).
+void Model::glu_split(void (*act)(float*, const float*, int64_t), std::initializer_list<GluSpan> spans) {
+  int64_t total = 0;
+  for (const GluSpan& s : spans) total += s.n;
+  if (pool_.size() == 1 || total < 16384) {
+    for (const GluSpan& s : spans) act(s.gate, s.up, s.n);
+    return;
+  }
+  pool_.parallel_for(total, [&](int64_t b, int64_t end) {
+    int64_t at = 0;  // the spans laid end to end
+    for (const GluSpan& s : spans) {
+      const int64_t lo = std::max(b, at), hi = std::min(end, at + s.n);
+      if (lo < hi) act(s.gate + (lo - at), s.up + (lo - at), hi - lo);
+      at += s.n;
+    }
+  });
+}
+
 void Model::ffn_block(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size());
   for (int64_t r = 0; r < n; ++r) norm(&x_[r * c.n_embd], l.ffn_norm, l.ffn_norm_b, &xn_[r * c.n_embd]);
   if (c.moe()) return moe_ffn(l, layer);
   const int64_t elems = n * c.n_ff;
-  // Element-wise, so any split gives the same values; serial, it left the
-  // other threads idle for ~5 % of a 16-token step (libm expf per value).
-  const bool split = pool_.size() > 1 && elems >= 16384;
   float* hidden = gate_.data();
   if (c.gated_ffn) {
     const cpu::WeightMatrix gate_up[] = {l.w_gate, l.w_up};
     float* const outs[] = {gate_.data(), up_.data()};
     cpu::matmul_many(gate_up, xn_.data(), static_cast<int>(n), outs, pool_, scratch_);
-    const auto act = c.ffn_activation == FfnActivation::gelu_tanh ? cpu::gelu_mul : cpu::silu_mul;
-    if (split)
-      pool_.parallel_for(elems, [this, act](int64_t b, int64_t e) { act(gate_.data() + b, up_.data() + b, e - b); });
-    else
-      act(gate_.data(), up_.data(), elems);
+    glu_split(c.ffn_activation == FfnActivation::gelu_tanh ? cpu::gelu_mul : cpu::silu_mul,
+              {{gate_.data(), up_.data(), elems}});
   } else {  // bloom: gelu(up + b_up)
     hidden = up_.data();
     cpu::matmul(l.w_up, xn_.data(), static_cast<int>(n), up_.data(), pool_, scratch_);
     add_bias(up_.data(), l.b_up, n);
-    if (split)
+    if (pool_.size() > 1 && elems >= 16384)  // as glu_split
       pool_.parallel_for(elems, [this](int64_t b, int64_t e) { cpu::gelu(up_.data() + b, e - b); });
     else
       cpu::gelu(up_.data(), elems);

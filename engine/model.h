@@ -64,7 +64,7 @@ class Model {
     const float* up;
     int64_t n;
   };
-  void silu_mul_split(std::initializer_list<GluSpan> spans);
+  void glu_split(void (*act)(float*, const float*, int64_t), std::initializer_list<GluSpan> spans);
   void attention_block(const LayerWeights& l, int64_t layer, const Batch& batch, KvCache& cache);
   void run_attention(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(const LayerWeights& l, int64_t layer);

@@ -7,7 +7,6 @@
 // their weights, summed in rank order (most probable first), plus the shared
 // expert's: nothing in it depends on which other tokens share the step (the
 // kernels give every row the same bits in any batch).
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -131,8 +130,8 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
     moe_jobs_.push_back({l.sh_up, xn_.data(), static_cast<int>(n), up_.data()});
   }
   cpu::matmul_jobs(moe_jobs_, pool_, scratch_);
-  silu_mul_split({{moe_gate_.data(), moe_up_.data(), total * ff},
-                  {gate_.data(), up_.data(), shared ? n * c.n_ff_shared : 0}});
+  glu_split(cpu::silu_mul, {{moe_gate_.data(), moe_up_.data(), total * ff},
+                            {gate_.data(), up_.data(), shared ? n * c.n_ff_shared : 0}});
   moe_jobs_.clear();
   each_expert([&](size_t x, int32_t first, int32_t rows) {
     moe_jobs_.push_back({l.exp_down[x], &moe_gate_[static_cast<size_t>(first * ff)], rows,
@@ -183,25 +182,6 @@ void Model::combine_experts(const LayerWeights& l) {
   } else {
     for (int64_t t = 0; t < n; ++t) combine(t);
   }
-}
-
-// silu(gate) * up over several element-wise spans in one parallel region
-// when they are long enough to pay for it (any split gives the same values).
-void Model::silu_mul_split(std::initializer_list<GluSpan> spans) {
-  int64_t total = 0;
-  for (const GluSpan& s : spans) total += s.n;
-  if (pool_.size() == 1 || total < 16384) {
-    for (const GluSpan& s : spans) cpu::silu_mul(s.gate, s.up, s.n);
-    return;
-  }
-  pool_.parallel_for(total, [&](int64_t b, int64_t end) {
-    int64_t at = 0;  // the spans laid end to end
-    for (const GluSpan& s : spans) {
-      const int64_t lo = std::max(b, at), hi = std::min(end, at + s.n);
-      if (lo < hi) cpu::silu_mul(s.gate + (lo - at), s.up + (lo - at), hi - lo);
-      at += s.n;
-    }
-  });
 }
 
 }  // namespace troupe
