@@ -73,8 +73,7 @@ struct Server {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-  // A store of its own per server (a store is locked by one process).
-  static std::string data_dir(const std::string& endpoint) { return endpoint.substr(6) + ".data"; }
+  static std::string data_dir(const std::string& endpoint) { return endpoint_data_dir(endpoint); }
   static std::string log(const std::string& tag) {
     return (std::filesystem::temp_directory_path() / ("troupe-serve-" + tag + "-" + std::to_string(getpid()) + ".log")).string();
   }

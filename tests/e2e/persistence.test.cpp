@@ -400,6 +400,7 @@ TEST_CASE("a quantized KV cache's pages are cached, spilled and restored as they
   const std::vector<std::pair<std::string, std::string>> next{{"user", "Shorter."}};
   const auto resumed = chat_logprobs(endpoint, "q", next, 12);
   REQUIRE(resumed.done);
+  INFO("restored " << resumed.usage.cached_prompt_tokens << " of " << resumed.usage.prompt_tokens << " prompt tokens");
   CHECK(resumed.usage.cached_prompt_tokens >= resumed.usage.prompt_tokens / 2);  // restored, not recomputed
   Server fresh("rawkv-fresh-" + type, {"--kv-type", type, "--no-kv-spill"});
   all.push_back(next.front());

@@ -94,12 +94,37 @@ class ChildProcess {
 
 inline std::string troupe_binary() { return TROUPE_BINARY; }
 
-// A fresh ipc endpoint in the temp directory (no port to collide on).
+// The store of the server on an ipc endpoint: beside its socket (a store is
+// locked by one process, so each server has its own).
+inline std::string endpoint_data_dir(const std::string& endpoint) { return endpoint.substr(6) + ".data"; }
+
+// Paths removed when the test process exits.
+struct RemovedAtExit {
+  std::vector<std::string> paths;
+  ~RemovedAtExit() {
+    std::error_code ignored;
+    for (const auto& p : paths) std::filesystem::remove_all(p, ignored);
+  }
+};
+
+// A fresh ipc endpoint in the temp directory (no port to collide on). Its
+// name holds this process's pid, which the system hands out again once pids
+// wrap: whatever an earlier test process of that pid left under the name
+// (its sockets, its store and the sessions in it) would become this test's.
+// So those are removed first, and this process removes its own at exit.
 inline std::string ipc_endpoint(const std::string& tag) {
   static int n = 0;
-  return "ipc://" + (std::filesystem::temp_directory_path() /
-                     ("troupe-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".sock"))
-                        .string();
+  static RemovedAtExit files;
+  const std::string endpoint =
+      "ipc://" + (std::filesystem::temp_directory_path() /
+                  ("troupe-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(++n) + ".sock"))
+                     .string();
+  // Its socket, the job events' socket a server puts beside it, its store.
+  for (const std::string& p : {endpoint.substr(6), endpoint.substr(6) + ".events", endpoint_data_dir(endpoint)}) {
+    std::filesystem::remove_all(p);
+    files.paths.push_back(p);
+  }
+  return endpoint;
 }
 
 }  // namespace troupe::test

@@ -51,7 +51,7 @@ def start_server(troupe, work):
     server = subprocess.Popen([troupe, "serve", "-m", model, "--http", f"127.0.0.1:{http_port}",
                                "--listen", f"tcp://127.0.0.1:{zmq_port}", "--events", f"tcp://127.0.0.1:{events_port}",
                                "--threads", "1", "--kv-tokens", "8192",
-                               "--data-dir", os.path.join(work, f"web-{os.getpid()}.data")],
+                               "--data-dir", tempfile.mkdtemp(prefix="web-", suffix=".data", dir=work)],
                               stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):  # 60 s: CI runs other servers beside this one
         try:

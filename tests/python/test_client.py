@@ -8,6 +8,7 @@ equal `troupe generate`, chat, cancel, bad input, stats and ping.
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from troupe_client import Client, TroupeError
@@ -27,7 +28,7 @@ def start_server(troupe, work):
     log = open(os.path.join(work, "python-client-serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1",
                                "--kv-tokens", "8192",
-                               "--data-dir", os.path.join(work, f"python-client-{os.getpid()}.data")], stdout=log, stderr=subprocess.STDOUT)
+                               "--data-dir", tempfile.mkdtemp(prefix="python-client-", suffix=".data", dir=work)], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):  # 60 s: CI runs other servers beside this one
         if "listening on" in open(log.name).read():
             break
@@ -179,7 +180,7 @@ def check_tiers(troupe, work, large):
     endpoint = f"ipc://{work}/python-tiers-{os.getpid()}.sock"
     log = open(os.path.join(work, "python-tiers-serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "--tiers", f"{small},{large}", "--listen", endpoint, "--threads", "1",
-                               "--kv-tokens", "4096", "--data-dir", os.path.join(work, f"python-tiers-{os.getpid()}.data")],
+                               "--kv-tokens", "4096", "--data-dir", tempfile.mkdtemp(prefix="python-tiers-", suffix=".data", dir=work)],
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(1200):

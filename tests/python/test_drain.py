@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -53,7 +54,7 @@ def main():
                    capture_output=True)
     endpoint = f"ipc://{work}/drain-{os.getpid()}.sock"
     port = 20000 + (os.getpid() + 7919) % 20000
-    data = os.path.join(work, f"drain-{os.getpid()}.data")
+    data = tempfile.mkdtemp(prefix="drain-", suffix=".data", dir=work)
     log = os.path.join(work, "drain-serve.log")
     server = start(troupe, model, endpoint, port, data, log)
 

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import openai
@@ -36,7 +37,7 @@ def start(troupe, work):
     log = open(os.path.join(work, "openai-serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
                                "--threads", "1", "--kv-tokens", "8192",
-                               "--data-dir", os.path.join(work, f"openai-{os.getpid()}.data")],
+                               "--data-dir", tempfile.mkdtemp(prefix="openai-", suffix=".data", dir=work)],
                               stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         try:
