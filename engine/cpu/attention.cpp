@@ -17,6 +17,7 @@ void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, con
 namespace avx512 {
 void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l);
+void merge_partial(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t);
 }  // namespace avx512
 
 namespace {
@@ -69,7 +70,8 @@ void run_chunk(Isa isa, const KvCache& cache, int64_t layer, const int32_t* tabl
 // Folds one chunk's state into the running total, per (row, head). A chunk
 // that held none of a row's positions has l = 0 (any other has l >= 1: its
 // largest score contributes e^0) and is skipped; the first that did is copied.
-void merge(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t) {
+void merge(Isa isa, int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t) {
+  if (isa == Isa::avx512 && d % 16 == 0) return avx512::merge_partial(rh_count, d, c, t);  // the same bits
   for (int64_t rh = 0; rh < rh_count; ++rh) {
     if (c.l[rh] == 0.0f) continue;
     const float* co = &c.o[rh * d];
@@ -119,7 +121,7 @@ void attend_tile_on(Isa isa, const KvCache& cache, int64_t layer, std::span<cons
   clear_total(shape, tile, s.total);
   for (int32_t c = chunks.first; c < chunks.last; ++c) {
     run_chunk(isa, cache, layer, block_table.data(), shape, tile, c, s, s.chunk);
-    merge(rh_count, shape.head_dim, s.chunk, s.total);
+    merge(isa, rh_count, shape.head_dim, s.chunk, s.total);
   }
   write_out(cache, shape, tile, s.total);
 }
@@ -197,7 +199,7 @@ void finish_tile(const KvCache& cache, const AttentionShape& shape, const Attent
   size_partial(shape, total);
   clear_total(shape, tile, total);
   const int64_t rh_count = tile_row_heads(shape, tile);
-  for (const AttentionPartial& c : chunks) merge(rh_count, shape.head_dim, c, total);
+  for (const AttentionPartial& c : chunks) merge(active_isa(), rh_count, shape.head_dim, c, total);
   write_out(cache, shape, tile, total);
 }
 

@@ -139,40 +139,47 @@ void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32
   std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
 }
 
-// Scores of kHeads (row, head)s against one block: each (row, head) is one
-// chain of head_dim fmas in dimension order, as the portable kernel's, and
-// the chains run side by side so each transposed key row is loaded once.
-template <int kVecs, int kHeads>
-void score_heads(const float* q, const float* kt, __m512 scale, float* s) {
+// Scores of kHeads heads of kRows rows against one block: each (row, head)
+// is one chain of head_dim fmas in dimension order, as the portable
+// kernel's, and the chains run side by side so each transposed key row is
+// loaded once. Two rows' 7 heads make 14 chains: one row's 7 left the fmas
+// waiting on their own latency.
+template <int kVecs, int kHeads, int kRows>
+void score_heads(const float* q, int64_t q_row, const float* kt, __m512 scale, float* s, int64_t s_row) {
   constexpr int d = 16 * kVecs;
-  __m512 acc[kHeads];
+  __m512 acc[kRows][kHeads];
   const __m512 k0 = _mm512_load_ps(kt);
+  for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
-  for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_mul_ps(_mm512_set1_ps(q[g * d]), k0);
+    for (int g = 0; g < kHeads; ++g) acc[r][g] = _mm512_mul_ps(_mm512_set1_ps(q[r * q_row + g * d]), k0);
   for (int i = 1; i < d; ++i) {
     const __m512 ki = _mm512_load_ps(kt + i * kB);
+    for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
-    for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * d + i]), ki, acc[g]);
+      for (int g = 0; g < kHeads; ++g) acc[r][g] = _mm512_fmadd_ps(_mm512_set1_ps(q[r * q_row + g * d + i]), ki, acc[r][g]);
   }
+  for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
-  for (int g = 0; g < kHeads; ++g) _mm512_store_ps(s + g * kB, _mm512_mul_ps(acc[g], scale));
+    for (int g = 0; g < kHeads; ++g) _mm512_store_ps(s + r * s_row + g * kB, _mm512_mul_ps(acc[r][g], scale));
 }
 
-template <int kVecs>
-void score_group(const float* q, const float* kt, __m512 scale, int64_t heads, float* s) {
+// The scores of kRows consecutive rows' `heads` heads (queries q_row apart,
+// scores s_row apart).
+template <int kVecs, int kRows>
+void score_group(const float* q, int64_t q_row, const float* kt, __m512 scale, int64_t heads, float* s, int64_t s_row) {
   constexpr int d = 16 * kVecs;
   for (int64_t g = 0; g < heads; g += 8) {
     const float* qg = q + g * d;
     float* sg = s + g * kB;
     switch (heads - g < 8 ? heads - g : 8) {
-      case 1: score_heads<kVecs, 1>(qg, kt, scale, sg); break;
-      case 2: score_heads<kVecs, 2>(qg, kt, scale, sg); break;
-      case 3: score_heads<kVecs, 3>(qg, kt, scale, sg); break;
-      case 4: score_heads<kVecs, 4>(qg, kt, scale, sg); break;
-      case 5: score_heads<kVecs, 5>(qg, kt, scale, sg); break;
-      case 6: score_heads<kVecs, 6>(qg, kt, scale, sg); break;
-      case 7: score_heads<kVecs, 7>(qg, kt, scale, sg); break;
-      default: score_heads<kVecs, 8>(qg, kt, scale, sg); break;
+      case 1: score_heads<kVecs, 1, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 2: score_heads<kVecs, 2, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 3: score_heads<kVecs, 3, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 4: score_heads<kVecs, 4, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 5: score_heads<kVecs, 5, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 6: score_heads<kVecs, 6, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      case 7: score_heads<kVecs, 7, kRows>(qg, q_row, kt, scale, sg, s_row); break;
+      default: score_heads<kVecs, 8, kRows>(qg, q_row, kt, scale, sg, s_row); break;
     }
   }
 }
@@ -186,38 +193,60 @@ inline void add_alibi(const float* slopes, int64_t heads, int32_t dist0, float* 
     _mm512_store_ps(s + g * kB, _mm512_add_ps(_mm512_load_ps(s + g * kB), _mm512_mul_ps(_mm512_set1_ps(slopes[g]), dist)));
 }
 
-// The online softmax step of kHeads (row, head)s over a block whose scores
-// are s (kB a head) and whose live positions are [first, valid) for all of
-// them (the heads of one row): each one's max and sum move on, its output o
-// (d a head) is rescaled and the block's values, value(j, c) for vector c of
-// position j, accumulated. Each head's chains are the same as alone; side by
-// side, two heads' chains keep the fmas busy where one head's four waited
-// on each other.
-template <int kVecs, int kHeads, class Values>
-void update_heads(const float* s_block, const Values& value, int32_t first, int32_t valid, float* m, float* l,
-                  float* o) {
-  constexpr int d = 16 * kVecs;
-  const __mmask16 live = static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
-  alignas(64) float ph[kHeads][kB];
-  __m512 acc[kHeads][kVecs];
-  // The heads' new maxima, then their rescale factors in one exp16 (the same
-  // bits as attention_exp's, lane by lane).
-  float m_new[kHeads];
-  alignas(64) float dm[kB] = {}, corr[kB];
-  for (int h = 0; h < kHeads; ++h) {
-    const float bmax = _mm512_mask_reduce_max_ps(live, _mm512_load_ps(s_block + h * kB));
-    m_new[h] = m[h] > bmax ? m[h] : bmax;
-    dm[h] = m[h] - m_new[h];
+// The online softmax step of one row's heads over a block, in two phases.
+// First each head's new max, its probabilities (rounded to half, into ph)
+// and its block sum: independent chains, side by side. Then the values,
+// value(j, c) for vector c of position j, accumulated into each head's
+// output o (d a head) after its rescale, two or three heads at a time: one
+// head's four fma chains wait on each other, several heads' keep the fmas
+// busy. A head none of whose scores passes its running max keeps that max,
+// and its rescale factor is attention_exp(0), exactly 1: its reduction and
+// exp are skipped with the same bits. That is most blocks of a long
+// context, once its largest scores (often its first positions) are behind.
+inline __mmask16 live_lanes(int32_t first, int32_t valid) {
+  return static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
+}
+
+// Phase one for heads [0, heads) (at most 64), scores s_block (kB a head):
+// m and l move on, corr gets each head's rescale factor, ph its probabilities.
+inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, float* m, float* l, float* corr,
+                          float (*ph)[kB]) {
+  for (int64_t h0 = 0; h0 < heads; h0 += 16) {
+    const int64_t n = heads - h0 < 16 ? heads - h0 : 16;
+    alignas(64) float dm[16] = {};  // m - m_new: 0 where the max stays (exp16 gives 1)
+    float block_sum[16];
+    bool rescale = false;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t h = h0 + i;
+      const __m512 s = _mm512_load_ps(s_block + h * kB);
+      if (_mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(m[h]), _CMP_GT_OQ)) {
+        const float bmax = _mm512_mask_reduce_max_ps(live, s);
+        const float m_new = m[h] > bmax ? m[h] : bmax;
+        dm[i] = m[h] - m_new;
+        m[h] = m_new;
+        rescale = true;
+      }
+      const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m[h]))));
+      block_sum[i] = detail::tree16(pv);  // tree_sum16's order
+      _mm512_store_ps(ph[h], round_half(pv));
+    }
+    if (rescale)
+      _mm512_storeu_ps(corr + h0, exp16(_mm512_load_ps(dm)));
+    else
+      for (int64_t i = 0; i < n; ++i) corr[h0 + i] = 1.0f;
+    for (int64_t i = 0; i < n; ++i) l[h0 + i] = l[h0 + i] * corr[h0 + i] + block_sum[i];
   }
-  _mm512_store_ps(corr, exp16(_mm512_load_ps(dm)));
+}
+
+// Phase two for kHeads heads: o = o * corr + the block's probabilities times its values.
+template <int kVecs, int kHeads, class Values>
+void accumulate_heads(const float (*ph)[kB], const float* corr, const Values& value, int32_t first, int32_t valid,
+                      float* o) {
+  constexpr int d = 16 * kVecs;
+  __m512 acc[kHeads][kVecs];
   for (int h = 0; h < kHeads; ++h) {
-    const __m512 s = _mm512_load_ps(s_block + h * kB);
-    const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new[h]))));
-    l[h] = l[h] * corr[h] + detail::tree16(pv);  // tree_sum16's order
-    _mm512_store_ps(ph[h], round_half(pv));
     const __m512 vc = _mm512_set1_ps(corr[h]);
     for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + h * d + 16 * c), vc);
-    m[h] = m_new[h];
   }
   for (int j = first; j < valid; ++j)
     for (int h = 0; h < kHeads; ++h) {
@@ -226,6 +255,32 @@ void update_heads(const float* s_block, const Values& value, int32_t first, int3
     }
   for (int h = 0; h < kHeads; ++h)
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
+}
+
+// Both phases for a row's heads [0, heads) (at most 64), state m, l, o.
+template <int kVecs, class Values>
+void update_row(const float* s_block, const Values& value, int64_t heads, int32_t first, int32_t valid, float* m,
+                float* l, float* o) {
+  constexpr int d = 16 * kVecs;
+  alignas(64) float ph[64][kB];
+  alignas(64) float corr[64];
+  softmax_heads(s_block, heads, live_lanes(first, valid), m, l, corr, ph);
+  // Heads two at a time, the last three together (one at a time past
+  // head_dim 128: the accumulators would spill).
+  constexpr bool kSideBySide = kVecs <= 8;
+  for (int64_t g = 0; g < heads;) {
+    const int64_t left = heads - g;
+    if (kSideBySide && left == 3) {
+      accumulate_heads<kVecs, 3>(ph + g, corr + g, value, first, valid, o + g * d);
+      g += 3;
+    } else if (kSideBySide && left >= 2) {
+      accumulate_heads<kVecs, 2>(ph + g, corr + g, value, first, valid, o + g * d);
+      g += 2;
+    } else {
+      accumulate_heads<kVecs, 1>(ph + g, corr + g, value, first, valid, o + g * d);
+      g += 1;
+    }
+  }
 }
 
 // A tile's queries (rows x its query heads [first_head, first_head +
@@ -258,7 +313,8 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   const int64_t group = shape.n_head / shape.n_head_kv;
   alignas(64) float kt[d * kB];
   alignas(64) float vb[kB * d];
-  alignas(64) float scores[64 * kB];  // one row's heads (a KV group has at most 64)
+  constexpr int64_t kRowScores = 64 * kB;  // one row's heads (a KV group has at most 64)
+  alignas(64) float scores[2 * kRowScores];
   start_tile<kVecs>(cache, layer, tile, tile.kv_head * group, group, qs, o, m, l);
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const auto decoded = [&vb](int j, int c) { return _mm512_load_ps(vb + j * d + 16 * c); };
@@ -267,24 +323,28 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
     const int32_t n = blocks.positions(b0);
     prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
     load_block<kVecs>(cache, layer, table, b0, n, tile.kv_head, kt, vb);
-    for (int32_t r = 0; r < tile.rows; ++r) {
-      const int32_t ctx = tile.first_ctx + r;
-      if (ctx <= b0) continue;
-      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
-      const int32_t first = first_in_window(tile, ctx, b0);
-      if (first >= valid) continue;  // the block is behind this row's window
-      score_group<kVecs>(qs + r * group * d, kt, scale, group, scores);
-      if (shape.slopes) add_alibi(shape.slopes + tile.kv_head * group, group, b0 - (ctx - 1), scores);
-      // Heads two at a time (one at a time past head_dim 128: the accumulators would spill).
-      constexpr int kPair = kVecs <= 8 ? 2 : 1;
-      int64_t g = 0;
-      for (; g + kPair <= group; g += kPair) {
-        const int64_t rh = r * group + g;
-        update_heads<kVecs, kPair>(scores + g * kB, decoded, first, valid, m + rh, l + rh, o + rh * d);
+    // Rows two at a time (a row's context only grows: once one reads the
+    // block, so does the next); a row behind its window wastes its scores.
+    for (int32_t r = 0; r < tile.rows;) {
+      if (tile.first_ctx + r <= b0) {
+        ++r;
+        continue;
       }
-      for (; g < group; ++g) {
-        const int64_t rh = r * group + g;
-        update_heads<kVecs, 1>(scores + g * kB, decoded, first, valid, m + rh, l + rh, o + rh * d);
+      const int32_t rows = r + 1 < tile.rows ? 2 : 1;
+      const float* q = qs + r * group * d;
+      if (rows == 2)
+        score_group<kVecs, 2>(q, group * d, kt, scale, group, scores, kRowScores);
+      else
+        score_group<kVecs, 1>(q, group * d, kt, scale, group, scores, kRowScores);
+      for (int32_t k = 0; k < rows; ++k, ++r) {
+        const int32_t ctx = tile.first_ctx + r;
+        const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
+        const int32_t first = first_in_window(tile, ctx, b0);
+        if (first >= valid) continue;  // the block is behind this row's window
+        float* row_scores = scores + k * kRowScores;
+        if (shape.slopes) add_alibi(shape.slopes + tile.kv_head * group, group, b0 - (ctx - 1), row_scores);
+        const int64_t rh = r * group;
+        update_row<kVecs>(row_scores, decoded, group, first, valid, m + rh, l + rh, o + rh * d);
       }
     }
   }
@@ -386,9 +446,9 @@ void attend_lanes(const KvCache& cache, int64_t layer, const int32_t* table, con
         if (shape.slopes) add_alibi(shape.slopes + head, 1, b0 - (ctx - 1), scores);
         const int64_t rh = r * tile.heads + hh;  // heads > 1 only for a lone row
         if (tile.rows == 1)
-          update_heads<kVecs, 1>(scores, in_place, first, valid, m + rh, l + rh, o + rh * d);
+          update_row<kVecs>(scores, in_place, 1, first, valid, m + rh, l + rh, o + rh * d);
         else
-          update_heads<kVecs, 1>(scores, decoded, first, valid, m + rh, l + rh, o + rh * d);
+          update_row<kVecs>(scores, decoded, 1, first, valid, m + rh, l + rh, o + rh * d);
       }
     }
   }
@@ -405,6 +465,43 @@ void attend_either(const KvCache& cache, int64_t layer, const int32_t* t, const 
 }
 
 }  // namespace
+
+// attention.cpp's merge, 16 (row, head)s at a time: the same bits (exp16 is
+// attention_exp lane by lane; products and sums in the same order, unfused).
+void merge_partial(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t) {
+  for (int64_t rh0 = 0; rh0 < rh_count; rh0 += 16) {
+    const int64_t n = rh_count - rh0 < 16 ? rh_count - rh0 : 16;
+    const __mmask16 lanes = static_cast<__mmask16>((1u << n) - 1);
+    const __m512 cl = _mm512_maskz_loadu_ps(lanes, &c.l[rh0]), cm = _mm512_maskz_loadu_ps(lanes, &c.m[rh0]);
+    const __m512 tl = _mm512_maskz_loadu_ps(lanes, &t.l[rh0]), tm = _mm512_maskz_loadu_ps(lanes, &t.m[rh0]);
+    const __m512 zero = _mm512_setzero_ps();
+    // Lanes whose chunk held positions; of those, the first (copied) and the others (merged).
+    const __mmask16 held = _mm512_mask_cmp_ps_mask(lanes, cl, zero, _CMP_NEQ_UQ);
+    const __mmask16 first = _mm512_mask_cmp_ps_mask(held, tl, zero, _CMP_EQ_OQ);
+    const __mmask16 merged = held & ~first;
+    const __m512 m = _mm512_max_ps(tm, cm);  // tm > cm ? tm : cm
+    alignas(64) float a[16], b[16];
+    _mm512_store_ps(a, exp16(_mm512_sub_ps(tm, m)));
+    _mm512_store_ps(b, exp16(_mm512_sub_ps(cm, m)));
+    const __m512 merged_l = _mm512_add_ps(_mm512_mul_ps(tl, _mm512_load_ps(a)), _mm512_mul_ps(cl, _mm512_load_ps(b)));
+    _mm512_mask_storeu_ps(&t.m[rh0], first, cm);
+    _mm512_mask_storeu_ps(&t.m[rh0], merged, m);
+    _mm512_mask_storeu_ps(&t.l[rh0], first, cl);
+    _mm512_mask_storeu_ps(&t.l[rh0], merged, merged_l);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* co = &c.o[(rh0 + i) * d];
+      float* to = &t.o[(rh0 + i) * d];
+      if (first >> i & 1) {
+        std::memcpy(to, co, sizeof(float) * static_cast<size_t>(d));
+      } else if (merged >> i & 1) {
+        const __m512 va = _mm512_set1_ps(a[i]), vb = _mm512_set1_ps(b[i]);
+        for (int64_t k = 0; k < d; k += 16)
+          _mm512_storeu_ps(to + k, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(to + k), va),
+                                                 _mm512_mul_ps(_mm512_loadu_ps(co + k), vb)));
+      }
+    }
+  }
+}
 
 bool attention_fits(int64_t head_dim) {
   switch (head_dim / 16) {

@@ -235,7 +235,7 @@ TEST_CASE("tiled attention gives the same bits on every instruction set") {
                         Shape{4, 2, 40}}) {
     for (KvType type : {KvType::f16, KvType::q8_0}) {
       if (!kv_type_fits(type, s.head_dim)) continue;
-      for (int32_t n_ctx : {1, 29, 200}) {
+      for (int32_t n_ctx : {1, 29, 200, 600}) {  // 600: three chunks, merged
         const Filled f(s.n_head, s.n_head_kv, s.head_dim, n_ctx, type);
         const int32_t rows = std::min(n_ctx, 3);
         const auto q = troupe::test::gaussian(static_cast<size_t>(rows * f.config.q_dim()), 5, 0.5f);
