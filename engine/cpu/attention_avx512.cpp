@@ -207,14 +207,26 @@ inline __mmask16 live_lanes(int32_t first, int32_t valid) {
   return static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
 }
 
+// tree16 of four vectors at once: lanes 0, 4, 8 and 12 hold a's, b's, c's
+// and d's sums, added in tree16's order (c + 8 onto c, then c + 4, c + 2,
+// c + 1): a third of the shuffles and adds of four tree16s.
+inline __m512 tree16_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));  // [a 8 | b 8]
+  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+  const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));  // 4 each
+  const __m512 y = _mm512_add_ps(x, _mm512_permute_ps(x, 0x4E));  // lane 0: x0 + x2, lane 1: x1 + x3
+  return _mm512_add_ps(y, _mm512_permute_ps(y, 0xB1));            // lane 0: y0 + y1
+}
+
 // Phase one for heads [0, heads) (at most 64), scores s_block (kB a head):
-// m and l move on, corr gets each head's rescale factor, ph its probabilities.
+// m and l move on, corr gets each head's rescale factor, ph its
+// probabilities. Four heads' exps run side by side: one head's is a chain
+// of a dozen dependent steps.
 inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, float* m, float* l, float* corr,
                           float (*ph)[kB]) {
   for (int64_t h0 = 0; h0 < heads; h0 += 16) {
     const int64_t n = heads - h0 < 16 ? heads - h0 : 16;
     alignas(64) float dm[16] = {};  // m - m_new: 0 where the max stays (exp16 gives 1)
-    float block_sum[16];
     bool rescale = false;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t h = h0 + i;
@@ -226,15 +238,22 @@ inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, f
         m[h] = m_new;
         rescale = true;
       }
-      const __m512 pv = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m[h]))));
-      block_sum[i] = detail::tree16(pv);  // tree_sum16's order
-      _mm512_store_ps(ph[h], round_half(pv));
+    }
+    alignas(64) float block_sum[16 * 4];  // head i's at 4i
+    for (int64_t i = 0; i < n; i += 4) {
+      __m512 p[4];
+      for (int k = 0; k < 4; ++k) {
+        const int64_t h = h0 + (i + k < n ? i + k : n - 1);  // past the last head: its again, unused
+        p[k] = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(_mm512_load_ps(s_block + h * kB), _mm512_set1_ps(m[h]))));
+      }
+      for (int k = 0; k < 4 && i + k < n; ++k) _mm512_store_ps(ph[h0 + i + k], round_half(p[k]));
+      _mm512_store_ps(block_sum + 4 * i, tree16_of_four(p[0], p[1], p[2], p[3]));
     }
     if (rescale)
       _mm512_storeu_ps(corr + h0, exp16(_mm512_load_ps(dm)));
     else
       for (int64_t i = 0; i < n; ++i) corr[h0 + i] = 1.0f;
-    for (int64_t i = 0; i < n; ++i) l[h0 + i] = l[h0 + i] * corr[h0 + i] + block_sum[i];
+    for (int64_t i = 0; i < n; ++i) l[h0 + i] = l[h0 + i] * corr[h0 + i] + block_sum[4 * i];
   }
 }
 
@@ -248,11 +267,22 @@ void accumulate_heads(const float (*ph)[kB], const float* corr, const Values& va
     const __m512 vc = _mm512_set1_ps(corr[h]);
     for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + h * d + 16 * c), vc);
   }
-  for (int j = first; j < valid; ++j)
+  // A position's values once into registers, where they fit beside the
+  // accumulators: read again from L1 for each head they cost more loads
+  // than the two a cycle take.
+  constexpr bool kHeld = (kHeads + 1) * kVecs + 2 <= 32;
+  for (int j = first; j < valid; ++j) {
+    __m512 v[kHeld ? kVecs : 1];
+    if constexpr (kHeld)
+      for (int c = 0; c < kVecs; ++c) {
+        v[c] = value(j, c);
+        asm("" : "+v"(v[c]));  // keeps it in a register: GCC would fold the load into each fma again
+      }
     for (int h = 0; h < kHeads; ++h) {
       const __m512 pj = _mm512_set1_ps(ph[h][j]);
-      for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_fmadd_ps(pj, value(j, c), acc[h][c]);
+      for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_fmadd_ps(pj, kHeld ? v[c] : value(j, c), acc[h][c]);
     }
+  }
   for (int h = 0; h < kHeads; ++h)
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
