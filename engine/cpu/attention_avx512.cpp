@@ -193,16 +193,7 @@ inline void add_alibi(const float* slopes, int64_t heads, int32_t dist0, float* 
     _mm512_store_ps(s + g * kB, _mm512_add_ps(_mm512_load_ps(s + g * kB), _mm512_mul_ps(_mm512_set1_ps(slopes[g]), dist)));
 }
 
-// The online softmax step of one row's heads over a block, in two phases.
-// First each head's new max, its probabilities (rounded to half, into ph)
-// and its block sum: independent chains, side by side. Then the values,
-// value(j, c) for vector c of position j, accumulated into each head's
-// output o (d a head) after its rescale, two or three heads at a time: one
-// head's four fma chains wait on each other, several heads' keep the fmas
-// busy. A head none of whose scores passes its running max keeps that max,
-// and its rescale factor is attention_exp(0), exactly 1: its reduction and
-// exp are skipped with the same bits. That is most blocks of a long
-// context, once its largest scores (often its first positions) are behind.
+// The block's positions [first, valid) a row reads.
 inline __mmask16 live_lanes(int32_t first, int32_t valid) {
   return static_cast<__mmask16>(((1u << valid) - 1) & ~((1u << first) - 1));
 }
@@ -287,7 +278,17 @@ void accumulate_heads(const float (*ph)[kB], const float* corr, const Values& va
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
 
-// Both phases for a row's heads [0, heads) (at most 64), state m, l, o.
+// The online softmax step of one row's heads [0, heads) (at most 64) over a
+// block, state m, l and o (d a head), in two phases. First each head's new
+// max, its probabilities (rounded to half, into ph) and its block sum:
+// independent chains, side by side. Then the values, value(j, c) for vector
+// c of position j, accumulated into each head's output after its rescale,
+// two or three heads at a time: one head's four fma chains wait on each
+// other, several heads' keep the fmas busy. A head none of whose scores
+// passes its running max keeps that max, and its rescale factor is
+// attention_exp(0), exactly 1: its reduction and exp are skipped with the
+// same bits. That is most blocks of a long context, once its largest scores
+// (often its first positions) are behind.
 template <int kVecs, class Values>
 void update_row(const float* s_block, const Values& value, int64_t heads, int32_t first, int32_t valid, float* m,
                 float* l, float* o) {
