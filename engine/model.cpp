@@ -93,6 +93,24 @@ std::vector<float> Model::key_offsets() const {
   return m;
 }
 
+// Each row writes its K and V into its own slot, the rows split across
+// threads (attention_block): two rows of a step on one slot would race, and
+// one of their KV would be lost whichever won. A scheduler never builds such
+// a step (sequences share only full pages, which nobody writes); one that
+// did gets this error rather than a race.
+void Model::check_distinct_slots(const Batch& batch, int32_t page_size) {
+  slot_scratch_.clear();
+  for (const Row& r : rows_) {
+    const int32_t page = batch.sequences[r.seq].block_table[r.pos / page_size];
+    slot_scratch_.push_back(static_cast<int64_t>(page) * page_size + r.pos % page_size);
+  }
+  std::sort(slot_scratch_.begin(), slot_scratch_.end());
+  const auto twice = std::adjacent_find(slot_scratch_.begin(), slot_scratch_.end());
+  if (twice != slot_scratch_.end())
+    throw std::invalid_argument("two rows of the step write KV page " + std::to_string(*twice / page_size) +
+                                ", slot " + std::to_string(*twice % page_size));
+}
+
 void Model::prepare(const Batch& batch, const KvCache& cache) {
   rows_.clear();
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -108,6 +126,7 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
       rows_.push_back({tok, static_cast<int32_t>(seq.start_pos + i), static_cast<int32_t>(s)});
     }
   }
+  check_distinct_slots(batch, cache.page_size());
   const size_t n = rows_.size();
   const auto& c = config_;
   grow(x_, n * c.n_embd);

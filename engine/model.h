@@ -57,6 +57,7 @@ class Model {
     int32_t seq;
   };
   void prepare(const Batch& batch, const KvCache& cache);
+  void check_distinct_slots(const Batch& batch, int32_t page_size);
   void plan_attention(const Batch& batch);
   void fill_rope_angles(int kind);
   struct GluSpan {
@@ -93,6 +94,7 @@ class Model {
 
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;
+  std::vector<int64_t> slot_scratch_;  // check_distinct_slots
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   // Attention work of the step: (tile of one sequence's rows, KV head), the
   // costliest first; one scratch per thread.

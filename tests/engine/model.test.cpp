@@ -217,6 +217,43 @@ TEST_CASE("a batch that names a bad token or an uncovered position is refused") 
   CHECK_THROWS_WITH(m.forward(b2, cache, out), Catch::Contains("does not cover position 16"));
 }
 
+TEST_CASE("a step in which two rows would write one KV slot is refused before any is written") {
+  // Rows write their K and V from several threads: two on one slot would race.
+  Model m(GgufFile::open(model_file(TensorType::Q8_0)), 2);
+  KvCache cache(m.config(), 4, 16);
+  KvSequence seq(cache);
+  REQUIRE(seq.reserve(16));
+  const std::vector<int32_t> tokens = random_tokens(8, m.config().n_vocab, 3);
+  Logits out;
+  Batch first;
+  first.sequences.push_back({tokens, 0, seq.block_table(), LogitsWanted::last});
+  m.forward(first, cache, out);
+  const auto slot_bytes = [&](int32_t slot) {  // every layer's and head's K and V of one slot
+    std::vector<uint8_t> all;
+    const int32_t page = seq.block_table()[0];
+    for (int64_t layer = 0; layer < m.config().n_layer; ++layer)
+      for (int64_t h = 0; h < m.config().n_head_kv; ++h) {
+        const uint8_t* k = cache.key_row(layer, page, slot, h);
+        const uint8_t* v = cache.value_row(layer, page, slot, h);
+        all.insert(all.end(), k, k + cache.key_row_bytes(layer));
+        all.insert(all.end(), v, v + cache.value_row_bytes());
+      }
+    return all;
+  };
+  const std::vector<uint8_t> before = slot_bytes(7);
+  // Another sequence whose table names the same page, at position 7 (first's last row's slot).
+  Batch twice;
+  twice.sequences.push_back({std::span(tokens).subspan(7, 1), 7, seq.block_table(), LogitsWanted::last});
+  twice.sequences.push_back({std::span(tokens).subspan(0, 1), 7, seq.block_table(), LogitsWanted::last});
+  CHECK_THROWS_WITH(m.forward(twice, cache, out), Catch::Contains("two rows of the step write KV page") &&
+                                                      Catch::Contains("slot 7"));
+  CHECK(slot_bytes(7) == before);  // refused before any row was written
+  // Distinct slots of one page in one step are fine.
+  Batch distinct;
+  distinct.sequences.push_back({std::span(tokens).subspan(0, 4), 8, seq.block_table(), LogitsWanted::last});
+  CHECK_NOTHROW(m.forward(distinct, cache, out));
+}
+
 TEST_CASE("an empty batch runs nothing and returns no logits") {
   Model m(GgufFile::open(model_file(TensorType::Q8_0)), 1);
   KvCache cache(m.config(), 2, 16);
