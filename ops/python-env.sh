@@ -7,10 +7,13 @@
 # Venv: ${TROUPE_HOME:-$HOME/.cache/troupe}/venv. Prints the venv's python path on stdout; progress on stderr.
 # Idempotent: when the pinned versions are already installed it only checks them (well under 2 s).
 # Env: TROUPE_HOME; TROUPE_PYTHON (interpreter for a new venv, default python3);
-#      CMAKE_ARGS (default "-DLLAVA_BUILD=OFF": skip the multimodal lib, which the oracle doesn't use);
+#      CMAKE_ARGS (default "-DLLAVA_BUILD=OFF": skip the multimodal lib, which the oracle doesn't use;
+#      ops/llama-cpu-flags.sh's flags are appended);
 #      CMAKE_BUILD_PARALLEL_LEVEL (default: nproc).
-# llama-cpp-python has no binary wheel for linux x86_64 on PyPI: pip builds it from the sdist with
-# llama.cpp's default GGML_NATIVE=ON (-march=native), so the wheel (also kept in pip's cache) is for this CPU.
+# llama-cpp-python has no binary wheel for linux x86_64 on PyPI: pip builds it from the sdist, for this
+# CPU's instruction sets with AMX off (ops/llama-cpu-flags.sh says why). The flags it was built with
+# are kept beside the venv (llama-cmake-args): a venv built with others (an earlier -march=native
+# build) is rebuilt, bypassing pip's wheel cache, which keys wheels by version, not by flags.
 set -euo pipefail
 
 PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25.12.19
@@ -32,6 +35,8 @@ esac
 venv="${TROUPE_HOME:-$HOME/.cache/troupe}/venv"
 py="$venv/bin/python"
 log() { printf '[python-env] %s\n' "$*" >&2; }
+llama_args="${CMAKE_ARGS:--DLLAVA_BUILD=OFF} $("$(dirname "${BASH_SOURCE[0]}")/llama-cpu-flags.sh")"
+llama_stamp="$venv/llama-cmake-args"
 
 # Prints the pins that are not installed at exactly that version (nothing when all are).
 missing_pins() {
@@ -57,6 +62,15 @@ if [[ ! -x "$py" ]]; then
 fi
 
 mapfile -t todo < <(missing_pins)
+no_cache=()
+if (( with_llama )) && [[ "$(cat "$llama_stamp" 2>/dev/null)" != "$llama_args" ]]; then
+  if [[ " ${todo[*]} " != *" $LLAMA_PIN "* ]]; then
+    log "llama-cpp-python was built with other flags than: $llama_args"
+    "$venv/bin/pip" uninstall --yes --quiet llama-cpp-python >&2
+    todo+=("$LLAMA_PIN")
+  fi
+  no_cache=(--no-cache-dir)
+fi
 if (( ${#todo[@]} == 0 )); then
   log "up to date: ${PINS[*]}"
   printf '%s\n' "$py"
@@ -67,14 +81,14 @@ log "installing: ${todo[*]}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 for pin in "${todo[@]}"; do
   if [[ "$pin" == llama-cpp-python==* ]]; then
-    export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
+    export CMAKE_ARGS="$llama_args"
     export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
     log "building $pin from source (CMAKE_ARGS=$CMAKE_ARGS, -j$CMAKE_BUILD_PARALLEL_LEVEL); this takes minutes"
   fi
 done
 start=$SECONDS
 # One resolver run, so the pins (numpy especially) constrain each other's dependencies.
-"$venv/bin/pip" install "${PINS[@]}" >&2
+"$venv/bin/pip" install "${no_cache[@]}" "${PINS[@]}" >&2
 log "pip took $((SECONDS - start)) s"
 
 mapfile -t still < <(missing_pins)
@@ -84,5 +98,6 @@ if (( ${#still[@]} > 0 )); then
 fi
 if (( with_llama )); then
   "$py" -c 'import llama_cpp, sys; print("[python-env] llama_cpp", llama_cpp.__version__, "imports", file=sys.stderr)'
+  printf '%s\n' "$llama_args" > "$llama_stamp"
 fi
 printf '%s\n' "$py"
