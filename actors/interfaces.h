@@ -86,6 +86,7 @@ using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;  // (tier, scheduler): a worker joined
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next slice; (job actor): start sweeping
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
+using store_health_atom = caf::atom_constant<caf::atom("storehlth")>;  // the store's health, on a timer
 
 // The jobs the store holds, and why any could not be read ("" when none).
 struct JobRecords {
@@ -134,6 +135,7 @@ using persistence_actor = caf::typed_actor<
     caf::reacts_to<response_store_atom, std::string, persistence::CachedAnswer>,
     caf::reacts_to<sweep_atom, job_actor>,  // swept jobs are told to it
     caf::reacts_to<sweep_atom>,
+    caf::reacts_to<store_health_atom>,
     caf::replies_to<drain_atom>::with<bool>>;
 
 // The KV-page allocator: what becomes of page contents between steps.

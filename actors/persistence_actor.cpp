@@ -44,7 +44,33 @@ JobRecords load_jobs(persistence::JobBook& book) {
   return all;
 }
 
+// Every stored session read through once at start, so damage is reported
+// now, as a damaged job is, not first when a client continues it.
+void report_damaged_sessions(persistence::Store& store) {
+  const persistence::SessionBook book(store);
+  std::string listing;
+  int damaged = 0;
+  const auto listed = book.list(&listing);
+  for (const auto& s : listed) {
+    try {
+      (void)book.load(s.session_id);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe serve: session '%s' is damaged and cannot be continued: %s\n", s.session_id.c_str(),
+                   e.what());
+      ++damaged;
+    }
+  }
+  if (!listing.empty())
+    std::fprintf(stderr, "troupe serve: some stored sessions cannot be listed (%zu were): %s\n", listed.size(),
+                 listing.c_str());
+  if (damaged > 0 || !listing.empty())
+    std::fprintf(stderr, "troupe serve: the store is damaged: run `troupe store check`\n");
+}
+
 int64_t steady_ms() { return service::steady_ns() / 1000000; }
+
+// Past this share of --max-store-bytes, KV spills wait (spills_held_back).
+constexpr double kSpillCeiling = 0.85;
 
 using Self = persistence_actor::stateful_pointer<PersistenceState>;
 
@@ -72,6 +98,24 @@ void count_sessions(Self self) {
   }
 }
 
+// The store's health, for /metrics, /readyz and Stats; a store that refuses
+// writes (a full disk) is opened afresh each second, so writing resumes once
+// space returns, with or without a write asking.
+void check_store(Self self) {
+  PersistenceState& st = self->state;
+  persistence::StoreHealth h = st.store->health();
+  if (!h.writable && st.store->recover()) {
+    std::fprintf(stderr, "troupe serve: the store takes writes again\n");
+    h = st.store->health();
+  }
+  if (!h.writable && (st.store_writable || h.reason != st.store_reason))
+    std::fprintf(stderr, "troupe serve: the store refuses writes (sessions' turns and jobs answer storage_failed): %s\n",
+                 h.reason.c_str());
+  st.store_writable = h.writable;
+  st.store_reason = h.reason;
+  if (st.metrics) st.metrics->store_state({true, h.writable, h.reason, h.write_failures});
+}
+
 // One slice of the retention pass. The next goes as a message of its own, so
 // whatever was queued meanwhile (a turn's commit) is served first.
 void sweep(Self self) {
@@ -84,7 +128,7 @@ void sweep(Self self) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe serve: retention: the sweep stopped, next in %lld s: %s\n",
                  static_cast<long long>(st.sweep_interval.count() / 1000), e.what());
-    self->delayed_send(self, st.sweep_interval, sweep_atom::value);
+    st.next_sweep_ms = steady_ms() + st.sweep_interval.count();
     return;
   }
   for (const auto& id : step.sessions) st.sessions->forget(id);
@@ -95,20 +139,45 @@ void sweep(Self self) {
     return;
   }
   if (step.counts.any()) log_sweep(st, step);
-  if (!step.compact) {
-    self->delayed_send(self, st.sweep_interval, sweep_atom::value);
-    return;
-  }
+  st.last_pass_ms = steady_ms();
+  st.next_sweep_ms = st.last_pass_ms + st.sweep_interval.count();
+  if (!step.compact) return;
   // Compaction rewrites whole files: on a thread of its own, while turns go
   // on here. Then at once another pass: is the store under its cap now?
-  self->spawn([store = st.store, me = caf::actor_cast<persistence_actor>(self)](caf::blocking_actor*) {
+  st.compacting->store(true);
+  self->spawn([store = st.store, compacting = st.compacting, me = caf::actor_cast<persistence_actor>(self)](
+                  caf::blocking_actor*) {
     try {
       store->compact();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe serve: retention: %s\n", e.what());
     }
+    compacting->store(false);
     caf::anon_send(me, sweep_atom::value);
   });
+}
+
+// A pass starts when one is due, or as soon as the store is over its cap
+// (a write just took it there): with only a cap the interval is 60 s, and
+// waiting for it let a store capped at 64 MiB reach twice that.
+void sweep_if_due(Self self) {
+  PersistenceState& st = self->state;
+  if (!st.sweeper || !st.job_watcher || st.sweeper->running() || st.compacting->load()) return;
+  const int64_t cap = st.sweeper->policy().max_store_bytes, now = steady_ms();
+  // Over the cap, at most a pass a second: one that found nothing it may
+  // delete (every session busy) is not run again for every write.
+  if (now >= st.next_sweep_ms || (cap > 0 && now - st.last_pass_ms >= 1000 && st.store->approximate_bytes() > cap))
+    sweep(self);
+}
+
+// Spilled KV pages are a cache (a page the store lacks is computed again),
+// and the bulk of what a store holds: near its cap they wait until a pass
+// and its compaction have made room, so the records that must be written
+// (turns, results) and RocksDB's transient files fit under the cap.
+bool spills_held_back(Self self) {
+  PersistenceState& st = self->state;
+  const int64_t cap = st.sweeper ? st.sweeper->policy().max_store_bytes : 0;
+  return cap > 0 && st.store->approximate_bytes() > static_cast<int64_t>(cap * kSpillCeiling);
 }
 
 }  // namespace
@@ -142,7 +211,14 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
     std::fprintf(stderr, "troupe serve: persistence: %s\n", self->system().render(err).c_str());
   });
   auto reply = [self](const std::string& peer, uint64_t id, const messages::Bytes& b) { self->state.replies->send(peer, id, b); };
+  try {
+    report_damaged_sessions(*st.store);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: the stored sessions cannot be read: %s\n", e.what());
+  }
   count_sessions(self);
+  check_store(self);
+  self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
   return {
       [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
         self->state.sessions->expire_hand_offs(steady_ms());
@@ -189,10 +265,16 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         reply(peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
         written(session);
         count_sessions(self);
+        sweep_if_due(self);
       },
       [self, written](kv_spill_atom, const persistence::KvSpill& spill) {
+        if (spills_held_back(self)) {
+          sweep_if_due(self);
+          return int32_t{0};  // the pages stay recomputable: a later turn prefills them
+        }
         const int32_t stored = self->state.sessions->spill(spill);
         if (stored > 0) written(spill.session_id);
+        sweep_if_due(self);
         return stored;
       },
       [self, reply](list_sessions_atom, const std::string& peer, uint64_t id, const persistence::Principal& who) {
@@ -209,7 +291,9 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         return failure_of([&] { self->state.jobs->create(job); });
       },
       [self](job_result_atom, const persistence::JobRecord& job, const messages::JobItemFields& result) {
-        return failure_of([&] { self->state.jobs->record_result(job, result); });
+        std::string why = failure_of([&] { self->state.jobs->record_result(job, result); });
+        sweep_if_due(self);
+        return why;
       },
       [self](job_header_atom, const persistence::JobRecord& job) {
         return failure_of([&] { self->state.jobs->write_header(job); });
@@ -253,6 +337,11 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         sweep(self);
       },
       [self](sweep_atom) { sweep(self); },
+      [self](store_health_atom) {
+        check_store(self);
+        sweep_if_due(self);
+        self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
+      },
       [](drain_atom) { return true; },  // FIFO: everything before it is written
   };
 }

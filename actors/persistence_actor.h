@@ -6,6 +6,7 @@
 // spilled KV valid for the history later turns keep); job writes answer
 // the job actor with their outcome. Retention sweeps run here too, in
 // slices between the turns (persistence::Sweeper).
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -34,8 +35,14 @@ struct PersistenceState {
   job_actor job_watcher;
   int64_t sweep_started_ns = 0;
   int sweep_slices = 0;
+  int64_t next_sweep_ms = 0;  // steady clock: when the next pass is due
+  int64_t last_pass_ms = 0;   // ... and when the last one ended
+  // A compaction running on its thread (none starts beside it).
+  std::shared_ptr<std::atomic<bool>> compacting = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<service::ServiceMetrics> metrics;  // the stored-sessions gauge; may be null
   std::unique_ptr<persistence::ResponseCache> responses;  // null: no response cache tier
+  bool store_writable = true;  // as last reported (its changes are logged)
+  std::string store_reason;
 };
 
 struct RetentionOptions {

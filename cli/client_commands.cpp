@@ -1,5 +1,6 @@
 // troupe complete | chat | stats: clients of a running `troupe serve`.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -193,6 +194,10 @@ int run_stats(const ClientArgs& a) {
               static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
               static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()),
               static_cast<unsigned long long>(s->tokens_shifted()), s->local_pages_total(), s->local_pages_used());
+  if (s->store_degraded())  // the store refuses writes: say why, on a line of its own
+    std::printf("%s\n", nlohmann::json{{"store_degraded", s->store_degraded()->str()}}
+                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .c_str());
   if (s->expert_tokens() && s->expert_tokens()->size() > 0) {  // a mixture of experts: its load
     std::printf("{\"expert_tokens\": [");
     for (uint32_t i = 0; i < s->expert_tokens()->size(); ++i)

@@ -173,7 +173,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            s.draining, tiers, workers,
                                            s.expert_tokens.empty() ? 0
                                                                    : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()),
-                                           s.local_pages_total, s.local_pages_used);
+                                           s.local_pages_total, s.local_pages_used,
+                                           s.store_degraded.empty() ? 0 : fbb.CreateString(s.store_degraded));
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 

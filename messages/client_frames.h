@@ -101,6 +101,7 @@ struct StatsFields {
   std::vector<WorkerStatsFields> workers;
   std::vector<uint64_t> expert_tokens;
   int32_t local_pages_total = 0, local_pages_used = 0;  // sliding-window layers' slots
+  std::string store_degraded;  // why the store refuses writes; empty: it takes them
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);

@@ -37,6 +37,9 @@ struct RetentionPolicy {
   int64_t session_ttl_ms = 0;   // 0: sessions never expire
   int64_t job_ttl_ms = 0;       // 0: ended jobs never expire
   int64_t max_store_bytes = 0;  // 0: no cap
+  // Over the cap, a pass frees down to this share of it: the room left takes
+  // the writes until the next pass (the server: 0.8; 1: down to the cap).
+  double cap_low_water = 1.0;
   // Every stored session's pages are this many tokens (the engine's page
   // size, part of the KV layout a session's header names).
   int32_t page_size = 16;
@@ -110,7 +113,9 @@ class Sweeper {
   bool delete_job(const std::string& id, Batch& b);
   void orphans();
   void end_pass();
-  bool freed_enough() const { return counts_.bytes >= counts_.store_bytes - policy_.max_store_bytes; }
+  bool freed_enough() const {
+    return counts_.bytes >= counts_.store_bytes - static_cast<int64_t>(policy_.max_store_bytes * policy_.cap_low_water);
+  }
   void count(const SessionRecord& s, int delta, std::vector<std::string>* keys = nullptr);
 
   Store& store_;

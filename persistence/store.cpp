@@ -2,12 +2,17 @@
 #include "persistence/store_layout.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <system_error>
 
 namespace troupe::persistence {
@@ -15,37 +20,125 @@ namespace {
 
 constexpr const char* kVersionKey = "schema_version";
 
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Another process's lock is not a storage error: opening read-only past it
+// would let two servers share one store.
+bool held_by_another(const rocksdb::Status& st) {
+  return st.IsIOError() && st.ToString().find("lock") != std::string::npos;
+}
+
 }  // namespace
 
 struct Store::Impl {
+  std::string dir;
+  rocksdb::Options options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  // Shared by every use of the database, taken alone to reopen it (the
+  // compaction thread and the persistence actor share the store).
+  mutable std::shared_mutex gate;
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> families;  // indexed by Family
-  ~Impl() {
-    if (!db) return;
-    // A clean stop leaves compressed tables, not a WAL to replay.
-    (void)db->Flush(rocksdb::FlushOptions(), families);
-    for (auto* h : families) (void)db->DestroyColumnFamilyHandle(h);
-    (void)db->Close();
-  }
+  mutable std::mutex health_mutex;
+  StoreHealth health;
+  int64_t last_recovery_ms = 0;
+  uint64_t compaction_slice = 0;  // bytes of the deepest level a compaction takes at once; 0: all
+
+  ~Impl() { close(); }
   rocksdb::ColumnFamilyHandle* cf(Family f) const { return families.at(static_cast<size_t>(f)); }
+
+  rocksdb::DB& opened() const {
+    if (!db) throw StoreError("the store in " + dir + " is not open: " + health_reason());
+    return *db;
+  }
+  std::string health_reason() const {
+    std::lock_guard lock(health_mutex);
+    return health.reason;
+  }
+  bool writable() const {
+    std::lock_guard lock(health_mutex);
+    return health.writable;
+  }
+  void degrade(const std::string& why) {
+    std::lock_guard lock(health_mutex);
+    health.writable = false;
+    health.reason = why;
+    ++health.write_failures;
+  }
+
+  void close() {
+    if (!db) return;
+    // A clean stop leaves compressed tables, not a WAL to replay (a store
+    // that cannot write keeps its WAL, replayed at the next open).
+    if (writable()) (void)db->Flush(rocksdb::FlushOptions(), families);
+    for (auto* h : families) (void)db->DestroyColumnFamilyHandle(h);
+    families.clear();
+    (void)db->Close();
+    db.reset();
+  }
+
+  rocksdb::Status open(bool read_only) {
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status st = read_only ? rocksdb::DB::OpenForReadOnly(options, dir, descriptors, &families, &raw)
+                                         : rocksdb::DB::Open(options, dir, descriptors, &families, &raw);
+    if (st.ok()) db.reset(raw);
+    else families.clear();
+    return st;
+  }
+
+  // Closes the database and opens it for writing, else read-only: a fresh
+  // WAL and MANIFEST instead of RocksDB's Resume(), which goes on writing
+  // through the log writer that failed (an assertion in RocksDB's own build
+  // here). With the gate held alone.
+  bool reopen() {
+    close();
+    const rocksdb::Status st = open(false);
+    if (st.ok()) {
+      std::lock_guard lock(health_mutex);
+      health.writable = true;
+      health.reason.clear();
+      return true;
+    }
+    std::string why = "cannot open the store in " + dir + " for writing: " + st.ToString();
+    if (!held_by_another(st)) {
+      const rocksdb::Status ro = open(true);
+      if (!ro.ok()) why += "; nor read-only: " + ro.ToString();
+    }
+    std::lock_guard lock(health_mutex);
+    health.writable = false;
+    health.reason = why;
+    return false;
+  }
+
+  // One attempt, under the shared gate: not OK when it was not applied.
+  rocksdb::Status try_write(const Batch::Ops& ops, bool sync) const;
 };
 
-Store::Store(const std::filesystem::path& dir, rocksdb::Env* env) : dir_(dir), impl_(std::make_unique<Impl>()) {
+Store::Store(const std::filesystem::path& dir, rocksdb::Env* env, int64_t max_bytes)
+    : dir_(dir), impl_(std::make_unique<Impl>()) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw StoreError("cannot create the data directory " + dir.string() + ": " + ec.message());
-  rocksdb::Options options = store_options();
-  if (env) options.env = env;
-  const auto descriptors = family_descriptors(options);
-  rocksdb::DB* db = nullptr;
-  const rocksdb::Status st = rocksdb::DB::Open(options, dir.string(), descriptors, &impl_->families, &db);
+  impl_->dir = dir.string();
+  impl_->options = store_options(dir.string(), max_bytes);
+  impl_->compaction_slice = compaction_slice_bytes(max_bytes);
+  if (env) impl_->options.env = env;
+  impl_->descriptors = family_descriptors(impl_->options);
+  const rocksdb::Status st = impl_->open(false);
   if (!st.ok()) {
     std::string why = st.ToString();
-    if (st.IsIOError() && why.find("lock") != std::string::npos)
-      why += " (is another troupe serve using this data directory?)";
-    throw StoreError("cannot open the store in " + dir.string() + ": " + why);
+    if (held_by_another(st)) throw StoreError("cannot open the store in " + dir.string() + ": " + why +
+                                              " (is another troupe serve using this data directory?)");
+    // A store that is there but cannot be written (a full disk) still serves
+    // what it holds; a new one has nothing to serve.
+    const rocksdb::Status ro = impl_->open(true);
+    if (!ro.ok()) throw StoreError("cannot open the store in " + dir.string() + ": " + why);
+    impl_->degrade("cannot open the store in " + dir.string() + " for writing: " + why);
+    impl_->health.write_failures = 0;
+    impl_->last_recovery_ms = steady_ms();
   }
-  impl_->db.reset(db);
   const auto version = get(Family::meta, kVersionKey);
   if (!version) {
     Batch b;
@@ -60,8 +153,9 @@ Store::Store(const std::filesystem::path& dir, rocksdb::Env* env) : dir_(dir), i
 Store::~Store() = default;
 
 std::optional<std::string> Store::get(Family f, std::string_view key) const {
+  std::shared_lock gate(impl_->gate);
   std::string value;
-  const rocksdb::Status st = impl_->db->Get(rocksdb::ReadOptions(), impl_->cf(f), rocksdb::Slice(key.data(), key.size()), &value);
+  const rocksdb::Status st = impl_->opened().Get(rocksdb::ReadOptions(), impl_->cf(f), rocksdb::Slice(key.data(), key.size()), &value);
   if (st.IsNotFound()) return std::nullopt;
   if (!st.ok()) throw StoreError("cannot read the store in " + dir_.string() + ": " + st.ToString());
   return value;
@@ -115,9 +209,11 @@ std::optional<std::string> probe_past(rocksdb::DB& db, rocksdb::ColumnFamilyHand
 
 void Store::scan(Family f, std::string_view prefix, const std::function<bool(std::string_view, std::string_view)>& each,
                  ScanDamage* damage) const {
+  std::shared_lock gate(impl_->gate);
+  rocksdb::DB& db = impl_->opened();
   std::string from(prefix), last(prefix);
   for (;;) {
-    std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
+    std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
     for (it->Seek(from); it->Valid(); it->Next()) {
       const rocksdb::Slice k = it->key();
       const std::string_view key(k.data(), k.size());
@@ -130,34 +226,69 @@ void Store::scan(Family f, std::string_view prefix, const std::function<bool(std
     const std::string why = "cannot read the store in " + dir_.string() + ": " + it->status().ToString();
     if (!damage) throw StoreError(why);
     if (damage->blocks++ == 0) damage->first = why;
-    auto next = probe_past(*impl_->db, impl_->cf(f), last);
+    auto next = probe_past(db, impl_->cf(f), last);
     if (!next || *next == from || next->compare(0, prefix.size(), prefix) > 0) return;
     from = std::move(*next);
   }
 }
 
-void Store::write(const Batch& batch, bool sync) {
+rocksdb::Status Store::Impl::try_write(const Batch::Ops& ops, bool sync) const {
+  std::shared_lock lock(gate);
+  if (!db || !writable()) return rocksdb::Status::Aborted(health_reason());
   rocksdb::WriteBatch wb;
-  for (const auto& op : batch.ops_) {
-    const rocksdb::Status st = op.erase ? wb.Delete(impl_->cf(op.family), op.key)
-                                        : wb.Put(impl_->cf(op.family), op.key, op.value);
-    if (!st.ok()) throw StoreError("cannot prepare a write: " + st.ToString());
+  for (const auto& op : ops) {
+    const rocksdb::Status st = op.erase ? wb.Delete(cf(op.family), op.key) : wb.Put(cf(op.family), op.key, op.value);
+    if (!st.ok()) return st;
   }
   rocksdb::WriteOptions wo;
   wo.sync = sync;
-  rocksdb::Status st = impl_->db->Write(wo, &wb);
-  if (!st.ok()) {
-    // A failed write puts RocksDB in read-only mode until resumed; try once
-    // (the disk may have space again) so a transient failure does not
-    // refuse every later write.
-    if (impl_->db->Resume().ok()) st = impl_->db->Write(wo, &wb);
+  return db->Write(wo, &wb);
+}
+
+void Store::write(const Batch& batch, bool sync) {
+  const bool was_writable = impl_->writable();
+  rocksdb::Status st = was_writable ? impl_->try_write(batch.ops_, sync) : rocksdb::Status::Aborted(impl_->health_reason());
+  if (st.ok()) return;
+  if (was_writable) {
+    impl_->degrade("cannot write to the store in " + dir_.string() + ": " + st.ToString());
+    std::lock_guard lock(impl_->health_mutex);
+    impl_->last_recovery_ms = 0;  // the first failure retries at once: the disk may have room again
   }
-  if (!st.ok()) throw StoreError("cannot write to the store in " + dir_.string() + ": " + st.ToString());
+  // Batches are puts and deletes: applying one twice (its WAL record may
+  // have landed before the sync failed) leaves the same store.
+  if (recover()) {
+    st = impl_->try_write(batch.ops_, sync);
+    if (st.ok()) return;
+    impl_->degrade("cannot write to the store in " + dir_.string() + ": " + st.ToString());
+  } else {
+    std::lock_guard lock(impl_->health_mutex);
+    ++impl_->health.write_failures;
+  }
+  throw StoreError(impl_->health_reason() + " (writes are refused until the disk takes them again)");
+}
+
+StoreHealth Store::health() const {
+  std::lock_guard lock(impl_->health_mutex);
+  return impl_->health;
+}
+
+bool Store::recover() {
+  {
+    std::lock_guard lock(impl_->health_mutex);
+    if (impl_->health.writable) return true;
+    const int64_t now = steady_ms();
+    if (impl_->last_recovery_ms != 0 && now - impl_->last_recovery_ms < kRecoverEveryMs) return false;
+    impl_->last_recovery_ms = now;
+  }
+  std::unique_lock gate(impl_->gate);
+  if (impl_->writable()) return true;  // another thread reopened it meanwhile
+  return impl_->reopen();
 }
 
 void Store::scan_after(Family f, std::string_view prefix, std::string_view after,
                        const std::function<bool(std::string_view, std::string_view)>& each) const {
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
+  std::shared_lock gate(impl_->gate);
+  std::unique_ptr<rocksdb::Iterator> it(impl_->opened().NewIterator(rocksdb::ReadOptions(), impl_->cf(f)));
   if (after.empty()) it->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
   else it->Seek(std::string(after) + '\0');  // the smallest key after `after`
   for (; it->Valid(); it->Next()) {
@@ -169,6 +300,8 @@ void Store::scan_after(Family f, std::string_view prefix, std::string_view after
 }
 
 int64_t Store::approximate_bytes() const {
+  std::shared_lock gate(impl_->gate);
+  if (!impl_->db) return 0;
   uint64_t total = 0;
   for (auto* h : impl_->families)
     for (const auto* property : {&rocksdb::DB::Properties::kLiveSstFilesSize, &rocksdb::DB::Properties::kCurSizeAllMemTables}) {
@@ -178,13 +311,57 @@ int64_t Store::approximate_bytes() const {
   return static_cast<int64_t>(total);
 }
 
+namespace {
+
+// The key ranges one family's compaction goes through, each holding about
+// `slice` bytes of the deepest level's tables: a compaction of one range
+// rewrites its tables there and whatever overlaps it above (the small upper
+// levels), so the disk holds at most a slice twice at once. `slice` 0: one
+// range, everything.
+std::vector<std::pair<std::optional<std::string>, std::optional<std::string>>> compaction_ranges(
+    rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf, uint64_t slice) {
+  std::vector<std::pair<std::optional<std::string>, std::optional<std::string>>> ranges;
+  rocksdb::ColumnFamilyMetaData meta;
+  if (slice > 0) db.GetColumnFamilyMetaData(cf, &meta);
+  const rocksdb::LevelMetaData* deepest = nullptr;
+  for (const auto& level : meta.levels)
+    if (!level.files.empty()) deepest = &level;
+  if (!deepest || deepest->level == 0) return {{std::nullopt, std::nullopt}};
+  std::vector<const rocksdb::SstFileMetaData*> files;
+  for (const auto& f : deepest->files) files.push_back(&f);
+  std::sort(files.begin(), files.end(), [](auto* x, auto* y) { return x->smallestkey < y->smallestkey; });
+  std::optional<std::string> from;  // the first range starts before any key
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    bytes += files[i]->size;
+    if (bytes < slice || i + 1 == files.size()) continue;
+    ranges.emplace_back(from, files[i]->largestkey);
+    from = files[i]->largestkey;
+    bytes = 0;
+  }
+  ranges.emplace_back(from, std::nullopt);  // and the last runs past every key
+  return ranges;
+}
+
+}  // namespace
+
 void Store::compact() {
+  std::shared_lock gate(impl_->gate);
+  if (!impl_->db || !impl_->writable()) throw StoreError("cannot compact the store in " + dir_.string() + ": " +
+                                                         impl_->health_reason());
   rocksdb::CompactRangeOptions o;
   // Deleted records sit in the last level: only rewriting it drops them.
   o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
   for (auto* h : impl_->families) {
-    const rocksdb::Status st = impl_->db->CompactRange(o, h, nullptr, nullptr);
-    if (!st.ok()) throw StoreError("cannot compact the store in " + dir_.string() + ": " + st.ToString());
+    for (const auto& [from, to] : compaction_ranges(*impl_->db, h, impl_->compaction_slice)) {
+      const rocksdb::Slice begin(from ? *from : std::string()), end(to ? *to : std::string());
+      const rocksdb::Status st = impl_->db->CompactRange(o, h, from ? &begin : nullptr, to ? &end : nullptr);
+      if (st.ok()) continue;
+      // A failed compaction stops RocksDB's writes too: the next write reopens.
+      const std::string why = "cannot compact the store in " + dir_.string() + ": " + st.ToString();
+      impl_->degrade(why);
+      throw StoreError(why);
+    }
   }
 }
 

@@ -12,6 +12,14 @@
 // Writes go as one atomic Batch; sync batches are on disk (WAL fsync'd)
 // when write() returns, which is what an acknowledgement to a client means.
 // RocksDB stays behind this file: its headers are heavy.
+//
+// Storage errors (a full disk, EIO, a read-only file system) are answers,
+// never crashes: a write that fails throws StoreError and leaves the store
+// degraded (health()), serving reads from what it holds while writes are
+// refused; it is opened afresh (a new WAL) before the next write or by
+// recover(), never resumed in place, and a store that cannot be opened for
+// writing (say, on a full disk) is opened read-only. Why: docs/DECISIONS.md,
+// "Storage errors".
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -33,6 +41,13 @@ namespace troupe::persistence {
 class StoreError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Whether writes go through; while not, why (the last storage error).
+struct StoreHealth {
+  bool writable = true;
+  std::string reason;
+  int64_t write_failures = 0;  // writes refused since the store was opened
 };
 
 enum class Family : uint8_t { meta = 0, sessions = 1, jobs = 2, kv_pages = 3, responses = 4 };
@@ -59,7 +74,8 @@ class Batch {
     std::string key, value;
     bool erase;
   };
-  std::vector<Op> ops_;
+  using Ops = std::vector<Op>;
+  Ops ops_;
 };
 
 class Store {
@@ -67,11 +83,14 @@ class Store {
   static constexpr int kSchemaVersion = 1;
 
   // Opens (creating if needed) the store in `dir`. Throws StoreError when the
-  // directory cannot be created or written, another process holds it, or it
-  // holds a store of another schema version. `env`: the RocksDB Env to open
-  // it on (tests inject a file system that loses unsynced writes); null, the
-  // default one. It must outlive the Store.
-  explicit Store(const std::filesystem::path& dir, rocksdb::Env* env = nullptr);
+  // directory cannot be created, another process holds it, it holds a store
+  // of another schema version, or a new store cannot be written. An existing
+  // store that cannot be written (no space left) opens read-only: degraded.
+  // `env`: the RocksDB Env to open it on (tests inject file systems that
+  // lose unsynced writes or fail); null, the default one. It must outlive the Store.
+  // `max_bytes`: the store's cap (--max-store-bytes), which sizes RocksDB's
+  // transient files to a small share of it; 0: no cap.
+  explicit Store(const std::filesystem::path& dir, rocksdb::Env* env = nullptr, int64_t max_bytes = 0);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -86,8 +105,16 @@ class Store {
   void scan(Family f, std::string_view prefix,
             const std::function<bool(std::string_view key, std::string_view value)>& each,
             ScanDamage* damage = nullptr) const;
-  // Applies the batch atomically; sync: durable before returning. Throws StoreError.
+  // Applies the batch atomically; sync: durable before returning. Throws
+  // StoreError when it is not applied (a degraded store first tries to
+  // recover, at most every kRecoverEveryMs).
   void write(const Batch& batch, bool sync = true);
+  StoreHealth health() const;
+  // A degraded store tries to open for writing again; true when writable.
+  // The server calls it on a timer, so writing resumes once space returns
+  // even with no write asking.
+  bool recover();
+  static constexpr int64_t kRecoverEveryMs = 200;
 
   // As scan, from the first key after `after` ("" : from the prefix's
   // first), so a long scan can be taken in bounded slices. Damage throws.

@@ -19,7 +19,7 @@ namespace {
 // Every block's checksum, on a read-only open (which also tells a family
 // missing from the manifest).
 void verify_checksums(const std::filesystem::path& dir, StoreCheck& out) {
-  const rocksdb::Options options = store_options();
+  const rocksdb::Options options = store_options(dir.string());
   std::vector<std::string> present;
   if (const rocksdb::Status l = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(options), dir.string(), &present); !l.ok())
     throw StoreError("cannot read the store's manifest in " + dir.string() + ": " + l.ToString() +
@@ -128,7 +128,7 @@ RepairOutcome repair_store(const std::filesystem::path& dir) {
     // What cannot be opened has a damaged manifest or log: RocksDB's RepairDB
     // rebuilds them from the files present (it drops a damaged table whole,
     // so it is not used for damage inside tables: the copy below is).
-    const rocksdb::Options options = store_options();
+    const rocksdb::Options options = store_options(dir.string());
     const rocksdb::Status st = rocksdb::RepairDB(dir.string(), rocksdb::DBOptions(options), family_descriptors(options));
     if (!st.ok()) throw StoreError("repair of " + dir.string() + " failed: " + st.ToString());
     out.rebuilt_manifest = true;

@@ -112,6 +112,31 @@ void ServiceMetrics::jobs_running(int64_t n) {
   jobs_running_ = n;
 }
 
+std::string http_front_door_metrics(const FrontDoorCounts& c) {
+  std::string out;
+  gauge(out, "troupe_http_connections", "HTTP connections open", c.open);
+  const auto n = [](int64_t v) { return static_cast<uint64_t>(v); };
+  counter(out, "troupe_http_connections_refused_total", "HTTP connections refused: over the total or per-address cap",
+          n(c.refused));
+  header(out, "troupe_http_closed_total", "counter", "HTTP connections closed by the front door, by reason");
+  sample(out, "troupe_http_closed_total", "reason=\"header_timeout\"", static_cast<double>(c.header_timeouts));
+  sample(out, "troupe_http_closed_total", "reason=\"body_timeout\"", static_cast<double>(c.body_timeouts));
+  sample(out, "troupe_http_closed_total", "reason=\"idle\"", static_cast<double>(c.idle_closed));
+  sample(out, "troupe_http_closed_total", "reason=\"too_large\"", static_cast<double>(c.too_large));
+  sample(out, "troupe_http_closed_total", "reason=\"malformed\"", static_cast<double>(c.bad_requests));
+  return out;
+}
+
+void ServiceMetrics::store_state(StoreState s) {
+  std::lock_guard lock(mutex_);
+  store_ = std::move(s);
+}
+
+StoreState ServiceMetrics::store_state() const {
+  std::lock_guard lock(mutex_);
+  return store_;
+}
+
 void ServiceMetrics::sessions_stored(int64_t n) {
   std::lock_guard lock(mutex_);
   sessions_ = n;
@@ -208,6 +233,12 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   }
   if (sessions_ >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions_);
   if (jobs_running_ >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs_running_);
+  if (store_.known) {
+    gauge(out, "troupe_store_writable", "1: the store takes writes; 0: degraded, writes refused (a full or failing disk)",
+          store_.writable ? 1 : 0);
+    counter(out, "troupe_store_write_failures_total", "Store writes refused for storage errors",
+            static_cast<uint64_t>(store_.write_failures));
+  }
   // Cascade tiers, one series each (label tier = the model's name).
   using Field = uint64_t messages::TierStatsFields::*;
   const std::pair<const char*, Field> tier_counters[] = {

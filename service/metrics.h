@@ -39,6 +39,21 @@ struct Snapshot {
   messages::StatsFields stats;
 };
 
+// The store's state as the persistence actor last saw it: writes going
+// through, or refused since a storage error (a full disk) and why.
+struct StoreState {
+  bool known = false;  // false: no store (or not yet reported)
+  bool writable = true;
+  std::string reason;
+  int64_t write_failures = 0;
+};
+
+// The HTTP front door's refusals (messages::HttpServer counts them).
+struct FrontDoorCounts {
+  int64_t open = 0, refused = 0, header_timeouts = 0, body_timeouts = 0, idle_closed = 0, too_large = 0, bad_requests = 0;
+};
+std::string http_front_door_metrics(const FrontDoorCounts& c);  // in the text exposition format
+
 class ServiceMetrics {
  public:
   ServiceMetrics();
@@ -57,6 +72,8 @@ class ServiceMetrics {
   // a scrape then reads them without asking anyone.
   void jobs_running(int64_t n);
   void sessions_stored(int64_t n);  // the persistence actor
+  void store_state(StoreState s);   // the persistence actor
+  StoreState store_state() const;
   // Cascade tiers: each tier's scheduler pushes its figures after each step
   // (a tier with several workers: each replica its own, summed in tiers()).
   void tier(int32_t index, int32_t replica, messages::TierStatsFields figures);
@@ -78,6 +95,7 @@ class ServiceMetrics {
   std::map<std::pair<int32_t, int32_t>, messages::TierStatsFields> tiers_;
   std::map<std::pair<int32_t, int32_t>, messages::WorkerStatsFields> workers_;
   int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known (left out)
+  StoreState store_;
 };
 
 }  // namespace troupe::service

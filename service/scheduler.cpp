@@ -1057,6 +1057,8 @@ messages::StatsFields Scheduler::stats() {
   f.expert_tokens = expert_tokens_;
   f.preemptions = ps.preemptions;
   f.draining = draining_;
+  if (cfg_.metrics)
+    if (const StoreState store = cfg_.metrics->store_state(); store.known && !store.writable) f.store_degraded = store.reason;
   // Cascade tiers: every tier's figures; requests counted across them all
   // (the pages above are this, the last, tier's).
   if (cfg_.tier >= 0 && cfg_.metrics) {

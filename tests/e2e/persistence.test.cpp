@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
@@ -16,6 +18,7 @@
 #include "messages/client_validation.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
+#include "persistence/store.h"
 #include "tests/e2e/fixture.h"
 
 using namespace troupe;
@@ -121,6 +124,32 @@ TEST_CASE("a session's turns survive kill -9 and the next turn continues the sto
   CHECK(resumed.tokens == alone.tokens);
   CHECK(resumed.usage.prompt_tokens == alone.usage.prompt_tokens);
   CHECK(stored_turns(endpoint, "s1").size() == 3);
+}
+
+TEST_CASE("a damaged session record is reported when the server starts, not first when the session is used",
+          "[service][persistence]") {
+  std::string endpoint;
+  {
+    Server server("damaged-session");
+    endpoint = server.endpoint;
+    for (const char* user : {"one", "two"}) REQUIRE(turn(endpoint, "hurt", user, 4).done);
+    REQUIRE(turn(endpoint, "whole", "one", 4).done);
+    server.process.stop(SIGKILL);
+  }
+  {
+    // The store loses the session's second turn record (as a damaged block would).
+    persistence::Store store(Server::data_dir(endpoint));
+    persistence::Batch b;
+    b.erase(persistence::Family::sessions, std::string(1, 't').append("hurt").append(1, '\0').append(persistence::be32(1)));
+    store.write(b);
+  }
+  Server again("damaged-session", {}, endpoint);
+  std::ifstream in(Server::log("damaged-session"));
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(log, Catch::Contains("session 'hurt' is damaged and cannot be continued") &&
+                      Catch::Contains("run `troupe store check`"));
+  CHECK_THAT(log, !Catch::Contains("session 'whole'"));
+  CHECK(turn(endpoint, "whole", "two", 4).done);
 }
 
 TEST_CASE("a session runs one turn at a time, and unknown and deleted sessions answer clear errors", "[service][persistence]") {

@@ -373,7 +373,7 @@ PowerLossFs::Losses PowerLossFs::restore() {
   return lost;
 }
 
-std::unique_ptr<rocksdb::Env> env_on(const std::shared_ptr<PowerLossFs>& fs) {
+std::unique_ptr<rocksdb::Env> env_on(const std::shared_ptr<rocksdb::FileSystem>& fs) {
   std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
   // The pools are the default Env's, one thread each: stores of a test
   // that run at once would queue their flushes behind one another.

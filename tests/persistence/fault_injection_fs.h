@@ -120,6 +120,6 @@ class PowerLossFs : public rocksdb::FileSystemWrapper {
 };
 
 // An Env whose files go through `fs` (threads and clock: the default Env's).
-std::unique_ptr<rocksdb::Env> env_on(const std::shared_ptr<PowerLossFs>& fs);
+std::unique_ptr<rocksdb::Env> env_on(const std::shared_ptr<rocksdb::FileSystem>& fs);
 
 }  // namespace troupe::test

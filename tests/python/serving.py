@@ -1,0 +1,34 @@
+"""What the HTTP tests share: a `troupe serve` process started with --http and
+waited for until /readyz answers 200, and a GET."""
+import http.client
+import subprocess
+import time
+
+
+def http_get(port, path, source="127.0.0.1", timeout=10):
+    """(status, body text) of GET path on the loopback port, sent from `source`."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        c.close()
+
+
+def start_http_server(argv, port, log_path, wait_s=60):
+    """Starts argv (a `troupe serve ... --http 127.0.0.1:PORT` line), its output
+    appended to log_path; returns the process once /readyz answers 200."""
+    server = subprocess.Popen(argv, stdout=open(log_path, "a"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if http_get(port, "/readyz", timeout=2)[0] == 200:
+                return server
+        except OSError:
+            pass
+        if server.poll() is not None:
+            break
+        time.sleep(0.05)
+    server.kill()
+    raise SystemExit("server did not start: " + open(log_path).read())
