@@ -87,7 +87,7 @@ void ClientGateway::route(zmq::message_t& id, const zmq::message_t& body) {
 }
 
 std::string ClientGateway::client_name(const zmq::message_t& body) const {
-  return zap_ ? messages::peer_name(body) : std::string();
+  return zap_ ? messages::peer_name(body) : messages::anonymous_peer(body);
 }
 
 // ROUTER_MANDATORY: EHOSTUNREACH (thrown) for a peer that is gone, EAGAIN (no

@@ -43,7 +43,8 @@ class ClientGateway {
  private:
   void loop();
   void route(zmq::message_t& id, const zmq::message_t& body);
-  std::string client_name(const zmq::message_t& body) const;  // "" without CURVE
+  // Under CURVE the client's name; without, its host or process (messages::anonymous_peer).
+  std::string client_name(const zmq::message_t& body) const;
   bool deliver(const zmq::message_t& peer, const zmq::message_t& body);  // false: the peer is gone or not reading
 
   zmq::context_t ctx_;

@@ -29,7 +29,7 @@ const messages::CurveKeys& client_curve_keys() {
 
 messages::ClientConnection connect_to_server(const std::string& endpoint, double timeout_s) {
   const messages::CurveKeys& curve = client_curve_keys();
-  messages::ClientConnection conn(endpoint, {}, curve);
+  messages::ClientConnection conn(endpoint, messages::client_socket_limits(), curve);
   if (!conn.ping(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", timeout_s);

@@ -40,7 +40,7 @@ std::optional<Bytes> ClientConnection::receive(std::chrono::milliseconds timeout
 StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
                                        const std::function<void(std::string_view)>& on_text,
                                        std::chrono::milliseconds timeout, int32_t samples) {
-  send(request);
+  if (!request.empty()) send(request);
   StreamOutcome out;
   out.sample_tokens.resize(static_cast<size_t>(samples));
   out.sample_done.resize(static_cast<size_t>(samples));

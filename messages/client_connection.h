@@ -31,7 +31,8 @@ struct StreamOutcome {
 class ClientConnection {
  public:
   // `curve`: the client's pair and the server's public key, for a server under CURVE.
-  explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = {}, const CurveKeys& curve = {});
+  explicit ClientConnection(const std::string& endpoint, const SocketLimits& limits = client_socket_limits(),
+                            const CurveKeys& curve = {});
   ClientConnection(ClientConnection&&) = default;
 
   // A Ping answered by its Pong within `timeout`. ZeroMQ connects lazily and
@@ -46,7 +47,8 @@ class ClientConnection {
 
   // Sends `request` (whose id is `id`) and collects its stream. on_text sees
   // each text delta as it arrives. Responses for other ids are dropped.
-  // A request with n samples ends after n Done; on_text sees sample 0.
+  // A request with n samples ends after n Done; on_text sees sample 0. An
+  // empty `request`: the stream of request `id`, sent before.
   StreamOutcome stream(const Bytes& request, uint64_t id, const std::function<void(std::string_view)>& on_text = {},
                        std::chrono::milliseconds timeout = std::chrono::minutes(5), int32_t samples = 1);
 

@@ -158,7 +158,7 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   const auto* msgs = t->messages();
   if (!msgs || msgs->size() == 0) return c.fail("ChatTurn.messages", "is empty");
   if (msgs->size() > l.max_chat_messages)
-    return c.fail("ChatTurn.messages", std::to_string(msgs->size()) + " messages, at most " + std::to_string(l.max_chat_messages));
+    return c.too_long("ChatTurn.messages", std::to_string(msgs->size()) + " messages, at most " + std::to_string(l.max_chat_messages));
   size_t total = 0;
   for (uint32_t i = 0; i < msgs->size(); ++i) {
     const auto* m = msgs->Get(i);
@@ -191,8 +191,8 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   why = Rejection{};
   if (bytes.size() > limits.max_message_bytes) {
-    why = {wire::ErrorCode::malformed, "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
-                                           std::to_string(limits.max_message_bytes)};
+    why = {wire::ErrorCode::too_long, "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
+                                          std::to_string(limits.max_message_bytes)};
     return nullptr;
   }
   flatbuffers::Verifier::Options opts;

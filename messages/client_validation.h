@@ -14,7 +14,10 @@ namespace troupe::messages {
 struct ClientLimits {
   size_t max_message_bytes = 4 << 20;  // also the socket's ZMQ_MAXMSGSIZE
   uint32_t max_depth = 16;
-  uint32_t max_tables = 4096;
+  // Verification's work bound. A table takes at least 4 bytes, so a message
+  // within max_message_bytes holds no more than this: a long chat is then
+  // refused by its count of messages (too_long), not as unverifiable.
+  uint32_t max_tables = (4 << 20) / 4;
   size_t max_prompt_bytes = 1 << 20;
   uint32_t max_chat_messages = 512;
   int32_t max_tokens = 32768;

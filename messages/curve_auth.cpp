@@ -1,6 +1,7 @@
 #include "messages/curve_auth.h"
 
 #include <sodium.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -258,6 +259,24 @@ std::string peer_name(const zmq::message_t& frame) {
   // zmq_msg_gets only reads the message, but takes it non-const.
   const char* v = zmq_msg_gets(const_cast<zmq_msg_t*>(frame.handle()), "User-Id");
   return v ? std::string(v) : std::string();
+}
+
+std::string anonymous_peer(const zmq::message_t& frame) {
+  zmq_msg_t* m = const_cast<zmq_msg_t*>(frame.handle());
+  const int fd = zmq_msg_get(m, ZMQ_SRCFD);
+  if (fd < 0) return {};
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
+  if (addr.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t n = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0) return "pid:" + std::to_string(cred.pid);
+    return {};
+  }
+  // ZeroMQ's own rendering of the address (IPv4 or IPv6, no port).
+  const char* v = zmq_msg_gets(m, "Peer-Address");
+  return v ? std::string("host:") + v : std::string();
 }
 
 CurveKeys server_curve(const std::filesystem::path& secret_file) {

@@ -111,6 +111,11 @@ class ZapHandler {
 
 // The name ZAP gave the peer that sent `frame` ("" when it came unauthenticated).
 std::string peer_name(const zmq::message_t& frame);
+// Who sent `frame` on a server without authentication, for fair shares and
+// queue places (docs/PROTOCOL.md, "Identity"): over TCP its host
+// ("host:ADDRESS"), over IPC its process ("pid:N"); "" when neither can be
+// told. Read as the frame arrives (it asks the connection's descriptor).
+std::string anonymous_peer(const zmq::message_t& frame);
 
 // Curve settings from key files: a server's (its .secret), a client's (its
 // .secret and the server's .key).

@@ -7,11 +7,13 @@ namespace {
 
 void common(zmq::socket_t& s, const SocketLimits& l) {
   s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(l.heartbeat_interval.count()));
-  s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(l.heartbeat_timeout.count()));
-  s.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(l.heartbeat_timeout.count()));
+  if (l.heartbeat_interval.count() > 0) {
+    s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(l.heartbeat_interval.count()));
+    s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(l.heartbeat_timeout.count()));
+    s.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(l.heartbeat_timeout.count()));
+  }
   s.set(zmq::sockopt::sndhwm, l.high_water_mark);
-  s.set(zmq::sockopt::rcvhwm, l.high_water_mark);
+  s.set(zmq::sockopt::rcvhwm, l.receive_high_water_mark < 0 ? l.high_water_mark : l.receive_high_water_mark);
 }
 
 // The ZAP domain every troupe server socket names: set, so ZAP is asked
@@ -33,6 +35,13 @@ void curve_client(zmq::socket_t& s, const CurveKeys& k) {
 }
 
 }  // namespace
+
+SocketLimits client_socket_limits() {
+  SocketLimits l;
+  l.heartbeat_interval = std::chrono::milliseconds(0);
+  l.receive_high_water_mark = 0;
+  return l;
+}
 
 zmq::socket_t bind_router(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits,
                           const CurveKeys& curve) {

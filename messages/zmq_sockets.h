@@ -12,10 +12,20 @@ namespace troupe::messages {
 
 struct SocketLimits {
   size_t max_message_bytes = 4 << 20;
-  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_interval{1000};  // 0: ZeroMQ's heartbeats off
   std::chrono::milliseconds heartbeat_timeout{5000};  // a silent peer is disconnected after this
   int high_water_mark = 100000;                        // messages queued per peer before sends fail
+  int receive_high_water_mark = -1;                    // -1: high_water_mark; 0: no limit
 };
+
+// A client's socket: ZeroMQ's heartbeats off and its receive queue unbounded.
+// With heartbeats on, a client that reads slower than the server streams
+// fills its receive queue; libzmq then stops reading the connection, misses
+// the server's heartbeats, drops the connection as dead, and on the next
+// connection asserts (`_input_stopped`, libzmq 4.3.5) and aborts the
+// client's process. Unbounded, the queue never stops the reading; a client
+// tells a dead server by its answers' timeout and the protocol's Ping.
+SocketLimits client_socket_limits();
 
 // CurveZMQ on a socket (messages/curve_auth.h reads the keys and admits
 // clients). A server side has its own pair; a client side its own pair and
@@ -48,7 +58,8 @@ zmq::socket_t connect_subscriber(zmq::context_t& ctx, const std::string& endpoin
 // Throws std::invalid_argument for anything else.
 std::string default_events_endpoint(const std::string& listen);
 
-// Client side: heartbeats (the server hears of a dead client), LINGER 0.
+// Client side (client_socket_limits for a client of `troupe serve`; the
+// defaults, with heartbeats, for links between troupe's own processes), LINGER 0.
 zmq::socket_t connect_dealer(zmq::context_t& ctx, const std::string& endpoint, const SocketLimits& limits = {},
                              const CurveKeys& curve = {});
 

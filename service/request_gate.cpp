@@ -145,7 +145,9 @@ Admission RequestGate::to_admit(const std::string& peer, std::string_view bytes,
   }
   Admission what = read(peer, bytes, now);
   auto stamp = [&](AdmitRequest& a) {
-    a.tenant = who.name;
+    // Without authentication `client` is the sender's host or process: its
+    // fair share and queue places, never an owner of sessions or jobs.
+    a.tenant = cfg_.clients ? who.name : client;
     a.weight = weight;
     a.priority = std::max(a.priority, cap);  // no more urgent than the client may claim
   };

@@ -5,13 +5,15 @@
       connection, while a second connection pings every 20 ms and asks a short greedy
       question every 0.5 s. Prints the polite client's Ping p50/p99 and TTFT p50/p99, how
       each flood request ended, and the server's peak RSS (VmHWM).
-      slots: N ordinary prompts (~200 tokens, 64 new tokens each) from one connection, enough
+      slots: N ordinary prompts (~200 tokens, 64 new tokens each) from one connection of a
+      process of their own (without --auth a process is one identity over IPC), enough
       to take every running slot, the queue and the KV pages; the polite connection asks its
       short questions meanwhile, at random moments. Prints its TTFT p50/p99 beside the flood's own mean step time,
       measured over 20 s before the first question (the fair-share target: a first token at most
       a step behind the flood).
 """
 import collections
+import multiprocessing
 import random
 import sys
 import threading
@@ -40,20 +42,27 @@ def count_endings(streams, ended):
             ended[e.code] += 1
 
 
-def slots(ep, pid, n):
+def flood_process(ep, n, sent, ended):
+    """The flood, in a process of its own: another identity than the polite client's."""
     words = "the quick brown fox jumps over the lazy dog while the cat sleeps by the warm fire "
-    ended = collections.Counter()
-    sent = threading.Event()
-    queued = []
+    with Client(ep, timeout=1200) as flood:
+        streams = [flood.generate(f"{i} " + words * 12, max_tokens=64, temperature=0, ignore_eos=True)
+                   for i in range(n)]  # distinct prompts: no prefix sharing eases the flood
+        sent.set()
+        for s in streams:
+            try:
+                s.read()
+                outcome = s.finish_reason
+            except TroupeError as e:
+                outcome = e.code
+            ended[outcome] = ended.get(outcome, 0) + 1
 
-    def flood_client():
-        # The flood reads its streams as it goes: the server ends the requests of a
-        # client that stops reading (its queue fills), as it does a gone one's.
-        with Client(ep, timeout=1200) as flood:
-            streams = [flood.generate(f"{i} " + words * 12, max_tokens=64, temperature=0, ignore_eos=True)
-                       for i in range(n)]  # distinct prompts: no prefix sharing eases the flood
-            sent.set()
-            count_endings(streams, ended)
+
+def slots(ep, pid, n):
+    manager = multiprocessing.Manager()
+    ended = manager.dict()
+    sent = multiprocessing.Event()
+    queued = []
 
     def ask(polite, count, spread=True):
         out = []
@@ -71,7 +80,8 @@ def slots(ep, pid, n):
     with Client(ep, timeout=120) as polite:
         alone = ask(polite, 10, spread=False)  # the same question without the flood
         before = polite.stats()
-        threading.Thread(target=flood_client, daemon=True).start()  # not joined: the server is killed after
+        flood = multiprocessing.Process(target=flood_process, args=(ep, n, sent, ended), daemon=True)
+        flood.start()  # not joined: the server is killed after
         sent.wait()
         time.sleep(2)  # the flood holds slots and the queue
         held = polite.stats()
@@ -84,7 +94,7 @@ def slots(ep, pid, n):
     asked = after["steps"] - quiet["steps"]
     print(f"flood: {n} prompts from one connection; when the polite client began: {quiet['running']} running, "
           f"{quiet['waiting']} waiting, {quiet['pages_used']} of {quiet['pages_total']} pages used; "
-          f"ended so far: {dict(ended)}")
+          f"ended so far: {dict(ended.items())}")
     print(f"the flood alone: mean step {step_ms:.1f} ms ({steps} steps in 20 s)")
     print(f"polite client: TTFT p50 {percentile(ttfts, 50):.1f} ms, p99 {percentile(ttfts, 99):.1f} ms "
           f"({len(ttfts)} questions, none refused; {asked} steps meanwhile, mean "

@@ -3,6 +3,8 @@
 // run alone in this process (what `troupe generate` does).
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -304,6 +306,77 @@ TEST_CASE("a flood of 1 MB prompts from one client: another's Pings stay fast an
   INFO("Ping p50 " << rtt_ms[25] << " ms, max " << rtt_ms.back() << " ms; " << overloaded << " overloaded");
   CHECK(rtt_ms[48] < 100.0);  // p99 of 50
   CHECK(pages_return(polite, 2s));
+}
+
+TEST_CASE("a client that reads slower than the stream gets all 2,000 tokens and keeps its connection", "[service]") {
+  // Left unread for 8 s (past ZeroMQ's 5 s heartbeat timeout), then read
+  // with pauses: with ZeroMQ heartbeats on the client, libzmq dropped the
+  // stalled connection and aborted the client's process.
+  Server server("slow-reader");
+  messages::ClientConnection c(server.endpoint);
+  const uint64_t id = c.next_id();
+  c.send(messages::generate_request(id, prompt_for(3), greedy(2000), wire::Priority::interactive, false, false, true));
+  std::this_thread::sleep_for(8s);
+  int frames = 0;
+  const messages::StreamOutcome got = c.stream({}, id, [&](std::string_view) {
+    if (++frames % 500 == 0) std::this_thread::sleep_for(1s);
+  }, 120s);
+  CHECK(got.done);
+  CHECK(got.tokens.size() == 2000);
+  CHECK(c.ping(5s));
+}
+
+TEST_CASE("a frame over the 4 MiB limit is answered too_long, and the connection goes on", "[service]") {
+  Server server("oversized");
+  messages::ClientConnection c(server.endpoint);
+  c.send(messages::generate_request(9, std::string(5 << 20, 'x'), greedy(4)));
+  const auto f = c.receive(10s);
+  REQUIRE(f);
+  const auto* r = messages::check_response(*f);
+  REQUIRE(r->body_as_Error());
+  CHECK(r->body_as_Error()->code() == wire::ErrorCode::too_long);
+  CHECK_THAT(r->body_as_Error()->message()->str(), Catch::Contains("exceeds the limit of 4194304"));
+  CHECK(c.ping(5s));
+}
+
+TEST_CASE("without authentication one host is one tenant: four connections share one queue share", "[service]") {
+  // Over TCP a client's identity is its host: a process that floods through
+  // four connections holds half the queue (--client-queue-share 0.5), not
+  // all of it, and another host's request still gets a place.
+  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string data = Server::data_dir(ipc_endpoint("hosts-tenant"));
+  ChildProcess server({troupe_binary(), "serve", "-m", model_path(), "--listen", endpoint, "--threads", "1", "--data-dir",
+                       data, "--kv-tokens", "16384", "--max-running", "2", "--max-waiting", "16"},
+                      Server::log("hosts-tenant"), "listening on");
+  std::vector<std::unique_ptr<messages::ClientConnection>> flood;
+  for (int c = 0; c < 4; ++c) flood.push_back(std::make_unique<messages::ClientConnection>(endpoint));
+  for (auto& c : flood) REQUIRE(c->ping(5s));
+  for (int c = 0; c < 4; ++c)
+    for (int k = 0; k < 20; ++k)
+      flood[static_cast<size_t>(c)]->send(messages::generate_request(static_cast<uint64_t>(k + 1), prompt_for(k), greedy(200)));
+  // Every flood request answered at admission: queued (Accepted) or refused (queue_full).
+  int accepted = 0, refused = 0;
+  for (auto& c : flood) {
+    std::set<uint64_t> answered;
+    while (answered.size() < 20) {
+      const auto f = c->receive(30s);
+      REQUIRE(f);
+      const auto* r = messages::check_response(*f);
+      const bool first = r->body_as_Accepted() || r->body_as_Error();  // Tokens and Done come after an Accepted
+      if (!first || !answered.insert(r->client_request_id()).second) continue;
+      if (r->body_as_Accepted()) ++accepted;
+      else if (r->body_as_Error()->code() == wire::ErrorCode::queue_full) ++refused;
+    }
+  }
+  INFO(accepted << " flood requests queued or running, " << refused << " refused queue_full");
+  CHECK(accepted <= 2 + 8);  // the running slots and half the 16 places
+  CHECK(refused >= 70);
+  messages::ClientConnection polite("tcp://127.0.0.2:0;127.0.0.1:" + std::to_string(port));
+  const uint64_t id = polite.next_id();
+  const auto got = polite.stream(messages::generate_request(id, "polite", greedy(4)), id, {}, 120s);
+  CHECK(got.done);
+  CHECK(got.error == wire::ErrorCode::none);
 }
 
 TEST_CASE("ping and stats answer at once", "[service]") {

@@ -135,12 +135,19 @@ TEST_CASE("chat turns are checked message by message") {
   CHECK_THAT(reject(chat_request(2, "", {}, SamplingFields{})).message, Catch::Contains("ChatTurn.messages: is empty"));
 }
 
-TEST_CASE("an oversized message is refused before verification") {
+TEST_CASE("an oversized message is refused too_long before verification") {
   ClientLimits l;
   l.max_message_bytes = 64;
   const auto why = reject(generate_request(1, std::string(100, 'x'), SamplingFields{}), l);
-  CHECK(why.code == ErrorCode::malformed);
+  CHECK(why.code == ErrorCode::too_long);
   CHECK_THAT(why.message, Catch::Contains("exceeds the limit of 64"));
+}
+
+TEST_CASE("a chat of 10,000 messages is refused too_long, naming the field, not as a malformed buffer") {
+  const std::vector<std::pair<std::string, std::string>> msgs(10000, {"user", "hi"});
+  const auto why = reject(chat_request(2, "s-1", msgs, SamplingFields{}));
+  CHECK(why.code == ErrorCode::too_long);
+  CHECK_THAT(why.message, Catch::StartsWith("ChatTurn.messages: 10000 messages, at most 512"));
 }
 
 TEST_CASE("responses round-trip through the response check") {

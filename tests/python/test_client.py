@@ -154,6 +154,22 @@ def check_sessions_and_jobs(c):
     check(stats["running"] == 0 and stats["pages_used"] == 0, f"pages returned: {stats}")
 
 
+def check_slow_reader(c):
+    # A reader slower than the stream is served slowly, not cut off: 2,000 tokens left unread for
+    # 8 s (past ZeroMQ's 5 s heartbeat timeout, long after pyzmq's default queue of 1,000 would be
+    # full), then read with pauses. With heartbeats on, libzmq aborted this process here.
+    stream = c.generate("a slow reader", max_tokens=2000, temperature=0, ignore_eos=True)
+    time.sleep(8)
+    read = 0
+    for _ in stream:
+        read += 1
+        if read % 500 == 0:
+            time.sleep(1)
+    check(len(stream.tokens) == 2000, f"the slow reader got {len(stream.tokens)} of 2000 tokens")
+    check(stream.finish_reason == "length", f"the slow reader's stream ended with {stream.finish_reason}")
+    check(c.ping(7), "the connection still answers after the slow read")
+
+
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -164,6 +180,7 @@ def main():
             check_streams(c, troupe, model)
             check_bad_input(c)
             check_sessions_and_jobs(c)
+            check_slow_reader(c)
     finally:
         server.terminate()
         server.wait(timeout=30)

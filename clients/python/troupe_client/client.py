@@ -264,8 +264,11 @@ class Client:
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         _use_curve(self._sock, client_key, server_key)
-        self._sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
-        self._sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 5000)
+        # ZeroMQ's heartbeats off and the receive queue unbounded: with heartbeats, a reader slower
+        # than the stream fills the queue, libzmq stops reading the connection, misses the server's
+        # heartbeats, and then aborts this process (an assertion in libzmq 4.3.5). A dead server
+        # shows as an answer's timeout instead, and ping() asks at any time.
+        self._sock.setsockopt(zmq.RCVHWM, 0)
         self._sock.connect(endpoint)
         self._ids = itertools.count(1)
         self._timeout = timeout
@@ -437,6 +440,7 @@ class Client:
                 "pages_restored": s.PagesRestored(), "pages_swapped_out": s.PagesSwappedOut(),
                 "pages_swapped_in": s.PagesSwappedIn(), "tokens_shifted": s.TokensShifted(),
                 "local_pages_total": s.LocalPagesTotal(), "local_pages_used": s.LocalPagesUsed(),
+                "store_degraded": (s.StoreDegraded() or b"").decode(),
                 "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())],
                 "workers": [_worker_stats(s.Workers(i)) for i in range(s.WorkersLength())]}
 
