@@ -1,7 +1,6 @@
 #include "actors/http_gateway.h"
 
 #include <caf/send.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 #include "messages/curve_auth.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
+#include "service/bearer_token.h"
 #include "service/openai_api.h"
 #include "service/request_gate.h"
 #include "service/troupe_api.h"
@@ -28,9 +28,9 @@ using namespace std::chrono_literals;
 
 constexpr auto kControlTimeout = 10s;
 
-void send_error(httplib::Response& res, const service::ApiError& e) {
-  res.status = e.status;
-  res.set_content(e.json(), "application/json");
+int send_error(messages::HttpResponder& res, const service::ApiError& e, const messages::HttpHeaders& extra = {}) {
+  res.send(e.status, "application/json", e.json(), extra);
+  return e.status;
 }
 
 int64_t unix_now() {
@@ -48,11 +48,12 @@ bool next_frame(HttpGateway::Mailbox& box, std::string& frame, std::chrono::stea
 
 }  // namespace
 
-HttpGateway::HttpGateway(HttpOptions options) : options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
+HttpGateway::HttpGateway(HttpOptions options) : options_(std::move(options)) {
   const auto colon = options_.address.rfind(':');
   if (colon == std::string::npos) throw std::invalid_argument("--http takes HOST:PORT, not '" + options_.address + "'");
   std::string host = options_.address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
   int port = 0;
   try {
     port = std::stoi(options_.address.substr(colon + 1));
@@ -60,21 +61,12 @@ HttpGateway::HttpGateway(HttpOptions options) : options_(std::move(options)), se
     port = -1;
   }
   if (port < 0 || port > 65535) throw std::invalid_argument("--http: '" + options_.address + "' has no valid port");
-  const int threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // The largest body a ZeroMQ client may send; httplib answers 413 past it.
-  server_->set_payload_max_length(options_.limits.max_message_bytes);
-  server_->set_keep_alive_max_count(1000);
-  server_->set_read_timeout(30, 0);
-  server_->set_write_timeout(30, 0);
-  routes();
-  if (port == 0) {
-    port_ = server_->bind_to_any_port(host);
-    if (port_ < 0) throw std::runtime_error("--http: cannot bind " + host);
-  } else {
-    if (!server_->bind_to_port(host, port)) throw std::runtime_error("--http: cannot bind " + options_.address + " (in use?)");
-    port_ = port;
-  }
+  // The largest body a ZeroMQ client may send; 413 past it, before it is read.
+  options_.server.max_body_bytes = options_.limits.max_message_bytes;
+  server_ = std::make_unique<messages::HttpServer>(host, port, options_.server,
+                                                   [this](const messages::HttpRequest& q, messages::HttpResponder& r) {
+                                                     serve(q, r);
+                                                   });
 }
 
 HttpGateway::~HttpGateway() { stop(); }
@@ -85,17 +77,16 @@ void HttpGateway::start(ingestion_actor ingestion, std::shared_ptr<service::Inta
   backlog_ = std::move(backlog);
   metrics_ = std::move(metrics);
   ready_ = true;
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  server_->start();
 }
 
 void HttpGateway::stop() {
-  if (!thread_.joinable()) return;
-  server_->stop();
+  if (stopping_.exchange(true)) return;
   {
     std::lock_guard lock(mutex_);  // wake every waiting handler: they see no frame and end
     for (auto& [peer, box] : mailboxes_) box->arrived.notify_all();
   }
-  thread_.join();
+  server_->stop();
   ingestion_ = ingestion_actor();
 }
 
@@ -135,7 +126,7 @@ void HttpGateway::deliver(const std::string& peer, const messages::Bytes& frame)
 // when the backlog is full, else to ingestion.
 bool HttpGateway::submit(const std::string& peer, const std::string& client, const std::string& bytes,
                          std::string& refusal) {
-  if (!ingestion_) return refusal = messages::error_response(1, wire::ErrorCode::shutting_down, "the server is stopping"), false;
+  if (stopping()) return refusal = messages::error_response(1, wire::ErrorCode::shutting_down, "the server is stopping"), false;
   service::IntakeDecision d = service::classify_frame(bytes, options_.limits, *backlog_);
   if (d.lane == service::IntakeLane::answered) return refusal = d.reply, false;
   if (d.lane == service::IntakeLane::prompt)
@@ -155,118 +146,114 @@ std::string HttpGateway::ask(const std::string& bytes, const std::string& client
 }
 
 // `Authorization: Bearer TOKEN`, as OpenAI's clients send their api_key.
-bool HttpGateway::authorize(const httplib::Request& req, httplib::Response& res, std::string& client) const {
+bool HttpGateway::authorize(const messages::HttpRequest& req, messages::HttpResponder& res, std::string& client) {
   client.clear();
-  if (!options_.clients) return true;
-  const std::string header = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
+  if (!options_.clients) {
+    client = "host:" + req.peer_address;  // its fair share without authentication, as over ZeroMQ's TCP
+    return true;
+  }
+  const std::string header = req.header("Authorization");
   const messages::ClientPolicy* who = nullptr;
-  if (header.size() > kBearer.size() && std::string_view(header).substr(0, kBearer.size()) == kBearer)
-    who = options_.clients->by_http_token(header.substr(kBearer.size()));
+  if (const std::string_view token = service::bearer_token(header); !token.empty())
+    who = options_.clients->by_http_token(std::string(token));
   if (who) {
     client = who->name;
     return true;
   }
-  res.set_header("WWW-Authenticate", "Bearer");
   send_error(res, service::ApiError{401,
                                     header.empty() ? "this server takes requests with a bearer token (Authorization: "
                                                      "Bearer TOKEN; `troupe keygen --http-token`)"
                                                    : "the bearer token is not one this server admits",
-                                    "", "invalid_api_key"});
+                                    "", "invalid_api_key"},
+             {{"WWW-Authenticate", "Bearer"}});
   return false;
 }
 
-void HttpGateway::completion(const httplib::Request& req, httplib::Response& res, const std::string& client,
-                             bool chat) {
+int HttpGateway::completion(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client,
+                            bool chat) {
   if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
-  auto parsed = service::parse_completion(req.body, chat, req.get_header_value("X-Troupe-Session"), options_.models,
+  auto parsed = service::parse_completion(req.body, chat, req.header("X-Troupe-Session"), options_.models,
                                           options_.limits.max_tokens);
   if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(res, *e);
   const service::CompletionCall call = std::get<service::CompletionCall>(std::move(parsed));
   auto [peer, box] = open();
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
-  auto reply = std::make_shared<service::CompletionReply>(call, id, unix_now());
+  service::CompletionReply reply(call, id, unix_now());
   std::string refusal;
   if (!submit(peer, client, call.request, refusal)) {
     close(peer, false);
     std::string ignored;
-    reply->take(refusal, ignored);
-    return send_error(res, reply->error());
+    reply.take(refusal, ignored);
+    return send_error(res, reply.error());
   }
   // The first frame decides the status: Accepted, or the Error refusing it.
+  // A client that leaves while its request waits ends it, as a dead ZeroMQ client.
   std::string first;
   bool got = false;
   for (auto deadline = std::chrono::steady_clock::now() + 1h; !got && std::chrono::steady_clock::now() < deadline;) {
     got = next_frame(*box, first, std::chrono::steady_clock::now() + 1s);
-    if (!got && !ingestion_) break;
+    if (!got && (stopping() || !res.connected())) break;
   }
   if (!got) {
     close(peer, true);
     return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
   }
   std::string sse;
-  auto step = reply->take(first, sse);
+  auto step = reply.take(first, sse);
   if (step == service::CompletionReply::Step::failed) {
     close(peer, false);
-    return send_error(res, reply->error());
+    return send_error(res, reply.error());
   }
+  using Step = service::CompletionReply::Step;
   if (!call.stream) {
     std::string frame;
-    while (step == service::CompletionReply::Step::more) {
+    while (step == Step::more) {
       if (!next_frame(*box, frame, std::chrono::steady_clock::now() + 1s)) {
-        if (!ingestion_) break;
+        if (stopping() || !res.connected()) break;
         continue;
       }
-      step = reply->take(frame, sse);
+      step = reply.take(frame, sse);
     }
-    close(peer, step == service::CompletionReply::Step::more);
-    if (step == service::CompletionReply::Step::failed) return send_error(res, reply->error());
-    if (step != service::CompletionReply::Step::done)
+    close(peer, step == Step::more);
+    if (step == Step::failed) return send_error(res, reply.error());
+    if (step != Step::done)
       return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
-    return res.set_content(reply->whole(), "application/json");
+    res.send(200, "application/json", reply.whole());
+    return 200;
   }
   // Streaming: each wake-up writes what arrived; a client that is gone ends the request.
-  auto state = std::make_shared<std::pair<service::CompletionReply::Step, std::string>>(step, std::move(sse));
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  std::string p = peer;
-  std::shared_ptr<Mailbox> b = box;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, state, reply, b](size_t, httplib::DataSink& sink) {
-        auto& [st, pending] = *state;
-        std::string frame;
-        while (st == service::CompletionReply::Step::more && pending.empty()) {
-          if (next_frame(*b, frame, std::chrono::steady_clock::now() + 200ms)) {
-            st = reply->take(frame, pending);
-          } else if (!sink.is_writable() || !ingestion_) {
-            return false;
-          }
-        }
-        if (!pending.empty() && !sink.write(pending.data(), pending.size())) return false;
-        pending.clear();
-        if (st == service::CompletionReply::Step::done) {
-          const std::string end = reply->sse_end();
-          sink.write(end.data(), end.size());
-          sink.done();
-        } else if (st == service::CompletionReply::Step::failed) {
-          // Mid-stream errors (e.g. the server drains) as OpenAI streams them: one error event.
-          const std::string e = "data: " + reply->error().json() + "\n\n";
-          sink.write(e.data(), e.size());
-          sink.done();
-        }
-        return true;
-      },
-      [this, state, p](bool) { close(p, state->first == service::CompletionReply::Step::more); });
+  if (!res.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) {
+    close(peer, true);
+    return 200;
+  }
+  std::string frame;
+  bool open_connection = true;
+  while (open_connection) {
+    if (!sse.empty() && !res.write(sse)) open_connection = false;
+    sse.clear();
+    if (!open_connection || step != Step::more) break;
+    if (next_frame(*box, frame, std::chrono::steady_clock::now() + 200ms)) step = reply.take(frame, sse);
+    else if (stopping() || !res.connected()) open_connection = false;
+  }
+  close(peer, step == Step::more);
+  if (!open_connection) return 200;
+  if (step == Step::done) {
+    res.write(reply.sse_end());
+  } else if (step == Step::failed) {
+    // Mid-stream errors (e.g. the server drains) as OpenAI streams them: one error event.
+    res.write("data: " + reply.error().json() + "\n\n");
+  }
+  res.end_stream();
+  return 200;
 }
 
-void HttpGateway::metrics(httplib::Response& res) {
+int HttpGateway::metrics(messages::HttpResponder& res) {
   service::Snapshot now;
   const std::string frame = ask(messages::stats_request(1), options_.clients ? service::kGatewayStats : "");
   const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
   if (!r || r->body_type() != wire::ResponseBody::StatsReply) {
-    res.status = 503;
-    return res.set_content("# the scheduler did not answer\n", "text/plain");
+    res.send(503, "text/plain", "# the scheduler did not answer\n");
+    return 503;
   }
   const auto* s = r->body_as_StatsReply();
   messages::StatsFields& f = now.stats;
@@ -280,145 +267,167 @@ void HttpGateway::metrics(httplib::Response& res) {
   if (s->expert_tokens()) f.expert_tokens.assign(s->expert_tokens()->begin(), s->expert_tokens()->end());
   f.local_pages_total = s->local_pages_total(), f.local_pages_used = s->local_pages_used();
   f.draining = draining_ || s->draining();
-  res.set_content(metrics_->prometheus(now), "text/plain; version=0.0.4; charset=utf-8");
+  std::string text = metrics_->prometheus(now);
+  const messages::HttpServerCounts c = server_->counts();
+  text += service::http_front_door_metrics({c.open, c.refused_connections, c.header_timeouts, c.body_timeouts,
+                                            c.idle_closed, c.too_large, c.bad_requests});
+  res.send(200, "text/plain; version=0.0.4; charset=utf-8", text);
+  return 200;
 }
 
-void HttpGateway::routes() {
-  httplib::Server& s = *server_;
-  // Every /v1/ route: the bearer token's client (under --auth), counted by route.
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& client)>;
-  auto api = [this](const char* route, Handler handler) {
-    return [this, route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      std::string client;
-      if (authorize(req, res, client)) handler(req, res, client);
-      if (metrics_) metrics_->http_request(route, res.status == -1 ? 200 : res.status);
-    };
-  };
-  s.Post("/v1/chat/completions", api("/v1/chat/completions", [this](auto& q, auto& r, auto& c) { completion(q, r, c, true); }));
-  s.Post("/v1/completions", api("/v1/completions", [this](auto& q, auto& r, auto& c) { completion(q, r, c, false); }));
-  s.Get("/v1/models", api("/v1/models", [this](const httplib::Request&, httplib::Response& r, const std::string&) {
-          json data = json::array();
-          for (const auto& m : options_.models)
-            data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
-          r.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
-        }));
-  s.Get("/v1/troupe/stats", api("/v1/troupe/stats", [this](const httplib::Request&, httplib::Response& r, const std::string& c) {
-          const std::string frame = ask(messages::stats_request(1), c);
-          const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
-          if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
-            return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
-          const auto* st = resp->body_as_StatsReply();
-          r.set_content(json{{"model", st->model() ? st->model()->str() : ""},
-                             {"running", st->running()},
-                             {"waiting", st->waiting()},
-                             {"pages_total", st->pages_total()},
-                             {"pages_used", st->pages_used()},
-                             {"pages_cached", st->pages_cached()},
-                             {"pages_free", st->pages_free()},
-                             {"local_pages_total", st->local_pages_total()},
-                             {"local_pages_used", st->local_pages_used()},
-                             {"steps", st->steps()},
-                             {"tokens_generated", st->tokens_generated()},
-                             {"pages_spilled", st->pages_spilled()},
-                             {"pages_restored", st->pages_restored()},
-                             {"preemptions", st->preemptions()},
-                             {"draining", draining_.load()}}
-                            .dump(),
-                        "application/json");
-        }));
-  // Sessions and jobs: answered as the client (its own, or all for an admin).
-  auto answer = [this](httplib::Response& r, const std::string& request, const std::string& client) {
-    const service::HttpAnswer a = service::troupe_answer(ask(request, client));
-    r.status = a.status;
-    r.set_content(a.json, "application/json");
-  };
-  s.Get("/v1/troupe/sessions", api("/v1/troupe/sessions", [answer](auto&, auto& r, auto& c) {
-          answer(r, messages::list_sessions_request(1), c);
-        }));
-  s.Get(R"(/v1/troupe/sessions/([^/]+))", api("/v1/troupe/sessions/ID", [answer](auto& q, auto& r, auto& c) {
-          answer(r, messages::show_session_request(1, q.matches[1].str()), c);
-        }));
-  s.Delete(R"(/v1/troupe/sessions/([^/]+))", api("/v1/troupe/sessions/ID", [answer](auto& q, auto& r, auto& c) {
-             answer(r, messages::delete_session_request(1, q.matches[1].str()), c);
-           }));
-  s.Post("/v1/troupe/jobs", api("/v1/troupe/jobs", [this, answer](auto& q, auto& r, auto& c) {
-           if (draining_) return send_error(r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
-           auto parsed = service::parse_job_submission(q.body, options_.limits.max_tokens);
-           if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(r, *e);
-           answer(r, std::get<messages::Bytes>(parsed), c);
-         }));
-  s.Get("/v1/troupe/jobs", api("/v1/troupe/jobs", [answer](auto&, auto& r, auto& c) {
-          answer(r, messages::list_jobs_request(1), c);
-        }));
-  s.Get(R"(/v1/troupe/jobs/([^/]+))", api("/v1/troupe/jobs/ID", [answer](auto& q, auto& r, auto& c) {
-          answer(r, messages::job_results_request(1, q.matches[1].str()), c);
-        }));
-  s.Delete(R"(/v1/troupe/jobs/([^/]+))", api("/v1/troupe/jobs/ID", [answer](auto& q, auto& r, auto& c) {
-             answer(r, messages::cancel_job_request(1, q.matches[1].str()), c);
-           }));
-  // Job events: the job's results read every half second, each new item an
-  // `item` event, then `end` with the job once it is no longer running.
-  s.Get(R"(/v1/troupe/jobs/([^/]+)/events)", [this](const httplib::Request& q, httplib::Response& r) {
-    std::string client;
-    if (!authorize(q, r, client)) return;
-    const std::string id = q.matches[1].str();
-    const service::HttpAnswer first = service::troupe_answer(ask(messages::job_results_request(1, id), client));
-    if (first.status != 200) {
-      r.status = first.status;
-      return r.set_content(first.json, "application/json");
+// Job events: the job's results read every half second, each new item an
+// `item` event, then `end` with the job once it is no longer running.
+int HttpGateway::job_events(const std::string& id, messages::HttpResponder& res, const std::string& client) {
+  const service::HttpAnswer first = service::troupe_answer(ask(messages::job_results_request(1, id), client));
+  if (first.status != 200) {
+    res.send(first.status, "application/json", first.json);
+    return first.status;
+  }
+  if (!res.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return 200;
+  std::set<int> seen;
+  std::string body = first.json;
+  for (;;) {
+    if (body.empty()) {
+      std::this_thread::sleep_for(500ms);
+      if (!res.connected() || stopping()) return 200;
+      body = service::troupe_answer(ask(messages::job_results_request(1, id), client)).json;
     }
-    r.set_header("Cache-Control", "no-cache");
-    auto seen = std::make_shared<std::set<int>>();
-    auto pending = std::make_shared<std::string>(first.json);
-    r.set_chunked_content_provider("text/event-stream", [this, id, client, seen, pending](size_t, httplib::DataSink& sink) {
-      std::string body = std::exchange(*pending, {});
-      if (body.empty()) {
-        std::this_thread::sleep_for(500ms);
-        if (!sink.is_writable() || !ingestion_) return false;
-        body = service::troupe_answer(ask(messages::job_results_request(1, id), client)).json;
+    json j = json::parse(std::exchange(body, {}), nullptr, false);
+    if (j.is_discarded() || j.contains("error")) return 200;
+    std::string out;
+    json summary = j;
+    summary.erase("results");
+    for (const auto& item : j.value("results", json::array()))
+      if (seen.insert(item.value("index", -1)).second) {
+        json e = item;
+        e["job"] = summary;
+        out += "event: item\ndata: " + e.dump() + "\n\n";
       }
-      json j = json::parse(body, nullptr, false);
-      if (j.is_discarded() || j.contains("error")) return false;
-      std::string out;
-      json summary = j;
-      summary.erase("results");
-      for (const auto& item : j.value("results", json::array()))
-        if (seen->insert(item.value("index", -1)).second) {
-          json e = item;
-          e["job"] = summary;
-          out += "event: item\ndata: " + e.dump() + "\n\n";
-        }
-      const bool ended = j.value("state", "running") != "running";
-      if (ended) out += "event: end\ndata: " + summary.dump() + "\n\n";
-      if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-      if (ended) sink.done();
-      return true;
-    });
-  });
+    const bool ended = j.value("state", "running") != "running";
+    if (ended) out += "event: end\ndata: " + summary.dump() + "\n\n";
+    if (!out.empty() && !res.write(out)) return 200;
+    if (ended) {
+      res.end_stream();
+      return 200;
+    }
+  }
+}
+
+namespace {
+
+// "/v1/troupe/jobs/ID[/events]" and the like: the id between `prefix` and
+// `suffix` ("" when the path is not of that shape, or the id holds a '/').
+std::string path_id(const std::string& path, std::string_view prefix, std::string_view suffix = "") {
+  if (path.size() <= prefix.size() + suffix.size() || path.compare(0, prefix.size(), prefix) != 0 ||
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  std::string id = path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
+  return id.find('/') == std::string::npos ? id : std::string();
+}
+
+}  // namespace
+
+void HttpGateway::serve(const messages::HttpRequest& req, messages::HttpResponder& res) {
+  const int status = route(req, res);
+  if (status == 0) send_error(res, service::ApiError{404, "no such endpoint", "", "not_found"});
+}
+
+int HttpGateway::route(const messages::HttpRequest& q, messages::HttpResponder& r) {
+  const std::string& path = q.path;
+  const bool get = q.method == "GET", post = q.method == "POST", del = q.method == "DELETE";
   // Open, as vLLM's and llama-server's are: aggregate figures, no client's content.
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-    metrics(r);
-    if (metrics_) metrics_->http_request("/metrics", r.status == -1 ? 200 : r.status);
-  });
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok\n", "text/plain"); });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
+  if (get && path == "/metrics") return count("/metrics", metrics(r));
+  if (get && path == "/healthz") return r.send(200, "text/plain", "ok\n"), 200;
+  // A store that refuses writes leaves the server ready: it still streams
+  // every answer that needs no write (docs/DECISIONS.md, "Storage errors").
+  if (get && path == "/readyz") {
     const bool ok = ready_ && !draining_;
-    r.status = ok ? 200 : 503;
-    r.set_content(ok ? "ready\n" : draining_ ? "draining\n" : "starting\n", "text/plain");
-  });
+    std::string body = ok ? "ready\n" : draining_ ? "draining\n" : "starting\n";
+    if (const auto store = metrics_ ? metrics_->store_state() : service::StoreState{}; store.known && !store.writable)
+      body += "store degraded: " + store.reason + "\n";
+    r.send(ok ? 200 : 503, "text/plain", body);
+    return ok ? 200 : 503;
+  }
   // The page is public; what it shows comes from /v1/, with the token typed into it.
-  s.Get("/", [](const httplib::Request&, httplib::Response& r) {
-    r.set_content(std::string(web_page()), "text/html; charset=utf-8");
-  });
-  // Anything else: OpenAI's error object, not httplib's bare status.
-  s.set_error_handler([](const httplib::Request&, httplib::Response& r) {
-    if (!r.body.empty()) return;
-    const std::string why = r.status == 413 ? "the request body is larger than the server takes"
-                            : r.status == 404 ? "no such endpoint"
-                                              : "the request could not be served";
-    service::ApiError e{r.status, why, "", r.status == 413 ? "too_long" : r.status == 404 ? "not_found" : ""};
-    r.set_content(e.json(), "application/json");
-  });
+  if (get && path == "/") return r.send(200, "text/html; charset=utf-8", web_page()), 200;
+  if (path.rfind("/v1/", 0) != 0) return 0;
+
+  // Every /v1/ route: the bearer token's client (under --auth), counted by route.
+  std::string client;
+  const auto api = [&](const char* name, const std::function<int()>& handler) {
+    return count(name, authorize(q, r, client) ? handler() : 401);
+  };
+  // Sessions and jobs: answered as the client (its own, or all for an admin).
+  const auto answer = [&](const std::string& request) {
+    const service::HttpAnswer a = service::troupe_answer(ask(request, client));
+    r.send(a.status, "application/json", a.json);
+    return a.status;
+  };
+  if (post && path == "/v1/chat/completions") return api("/v1/chat/completions", [&] { return completion(q, r, client, true); });
+  if (post && path == "/v1/completions") return api("/v1/completions", [&] { return completion(q, r, client, false); });
+  if (get && path == "/v1/models")
+    return api("/v1/models", [&] {
+      json data = json::array();
+      for (const auto& m : options_.models) data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
+      r.send(200, "application/json", json{{"object", "list"}, {"data", data}}.dump());
+      return 200;
+    });
+  if (get && path == "/v1/troupe/stats")
+    return api("/v1/troupe/stats", [&] {
+      const std::string frame = ask(messages::stats_request(1), client);
+      const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
+      if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
+        return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
+      const auto* st = resp->body_as_StatsReply();
+      r.send(200, "application/json",
+             json{{"model", st->model() ? st->model()->str() : ""},
+                  {"running", st->running()},
+                  {"waiting", st->waiting()},
+                  {"pages_total", st->pages_total()},
+                  {"pages_used", st->pages_used()},
+                  {"pages_cached", st->pages_cached()},
+                  {"pages_free", st->pages_free()},
+                  {"local_pages_total", st->local_pages_total()},
+                  {"local_pages_used", st->local_pages_used()},
+                  {"steps", st->steps()},
+                  {"tokens_generated", st->tokens_generated()},
+                  {"pages_spilled", st->pages_spilled()},
+                  {"pages_restored", st->pages_restored()},
+                  {"preemptions", st->preemptions()},
+                  {"draining", draining_.load()},
+                  {"store_degraded", st->store_degraded() ? st->store_degraded()->str() : ""}}
+                 .dump());
+      return 200;
+    });
+  if (get && path == "/v1/troupe/sessions")
+    return api("/v1/troupe/sessions", [&] { return answer(messages::list_sessions_request(1)); });
+  if (const std::string sid = path_id(path, "/v1/troupe/sessions/"); !sid.empty()) {
+    if (get) return api("/v1/troupe/sessions/ID", [&] { return answer(messages::show_session_request(1, sid)); });
+    if (del) return api("/v1/troupe/sessions/ID", [&] { return answer(messages::delete_session_request(1, sid)); });
+  }
+  if (post && path == "/v1/troupe/jobs")
+    return api("/v1/troupe/jobs", [&] {
+      if (draining_) return send_error(r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
+      auto parsed = service::parse_job_submission(q.body, options_.limits.max_tokens);
+      if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(r, *e);
+      return answer(std::get<messages::Bytes>(parsed));
+    });
+  if (get && path == "/v1/troupe/jobs") return api("/v1/troupe/jobs", [&] { return answer(messages::list_jobs_request(1)); });
+  if (const std::string jid = path_id(path, "/v1/troupe/jobs/", "/events"); !jid.empty() && get) {
+    std::string who;
+    if (!authorize(q, r, who)) return 401;
+    return job_events(jid, r, who);
+  }
+  if (const std::string jid = path_id(path, "/v1/troupe/jobs/"); !jid.empty()) {
+    if (get) return api("/v1/troupe/jobs/ID", [&] { return answer(messages::job_results_request(1, jid)); });
+    if (del) return api("/v1/troupe/jobs/ID", [&] { return answer(messages::cancel_job_request(1, jid)); });
+  }
+  return 0;
+}
+
+int HttpGateway::count(const char* route, int status) {
+  if (metrics_ && status != 0) metrics_->http_request(route, status);
+  return status;
 }
 
 }  // namespace troupe::actors

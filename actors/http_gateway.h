@@ -5,7 +5,9 @@
 // peer id of its own, and goes to the ingestion actor as socket frames do;
 // the responses come back through Replies into that request's mailbox. So
 // the scheduler never knows HTTP, and a dropped connection is a gone peer:
-// its request is cancelled and its pages freed.
+// its request is cancelled and its pages freed. The connections themselves
+// are messages::HttpServer's: event-driven, with deadlines and caps that
+// hold before any handler runs.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -18,14 +20,9 @@
 
 #include "actors/interfaces.h"
 #include "messages/client_validation.h"
+#include "messages/http_server.h"
 #include "service/intake.h"
 #include "service/metrics.h"
-
-namespace httplib {
-class Server;
-class Request;
-class Response;
-}  // namespace httplib
 
 namespace troupe::messages {
 class ClientDirectory;
@@ -40,7 +37,7 @@ struct HttpOptions {
   std::string address;  // host:port
   std::vector<std::string> models;  // names requests may ask for; the first is the served model
   messages::ClientLimits limits;
-  int threads = 64;  // concurrent HTTP requests (a stream holds one)
+  messages::HttpServerLimits server;  // connections, deadlines, handler threads
   // Under --auth curve: the clients, whose http-token-sha256 admits a
   // bearer token to /v1/ as that client. Null: no authentication.
   std::shared_ptr<const messages::ClientDirectory> clients;
@@ -76,22 +73,26 @@ class HttpGateway {
   std::string ask(const std::string& bytes, const std::string& client);
   // The client a request's bearer token names ("" without --auth); false,
   // with a 401 answered, when it names none.
-  bool authorize(const httplib::Request& req, httplib::Response& res, std::string& client) const;
-  void completion(const httplib::Request& req, httplib::Response& res, const std::string& client, bool chat);
-  void metrics(httplib::Response& res);
-  void routes();
+  bool authorize(const messages::HttpRequest& req, messages::HttpResponder& res, std::string& client);
+  // Every request: its route's handler, its status counted by route.
+  void serve(const messages::HttpRequest& req, messages::HttpResponder& res);
+  // The answer's status, or 0 when nothing was sent.
+  int route(const messages::HttpRequest& req, messages::HttpResponder& res);
+  int completion(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client, bool chat);
+  int job_events(const std::string& id, messages::HttpResponder& res, const std::string& client);
+  int metrics(messages::HttpResponder& res);
+  int count(const char* route, int status);  // recorded for /metrics; returns `status`
+  bool stopping() const { return stopping_ || !ingestion_; }
 
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<messages::HttpServer> server_;
   ingestion_actor ingestion_;
   std::shared_ptr<service::IntakeBacklog> backlog_;
   std::shared_ptr<service::ServiceMetrics> metrics_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Mailbox>> mailboxes_;
   std::atomic<uint64_t> next_{0};
-  std::atomic<bool> draining_{false}, ready_{false};
-  std::thread thread_;
+  std::atomic<bool> draining_{false}, ready_{false}, stopping_{false};
 };
 
 }  // namespace troupe::actors

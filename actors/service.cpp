@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,21 @@ constexpr std::chrono::milliseconds kWorkerHeartbeat{1000};
 void configure_actor_pool(caf::actor_system_config& config) {
   config.set("scheduler.policy", caf::atom("sharing"));
   config.set("scheduler.max-threads", size_t{2});
+}
+
+
+// A cap the disk cannot hold is no cap: said at start (the store then
+// fills the disk first, and answers storage_failed until space returns).
+void warn_if_disk_below_cap(const std::string& dir, int64_t cap, int64_t stored) {
+  std::error_code ec;
+  const auto space = std::filesystem::space(dir, ec);
+  if (cap <= 0 || ec) return;
+  const int64_t room = static_cast<int64_t>(space.available) + stored;
+  if (room >= cap) return;
+  std::fprintf(stderr,
+               "troupe serve: warning: --max-store-bytes is %.1f MiB but the disk under %s has room for %.1f MiB "
+               "(the store included): it will fill first\n",
+               static_cast<double>(cap) / (1 << 20), dir.c_str(), static_cast<double>(room) / (1 << 20));
 }
 
 }  // namespace
@@ -549,6 +565,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   retention.policy.session_ttl_ms = options.session_ttl.count();
   retention.policy.job_ttl_ms = options.job_ttl.count();
   retention.policy.max_store_bytes = options.max_store_bytes;
+  retention.policy.cap_low_water = 0.8;
   retention.policy.page_size = policy.page_size;
   retention.interval = options.sweep_interval;
   retention.responses = {options.response_cache_ttl.count(), options.response_cache_bytes};
@@ -709,8 +726,14 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   // The store and sockets first: a locked store or a port in use fails
   // here, before any actor starts.
   if (s.options.data_dir.empty()) s.options.data_dir = default_data_dir();
-  s.store = std::make_shared<persistence::Store>(s.options.data_dir);
-  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
+  s.store = std::make_shared<persistence::Store>(s.options.data_dir, nullptr, s.options.max_store_bytes);
+  warn_if_disk_below_cap(s.options.data_dir, s.options.max_store_bytes, s.store->approximate_bytes());
+  // The socket takes frames up to 4x the protocol's limit, so one over it is
+  // read and answered too_long; only past that does ZeroMQ drop the
+  // connection unanswered (docs/PROTOCOL.md, "Limits").
+  messages::SocketLimits client_socket = s.options.socket;
+  client_socket.max_message_bytes = std::max(client_socket.max_message_bytes, 4 * s.options.client.max_message_bytes);
+  s.gateway = std::make_shared<ClientGateway>(s.options.listen, client_socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
   if (!s.options.http.empty()) {
     HttpOptions ho;
@@ -719,7 +742,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     const std::filesystem::path given(s.options.model_name.empty() ? "troupe" : s.options.model_name);
     ho.models = {given.has_parent_path() || given.extension() == ".gguf" ? given.stem().string() : given.string()};
     ho.limits = s.options.client;
-    ho.threads = s.options.http_threads;
+    ho.server = s.options.http_server;
     ho.clients = s.clients;
     s.http = std::make_shared<HttpGateway>(std::move(ho));
     s.replies->set_http(s.http);

@@ -13,6 +13,7 @@
 #include "engine/schedule/batch_planner.h"
 #include "engine/speculation/controller.h"
 #include "messages/client_validation.h"
+#include "messages/http_server.h"
 #include "messages/zmq_sockets.h"
 #include "service/intake.h"
 
@@ -22,7 +23,7 @@ struct ServiceOptions {
   std::string listen = "tcp://127.0.0.1:7700";
   // The HTTP port (docs/HTTP.md), host:port; empty: none.
   std::string http;
-  int http_threads = 64;
+  messages::HttpServerLimits http_server;  // its connections, deadlines and handler threads
   std::string model_path;
   std::string model_name;   // reported in Stats
   BackendOptions backend;   // kv_pages is derived from kv_tokens

@@ -32,6 +32,7 @@ struct ServeArgs {
   double worker_timeout_s = 120;
   std::string kv_codec = "auto";
   int session_idle_s = 300;
+  double http_header_timeout_s = 5, http_body_timeout_s = 10, http_idle_timeout_s = 30;
   int64_t session_ttl_s = 0, job_ttl_s = 0, sweep_interval_s = 0;  // 0: off (the interval: from the TTLs)
   int64_t response_cache_ttl_s = 3600;
   ServerAuthArgs auth;
@@ -92,6 +93,10 @@ int run_serve(ServeArgs& a) {
                                              : SpeculationMode::off;
   o.kv_spill_codec = a.kv_codec == "k8v4" ? 2 : a.kv_codec == "int8" ? 0 : a.kv_codec == "fp16" ? 1 : 255;
   o.session_idle = std::chrono::seconds(a.session_idle_s);
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  o.http_server.header_timeout = ms(a.http_header_timeout_s);
+  o.http_server.body_timeout = ms(a.http_body_timeout_s);
+  o.http_server.idle_timeout = ms(a.http_idle_timeout_s);
   o.session_ttl = std::chrono::seconds(a.session_ttl_s);
   o.job_ttl = std::chrono::seconds(a.job_ttl_s);
   o.sweep_interval = std::chrono::seconds(a.sweep_interval_s);
@@ -171,8 +176,29 @@ Run add_serve(CLI::App& app) {
   cmd->add_option("--http", a->service.http,
                   "Also serve HTTP on HOST:PORT: OpenAI's /v1/chat/completions and /v1/completions, /metrics, "
                   "/healthz, /readyz and a web page at / (docs/HTTP.md); off by default");
-  cmd->add_option("--http-threads", a->service.http_threads, "HTTP requests served at once (a stream holds one)")
+  cmd->add_option("--http-threads", a->service.http_server.handler_threads,
+                  "HTTP requests served at once (a stream holds one); connections waiting for a request hold none")
       ->check(CLI::Range(2, 4096))
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", a->service.http_server.max_connections,
+                  "HTTP connections open at once; past it a new one is answered 503 and closed")
+      ->check(CLI::Range(16, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections-per-address", a->service.http_server.max_connections_per_address,
+                  "HTTP connections open at once from one client address (before authentication)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout", a->http_header_timeout_s,
+                  "Seconds a request's header may take from its first byte; then the connection is closed")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--http-body-timeout", a->http_body_timeout_s,
+                  "Seconds a request's body may take after its header")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--http-idle-timeout", a->http_idle_timeout_s,
+                  "Seconds a kept-alive HTTP connection may wait for its next request")
+      ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", a->drain_timeout_s,
                   "On SIGTERM or SIGINT: seconds running requests may take to finish before they end (a second "

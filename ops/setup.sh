@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv
-  libcpp-httplib-dev nlohmann-json3-dev  # the HTTP gateway
+  libboost-dev nlohmann-json3-dev  # the HTTP gateway: Boost.Asio and Boost.Beast (header-only), JSON
   libsodium-dev  # HTTP bearer tokens (SHA-256), as libzmq's CURVE uses it
   libcaf-dev libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler
   librocksdb-dev catch2 libpcre2-dev libcli11-dev libspdlog-dev

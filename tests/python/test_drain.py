@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 
+from serving import start_http_server
 from troupe_client import Client, TroupeError
 
 
@@ -26,24 +27,9 @@ def check(ok, what):
 
 
 def start(troupe, model, endpoint, port, data, log_path):
-    log = open(log_path, "a")
-    server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
-                               "--threads", "1", "--kv-tokens", "40000", "--context", "4096", "--drain-timeout", "1",
-                               "--data-dir", data],
-                              stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(1200):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/readyz")
-            if c.getresponse().status == 200:
-                return server
-        except OSError:
-            pass
-        if server.poll() is not None:
-            break
-        time.sleep(0.05)
-    server.terminate()
-    raise SystemExit("server did not start: " + open(log_path).read())
+    return start_http_server([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
+                              "--threads", "1", "--kv-tokens", "40000", "--context", "4096", "--drain-timeout", "1",
+                              "--data-dir", data], port, log_path)
 
 
 def main():
