@@ -19,6 +19,7 @@ import time
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+from serving import start_http_server
 from troupe_client import Client
 
 
@@ -34,24 +35,12 @@ def start(troupe, work):
                    capture_output=True)
     port = 20000 + os.getpid() % 20000
     endpoint = f"ipc://{work}/openai-{os.getpid()}.sock"
-    log = open(os.path.join(work, "openai-serve.log"), "w")
-    server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
-                               "--threads", "1", "--kv-tokens", "8192",
-                               "--data-dir", tempfile.mkdtemp(prefix="openai-", suffix=".data", dir=work)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(1200):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/readyz")
-            if c.getresponse().status == 200:
-                return server, endpoint, port, "openai"
-        except OSError:
-            pass
-        if server.poll() is not None:
-            break
-        time.sleep(0.05)
-    server.terminate()
-    raise SystemExit("server did not start: " + open(log.name).read())
+    log = os.path.join(work, "openai-serve.log")
+    open(log, "w").close()
+    server = start_http_server([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
+                                "--threads", "1", "--kv-tokens", "8192",
+                                "--data-dir", tempfile.mkdtemp(prefix="openai-", suffix=".data", dir=work)], port, log)
+    return server, endpoint, port, "openai"
 
 
 def raw(port, method, path, body=None):
