@@ -354,7 +354,9 @@ TEST_CASE("without authentication one host is one tenant: four connections share
   for (auto& c : flood) REQUIRE(c->ping(5s));
   for (int c = 0; c < 4; ++c)
     for (int k = 0; k < 20; ++k)
-      flood[static_cast<size_t>(c)]->send(messages::generate_request(static_cast<uint64_t>(k + 1), prompt_for(k), greedy(200)));
+      // 1,000 tokens, past any end of text: the running two hold their slots meanwhile.
+      flood[static_cast<size_t>(c)]->send(messages::generate_request(static_cast<uint64_t>(k + 1), prompt_for(k), greedy(1000),
+                                                                     wire::Priority::interactive, false, false, true));
   // Every flood request answered at admission: queued (Accepted) or refused (queue_full).
   int accepted = 0, refused = 0;
   for (auto& c : flood) {
