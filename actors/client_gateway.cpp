@@ -4,12 +4,23 @@
 
 
 namespace troupe::actors {
+namespace {
+
+// The socket reads frames up to 4x the protocol's limit, so one over it is
+// read and answered too_long by the gate; only past that does ZeroMQ drop
+// the connection unanswered (docs/PROTOCOL.md).
+messages::SocketLimits readable_past_the_limit(messages::SocketLimits limits) {
+  limits.max_message_bytes *= 4;
+  return limits;
+}
+
+}  // namespace
 
 ClientGateway::ClientGateway(const std::string& endpoint, const messages::SocketLimits& limits,
                              const messages::CurveKeys& curve, std::shared_ptr<const messages::ClientDirectory> clients)
     : ctx_(1),
       zap_(clients ? std::make_unique<messages::ZapHandler>(ctx_, std::move(clients)) : nullptr),
-      router_(messages::bind_router(ctx_, endpoint, limits, zap_ ? curve : messages::CurveKeys{})),
+      router_(messages::bind_router(ctx_, endpoint, readable_past_the_limit(limits), zap_ ? curve : messages::CurveKeys{})),
       inbox_(ctx_, zmq::socket_type::pull),
       outbox_(ctx_, zmq::socket_type::push) {
   inbox_endpoint_ = "inproc://troupe-gateway-" + std::to_string(reinterpret_cast<uintptr_t>(this));

@@ -69,9 +69,6 @@ void report_damaged_sessions(persistence::Store& store) {
 
 int64_t steady_ms() { return service::steady_ns() / 1000000; }
 
-// Past this share of --max-store-bytes, KV spills wait (spills_held_back).
-constexpr double kSpillCeiling = 0.85;
-
 using Self = persistence_actor::stateful_pointer<PersistenceState>;
 
 void log_sweep(const PersistenceState& st, const persistence::SweepStep& s) {
@@ -175,6 +172,7 @@ void sweep_if_due(Self self) {
 // and its compaction have made room, so the records that must be written
 // (turns, results) and RocksDB's transient files fit under the cap.
 bool spills_held_back(Self self) {
+  constexpr double kSpillCeiling = 0.85;  // of the cap
   PersistenceState& st = self->state;
   const int64_t cap = st.sweeper ? st.sweeper->policy().max_store_bytes : 0;
   return cap > 0 && st.store->approximate_bytes() > static_cast<int64_t>(cap * kSpillCeiling);

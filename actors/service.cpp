@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -79,20 +78,6 @@ void configure_actor_pool(caf::actor_system_config& config) {
   config.set("scheduler.max-threads", size_t{2});
 }
 
-
-// A cap the disk cannot hold is no cap: said at start (the store then
-// fills the disk first, and answers storage_failed until space returns).
-void warn_if_disk_below_cap(const std::string& dir, int64_t cap, int64_t stored) {
-  std::error_code ec;
-  const auto space = std::filesystem::space(dir, ec);
-  if (cap <= 0 || ec) return;
-  const int64_t room = static_cast<int64_t>(space.available) + stored;
-  if (room >= cap) return;
-  std::fprintf(stderr,
-               "troupe serve: warning: --max-store-bytes is %.1f MiB but the disk under %s has room for %.1f MiB "
-               "(the store included): it will fill first\n",
-               static_cast<double>(cap) / (1 << 20), dir.c_str(), static_cast<double>(room) / (1 << 20));
-}
 
 }  // namespace
 
@@ -727,13 +712,11 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   // here, before any actor starts.
   if (s.options.data_dir.empty()) s.options.data_dir = default_data_dir();
   s.store = std::make_shared<persistence::Store>(s.options.data_dir, nullptr, s.options.max_store_bytes);
-  warn_if_disk_below_cap(s.options.data_dir, s.options.max_store_bytes, s.store->approximate_bytes());
-  // The socket takes frames up to 4x the protocol's limit, so one over it is
-  // read and answered too_long; only past that does ZeroMQ drop the
-  // connection unanswered (docs/PROTOCOL.md, "Limits").
-  messages::SocketLimits client_socket = s.options.socket;
-  client_socket.max_message_bytes = std::max(client_socket.max_message_bytes, 4 * s.options.client.max_message_bytes);
-  s.gateway = std::make_shared<ClientGateway>(s.options.listen, client_socket, s.curve, s.clients);
+  if (const std::string short_of = persistence::cap_beyond_disk(s.options.data_dir, s.options.max_store_bytes,
+                                                                s.store->approximate_bytes());
+      !short_of.empty())
+    std::fprintf(stderr, "troupe serve: warning: %s\n", short_of.c_str());
+  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
   if (!s.options.http.empty()) {
     HttpOptions ho;

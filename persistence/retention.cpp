@@ -1,6 +1,8 @@
 #include "persistence/retention.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 
 #include "persistence/kv_pages.h"
 
@@ -16,6 +18,20 @@ int64_t default_sweep_interval_ms(const RetentionPolicy& p) {
 
 Sweeper::Sweeper(Store& store, RetentionPolicy policy, std::function<bool(const std::string&)> busy)
     : store_(store), policy_(policy), busy_(std::move(busy)), sessions_(store), jobs_(store) {}
+
+std::string cap_beyond_disk(const std::string& dir, int64_t cap, int64_t stored) {
+  std::error_code ec;
+  const auto space = std::filesystem::space(dir, ec);
+  if (cap <= 0 || ec) return {};
+  const int64_t room = static_cast<int64_t>(std::min<uintmax_t>(space.available, INT64_MAX / 2)) + stored;
+  if (room >= cap) return {};
+  char why[512];
+  std::snprintf(why, sizeof why,
+                "--max-store-bytes is %.1f MiB but the disk under %s has room for %.1f MiB (the store included): "
+                "it will fill first",
+                static_cast<double>(cap) / (1 << 20), dir.c_str(), static_cast<double>(room) / (1 << 20));
+  return why;
+}
 
 void Sweeper::count(const SessionRecord& s, int delta, std::vector<std::string>* keys) {
   if (s.kv_pages <= 0) return;

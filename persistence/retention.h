@@ -47,6 +47,11 @@ struct RetentionPolicy {
   bool enabled() const { return session_ttl_ms > 0 || job_ttl_ms > 0 || max_store_bytes > 0; }
 };
 
+// What a cap the disk under `dir` cannot hold comes to ("" when it can):
+// the store would fill the disk first and answer storage_failed until
+// space returns. `stored`: what the store holds already.
+std::string cap_beyond_disk(const std::string& dir, int64_t cap, int64_t stored);
+
 // The pause between passes when none is given: a tenth of the shortest
 // TTL, within [1 s, 60 s], so a record outlives its TTL by about a tenth
 // at most (60 s with only a byte cap).

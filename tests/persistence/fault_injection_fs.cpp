@@ -217,17 +217,11 @@ void PowerLossFs::directory_synced(const std::string& dir) {
   });
 }
 
-namespace {
-
-// Preallocation changes no file's size, only the test's speed (a WAL
-// preallocates tens of MiB, which tmpfs would really allocate).
 rocksdb::FileOptions without_fallocate(const rocksdb::FileOptions& options) {
   rocksdb::FileOptions o(options);
   o.allow_fallocate = false;
   return o;
 }
-
-}  // namespace
 
 IOStatus PowerLossFs::NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                       std::unique_ptr<rocksdb::FSWritableFile>* result, IODebugContext* dbg) {

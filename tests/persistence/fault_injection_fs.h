@@ -119,6 +119,10 @@ class PowerLossFs : public rocksdb::FileSystemWrapper {
   std::vector<Change> changes_;                                // not yet made durable by a directory fsync
 };
 
+// `options` with preallocation off: it changes no file's size, only a test's
+// speed (a WAL preallocates tens of MiB, which tmpfs would really allocate).
+rocksdb::FileOptions without_fallocate(const rocksdb::FileOptions& options);
+
 // An Env whose files go through `fs` (threads and clock: the default Env's).
 std::unique_ptr<rocksdb::Env> env_on(const std::shared_ptr<rocksdb::FileSystem>& fs);
 

@@ -1,5 +1,7 @@
 #include "tests/persistence/faulty_disk_fs.h"
 
+#include "tests/persistence/fault_injection_fs.h"
+
 #include <system_error>
 
 namespace troupe::test {
@@ -61,13 +63,6 @@ class FaultyDir final : public rocksdb::FSDirectoryWrapper {
  private:
   FaultyDiskFs& fs_;
 };
-
-// A WAL preallocates tens of MiB: that is not what the test's capacity is about.
-rocksdb::FileOptions without_fallocate(const rocksdb::FileOptions& options) {
-  rocksdb::FileOptions o(options);
-  o.allow_fallocate = false;
-  return o;
-}
 
 }  // namespace
 

@@ -305,3 +305,12 @@ TEST_CASE("the sweep interval defaults to a tenth of the shortest TTL, within 1 
   RetentionPolicy off;
   CHECK_FALSE(off.enabled());
 }
+
+TEST_CASE("a cap the disk cannot hold is said at start, and one it can is not", "[retention]") {
+  const auto dir = std::filesystem::temp_directory_path();
+  CHECK(cap_beyond_disk(dir.string(), 0, 0).empty());              // no cap
+  CHECK(cap_beyond_disk(dir.string(), int64_t{1} << 20, 0).empty());  // 1 MiB: this disk has that
+  const std::string why = cap_beyond_disk(dir.string(), int64_t{1} << 62, 0);  // 4 EiB: no disk here has that
+  CHECK_THAT(why, Catch::Contains("--max-store-bytes is") && Catch::Contains("it will fill first"));
+  CHECK(cap_beyond_disk("/nonexistent/troupe", int64_t{1} << 62, 0).empty());  // unknown: nothing said
+}

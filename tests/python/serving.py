@@ -1,8 +1,15 @@
-"""What the HTTP tests share: a `troupe serve` process started with --http and
-waited for until /readyz answers 200, and a GET."""
+"""What the service tests share: a `troupe serve` process started with --http
+and waited for until /readyz answers 200, a GET, and check()."""
 import http.client
 import subprocess
 import time
+
+
+def check(ok, what):
+    """Ends the test with FAILED: `what` unless `ok`; prints ok: `what` otherwise."""
+    if not ok:
+        raise SystemExit("FAILED: " + what)
+    print("ok:", what)
 
 
 def http_get(port, path, source="127.0.0.1", timeout=10):

@@ -16,14 +16,8 @@ import tempfile
 import threading
 import time
 
-from serving import start_http_server
+from serving import check, start_http_server
 from troupe_client import Client, TroupeError
-
-
-def check(ok, what):
-    if not ok:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what)
 
 
 def start(troupe, model, endpoint, port, data, log_path):

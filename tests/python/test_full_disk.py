@@ -14,16 +14,10 @@ import subprocess
 import sys
 import time
 
-from serving import http_get, start_http_server
+from serving import check, http_get, start_http_server
 from troupe_client import Client, TroupeError
 
 SKIPPED = 77
-
-
-def check(ok, what):
-    if not ok:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what)
 
 
 def start(troupe, model, endpoint, port, data, log_path):

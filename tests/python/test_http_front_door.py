@@ -18,16 +18,10 @@ import subprocess
 import sys
 import time
 
-from serving import http_get, start_http_server
+from serving import check, http_get, start_http_server
 
 HEADER_TIMEOUT = 3.0
 PER_ADDRESS = 64
-
-
-def check(ok, what):
-    if not ok:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what)
 
 
 def rss_kib(pid):

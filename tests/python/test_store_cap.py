@@ -15,15 +15,10 @@ import tempfile
 import threading
 import time
 
+from serving import check
 from troupe_client import Client
 
 CAP = 64 << 20
-
-
-def check(ok, what):
-    if not ok:
-        raise SystemExit("FAILED: " + what)
-    print("ok:", what)
 
 
 def on_disk(path):
