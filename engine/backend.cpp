@@ -116,6 +116,14 @@ bool cuda_available(std::string* why) {
 int32_t choose_token(std::span<const float> logits, const TokenChoice& choice) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n == 0) throw std::invalid_argument("choose_token: empty logits");
+  if (choice.allowed) {
+    std::vector<float> masked(logits.begin(), logits.end());
+    for (int32_t t = 0; t < n; ++t)
+      if (!((choice.allowed[t >> 6] >> (t & 63)) & 1)) masked[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+    TokenChoice plain = choice;
+    plain.allowed = nullptr;
+    return choose_token(masked, plain);
+  }
   if (choice.temperature <= 0.0f)
     return static_cast<int32_t>(cpu::argmax(logits.data(), n));
   std::vector<int32_t> ids(static_cast<size_t>(n));

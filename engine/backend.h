@@ -59,6 +59,10 @@ struct TokenChoice {
   float top_p = 1.0f;
   uint64_t seed = 0;
   uint64_t step = 0;
+  // Constrained decoding: bit t of allowed[t / 64] says token t may be
+  // chosen (engine/grammar/matcher.h TokenMask); null: every token. A
+  // refused token is as if its logit were -infinity.
+  const uint64_t* allowed = nullptr;
 };
 
 struct PageCopy {

@@ -73,7 +73,7 @@ class CudaBackend final : public Backend {
  private:
   // Where each input array lives inside the staging and device input buffers.
   struct InputLayout {
-    int64_t token, pos, kv_slot, table_off, logit_rows, temperature, top_k, top_p, seed, step, tables, total;
+    int64_t token, pos, kv_slot, table_off, logit_rows, temperature, top_k, top_p, seed, step, mask_row, tables, total;
   };
   struct Step {
     int rows = 0;         // rows run (padded to a graph bucket when graphed)
@@ -114,6 +114,12 @@ class CudaBackend final : public Backend {
   DeviceBuffer x_, qkv_, attn_, ff_, xb_, wtmp_, gathered_, logits_, partial_acc_, partial_ml_, out_tokens_;
   DeviceBuffer inputs_;
   PinnedBuffer staging_, host_tokens_;
+  // Constrained decoding's token masks, one row of mask_words_ per choosing
+  // row that has one (ChoiceInputs::masks).
+  DeviceBuffer masks_;
+  PinnedBuffer host_masks_;
+  int64_t mask_words_ = 0;
+  int masked_rows_ = 0;  // staged this step
   InputLayout layout_{};
   int64_t cap_partials_ = 0;  // (row, head, split) entries the partial buffers hold
 
@@ -177,6 +183,7 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
   logits_.ensure(cap_logits_ * c.n_vocab * 4);
   out_tokens_.ensure(cap_logits_ * 4);
   host_tokens_.ensure(cap_logits_ * 4);
+  mask_words_ = (static_cast<int64_t>(c.n_vocab) + 63) / 64;
 
   layer_cache_values_ = 0;
   const int64_t page_bytes = c.n_layer * page_size_ * c.kv_dim() * 2 * 2;
@@ -240,6 +247,7 @@ void CudaBackend::allocate_inputs(int64_t table_entries) {
   l.top_p = take(cap_rows_, 4);
   l.seed = take(cap_rows_, 8);
   l.step = take(cap_rows_, 8);
+  l.mask_row = take(cap_rows_, 4);
   l.tables = take(table_entries, 4);
   l.total = off;
   cap_tables_ = table_entries;
@@ -330,6 +338,15 @@ void CudaBackend::stage_choices(const Step& st, std::span<const TokenChoice> cho
   auto* top_p = reinterpret_cast<float*>(h + layout_.top_p);
   auto* seed = reinterpret_cast<uint64_t*>(h + layout_.seed);
   auto* stepv = reinterpret_cast<uint64_t*>(h + layout_.step);
+  auto* mask_row = reinterpret_cast<int32_t*>(h + layout_.mask_row);
+  masked_rows_ = 0;
+  for (int i = 0; i < st.real_wanted; ++i) masked_rows_ += choices[i].allowed != nullptr;
+  if (masked_rows_ > 0) {
+    const auto bytes = static_cast<size_t>(masked_rows_ * mask_words_ * 8);
+    if (masks_.ensure(bytes)) drop_graphs();  // graphs hold the buffer's address
+    host_masks_.ensure(bytes);
+  }
+  int next_mask = 0;
   for (int i = 0; i < st.wanted; ++i) {
     const TokenChoice c = i < st.real_wanted ? choices[i] : TokenChoice{};
     temp[i] = c.temperature;
@@ -337,6 +354,9 @@ void CudaBackend::stage_choices(const Step& st, std::span<const TokenChoice> cho
     top_p[i] = c.top_p;
     seed[i] = c.seed;
     stepv[i] = c.step;
+    mask_row[i] = c.allowed ? next_mask : -1;
+    if (c.allowed)
+      std::memcpy(host_masks_.as<uint64_t>() + next_mask++ * mask_words_, c.allowed, static_cast<size_t>(mask_words_ * 8));
   }
 }
 
@@ -367,6 +387,10 @@ void CudaBackend::upload(const Step& st, int32_t table_entries, bool choose) {
     for (int64_t off : {layout_.temperature, layout_.top_k, layout_.top_p}) copy(off, st.wanted * 4);
     copy(layout_.seed, st.wanted * 8);
     copy(layout_.step, st.wanted * 8);
+    copy(layout_.mask_row, st.wanted * 4);
+    if (masked_rows_ > 0)
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(masks_.as<uint64_t>(), host_masks_.as<uint64_t>(),
+                                        static_cast<size_t>(masked_rows_ * mask_words_ * 8), cudaMemcpyHostToDevice, stream_));
   }
 }
 
@@ -432,7 +456,9 @@ void CudaBackend::enqueue_output(int first, int count, bool choose) {
                           reinterpret_cast<const int32_t*>(base + layout_.top_k) + first,
                           reinterpret_cast<const float*>(base + layout_.top_p) + first,
                           reinterpret_cast<const uint64_t*>(base + layout_.seed) + first,
-                          reinterpret_cast<const uint64_t*>(base + layout_.step) + first};
+                          reinterpret_cast<const uint64_t*>(base + layout_.step) + first,
+                          reinterpret_cast<const int32_t*>(base + layout_.mask_row) + first,
+                          masks_.as<uint64_t>(), mask_words_};
     choose_tokens(logits_.as<float>(), count, c.n_vocab, ci, out_tokens_.as<int32_t>() + first, stream_);
   }
 }

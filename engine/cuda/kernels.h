@@ -71,6 +71,11 @@ struct ChoiceInputs {
   const float* top_p;
   const uint64_t* seed;
   const uint64_t* step;
+  // Constrained decoding: row r may choose token t iff mask_row[r] < 0 or
+  // bit t of masks[mask_row[r] * mask_words + t / 64] is set.
+  const int32_t* mask_row;
+  const uint64_t* masks;
+  int64_t mask_words;
 };
 void choose_tokens(const float* logits, int n, int64_t vocab, const ChoiceInputs& c, int32_t* out, cudaStream_t s);
 

@@ -53,8 +53,12 @@ __global__ void __launch_bounds__(kThreads) choose_kernel(const float* logits, i
 
   const int row = blockIdx.x, tid = threadIdx.x;
   const float* z = logits + row * vocab;
+  // A token the row's grammar refuses reads as -infinity everywhere below.
+  const int32_t m = c.mask_row ? c.mask_row[row] : -1;
+  const uint64_t* allowed = m >= 0 ? c.masks + m * c.mask_words : nullptr;
+  auto logit = [&](int64_t i) { return !allowed || ((allowed[i >> 6] >> (i & 63)) & 1) ? z[i] : -INFINITY; };
   Best best{-INFINITY, 0x7fffffff};
-  for (int64_t i = tid; i < vocab; i += kThreads) best = BestOp()(best, Best{z[i], static_cast<int>(i)});
+  for (int64_t i = tid; i < vocab; i += kThreads) best = BestOp()(best, Best{logit(i), static_cast<int>(i)});
   best = ReduceBest(tmp.best).Reduce(best, BestOp());
   if (tid == 0) best_all = best;
   __syncthreads();
@@ -72,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) choose_kernel(const float* logits, i
     for (int bit = 31; bit >= 0; --bit) {
       const uint32_t cand = thr | (1u << bit);
       int cnt = 0;
-      for (int64_t i = tid; i < vocab; i += kThreads) cnt += order_key(z[i]) >= cand;
+      for (int64_t i = tid; i < vocab; i += kThreads) cnt += order_key(logit(i)) >= cand;
       cnt = ReduceInt(tmp.count).Sum(cnt);
       if (tid == 0) bcast_i = cnt;
       __syncthreads();
@@ -83,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) choose_kernel(const float* logits, i
   auto mass_from = [&](uint32_t t) {  // softmax mass of logits with key >= t, on every thread
     float s = 0.0f;
     for (int64_t i = tid; i < vocab; i += kThreads) {
-      const float v = z[i];
+      const float v = logit(i);
       if (order_key(v) >= t) s += __expf((v - mx) * inv_t);
     }
     s = ReduceFloat(tmp.sum).Sum(s);
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(kThreads) choose_kernel(const float* logits, i
   const int64_t begin = tid * chunk, end = begin + chunk < vocab ? begin + chunk : vocab;
   float mine = 0.0f;
   for (int64_t i = begin; i < end; ++i)
-    if (order_key(z[i]) >= thr) mine += __expf((z[i] - mx) * inv_t);
+    if (order_key(logit(i)) >= thr) mine += __expf((logit(i) - mx) * inv_t);
   float before = 0.0f;
   Scan(tmp.scan).ExclusiveSum(mine, before);
   if (tid == 0) bcast_i = best_all.index;  // fallback when rounding leaves u past the end
@@ -124,8 +128,10 @@ __global__ void __launch_bounds__(kThreads) choose_kernel(const float* logits, i
     float acc = before;
     int pick = -1;
     for (int64_t i = begin; i < end; ++i) {
-      if (order_key(z[i]) < thr) continue;
-      acc += __expf((z[i] - mx) * inv_t);
+      if (order_key(logit(i)) < thr) continue;
+      const float e = __expf((logit(i) - mx) * inv_t);
+      if (e <= 0.0f) continue;  // a refused token (or one too unlikely to count) is never the pick
+      acc += e;
       pick = static_cast<int>(i);
       if (u < acc) break;
     }

@@ -26,15 +26,25 @@ struct Rows {
   std::vector<uint64_t> seed, step;
 };
 
-std::vector<int32_t> choose(const Rows& r, int n, int64_t vocab) {
+// masks: one row of (vocab + 63) / 64 words per row, or empty for none.
+std::vector<int32_t> choose(const Rows& r, int n, int64_t vocab, const std::vector<uint64_t>& masks = {}) {
   DeviceBuffer logits(r.logits.size() * 4), t(n * 4), k(n * 4), p(n * 4), sd(n * 8), st(n * 8), out(n * 4);
+  const int64_t words = (vocab + 63) / 64;
+  DeviceBuffer mask_rows(n * 4), mask_bits(std::max<size_t>(masks.size() * 8, 8));
+  std::vector<int32_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), 0);
+  if (!masks.empty()) {
+    TROUPE_CUDA_CHECK(cudaMemcpy(mask_rows.get(), rows.data(), n * 4, cudaMemcpyHostToDevice));
+    TROUPE_CUDA_CHECK(cudaMemcpy(mask_bits.get(), masks.data(), masks.size() * 8, cudaMemcpyHostToDevice));
+  }
   TROUPE_CUDA_CHECK(cudaMemcpy(logits.get(), r.logits.data(), r.logits.size() * 4, cudaMemcpyHostToDevice));
   TROUPE_CUDA_CHECK(cudaMemcpy(t.get(), r.temperature.data(), n * 4, cudaMemcpyHostToDevice));
   TROUPE_CUDA_CHECK(cudaMemcpy(k.get(), r.top_k.data(), n * 4, cudaMemcpyHostToDevice));
   TROUPE_CUDA_CHECK(cudaMemcpy(p.get(), r.top_p.data(), n * 4, cudaMemcpyHostToDevice));
   TROUPE_CUDA_CHECK(cudaMemcpy(sd.get(), r.seed.data(), n * 8, cudaMemcpyHostToDevice));
   TROUPE_CUDA_CHECK(cudaMemcpy(st.get(), r.step.data(), n * 8, cudaMemcpyHostToDevice));
-  const ChoiceInputs c{t.as<float>(), k.as<int32_t>(), p.as<float>(), sd.as<uint64_t>(), st.as<uint64_t>()};
+  const ChoiceInputs c{t.as<float>(), k.as<int32_t>(), p.as<float>(), sd.as<uint64_t>(), st.as<uint64_t>(),
+                       masks.empty() ? nullptr : mask_rows.as<int32_t>(), mask_bits.as<uint64_t>(), words};
   choose_tokens(logits.as<float>(), n, vocab, c, out.as<int32_t>(), nullptr);
   TROUPE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -91,6 +101,29 @@ TEST_CASE("device greedy choice is the argmax, lowest id on ties") {
     CHECK(ids[i] == std::max_element(row, row + vocab) - row);
   }
   CHECK(ids[3] == 500);
+}
+
+TEST_CASE("device choice keeps to each row's token mask, greedy and sampled") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g;
+  const int64_t vocab = 151936, words = (vocab + 63) / 64;
+  const int n = 64;
+  Rows r;
+  std::vector<uint64_t> masks(static_cast<size_t>(n * words), 0);
+  for (int i = 0; i < n; ++i) {
+    for (int64_t v = 0; v < vocab; ++v) r.logits.push_back(g(rng));
+    r.temperature.push_back(i % 2 ? 1.0f : 0.0f), r.top_k.push_back(i % 4 == 1 ? 40 : 0), r.top_p.push_back(0.9f);
+    r.seed.push_back(static_cast<uint64_t>(i)), r.step.push_back(1);
+    // Row i allows a few tokens, none of them its unmasked argmax.
+    for (int64_t v : {int64_t{7} * i + 1, int64_t{1000} + i, vocab - 1 - i})
+      masks[static_cast<size_t>(i * words + v / 64)] |= uint64_t{1} << (v % 64);
+    r.logits[static_cast<size_t>(i * vocab + 3)] = 100.0f;
+  }
+  const auto ids = choose(r, n, vocab, masks);
+  for (int i = 0; i < n; ++i) {
+    const int64_t t = ids[static_cast<size_t>(i)];
+    CHECK(((masks[static_cast<size_t>(i * words + t / 64)] >> (t % 64)) & 1) == 1);
+  }
 }
 
 // Significance 0.001: critical values of chi-square for 3, 2 and 1 degrees of freedom.
