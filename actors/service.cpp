@@ -584,6 +584,7 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   sc.kv_transfer = policy.kv;
   sc.page_bytes = policy.page_bytes;
   sc.spill_codec = options.kv_spill_codec;
+  sc.jump_forward = options.jump_forward;
   sc.kv_shift = v.can_shift;
   sc.metrics = metrics;
   sc.front = front_id;

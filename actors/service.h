@@ -60,6 +60,9 @@ struct ServiceOptions {
   // KvPageCodec of spilled pages: int8 (0), k8v4 (2), or 255: k8v4 where
   // the head dim allows it (a multiple of 32), else int8.
   uint8_t kv_spill_codec = 255;
+  // Constrained requests: tokens their grammar forces are appended without
+  // a decode step each (jump-forward); off for measuring its gain.
+  bool jump_forward = true;
   std::chrono::milliseconds session_idle{300000};  // then a session's cached pages are freed
   // Retention (persistence/retention.h); 0: kept for ever, no cap.
   std::chrono::milliseconds session_ttl{0};  // since the session's last turn

@@ -188,9 +188,9 @@ int run_results(const BatchArgs& a) {
         std::ofstream(std::filesystem::path(a.out) / name, std::ios::binary) << (f.error.empty() ? f.text : "ERROR: " + f.error);
         continue;
       }
-      std::printf("=== item %d (%s, %d tokens) ===\n%s\n", f.index,
+      std::printf("=== item %d (%s, %d tokens%s) ===\n%s\n", f.index,
                   f.error.empty() ? wire::EnumNameFinishReason(f.finish_reason) : "error", f.completion_tokens,
-                  f.error.empty() ? f.text.c_str() : f.error.c_str());
+                  f.validated ? ", validated" : "", f.error.empty() ? f.text.c_str() : f.error.c_str());
     }
   std::fprintf(stderr, "job %s: %s, %d of %d items finished%s\n", j.job_id.c_str(), state_name(j.state), j.finished_items,
                j.items, a.out.empty() ? "" : (", written to " + a.out).c_str());

@@ -30,5 +30,6 @@ Run add_batch(CLI::App& app);
 Run add_perplexity(CLI::App& app);
 Run add_store(CLI::App& app);
 Run add_keygen(CLI::App& app);
+Run add_grammar(CLI::App& app);
 
 }  // namespace troupe::cli

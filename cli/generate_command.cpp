@@ -9,6 +9,8 @@
 #include "cli/sampling_options.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
+#include "engine/grammar/constraint.h"
+#include "engine/grammar/matcher.h"
 #include "engine/model_config.h"
 #include "engine/speculation/model_drafter.h"
 #include "engine/vocabulary.h"
@@ -63,6 +65,11 @@ int run_generate(const GenerateArgs& a) {
                                 std::to_string(ctx));
 
   GenerateOptions opts;
+  if (const messages::ConstraintFields c = constraint_of(a.sampling); c.kind != 0) {
+    const grammar::Constraint k{static_cast<grammar::ConstraintKind>(c.kind), c.text, c.choices};
+    opts.grammar = std::make_shared<grammar::GrammarIndex>(grammar::compile_gbnf(grammar::constraint_gbnf(k)),
+                                                           grammar::token_trie_of(*m.tokenizer));
+  }
   opts.max_tokens = a.sampling.max_tokens;
   opts.sampling = a.sampling.params;
   opts.stop = a.sampling.stop;

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
       {"stats", troupe::cli::add_stats(app)},           {"worker", troupe::cli::add_worker(app)},
       {"sessions", troupe::cli::add_sessions(app)},     {"batch", troupe::cli::add_batch(app)},
       {"perplexity", troupe::cli::add_perplexity(app)}, {"store", troupe::cli::add_store(app)},
-      {"keygen", troupe::cli::add_keygen(app)},
+      {"keygen", troupe::cli::add_keygen(app)},         {"grammar", troupe::cli::add_grammar(app)},
   };
   try {
     app.parse(argc, argv);

@@ -2,6 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "messages/client_generated.h"
+
 namespace troupe::cli {
 
 void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
@@ -20,6 +26,21 @@ void add_sampling_flags(CLI::App& cmd, SamplingOptions& o) {
                  "Speculation on a greedy request: keep a drafted token at least this likely relative to the "
                  "model's top one (1 = exactly greedy; lower accepts more drafts)")
       ->check(CLI::Range(1e-6, 1.0));
+  add_constraint_flags(cmd, o);
+}
+
+void add_constraint_flags(CLI::App& cmd, SamplingOptions& o) {
+  auto* schema = cmd.add_option("--json-schema", o.json_schema_file,
+                                "Constrain the output to JSON that validates against the JSON Schema in FILE")
+                     ->check(CLI::ExistingFile);
+  auto* grammar = cmd.add_option("--grammar", o.grammar_file, "Constrain the output to the GBNF grammar in FILE")
+                      ->check(CLI::ExistingFile);
+  auto* regex = cmd.add_option("--regex", o.regex, "Constrain the output to match this regular expression whole");
+  auto* choice = cmd.add_option("--choice", o.choices, "Constrain the output to one of these strings (repeatable)");
+  auto* json = cmd.add_flag("--json-object", o.json_object, "Constrain the output to a JSON object");
+  for (CLI::Option* a : {schema, grammar, regex, choice, json})
+    for (CLI::Option* b : {schema, grammar, regex, choice, json})
+      if (a != b) a->excludes(b);
 }
 
 void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
@@ -48,7 +69,33 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   f.stop = o.stop;
   f.tier = o.tier;
   f.escalate_threshold = o.escalate_threshold;
+  f.constraint = constraint_of(o);
   return f;
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf())) throw std::invalid_argument("cannot read " + path);
+  return text.str();
+}
+
+}  // namespace
+
+messages::ConstraintFields constraint_of(const SamplingOptions& o) {
+  messages::ConstraintFields c;
+  auto set = [&](wire::ConstraintKind kind, std::string text) {
+    c.kind = static_cast<uint8_t>(kind);
+    c.text = std::move(text);
+  };
+  if (!o.json_schema_file.empty()) set(wire::ConstraintKind::json_schema, read_file(o.json_schema_file));
+  else if (!o.grammar_file.empty()) set(wire::ConstraintKind::grammar, read_file(o.grammar_file));
+  else if (!o.regex.empty()) set(wire::ConstraintKind::regex, o.regex);
+  else if (!o.choices.empty()) set(wire::ConstraintKind::choice, ""), c.choices = o.choices;
+  else if (o.json_object) set(wire::ConstraintKind::json_object, "");
+  return c;
 }
 
 }  // namespace troupe::cli

@@ -18,12 +18,21 @@ struct SamplingOptions {
   int max_tokens = 256;
   std::string tier;  // cascade routing on a server with tiers; empty: the server's default
   float escalate_threshold = 0;
+  // Constrained output (at most one): files are read when the request is built.
+  std::string json_schema_file, grammar_file, regex;
+  std::vector<std::string> choices;
+  bool json_object = false;
 };
 
-void add_sampling_flags(CLI::App& cmd, SamplingOptions& o);
+void add_sampling_flags(CLI::App& cmd, SamplingOptions& o);  // with the constraint flags
+// --json-schema, --grammar, --regex, --choice, --json-object (at most one).
+void add_constraint_flags(CLI::App& cmd, SamplingOptions& o);
 // --tier and --escalate-threshold: for commands that ask a server.
 void add_tier_flags(CLI::App& cmd, SamplingOptions& o);
-// As the client protocol carries them.
+// As the client protocol carries them. Throws std::invalid_argument for a
+// constraint file that cannot be read.
 messages::SamplingFields wire_sampling(const SamplingOptions& o);
+// The constraint the flags ask for (kind 0: none).
+messages::ConstraintFields constraint_of(const SamplingOptions& o);
 
 }  // namespace troupe::cli

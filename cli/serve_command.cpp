@@ -25,6 +25,7 @@ struct ServeArgs {
   actors::ServiceOptions service;
   BackendNames names;  // --device, --weights, --kv-type, --rope-*
   bool no_prefix_cache = false;
+  bool no_jump_forward = false;
   bool no_kv_spill = false;
   std::string speculation = "off";
   std::string draft_model;
@@ -86,6 +87,7 @@ int run_serve(ServeArgs& a) {
   o.draft_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.draft_timeout_s * 1000));
   o.worker_timeout = std::chrono::milliseconds(static_cast<int64_t>(a.worker_timeout_s * 1000));
   o.planner.prefix_caching = !a.no_prefix_cache;
+  o.jump_forward = !a.no_jump_forward;
   o.kv_spill = !a.no_kv_spill;
   o.speculation = a.speculation == "ngram"  ? SpeculationMode::ngram
                   : a.speculation == "auto" ? SpeculationMode::automatic
@@ -229,6 +231,9 @@ Run add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "Do not reuse KV pages of shared prompt prefixes");
+  cmd->add_flag("--no-jump-forward", a->no_jump_forward,
+                "Constrained requests: decode the tokens a grammar forces one step each instead of appending them "
+                "at once (to measure jump-forward)");
   cmd->add_option("--worker", a->service.workers,
                   "Run the verifier in `troupe worker` at this endpoint (this process keeps the tokenizer only); "
                   "give it again (or a list) for data-parallel workers, each its own KV pool (docs/SCALE_OUT.md)")

@@ -1,9 +1,11 @@
 #include "engine/generator.h"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/backend.h"
+#include "engine/grammar/matcher.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/speculation/acceptance.h"
@@ -25,6 +27,7 @@ const char* finish_reason_name(FinishReason reason) {
     case FinishReason::end_of_generation: return "stop";
     case FinishReason::stop_string: return "stop_string";
     case FinishReason::context_full: return "context_full";
+    case FinishReason::grammar_blocked: return "grammar_blocked";
   }
   return "unknown";
 }
@@ -41,6 +44,7 @@ class Generation {
         decoder_(tokenizer), stops_(options.stop),
         controller_(options.speculation, options.max_draft, options.drafter != nullptr) {
     result_.prompt_tokens = static_cast<int32_t>(prompt.size());
+    if (options.grammar) matcher_.emplace(options.grammar);
   }
 
   void prefill(std::span<const int32_t> prompt) {
@@ -66,9 +70,10 @@ class Generation {
   GenerateResult decode() {
     const auto t1 = std::chrono::steady_clock::now();
     history_.reserve(history_.size() + static_cast<size_t>(options_.max_tokens) + 16);
-    int32_t token = sampler_.sample(logits_.row(0), history_);
-    while (keep(token) && step(token)) {
-    }
+    int32_t token = 0;
+    if (sample(logits_.row(0), token))
+      while (keep(token) && step(token)) {
+      }
     result_.speculation = controller_.stats();
     if (options_.drafter) options_.drafter->forget(0);
     // Every kept token but the last has its K/V computed.
@@ -87,6 +92,18 @@ class Generation {
 
   void emit(const std::string& text) {
     if (!text.empty() && callbacks_.on_text) callbacks_.on_text(text);
+  }
+
+  // The next token from these logits, under the grammar if there is one;
+  // false when the grammar allows none.
+  bool sample(std::span<float> row, int32_t& token) {
+    if (matcher_ && !matcher_->apply(row)) {
+      result_.finish = FinishReason::grammar_blocked;
+      return false;
+    }
+    token = sampler_.sample(row, history_);
+    if (matcher_) matcher_->accept(token);
+    return true;
   }
 
   // One token reaches the output; false when generation ends with it.
@@ -109,6 +126,7 @@ class Generation {
   // This step's drafts (none without speculation), as the controller chooses.
   SpeculationController::Choice choose_drafts() {
     const int32_t room = std::min(options_.max_draft, options_.max_tokens - static_cast<int32_t>(result_.tokens.size()) - 1);
+
     drafts_ = options_.speculation != SpeculationMode::off && room > 0 ? ngram_.propose(history_, room) : std::vector<int32_t>();
     const int64_t behind = options_.drafter ? static_cast<int64_t>(history_.size()) - options_.drafter->computed(0) : 0;
     const auto choice = controller_.choose(static_cast<int32_t>(drafts_.size()), 1, cost_,
@@ -124,9 +142,38 @@ class Generation {
     return choice;
   }
 
+  // Jump-forward: `token` and the tokens the grammar forces after it in one
+  // forward, with logits for the last only (they are certain: nothing to
+  // verify). False when generation ends here.
+  bool forced_step(int32_t& token, const std::vector<int32_t>& forced) {
+    const int32_t pos = static_cast<int32_t>(history_.size()) - 1;
+    const auto n = static_cast<int32_t>(forced.size()) + 1;
+    if (pos + n > backend_.config().context_limit() || !seq_.reserve(pos + n)) {
+      result_.finish = FinishReason::context_full;
+      return false;
+    }
+    window_.assign(1, token);
+    window_.insert(window_.end(), forced.begin(), forced.end());
+    Batch batch;
+    batch.sequences.push_back({window_, pos, seq_.block_table(), LogitsWanted::last});
+    backend_.forward(batch, logits_);
+    ++result_.forward_steps;
+    drop_local(pos + n);
+    for (int32_t f : forced) {
+      matcher_->accept(f);
+      if (!keep(f)) return false;
+    }
+    return sample(logits_.row(0), token);
+  }
+
   // One forward: `token` and any drafts after it. Sets `token` to the next
   // one to keep; false when generation ends here.
   bool step(int32_t& token) {
+    if (matcher_) {
+      const int32_t room = options_.max_tokens - static_cast<int32_t>(result_.tokens.size()) - 1;
+      const std::vector<int32_t> forced = room > 0 ? matcher_->forced_tokens(static_cast<size_t>(room)) : std::vector<int32_t>();
+      if (!forced.empty()) return forced_step(token, forced);
+    }
     const int32_t pos = static_cast<int32_t>(history_.size()) - 1;  // where `token` goes
     const auto choice = choose_drafts();
     const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts_.size()));
@@ -145,12 +192,24 @@ class Generation {
     ++result_.forward_steps;
     if (k == 0) {
       drop_local(pos + 1);
-      token = sampler_.sample(logits_.row(0), history_);
-      return true;
+      return sample(logits_.row(0), token);
     }
     std::vector<int32_t> verified(history_);  // penalties see what is accepted as it is
-    const Acceptance acc = accept_drafts(sampler_, drafts_, [&](int32_t i) { return logits_.row(i); }, verified,
+    std::span<const int32_t> window = drafts_;
+    if (matcher_) {
+      const int32_t worth = grammar::mask_window(*matcher_, drafts_, [&](int32_t i) { return logits_.row(i); });
+      if (worth < 0) {
+        result_.finish = FinishReason::grammar_blocked;
+        return false;
+      }
+      window = window.first(static_cast<size_t>(worth));
+    }
+    const Acceptance acc = accept_drafts(sampler_, window, [&](int32_t i) { return logits_.row(i); }, verified,
                                          draft_dists_.empty() ? nullptr : &draft_dists_);
+    if (matcher_) {
+      for (int32_t j = 0; j < acc.accepted; ++j) matcher_->accept(drafts_[static_cast<size_t>(j)]);
+      matcher_->accept(acc.next);
+    }
     controller_.observe(choice.source, k, acc.accepted);
     seq_.truncate(pos + 1 + acc.accepted);  // rejected positions: their pages go, their slots are rewritten later
     drop_local(pos + 1 + acc.accepted);
@@ -177,6 +236,7 @@ class Generation {
   DraftCatchUpCost catch_up_;
   std::vector<int32_t> window_, drafts_;
   std::vector<Sampler::Distribution> draft_dists_;  // the draft model's q, when it samples
+  std::optional<grammar::Matcher> matcher_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // sequences through Backend::forward instead.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,9 @@ namespace troupe {
 class Backend;
 class ModelDrafter;
 class Tokenizer;
+namespace grammar {
+class GrammarIndex;
+}
 
 struct GenerateOptions {
   int32_t max_tokens = 256;
@@ -30,9 +34,12 @@ struct GenerateOptions {
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;
   ModelDrafter* drafter = nullptr;  // the draft model (modes draft and auto); not owned
+  // Constrained decoding (engine/grammar): every token follows this grammar,
+  // and tokens it forces are computed together in one forward (jump-forward).
+  std::shared_ptr<grammar::GrammarIndex> grammar;
 };
 
-enum class FinishReason { length, end_of_generation, stop_string, context_full };
+enum class FinishReason { length, end_of_generation, stop_string, context_full, grammar_blocked };
 const char* finish_reason_name(FinishReason reason);
 
 struct GenerateResult {

@@ -11,11 +11,19 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
   for (const auto& str : s.stop) stops.push_back(fbb.CreateString(str));
   std::vector<wire::TokenBias> bias;
   for (const auto& [token, b] : s.logit_bias) bias.emplace_back(token, b);
+  flatbuffers::Offset<wire::Constraint> constraint;
+  if (s.constraint.kind != 0) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> choices;
+    for (const auto& c : s.constraint.choices) choices.push_back(fbb.CreateString(c));
+    constraint = wire::CreateConstraint(fbb, static_cast<wire::ConstraintKind>(s.constraint.kind),
+                                        s.constraint.text.empty() ? 0 : fbb.CreateString(s.constraint.text),
+                                        choices.empty() ? 0 : fbb.CreateVector(choices));
+  }
   return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
                               bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio,
-                              s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold);
+                              s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold, constraint);
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -54,6 +62,12 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   f.accept_ratio = s->accept_ratio();
   if (s->tier()) f.tier = s->tier()->str();
   f.escalate_threshold = s->escalate_threshold();
+  if (const auto* c = s->constraint()) {
+    f.constraint.kind = static_cast<uint8_t>(c->kind());
+    if (c->text()) f.constraint.text = c->text()->str();
+    if (c->choices())
+      for (const auto* choice : *c->choices()) f.constraint.choices.emplace_back(choice->str());
+  }
   return f;
 }
 

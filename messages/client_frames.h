@@ -18,6 +18,14 @@ namespace troupe::messages {
 using Bytes = std::string;
 
 // Sampling fields as they travel (defaults equal the schema's).
+// Sampling.constraint as plain data (wire::ConstraintKind values).
+struct ConstraintFields {
+  uint8_t kind = 0;  // wire::ConstraintKind
+  std::string text;
+  std::vector<std::string> choices;
+  bool operator==(const ConstraintFields&) const = default;
+};
+
 struct SamplingFields {
   float temperature = 0.8f;
   int32_t top_k = 40;
@@ -34,6 +42,10 @@ struct SamplingFields {
   float accept_ratio = 1.0f;  // verifying greedy drafts (SamplingParams::accept_ratio)
   std::string tier;                // cascade routing (service/cascade.h); empty: the server's default
   float escalate_threshold = 0.0f;  // 0: the server's default
+  ConstraintFields constraint;
+  // The constraint lowered to GBNF by the service when it admits the
+  // request (empty: none); what the step plan sends the worker.
+  std::string grammar;
 };
 
 SamplingFields read_sampling(const wire::Sampling* s);  // null gives the defaults

@@ -40,6 +40,34 @@ bool check_priority(Check& c, const std::string& field, wire::Priority p) {
   return true;
 }
 
+// The shape only; whether the grammar or schema can be enforced is the
+// service's to decide (it compiles it) with the keyword at fault.
+bool check_constraint(Check& c, const std::string& f, const wire::Constraint* k) {
+  if (!k || k->kind() == wire::ConstraintKind::none) return true;
+  if (k->kind() < wire::ConstraintKind::MIN || k->kind() > wire::ConstraintKind::MAX)
+    return c.fail(f + ".kind", "unknown kind " + std::to_string(static_cast<int>(k->kind())) +
+                                   " (grammar, json_schema, regex, choice, json_object)");
+  constexpr size_t kMaxText = size_t{1} << 20;
+  const size_t text = k->text() ? k->text()->size() : 0;
+  if (text > kMaxText) return c.fail(f + ".text", std::to_string(text) + " bytes, at most 1 MiB");
+  const bool needs_text = k->kind() == wire::ConstraintKind::grammar || k->kind() == wire::ConstraintKind::json_schema ||
+                          k->kind() == wire::ConstraintKind::regex;
+  if (needs_text && text == 0) return c.fail(f + ".text", std::string("is empty; a ") + wire::EnumNameConstraintKind(k->kind()) + " needs one");
+  if (k->kind() == wire::ConstraintKind::choice) {
+    const auto* choices = k->choices();
+    if (!choices || choices->size() == 0) return c.fail(f + ".choices", "is empty; a choice needs at least one string");
+    if (choices->size() > 4096) return c.fail(f + ".choices", std::to_string(choices->size()) + " strings, at most 4096");
+    size_t total = 0;
+    for (uint32_t i = 0; i < choices->size(); ++i) {
+      const auto* str = choices->Get(i);
+      if (!str || str->size() == 0) return c.fail(f + ".choices[" + std::to_string(i) + "]", "is empty");
+      total += str->size();
+    }
+    if (total > kMaxText) return c.fail(f + ".choices", std::to_string(total) + " bytes in all, at most 1 MiB");
+  }
+  return true;
+}
+
 bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s, const ClientLimits& l) {
   if (!s) return true;  // defaults apply
   const std::string f = where + ".sampling.";
@@ -80,7 +108,7 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
         return c.fail(f + "stop[" + std::to_string(i) + "]", "longer than " + std::to_string(l.max_stop_bytes) + " bytes");
     }
   }
-  return true;
+  return check_constraint(c, f + "constraint", s->constraint());
 }
 
 bool check_speculation(Check& c, const std::string& where, wire::Speculation s, int32_t max_draft,

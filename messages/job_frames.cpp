@@ -27,7 +27,8 @@ Bytes job_id_request(uint64_t id, wire::RequestBody type, std::string_view job_i
 flatbuffers::Offset<wire::JobItemResult> build_job_item(flatbuffers::FlatBufferBuilder& fbb, const JobItemFields& r) {
   const auto text = fbb.CreateString(r.text);
   const auto error = fbb.CreateString(r.error);
-  return wire::CreateJobItemResult(fbb, r.index, text, r.finish_reason, r.prompt_tokens, r.completion_tokens, error);
+  return wire::CreateJobItemResult(fbb, r.index, text, r.finish_reason, r.prompt_tokens, r.completion_tokens, error,
+                                   r.validated);
 }
 
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
@@ -104,6 +105,7 @@ JobItemFields read_job_item(const wire::JobItemResult* r) {
   f.index = r->index();
   if (r->text()) f.text = r->text()->str();
   f.finish_reason = r->finish_reason();
+  f.validated = r->validated();
   f.prompt_tokens = r->prompt_tokens();
   f.completion_tokens = r->completion_tokens();
   if (r->error()) f.error = r->error()->str();

@@ -26,6 +26,7 @@ struct JobItemFields {
   wire::FinishReason finish_reason = wire::FinishReason::stop;
   int32_t prompt_tokens = 0, completion_tokens = 0;
   std::string error;  // the item could not run; text is empty
+  bool validated = false;  // JobItemResult.validated
 };
 
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,

@@ -30,13 +30,14 @@ size_t page_bytes(std::span<const PageBytes> pages) {
 }  // namespace
 
 flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
-                                                                 bool logprobs) {
+                                                                 bool logprobs, const GrammarSpec& grammar) {
   std::vector<wire::step::TokenBias> bias;
   for (const auto& [token, b] : f.logit_bias) bias.emplace_back(token, b);
+  const auto biases = bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size());
+  const auto gbnf = f.grammar.empty() ? 0 : fbb.CreateString(f.grammar);
   return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
                                             f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed, logprobs,
-                                            bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()),
-                                            f.accept_ratio);
+                                            biases, f.accept_ratio, gbnf, grammar.start, grammar.jump_forward);
 }
 
 DraftQOffsets build_draft_q(flatbuffers::FlatBufferBuilder& fbb, std::span<const DraftDistribution> q) {
@@ -91,7 +92,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     flatbuffers::Offset<flatbuffers::Vector<int32_t>> history;
     if (s.sampling) {
       history = fbb.CreateVector(s.history.data(), s.history.size());
-      sampling = build_sequence_sampling(fbb, *s.sampling, s.logprobs);
+      sampling = build_sequence_sampling(fbb, *s.sampling, s.logprobs, s.grammar);
     }
     const DraftQOffsets q = build_draft_q(fbb, s.draft_q);
     out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history,
@@ -127,12 +128,13 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,
                   const WorkerInfo& worker, std::span<const PageBytes> exported, std::span<const PageBytes> swapped) {
-  flatbuffers::FlatBufferBuilder fbb(256 + 24 * sampled.size() + page_bytes(exported) + page_bytes(swapped));
+  flatbuffers::FlatBufferBuilder fbb(256 + 32 * sampled.size() + page_bytes(exported) + page_bytes(swapped));
   std::vector<flatbuffers::Offset<wire::step::Sampled>> out;
   out.reserve(sampled.size());
   for (const SampledToken& s : sampled) {
     const auto accepted = s.accepted.empty() ? 0 : fbb.CreateVector(s.accepted.data(), s.accepted.size());
-    out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob, accepted));
+    const auto forced = s.forced.empty() ? 0 : fbb.CreateVector(s.forced.data(), s.forced.size());
+    out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob, accepted, forced, s.grammar_blocked));
   }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());

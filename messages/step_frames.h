@@ -16,6 +16,12 @@ namespace troupe::messages {
 // pairs (the same type as engine's Sampler::Distribution).
 using DraftDistribution = std::vector<std::pair<int32_t, float>>;
 
+// Where a sequence's constrained output starts (SequenceSampling.grammar_start).
+struct GrammarSpec {
+  int32_t start = 0;
+  bool jump_forward = true;
+};
+
 struct SliceSpec {
   uint64_t sequence_id = 0;
   int32_t start = 0;
@@ -27,6 +33,7 @@ struct SliceSpec {
   bool logprobs = false;
   int32_t drafts = 0;  // the last `drafts` tokens are a verify window's drafts
   std::span<const DraftDistribution> draft_q;  // the draft model's q per draft; empty: fixed drafts
+  GrammarSpec grammar{};  // with `sampling`, when it has a grammar
 };
 
 struct SampledToken {
@@ -34,6 +41,8 @@ struct SampledToken {
   int32_t token = 0;
   float logprob = 0;
   std::vector<int32_t> accepted;  // accepted drafts, before `token`
+  std::vector<int32_t> forced;    // jump-forward tokens after `token` (Sampled.forced)
+  bool grammar_blocked = false;
 };
 
 struct PageBytes {
@@ -95,7 +104,7 @@ Bytes worker_lost_result(std::string_view why);
 
 // A sequence's sampling as the step and draft messages carry it.
 flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
-                                                                 bool logprobs);
+                                                                 bool logprobs, const GrammarSpec& grammar = {});
 
 // Draft distributions, flattened into (sizes, tokens, probs) vectors.
 struct DraftQOffsets {

@@ -4,6 +4,7 @@
 
 #include "messages/client_validation.h"
 #include "service/clock.h"
+#include "service/constraint_gate.h"
 #include "service/route_request.h"
 
 namespace troupe::service {
@@ -149,7 +150,10 @@ void BatchJobs::pump() {
     a.sampling = job.sampling;
     a.priority = priority_of(job.priority);
     a.accepted_ns = cfg_.clock();
-    auto problem = route_request(cfg_.tiers.get(), a);
+    // The constraint's GBNF is derived, not stored: a job resumed after a
+    // restart lowers it again (the same text, so the same compiled grammar).
+    auto problem = a.sampling.grammar.empty() ? lower_constraint(a.sampling, false) : std::nullopt;
+    if (!problem) problem = route_request(cfg_.tiers.get(), a);
     if (!problem) problem = item_prompt(job, index, a);
     if (problem) {
       messages::JobItemFields r;
@@ -158,7 +162,7 @@ void BatchJobs::pump() {
       finish_item(job_id, r);
       continue;
     }
-    in_flight_.emplace(a.client_id, InFlight{job_id, index, {}, 0});
+    in_flight_.emplace(a.client_id, InFlight{job_id, index, {}, 0, !a.sampling.grammar.empty()});
     work_.admits.push_back(std::move(a));
   }
 }
@@ -230,6 +234,9 @@ void BatchJobs::on_item(uint64_t client_id, const std::string& bytes) {
       const auto* d = r->body_as_Done();
       res.text = std::move(f.text);
       res.finish_reason = d->finish_reason();
+      // A constrained output that ended at end of generation ended where its
+      // grammar allows: the matcher admits the end token only there.
+      res.validated = f.constrained && res.finish_reason == wire::FinishReason::stop;
       res.prompt_tokens = d->usage() ? d->usage()->prompt_tokens() : f.prompt_tokens;
       res.completion_tokens = d->usage() ? d->usage()->completion_tokens() : 0;
       in_flight_.erase(it);

@@ -149,6 +149,7 @@ class BatchJobs {
     int32_t index = 0;
     std::string text;
     int32_t prompt_tokens = 0;
+    bool constrained = false;
   };
   struct EarlyQuery {
     std::string peer;

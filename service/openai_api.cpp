@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/client_validation.h"
+#include "service/openai_constraint.h"
 
 namespace troupe::service {
 namespace {
@@ -17,6 +18,8 @@ const char* finish_name(wire::FinishReason r) {
   switch (r) {
     case wire::FinishReason::length:
     case wire::FinishReason::context_full: return "length";
+    // The constraint allowed no token: the output is cut, and says so.
+    case wire::FinishReason::grammar_blocked: return "grammar_blocked";
     default: return "stop";
   }
 }
@@ -136,6 +139,7 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
       s.logit_bias.emplace_back(static_cast<int32_t>(token), static_cast<float>(b));
     }
   }
+  if (auto e = read_constraint(body, s.constraint)) return bad(e->param, e->message);
   if (auto st = body.find("stream"); st != body.end() && !st->is_null()) {
     if (!st->is_boolean()) return bad("stream", "stream must be a boolean");
     call.stream = st->get<bool>();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "engine/grammar/constraint.h"
+#include "service/constraint_gate.h"
 #include "service/response_tier.h"
 #include "service/route_request.h"
 
@@ -51,6 +53,10 @@ JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint
 
 }  // namespace
 
+RequestGate::RequestGate(GateConfig config)
+    : cfg_(std::move(config)), grammars_(std::make_shared<grammar::GrammarCache>()) {}
+RequestGate::~RequestGate() = default;
+
 // The request's speculation against the server's default; why it cannot
 // have it, if it cannot. Sampled requests with logprobs or n > 1 do not
 // speculate: their per-token outputs are not defined for accepted drafts,
@@ -91,6 +97,8 @@ std::optional<messages::Rejection> RequestGate::read_generate(const wire::Genera
   a.priority = priority_of(g.priority());
   a.logprobs = g.logprobs();
   a.ignore_eos = g.ignore_eos();
+  if (auto why = lower_constraint(a.sampling, a.ignore_eos, *grammars_))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.samples = g.n();
   if (auto why = resolve_speculation(a, g.speculation(), g.max_draft(), g.draft_model()))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
@@ -111,6 +119,8 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   for (const auto* m : *t.messages()) chat.push_back({m->role()->str(), m->content()->str()});
   a.sampling = messages::read_sampling(t.sampling());
   if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  if (auto why = lower_constraint(a.sampling, false, *grammars_))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.priority = priority_of(t.priority());
   a.logprobs = t.logprobs();
   a.samples = t.n();
@@ -220,6 +230,9 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return query(Query::Kind::delete_session, peer, id, 0, req->body_as_DeleteSession()->session_id()->str());
       case wire::RequestBody::SubmitJob: {
         JobSubmission sub = submission(*req->body_as_SubmitJob(), peer, id);
+        // A job's schema is refused at submission, not item by item.
+        if (auto why = lower_constraint(sub.sampling, false, *grammars_))
+          return rejection(id, wire::ErrorCode::invalid_field, *why);
         // Its items take the route the job asks for: a bad tier is refused now, not per item.
         static const TierTable kNone;
         auto route = resolve_route(cfg_.tiers ? *cfg_.tiers : kNone, sub.sampling, 1);

@@ -25,6 +25,10 @@
 #include "service/batch_jobs.h"
 #include "service/cascade.h"
 
+namespace troupe::grammar {
+class GrammarCache;
+}
+
 namespace troupe::service {
 
 struct GateConfig {
@@ -80,7 +84,8 @@ using Admission = std::variant<AdmitRequest, SessionTurn, Query, JobSubmission, 
 
 class RequestGate {
  public:
-  explicit RequestGate(GateConfig config) : cfg_(std::move(config)) {}
+  explicit RequestGate(GateConfig config);
+  ~RequestGate();
 
   // `now`: the steady clock, stamped on admitted requests. `client`: the
   // name CURVE authenticated the sender as ("" without authentication):
@@ -104,6 +109,7 @@ class RequestGate {
   int64_t prompt_budget(const AdmitRequest& a) const;
   static constexpr int64_t kSinkTokens = 16;  // a Generate under window keeps its first page
   GateConfig cfg_;
+  std::shared_ptr<grammar::GrammarCache> grammars_;  // constraints compiled at admission, by their text
 };
 
 }  // namespace troupe::service

@@ -68,6 +68,9 @@ std::optional<std::string> response_cache_key(const CacheableRequest& r) {
   c.add<uint8_t>(r.ignore_eos);
   c.add<uint8_t>(greedy ? 0 : static_cast<uint8_t>(r.speculation));
   if (!r.route.empty()) c.add(r.route);  // absent without tiers: earlier keys stay valid
+  // The constraint's grammar is the answer's as much as the prompt is; the
+  // GBNF it lowers to (jump-forward follows from it), absent when none.
+  if (!s.grammar.empty()) c.add<uint8_t>(0x47), c.add(s.grammar);
   std::string key(crypto_generichash_BYTES, '\0');
   static_assert(crypto_generichash_BYTES == 32);
   crypto_generichash(reinterpret_cast<unsigned char*>(key.data()), key.size(),

@@ -302,6 +302,10 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
     out_.idle_sessions.push_back({s.session_id, std::move(kept)});
   }
   c.sampling = s.sampling;
+  // A turn's constraint is its own: the session's next turn is free text
+  // unless it asks again.
+  c.sampling.constraint = {};
+  c.sampling.grammar.clear();
   c.done = std::move(done);
   c.window_first_turn = s.window_first_turn;
   c.model = cfg_.tier_name;
@@ -834,10 +838,15 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
     const bool introduce = s.verifier_generation != ps.preemptions;
     s.verifier_generation = ps.preemptions;
     // The draft model's q for the drafts the window kept (the planner may cut it short).
+    // A constrained output starts after the prompt its client sent (an
+    // escalated request's prompt holds the answer so far).
+    const messages::GrammarSpec grammar{s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : ps.prompt_tokens,
+                                        cfg_.jump_forward};
     specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
                      introduce ? &s.sampling : nullptr,
                      introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
-                     s.stream.logprobs() || s.watch.has_value(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts)});
+                     s.stream.logprobs() || s.watch.has_value(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts),
+                     grammar});
     in_step_.push_back(slices[i].id);
   }
   return specs;
@@ -910,6 +919,8 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   step_ms_avg_ = step_ms_avg_ > 0 ? 0.8 * step_ms_avg_ + 0.2 * res.forward_ms() : res.forward_ms();
   std::vector<std::vector<int32_t>> sampled;  // per wanting slice: accepted drafts, then the next token
   std::vector<std::pair<uint64_t, float>> who;
+  std::vector<std::vector<int32_t>> forced;  // per wanting slice: jump-forward tokens after those
+  std::vector<bool> blocked;                 // per wanting slice: its grammar allowed no token
   if (res.sampled())
     for (const auto* s : *res.sampled()) {
       std::vector<int32_t> kept;
@@ -917,6 +928,9 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
       kept.push_back(s->token());
       sampled.push_back(std::move(kept));
       who.emplace_back(s->sequence_id(), s->logprob());
+      forced.emplace_back();
+      if (s->forced()) forced.back().assign(s->forced()->begin(), s->forced()->end());
+      blocked.push_back(s->grammar_blocked());
     }
   int64_t step_tokens = 0;
   std::map<uint64_t, int32_t> window_drafts;
@@ -932,8 +946,10 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   // The result must answer this step, slice for slice.
   bool matches = res.step() == step_ && wanted.size() == who.size();
   for (size_t i = 0; matches && i < who.size(); ++i) matches = who[i].first == wanted[i];
-  for (size_t i = 0; matches && i < sampled.size(); ++i)
+  for (size_t i = 0; matches && i < sampled.size(); ++i) {
     for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
+    for (int32_t t : forced[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
+  }
   if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(step_));
   if (step_has_slices_) planner_->commit(sampled);
   for (const auto& [seq, lp] : who) {  // before any sample can end: forks need the parent's pages
@@ -942,11 +958,21 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   }
   for (size_t i = 0; i < sampled.size(); ++i) {
     const uint64_t seq = who[i].first;
+    if (blocked[i]) {  // the output so far stands; nothing the grammar refuses is sent
+      if (sequences_.count(seq) && !ends_after_step(seq)) end(seq, wire::FinishReason::grammar_blocked, true);
+      continue;
+    }
     if (auto w = window_drafts.find(seq); w != window_drafts.end())
       speculation_.observe_window(seq, w->second, static_cast<int32_t>(sampled[i].size()) - 1);
     for (int32_t token : sampled[i]) {
       if (!sequences_.count(seq)) break;  // ended (stop, length) part way through the window
       deliver(seq, token, who[i].second);
+    }
+    // Jump-forward: forced tokens are certain (probability 1 under the grammar).
+    for (int32_t token : forced[i]) {
+      if (!sequences_.count(seq) || !planner_->find(seq)) break;
+      planner_->extend(seq, std::span(&token, 1));
+      deliver(seq, token, 0.0f);
     }
   }
 }

@@ -51,6 +51,7 @@ struct SchedulerConfig {
   std::string model_name;
   bool draft_model = false;     // a draft model proposes drafts (speculation draft and auto)
   bool commit_sessions = true;  // session turns go to the store before their Done
+  bool jump_forward = true;     // constrained requests: the worker appends tokens their grammar forces
   // KV tiers: the verifier can export and import pages (spill and restore).
   bool kv_transfer = false;
   int64_t page_bytes = 0;   // one spilled page (engine/kv_page_codec.h)

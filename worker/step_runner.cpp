@@ -4,15 +4,20 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/grammar/constraint.h"
+#include "engine/grammar/matcher.h"
 #include "engine/kv_page_codec.h"
 #include "engine/model_config.h"
 #include "engine/model_identity.h"
 #include "engine/page_pool.h"
 #include "engine/sampler.h"
 #include "engine/speculation/acceptance.h"
+#include "engine/tokenizer.h"
+#include "engine/vocabulary.h"
 #include "messages/step_frames.h"
 #include "worker/front_shares.h"
 #include "worker/sequence_sampling.h"
@@ -31,7 +36,15 @@ struct StepRunner::Impl {
     Sampler sampler;
     std::vector<int32_t> history;
     bool logprobs = false;
+    // Constrained decoding: the matcher has taken every token before
+    // position `fed` from grammar_start on (history, then what this worker
+    // decided ahead of the next slice: its sampled and forced tokens).
+    std::optional<grammar::Matcher> matcher;
+    size_t fed = 0;
+    bool jump_forward = true;
+    bool blocked = false;  // the grammar allows nothing (or the history broke it)
   };
+  static constexpr size_t kMaxForced = 32;  // jump-forward tokens per step
   // A slice that wants a token: where its logits rows are and what they judge.
   struct Wanting {
     uint64_t sequence = 0;
@@ -51,6 +64,13 @@ struct StepRunner::Impl {
   std::vector<std::vector<int32_t>> tables;              // its block tables in the worker's page numbers
   Logits logits;
   std::vector<float> original;
+  // Grammars: the vocabulary's trie (built on first use), compiled grammars
+  // by text, and one index (automaton and masks) per grammar in use.
+  std::shared_ptr<const grammar::TokenTrie> trie;
+  std::unique_ptr<Tokenizer> tokenizer;
+  grammar::GrammarCache grammars;
+  std::unordered_map<std::string, std::shared_ptr<grammar::GrammarIndex>> indexes;
+  static constexpr size_t kMaxIndexes = 32;
 
   Impl(std::shared_ptr<Backend> b, int32_t fronts, std::chrono::milliseconds front_idle)
       : backend(std::move(b)), shares(backend->pages().capacity(), fronts, front_idle) {}
@@ -122,16 +142,54 @@ struct StepRunner::Impl {
     backend->shift_kv(shifts);
   }
 
+  std::shared_ptr<grammar::GrammarIndex> index_for(const std::string& gbnf) {
+    if (!trie) {
+      tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
+      trie = grammar::token_trie_of(*tokenizer);
+    }
+    std::shared_ptr<const grammar::Grammar> g = grammars.get(gbnf);
+    auto it = indexes.find(g->source_hash);
+    if (it != indexes.end() && &it->second->grammar() == g.get()) return it->second;
+    if (indexes.size() >= kMaxIndexes)  // drop those no sequence holds
+      std::erase_if(indexes, [](const auto& e) { return e.second.use_count() == 1; });
+    auto index = std::make_shared<grammar::GrammarIndex>(g, trie);
+    indexes[g->source_hash] = index;
+    return index;
+  }
+
   // The first slice of a sequence this worker sees (or a restart) brings its sampling.
   void introduce(const wire::step::Slice& s) {
     const SamplingParams p = sampling_params(s.sampling());
     p.validate();
-    SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs()};
+    SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs(), std::nullopt, 0, true, false};
     if (s.history()) fresh.history.assign(s.history()->begin(), s.history()->end());
     if (static_cast<int32_t>(fresh.history.size()) != s.start())
       throw std::invalid_argument(who(s.sequence_id()) + " starts at " + std::to_string(s.start()) + " with a history of " +
                                   std::to_string(fresh.history.size()) + " tokens");
+    if (const auto* g = s.sampling()->grammar(); g && g->size() > 0) {
+      if (s.sampling()->grammar_start() < 0) throw std::invalid_argument(who(s.sequence_id()) + " has a negative grammar_start");
+      try {
+        fresh.matcher.emplace(index_for(g->str()));
+      } catch (const grammar::GrammarError& e) {
+        // The service compiled it; a worker that cannot is told per sequence.
+        fresh.blocked = true;
+      }
+      fresh.fed = static_cast<size_t>(s.sampling()->grammar_start());
+      fresh.jump_forward = s.sampling()->jump_forward();
+    }
     samplers->insert_or_assign(s.sequence_id(), std::move(fresh));
+  }
+
+  // The matcher takes what the history holds past what it has taken: the
+  // replayed output of a sequence that moved here, or tokens computed by
+  // this worker's last step.
+  static void feed(SequenceSampler& ss) {
+    if (!ss.matcher || ss.blocked) return;
+    for (; ss.fed < ss.history.size(); ++ss.fed)
+      if (!ss.matcher->accept(ss.history[ss.fed])) {
+        ss.blocked = true;
+        return;
+      }
   }
 
   void read_slice(const wire::step::Slice& s, Batch& batch, std::vector<Wanting>& wanting) {
@@ -147,6 +205,7 @@ struct StepRunner::Impl {
       throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has " + std::to_string(drafts) + " drafts");
     // Drafted tokens join the history only once accepted.
     it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end() - drafts);
+    feed(it->second);
     batch.sequences.push_back(
         {tokens, s.start(), table, drafts > 0 ? LogitsWanted::all : s.wants_token() ? LogitsWanted::last : LogitsWanted::none});
     if (s.wants_token())
@@ -154,7 +213,22 @@ struct StepRunner::Impl {
                          messages::read_draft_q(s.q_sizes(), s.q_tokens(), s.q_probs(), drafts, info.n_vocab)});
   }
 
+  messages::SampledToken blocked(uint64_t seq) const {
+    messages::SampledToken t{seq, 0, 0.0f, {}, {}, true};
+    return t;
+  }
+
+  // After the sequence's token (and any accepted drafts) were taken: the
+  // tokens its grammar forces next, taken too (the next slice computes them).
+  void jump_forward(SequenceSampler& ss, messages::SampledToken& t) {
+    if (!ss.matcher || !ss.jump_forward || ss.matcher->finished()) return;
+    t.forced = ss.matcher->forced_tokens(kMaxForced);
+    for (int32_t f : t.forced) ss.matcher->accept(f);
+    ss.fed += t.forced.size();
+  }
+
   messages::SampledToken sample_row(SequenceSampler& ss, uint64_t seq, std::span<float> row) {
+    if (ss.blocked) return blocked(seq);
     float logprob = 0;
     double lse = 0;
     if (ss.logprobs) {
@@ -163,10 +237,18 @@ struct StepRunner::Impl {
       for (float v : row) lse += std::exp(static_cast<double>(v - mx));
       lse = std::log(lse) + mx;
     }
+    if (ss.matcher && !ss.matcher->apply(row)) return blocked(seq);
     const int32_t token = ss.sampler.sample(row, ss.history);
     if (ss.logprobs) logprob = static_cast<float>(original[token] - lse);
-    return {seq, token, logprob, {}};
+    messages::SampledToken t{seq, token, logprob, {}, {}, false};
+    if (ss.matcher) {
+      if (!ss.matcher->accept(token)) return blocked(seq);
+      ++ss.fed;
+      jump_forward(ss, t);
+    }
+    return t;
   }
+
 
   std::vector<messages::SampledToken> sample(std::vector<Wanting>& wanting) {
     std::vector<messages::SampledToken> sampled;
@@ -180,10 +262,33 @@ struct StepRunner::Impl {
       }
       const int64_t first = next_row;
       next_row += w.drafts + 1;
+      const int32_t drafts =
+          ss.blocked ? -1
+          : ss.matcher ? grammar::mask_window(*ss.matcher, w.window, [&](int32_t i) { return logits.row(first + i); })
+                       : w.drafts;
+      if (drafts < 0) {
+        sampled.push_back(blocked(w.sequence));
+        continue;
+      }
+      const std::span<const int32_t> window = w.window.first(static_cast<size_t>(drafts));
       const Acceptance a = accept_drafts(
-          ss.sampler, w.window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
+          ss.sampler, window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
       ss.history.pop_back();  // `next` joins the history with the slice that carries it
-      sampled.push_back({w.sequence, a.next, 0.0f, std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted)});
+      messages::SampledToken t{w.sequence, a.next, 0.0f,
+                               std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted), {}, false};
+      if (ss.matcher) {
+        bool ok = true;
+        for (int32_t d : t.accepted) ok = ok && ss.matcher->accept(d);
+        ok = ok && ss.matcher->accept(a.next);
+        if (!ok) {
+          ss.blocked = true;
+          sampled.push_back(blocked(w.sequence));
+          continue;
+        }
+        ss.fed = ss.history.size() + 1;
+        jump_forward(ss, t);
+      }
+      sampled.push_back(std::move(t));
     }
     return sampled;
   }

@@ -634,6 +634,10 @@ void BatchPlanner::set_drafts(uint64_t id, std::vector<int32_t> drafts) {
   if (PlannedSequence* s = get(id)) s->drafts = std::move(drafts);
 }
 
+void BatchPlanner::extend(uint64_t id, std::span<const int32_t> tokens) {
+  if (PlannedSequence* s = get(id)) s->tokens.insert(s->tokens.end(), tokens.begin(), tokens.end());
+}
+
 void BatchPlanner::commit(std::span<const std::vector<int32_t>> kept) {
   size_t k = 0;
   for (const PlannedSlice& p : slices_) {

@@ -171,6 +171,9 @@ class BatchPlanner {
   // Drafted tokens to verify after a running sequence's last token in the
   // next plan(), budget and pages permitting (fewer, or none, otherwise).
   void set_drafts(uint64_t id, std::vector<int32_t> drafts);
+  // Tokens decided without a forward (a grammar's jump-forward), appended
+  // after the sampled one: the next step computes them as one chunk.
+  void extend(uint64_t id, std::span<const int32_t> tokens);
 
   // Sequences the last plan() preempted (their pages now free or cached).
   std::vector<PreemptedPages> take_preempted() { return std::exchange(preempted_, {}); }

@@ -147,7 +147,7 @@ TEST_CASE("a result for another step ends that step's requests with an internal 
   SchedulerPlan plan = s.next_step();
   REQUIRE(plan.kind == SchedulerPlan::Kind::step);
   const auto& p = plan_of(plan.bytes);
-  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), 70, 0, {}}};
+  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), 70, 0, {}, {}, false}};
   s.apply(messages::step_result(p.step() + 1, sampled, "", 1), "");
   loop.collect();
   const auto f = loop.of(1);
@@ -173,7 +173,7 @@ TEST_CASE("a token outside the vocabulary ends only the requests in that step, a
   const auto& p = plan_of(plan.bytes);
   REQUIRE(p.slices()->size() == 1);
   const auto vocab = static_cast<int32_t>(c.tokenizer->size());
-  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), vocab, 0, {}}};
+  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), vocab, 0, {}, {}, false}};
   s.apply(messages::step_result(p.step(), sampled, "", 1), "");
   loop.collect();
   CHECK(loop.of(1).back().kind == wire::ResponseBody::Error);

@@ -1,11 +1,12 @@
 """The client proper: request building, response parsing, streams."""
 import itertools
+import json
 import time
 
 import flatbuffers
 import zmq
 
-from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn, DeleteSession, Done, Error,
+from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn, Constraint, DeleteSession, Done, Error,
                          ErrorCode, FinishReason, Generate, JobAccepted, JobEvent, JobList, JobReply, JobResults,
                          JobState, JobStatus, ListJobs, ListSessions, Ping, Pong, Priority, Request, RequestBody,
                          Response, ResponseBody, ResponseCacheOutcome, Sampling, Session, SessionList, ShowSession,
@@ -85,7 +86,7 @@ def _job_item(r):
     return {"index": r.Index(), "text": (r.Text() or b"").decode(errors="replace"),
             "finish_reason": _FINISH_NAMES.get(r.FinishReason(), str(r.FinishReason())),
             "prompt_tokens": r.PromptTokens(), "completion_tokens": r.CompletionTokens(),
-            "error": (r.Error() or b"").decode()}
+            "error": (r.Error() or b"").decode(), "validated": r.Validated()}
 
 
 def parse_job_event(frame):
@@ -108,8 +109,45 @@ class TroupeError(Exception):
         self.message = message
 
 
+_CONSTRAINT_KINDS = {"grammar": 1, "json_schema": 2, "regex": 3, "choice": 4, "json_object": 5}
+
+
+def _constraint(b, constraint):
+    """constraint: None, or a dict with one key: {"json_schema": a schema
+    (dict, JSON text, or a Pydantic model class)}, {"grammar": GBNF text},
+    {"regex": pattern}, {"choice": [strings]} or {"json_object": True}."""
+    if not constraint:
+        return None
+    if not isinstance(constraint, dict) or len(constraint) != 1:
+        raise ValueError("constraint must be a dict with one of: " + ", ".join(_CONSTRAINT_KINDS))
+    (kind, value), = constraint.items()
+    if kind not in _CONSTRAINT_KINDS:
+        raise ValueError(f"unknown constraint {kind!r}; one of: " + ", ".join(_CONSTRAINT_KINDS))
+    text, choices = None, None
+    if kind == "json_schema":
+        if hasattr(value, "model_json_schema"):
+            value = value.model_json_schema()
+        text = b.CreateString(value if isinstance(value, str) else json.dumps(value))
+    elif kind in ("grammar", "regex"):
+        text = b.CreateString(value)
+    elif kind == "choice":
+        offs = [b.CreateString(c) for c in value]
+        Constraint.StartChoicesVector(b, len(offs))
+        for o in reversed(offs):
+            b.PrependUOffsetTRelative(o)
+        choices = b.EndVector()
+    Constraint.Start(b)
+    Constraint.AddKind(b, _CONSTRAINT_KINDS[kind])
+    if text is not None:
+        Constraint.AddText(b, text)
+    if choices is not None:
+        Constraint.AddChoices(b, choices)
+    return Constraint.End(b)
+
+
 def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0,
-              tier="", escalate_threshold=0.0):
+              tier="", escalate_threshold=0.0, constraint=None):
+    constraint_off = _constraint(b, constraint)
     stops = [b.CreateString(s) for s in stop]
     tier_s = b.CreateString(tier) if tier else None
     stop_vec = None
@@ -132,6 +170,8 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
         Sampling.AddTier(b, tier_s)
     if stop_vec is not None:
         Sampling.AddStop(b, stop_vec)
+    if constraint_off is not None:
+        Sampling.AddConstraint(b, constraint_off)
     return Sampling.End(b)
 
 
@@ -328,8 +368,11 @@ class Client:
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
                  context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-                 escalate_threshold=0.0):
-        """response_cache: answer from the server's stored answer to this very
+                 escalate_threshold=0.0, constraint=None):
+        """constraint: the output must follow it (see _constraint: a JSON
+        Schema, a GBNF grammar, a regex, a choice of strings, or any JSON
+        object); one the server cannot enforce exactly is refused.
+        response_cache: answer from the server's stored answer to this very
         request when it has one (greedy, or seeded), else store it; the
         stream's response_cache then says hit, miss or bypassed.
         accept_ratio: with speculation on a greedy request, keep a drafted token
@@ -346,7 +389,7 @@ class Client:
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold)
+                             accept_ratio, tier, escalate_threshold, constraint)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
         Generate.AddSampling(b, sampling)
@@ -369,8 +412,9 @@ class Client:
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
              draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-             escalate_threshold=0.0):
-        """messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
+             escalate_threshold=0.0, constraint=None):
+        """constraint: as generate's (this turn's only: a session's next turn is free unless it asks).
+        messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
         (and stand for them by a summary), "refuse"."""
@@ -390,7 +434,7 @@ class Client:
         sid = b.CreateString(session_id)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold)
+                             accept_ratio, tier, escalate_threshold, constraint)
         ChatTurn.Start(b)
         ChatTurn.AddSessionId(b, sid)
         ChatTurn.AddMessages(b, msgs)
@@ -482,7 +526,9 @@ class Client:
 
     # Durable batch jobs; progress events come on the server's event socket (see parse_job_event).
     def submit_job(self, items, template="", *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-                   repeat_penalty=1.0, seed=0, stop=(), priority="batch", tier="", escalate_threshold=0.0):
+                   repeat_penalty=1.0, seed=0, stop=(), priority="batch", tier="", escalate_threshold=0.0,
+                   constraint=None):
+        """constraint: every item's output follows it (as generate's)."""
         b = flatbuffers.Builder(1024 + sum(len(i) for i in items))
         offs = [b.CreateString(i) for i in items]
         SubmitJob.StartItemsVector(b, len(offs))
@@ -491,7 +537,7 @@ class Client:
         vec = b.EndVector()
         t = b.CreateString(template)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, 1.0, tier,
-                             escalate_threshold)
+                             escalate_threshold, constraint)
         SubmitJob.Start(b)
         SubmitJob.AddItems(b, vec)
         SubmitJob.AddTemplate(b, t)
