@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -244,6 +245,36 @@ void store_seeds() {
 
 }  // namespace
 
+// Grammars users send (llama.cpp's JSON grammar, repetition, classes) and
+// schemas an API gets (OpenAI-style records, refs, formats, refused keywords).
+void grammar_seeds() {
+  // (grammar, a text for it): the target reads them apart at the first NUL.
+  const std::tuple<const char*, const char*, const char*> grammars[] = {
+      {"json", R"g(root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ws
+ws ::= | " " | "\n" [ \t]{0,20})g",
+       R"({"a": [1, 2.5], "b": "\u00e9"})"},
+      {"choice", R"(root ::= "yes" | "no" | "maybe")", "maybe"},
+      {"repeat", R"(root ::= [a-z]{2,5} ("-" [0-9]+)* "!"?)", "abc-12-3!"},
+      {"unicode", R"(root ::= [\u0400-\u04FF\U0001F600-\U0001F64F]+ .)", "\xD0\x9F\xF0\x9F\x98\x80x"},
+  };
+  for (const auto& [name, grammar, text] : grammars) seed("gbnf", name, std::string(grammar) + '\0' + text);
+  const std::pair<const char*, const char*> schemas[] = {
+      {"record", R"({"type":"object","properties":{"name":{"type":"string","maxLength":20},"age":{"type":"integer","minimum":0},)"
+                 R"("tags":{"type":"array","items":{"type":"string"},"maxItems":3}},"required":["name","age"],"additionalProperties":false})"},
+      {"refs", R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"$ref":"#/$defs/node"})"},
+      {"formats", R"({"type":"object","properties":{"d":{"type":"string","format":"date"},"u":{"type":"string","format":"uuid"},)"
+                  R"("e":{"type":"string","format":"email"},"p":{"type":"string","pattern":"^[A-Z]{2}[0-9]+$"}}})"},
+      {"anyof", R"({"anyOf":[{"type":"null"},{"enum":["a","b",3]},{"const":{"k":[1,2]}}]})"},
+      {"refused", R"({"type":"array","uniqueItems":true})"},
+  };
+  for (const auto& [name, text] : schemas) seed("json_schema", name, text);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -256,6 +287,7 @@ int main(int argc, char** argv) {
     request_seeds();
     worker_seeds();
     store_seeds();
+    grammar_seeds();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe_fuzz_seeds: %s\n", e.what());
     return 1;

@@ -65,10 +65,11 @@ def check_openai(port):
     jsonschema.validate(json.loads(done.choices[0].message.content), Person.model_json_schema())
     check(done.choices[0].finish_reason == "stop", "the schema's answer ends where its grammar does")
 
-    r = client.chat.completions.create(model="qwen2.5-coder-0.5b", temperature=0, max_tokens=200,
-                                       messages=[{"role": "user", "content": "Describe Paris as JSON."}],
-                                       response_format={"type": "json_object"})
-    check(isinstance(json.loads(r.choices[0].message.content), dict), "json_object gives a JSON object")
+    r = client.chat.completions.create(
+        model="qwen2.5-coder-0.5b", temperature=0, max_tokens=400, response_format={"type": "json_object"},
+        messages=[{"role": "user", "content": "Describe Paris as a JSON object with three short fields."}])
+    check(r.choices[0].finish_reason == "stop" and isinstance(json.loads(r.choices[0].message.content), dict),
+          f"json_object gives a JSON object: {r.choices[0].message.content}")
 
     chunks = client.chat.completions.create(
         model="qwen2.5-coder-0.5b", temperature=0.7, seed=3, max_tokens=120, stream=True,

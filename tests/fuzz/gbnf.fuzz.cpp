@@ -1,0 +1,65 @@
+// Arbitrary bytes as a GBNF grammar, then as text for it, through what a
+// server does with a request's grammar: compile (within GrammarLimits), and
+// when it compiles, run a matcher over the real default model's vocabulary.
+// The first half of the input (up to a NUL) is the grammar, the rest a text.
+//
+// Properties: compile either succeeds or throws GrammarError (nothing else,
+// no crash, no hang past libFuzzer's timeout); on a compiled grammar the
+// token mask agrees with taking each token alone, a refused token leaves the
+// matcher unchanged, and the forced tokens are always allowed in turn.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/matcher.h"
+#include "tests/fuzz/fuzz_support.h"
+
+using namespace troupe;
+
+namespace {
+
+const std::shared_ptr<const grammar::TokenTrie>& trie() {
+  static const auto t = [] {
+    static const Tokenizer tok(fuzz::qwen2_vocabulary());
+    return grammar::token_trie_of(tok);
+  }();
+  return t;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t cut = input.find('\0');
+  const std::string_view text = input.substr(0, cut);
+  const std::string_view sample = cut == std::string_view::npos ? std::string_view() : input.substr(cut + 1);
+  grammar::GrammarLimits limits;
+  limits.max_elements = 1 << 14;
+  std::shared_ptr<const grammar::Grammar> g;
+  try {
+    g = grammar::compile_gbnf(text, limits);
+  } catch (const grammar::GrammarError&) {
+    return 0;
+  }
+  (void)grammar::matches(*g, sample);
+  auto index = std::make_shared<grammar::GrammarIndex>(g, trie());
+  grammar::Matcher m(index);
+  // Walk the sample's bytes as single-byte tokens where the vocabulary has them.
+  for (size_t at = 0; at < sample.size() && at < 64; ++at) {
+    const auto mask = m.allowed();
+    const auto [token, len] = trie()->longest_prefix(sample.substr(at, 1));
+    if (token < 0) break;
+    if (mask->allows(token) != m.allows(token)) fuzz::fail("mask disagrees with taking the token alone");
+    grammar::Matcher before = m;
+    if (!m.accept(token)) {
+      if (before.allows(token)) fuzz::fail("an allowed token was refused");
+      break;
+    }
+  }
+  grammar::Matcher probe = m;
+  for (int32_t t : m.forced_tokens(8))
+    if (!probe.accept(t)) fuzz::fail("a forced token is refused");
+  return 0;
+}
