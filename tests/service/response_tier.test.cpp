@@ -45,6 +45,13 @@ TEST_CASE("the response cache key changes with the model, the prompt and every f
   auto penalty = base;
   penalty.repeat_penalty = 1.1f;
   CHECK(key_of(penalty) != k);
+  // A constraint shapes the answer: its grammar is part of the key.
+  auto constrained = base;
+  constrained.grammar = "root ::= \"yes\" | \"no\"";
+  CHECK(key_of(constrained) != k);
+  auto other = constrained;
+  other.grammar = "root ::= \"yes\"";
+  CHECK(key_of(other) != key_of(constrained));
   // Greedy: the sampler's knobs and exact speculation do not change the tokens.
   auto knobs = base;
   knobs.top_k = 5;

@@ -184,6 +184,55 @@ TEST_CASE("a token outside the vocabulary ends only the requests in that step, a
   require_no_pages_in_use(s);
 }
 
+TEST_CASE("a grammar that allows no token ends its request with grammar_blocked, and the others go on") {
+  Scheduler s(config());
+  Loop loop(s);
+  s.admit(request(1, tokens(6), 4));
+  s.admit(request(2, tokens(6, 70), 4));
+  SchedulerPlan plan = s.next_step();
+  const auto& p = plan_of(plan.bytes);
+  REQUIRE(p.slices()->size() == 2);
+  const uint64_t first = p.slices()->Get(0)->sequence_id(), second = p.slices()->Get(1)->sequence_id();
+  const std::vector<messages::SampledToken> sampled{{first, 70, 0, {}, {}, true}, {second, 71, 0, {}, {}, false}};
+  s.apply(messages::step_result(p.step(), sampled, "", 1), "");
+  loop.collect();
+  REQUIRE(loop.of(1).back().kind == wire::ResponseBody::Done);
+  CHECK(loop.of(1).back().reason == wire::FinishReason::grammar_blocked);
+  CHECK(loop.tokens_of(1).empty());  // the refused token is never sent
+  loop.run();
+  CHECK(loop.of(2).back().kind == wire::ResponseBody::Done);
+  CHECK(loop.tokens_of(2).size() == 4);
+  require_no_pages_in_use(s);
+}
+
+TEST_CASE("jump-forward tokens are streamed at once and computed with the next slice as one chunk") {
+  Scheduler s(config());
+  Loop loop(s);
+  s.admit(request(1, tokens(6), 6));
+  SchedulerPlan plan = s.next_step();
+  const auto& p = plan_of(plan.bytes);
+  const uint64_t seq = p.slices()->Get(0)->sequence_id();
+  const std::vector<messages::SampledToken> sampled{{seq, 70, 0, {}, {71, 72, 73}, false}};
+  s.apply(messages::step_result(p.step(), sampled, "", 1), "");
+  loop.collect();
+  CHECK(loop.tokens_of(1) == std::vector<int32_t>{70, 71, 72, 73});
+  SchedulerPlan next = s.next_step();
+  REQUIRE(next.kind == SchedulerPlan::Kind::step);
+  const auto& q = plan_of(next.bytes);
+  REQUIRE(q.slices()->size() == 1);
+  const auto* slice = q.slices()->Get(0);
+  CHECK(slice->start() == 6);
+  CHECK(std::vector<int32_t>(slice->tokens()->begin(), slice->tokens()->end()) == std::vector<int32_t>{70, 71, 72, 73});
+  CHECK(slice->wants_token());
+  // Two more tokens reach max_tokens (6); forced tokens past it are not sent.
+  const std::vector<messages::SampledToken> more{{seq, 74, 0, {}, {75, 76, 77}, false}};
+  s.apply(messages::step_result(q.step(), more, "", 1), "");
+  loop.collect();
+  CHECK(loop.tokens_of(1) == std::vector<int32_t>{70, 71, 72, 73, 74, 75});
+  CHECK(loop.of(1).back().reason == wire::FinishReason::length);
+  require_no_pages_in_use(s);
+}
+
 TEST_CASE("a step that fails ends its requests with the verifier's reason") {
   Scheduler s(config());
   Loop loop(s);

@@ -12,6 +12,7 @@
 
 #include "engine/backend.h"
 #include "engine/generator.h"
+#include "engine/grammar/grammar.h"
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
@@ -207,4 +208,83 @@ TEST_CASE("two front ends step one worker with the same page numbers and sequenc
   shared.run(messages::release_plan(202));
   CHECK(shared.fronts_held() == 1);
   CHECK_FALSE(Result(shared.run(messages::step_plan(0, {}, {}, {}, 303)))->error());
+}
+
+namespace {
+
+// One constrained sequence stepped on `runner` from `history` (all tokens so
+// far; the last not yet computed) until its grammar ends it or `n` tokens:
+// each step feeds the sampled token and the forced ones after it, as the
+// scheduler does. Returns every token it decided, forced ones included.
+std::vector<int32_t> constrained(worker::StepRunner& runner, uint64_t sequence, std::vector<int32_t> history,
+                                 int32_t grammar_start, const messages::SamplingFields& s, int32_t n, bool& ended) {
+  const Tokenizer tok(load_vocabulary(backend()->file()));
+  const std::vector<int32_t> table{0, 1, 2, 3};
+  std::vector<int32_t> got;
+  // The first slice brings the sampling and the computed history before it.
+  std::vector<int32_t> feed{history.back()};
+  int32_t start = static_cast<int32_t>(history.size()) - 1;
+  std::vector<int32_t> before(history.begin(), history.end() - 1);
+  ended = false;
+  for (int32_t step = 1; step <= n && !ended; ++step) {
+    messages::SliceSpec slice{sequence, start, feed, table, true, step == 1 ? &s : nullptr,
+                              step == 1 ? std::span<const int32_t>(before) : std::span<const int32_t>(), false, 0, {}};
+    slice.grammar = {grammar_start, true};
+    const Result r(runner.run(messages::step_plan(static_cast<uint64_t>(step), {&slice, 1}, {})));
+    REQUIRE_FALSE(r->error());
+    const auto* t = r->sampled()->Get(0);
+    REQUIRE_FALSE(t->grammar_blocked());
+    start += static_cast<int32_t>(feed.size());
+    feed = {t->token()};
+    if (t->forced()) feed.insert(feed.end(), t->forced()->begin(), t->forced()->end());
+    if (tok.is_end_of_generation(t->token())) ended = true;
+    else got.insert(got.end(), feed.begin(), feed.end());
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("a constrained sequence follows its grammar to its end, and another runner given its history goes on alike") {
+  const std::string gbnf = R"(root ::= "{\"id\": " [1-9] [0-9]{0,2} ", \"name\": \"" [a-z]{2,6} "\"}")";
+  messages::SamplingFields s = greedy();
+  s.grammar = gbnf;
+  const std::vector<int32_t> prompt{60, 61, 62, 63, 64, 65, 66};
+  const Tokenizer tok(load_vocabulary(backend()->file()));
+  worker::StepRunner a(backend());
+  bool ended = false;
+  const std::vector<int32_t> whole = constrained(a, 1, prompt, 7, s, 64, ended);
+  REQUIRE(ended);
+  const std::string text = tok.decode(whole);
+  CHECK(grammar::matches(*grammar::compile_gbnf(gbnf), text));
+  INFO(text);
+  // Part way, the sequence moves to another runner (failover, a cascade
+  // tier): its history past grammar_start is replayed there.
+  REQUIRE(whole.size() > 4);
+  std::vector<int32_t> history = prompt;
+  history.insert(history.end(), whole.begin(), whole.begin() + 4);
+  worker::StepRunner b(backend());
+  const std::vector<int32_t> rest = constrained(b, 9, history, 7, s, 64, ended);
+  CHECK(ended);
+  CHECK(rest == std::vector<int32_t>(whole.begin() + 4, whole.end()));
+}
+
+TEST_CASE("a grammar a worker cannot run blocks its own sequence only, and the runner goes on") {
+  messages::SamplingFields s = greedy();
+  s.grammar = "root ::= [\\U0001F600-\\U0001F64F]";  // one emoji, spelled byte by byte
+  worker::StepRunner runner(backend());
+  const std::vector<int32_t> prompt{60, 61, 62}, page0{0}, page1{1};
+  messages::SliceSpec slice{3, 0, prompt, page0, true, &s, {}, false, 0, {}};
+  slice.grammar = {3, true};
+  const Result r = result(runner.run(messages::step_plan(1, {&slice, 1}, {})));
+  REQUIRE_FALSE(r->error());
+  // A byte-level vocabulary spells every byte: the grammar is never blocked there.
+  CHECK_FALSE(r->sampled()->Get(0)->grammar_blocked());
+  messages::SamplingFields bad = greedy();
+  bad.grammar = "root ::= undefined";  // a worker that cannot compile it tells the sequence, not the step
+  messages::SliceSpec other{4, 0, prompt, page1, true, &bad, {}, false, 0, {}};
+  other.grammar = {3, true};
+  const Result r2 = result(runner.run(messages::step_plan(2, {&other, 1}, {})));
+  REQUIRE_FALSE(r2->error());
+  CHECK(r2->sampled()->Get(0)->grammar_blocked());
 }
