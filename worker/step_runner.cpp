@@ -70,7 +70,7 @@ struct StepRunner::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   grammar::GrammarCache grammars;
   std::unordered_map<std::string, std::shared_ptr<grammar::GrammarIndex>> indexes;
-  static constexpr size_t kMaxIndexes = 32;
+  static constexpr size_t kMaxIndexes = 16;  // grammars whose masks a worker keeps (64 MiB each at most)
 
   Impl(std::shared_ptr<Backend> b, int32_t fronts, std::chrono::milliseconds front_idle)
       : backend(std::move(b)), shares(backend->pages().capacity(), fronts, front_idle) {}
@@ -185,11 +185,15 @@ struct StepRunner::Impl {
   // this worker's last step.
   static void feed(SequenceSampler& ss) {
     if (!ss.matcher || ss.blocked) return;
-    for (; ss.fed < ss.history.size(); ++ss.fed)
-      if (!ss.matcher->accept(ss.history[ss.fed])) {
-        ss.blocked = true;
-        return;
-      }
+    try {
+      for (; ss.fed < ss.history.size(); ++ss.fed)
+        if (!ss.matcher->accept(ss.history[ss.fed])) {
+          ss.blocked = true;
+          return;
+        }
+    } catch (const grammar::GrammarError&) {  // past its limits: this sequence ends
+      ss.blocked = true;
+    }
   }
 
   void read_slice(const wire::step::Slice& s, Batch& batch, std::vector<Wanting>& wanting) {
@@ -256,41 +260,46 @@ struct StepRunner::Impl {
     int64_t next_row = 0;
     for (Wanting& w : wanting) {
       SequenceSampler& ss = samplers->at(w.sequence);
-      if (w.drafts == 0) {
-        sampled.push_back(sample_row(ss, w.sequence, logits.row(next_row++)));
-        continue;
-      }
       const int64_t first = next_row;
       next_row += w.drafts + 1;
-      const int32_t drafts =
-          ss.blocked ? -1
-          : ss.matcher ? grammar::mask_window(*ss.matcher, w.window, [&](int32_t i) { return logits.row(first + i); })
-                       : w.drafts;
-      if (drafts < 0) {
+      // A grammar past its limits (grammar::StackMachine) ends its own
+      // sequence, not the step.
+      try {
+        sampled.push_back(sample_one(ss, w, first));
+      } catch (const grammar::GrammarError&) {
+        ss.blocked = true;
         sampled.push_back(blocked(w.sequence));
-        continue;
       }
-      const std::span<const int32_t> window = w.window.first(static_cast<size_t>(drafts));
-      const Acceptance a = accept_drafts(
-          ss.sampler, window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
-      ss.history.pop_back();  // `next` joins the history with the slice that carries it
-      messages::SampledToken t{w.sequence, a.next, 0.0f,
-                               std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted), {}, false};
-      if (ss.matcher) {
-        bool ok = true;
-        for (int32_t d : t.accepted) ok = ok && ss.matcher->accept(d);
-        ok = ok && ss.matcher->accept(a.next);
-        if (!ok) {
-          ss.blocked = true;
-          sampled.push_back(blocked(w.sequence));
-          continue;
-        }
-        ss.fed = ss.history.size() + 1;
-        jump_forward(ss, t);
-      }
-      sampled.push_back(std::move(t));
     }
     return sampled;
+  }
+
+  // The sequence's next token, or its verify window's accepted drafts and next token.
+  messages::SampledToken sample_one(SequenceSampler& ss, Wanting& w, int64_t first) {
+    if (w.drafts == 0) return sample_row(ss, w.sequence, logits.row(first));
+    const int32_t drafts =
+        ss.blocked ? -1
+        : ss.matcher ? grammar::mask_window(*ss.matcher, w.window, [&](int32_t i) { return logits.row(first + i); })
+                     : w.drafts;
+    if (drafts < 0) return blocked(w.sequence);
+    const std::span<const int32_t> window = w.window.first(static_cast<size_t>(drafts));
+    const Acceptance a = accept_drafts(
+        ss.sampler, window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
+    ss.history.pop_back();  // `next` joins the history with the slice that carries it
+    messages::SampledToken t{w.sequence, a.next, 0.0f,
+                             std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted), {}, false};
+    if (ss.matcher) {
+      bool ok = true;
+      for (int32_t d : t.accepted) ok = ok && ss.matcher->accept(d);
+      ok = ok && ss.matcher->accept(a.next);
+      if (!ok) {
+        ss.blocked = true;
+        return blocked(w.sequence);
+      }
+      ss.fed = ss.history.size() + 1;
+      jump_forward(ss, t);
+    }
+    return t;
   }
 
   // The share of the plan's front end; false (with `why`) when none is free.

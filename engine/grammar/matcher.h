@@ -46,7 +46,7 @@ class GrammarIndex {
   std::unordered_map<State, std::shared_ptr<const TokenMask>> masks_;
   size_t mask_bytes_ = 0;
   std::vector<State> walk_;  // scratch: the state at each depth of the trie walk
-  static constexpr size_t kMaxMaskBytes = size_t{256} << 20;
+  static constexpr size_t kMaxMaskBytes = size_t{64} << 20;  // ~3,400 masks of a 152K vocabulary
 };
 
 class Matcher {
