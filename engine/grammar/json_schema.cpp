@@ -1077,7 +1077,8 @@ class Converter {
         } catch (const SchemaError&) {
           return false;
         }
-        if (std::all_of(options.begin(), options.end(), [&](const Simple& o) { return fails(x, o, depth + 1); }))
+        const ojson& value = x;  // clang 14 cannot capture a structured binding
+        if (std::all_of(options.begin(), options.end(), [&](const Simple& o) { return fails(value, o, depth + 1); }))
           return true;
       }
     }

@@ -47,6 +47,14 @@ CITY = {
 }
 
 
+def is_city(text):
+    try:
+        jsonschema.validate(json.loads(text), CITY)
+        return True
+    except (ValueError, jsonschema.ValidationError):
+        return False
+
+
 def start(troupe, model, work, data, port, endpoint):
     log = os.path.join(work, "structured-serve.log")
     return start_http_server([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
@@ -142,6 +150,17 @@ def check_zeromq(endpoint):
             check(False, "an undefined rule is refused")
         except TroupeError as e:
             check(e.code == "invalid_field" and "undefined-rule" in e.message, f"an undefined rule is refused: {e}")
+        # A constrained turn in a stored session, then a free one: the
+        # constraint is the turn's own.
+        s = c.chat([("user", "Give a JSON record for the city of Rome.")], session_id="cities", max_tokens=96,
+                   temperature=0, constraint={"json_schema": CITY})
+        jsonschema.validate(json.loads(s.read()), CITY)
+        c.chat([("user", "Thanks. In one plain sentence, what is Rome famous for?")], session_id="cities",
+               max_tokens=24, temperature=0).read()
+        stored = c.show_session("cities")
+        jsonschema.validate(json.loads(stored["messages"][1][1]), CITY)
+        check(stored["turns"] == 2 and not is_city(stored["messages"][3][1]),
+              f"a session keeps its constrained turn, and its next turn is free: {stored['messages'][3][1]!r}")
         # Greedy constrained output does not depend on speculation.
         messages = [("user", "Give a JSON record for the city of Osaka.")]
         outputs = {}
