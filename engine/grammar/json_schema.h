@@ -1,12 +1,12 @@
 #pragma once
 // JSON Schema, OpenAI's json_object and choice lists as GBNF (grammar.h).
 //
-// Fail closed: a schema is enforced exactly or refused. Whatever keyword,
-// pattern or combination a grammar cannot hold exactly (uniqueItems,
-// multipleOf, number bounds other than 0, overlapping oneOf branches, remote
-// references, ...) throws SchemaError naming it, rather than yielding a
-// grammar that lets through instances the schema rejects. What is supported,
-// the regex subset, the formats and the test-suite results: docs/JSON_SCHEMA.md.
+// Fail closed: a grammar never lets through an instance its schema rejects.
+// Whatever keyword, pattern or combination cannot be held (uniqueItems over
+// an open item language, overlapping oneOf branches without a negatable
+// form, remote references, ...) throws SchemaError naming it. What is
+// supported, the two profiles, the regex subset, the formats and the
+// test-suite results: docs/JSON_SCHEMA.md.
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -29,17 +29,32 @@ class SchemaError : public std::invalid_argument {
 };  // what() = "<pointer or '/'>: <keyword>: <why>"
 
 struct SchemaLimits {
-  size_t max_schema_bytes = 1 << 20;
+  size_t max_schema_bytes = 4 << 20;
   size_t max_grammar_bytes = 4 << 20;
   int max_depth = 64;  // nesting of subschemas, and of $ref and allOf/anyOf chains
 };
 
-// GBNF text whose rule `root` is the instance: exactly the JSON texts that
-// validate, objects' declared properties in their declared order, with the
-// whitespace between tokens bounded (docs/JSON_SCHEMA.md).
-std::string json_schema_to_gbnf(std::string_view schema_json, const SchemaLimits& limits = {});
-// Any JSON object (OpenAI's response_format json_object).
-std::string json_object_gbnf();
+// Which JSON texts a schema's grammar accepts (docs/JSON_SCHEMA.md, "Profiles").
+struct SchemaOptions {
+  // false, the generation profile (the default; what the server decodes with):
+  // a canonical subset of the valid instances, as OpenAI's structured outputs
+  // and xgrammar's strict mode write them: no properties the schema does not
+  // name unless additionalProperties says so, declared properties first and in
+  // their declared order, one spelling per string, `{"a": 1, "b": [1, 2]}`
+  // layout (", " and ": ", no other whitespace), integers as integers,
+  // bounded numbers in plain decimal. Every text it accepts validates.
+  // true, the exact profile: every valid instance, in any JSON spelling and
+  // with bounded whitespace, under the conventions the docs list (declared
+  // order, integers as integers, bounded numbers in plain decimal).
+  bool exact = false;
+};
+
+// GBNF text whose rule `root` is the instance, per `options`; throws
+// SchemaError for what cannot be enforced (docs/JSON_SCHEMA.md).
+std::string json_schema_to_gbnf(std::string_view schema_json, const SchemaLimits& limits = {},
+                                const SchemaOptions& options = {});
+// Any JSON object (OpenAI's response_format json_object), laid out per `options`.
+std::string json_object_gbnf(const SchemaOptions& options = {});
 // root = one of the strings, exactly. Throws std::invalid_argument for an
 // empty list or a string that is not UTF-8.
 std::string choice_to_gbnf(const std::vector<std::string>& choices);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "engine/grammar/json_schema.h"
+#include "engine/grammar/utf8_ranges.h"
 
 namespace troupe::grammar {
 namespace detail {
@@ -76,23 +77,7 @@ bool CharSet::contains(char32_t c) const {
 
 // ---- UTF-8 ------------------------------------------------------------------
 
-void put_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
+void put_utf8(std::string& out, char32_t c) { append_utf8(out, static_cast<uint32_t>(c)); }
 
 std::vector<uint32_t> decode_utf8(std::string_view s) {
   std::vector<uint32_t> out;
@@ -415,7 +400,9 @@ class RegexParser {
     Expr a = atom();
     int32_t min = 0, max = 0;
     if (!quantifier(min, max)) return a;
-    if (cur() == '?' && !done()) fail("lazy quantifiers are not supported");
+    // Lazy or greedy, the strings that match are the same (there are no
+    // backreferences or lookarounds): only which match is found differs.
+    if (cur() == '?' && !done()) ++at_;
     int32_t m2 = 0, n2 = 0;
     const size_t save = at_;
     if (quantifier(m2, n2)) at_ = save, fail("a quantifier cannot follow a quantifier");
@@ -633,6 +620,9 @@ class RegexParser {
     if (c == 'b' && in_class) return '\b';
     static const std::u32string kSyntax = U"^$\\.*+?()[]{}|/-";
     if (kSyntax.find(c) != std::u32string::npos) return c;
+    // Other ASCII punctuation escaped stands for itself (ECMA-262 Annex B,
+    // Python's re); a letter or digit that is no escape is an error.
+    if (c < 0x80 && std::ispunct(static_cast<int>(c))) return c;
     --at_;
     fail("unknown escape '\\" + utf8_of(c) + "'");
   }
@@ -687,8 +677,372 @@ class RegexParser {
 
 }  // namespace
 
+namespace {
+
+// The end of the group opening at `open` (its ')'), skipping escapes and
+// classes; npos if unclosed.
+size_t group_end(std::string_view p, size_t open) {
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = open; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      if (c == ']') in_class = false;
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')' && --depth == 0) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The top-level alternatives of p.
+std::vector<std::string> top_alternatives(std::string_view p) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (c == '[') {
+      for (++i; i < p.size() && p[i] != ']'; ++i)
+        if (p[i] == '\\') ++i;
+    } else if (c == '(') {
+      const size_t end = group_end(p, i);
+      if (end == std::string_view::npos) return {std::string(p)};
+      i = end;
+    } else if (c == '|') {
+      out.emplace_back(p.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  out.emplace_back(p.substr(start));
+  return out;
+}
+
+// Where a group opens ("(", "(?:", "(?<name>"), the length of its opener.
+size_t opener(std::string_view p, size_t i) {
+  if (p.substr(i, 3) == "(?:") return 3;
+  if (p.substr(i, 2) == "(?" && p.substr(i, 3) != "(?<") return 0;  // lookaround: left alone
+  if (p.substr(i, 3) == "(?<" && p.size() > i + 3 && (p[i + 3] == '=' || p[i + 3] == '!')) return 0;
+  if (p.substr(i, 3) == "(?<") {
+    const size_t close = p.find('>', i);
+    return close == std::string_view::npos ? 0 : close - i + 1;
+  }
+  return 1;
+}
+
+bool has_anchor(std::string_view p) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '\\') ++i;
+    else if (p[i] == '^' || p[i] == '$') return true;
+  }
+  return false;
+}
+
+// Alternatives with anchors inside groups, lifted to the top where the
+// group opens or closes its alternative: "(^a$)|(^b$)" is "^a$|^b$",
+// "^([^,]|$)" is "^[^,]|^$". Groups without quantifiers only; others are
+// left for the parser to refuse.
+void lift(std::string_view p, std::vector<std::string>& out, int budget) {
+  for (const std::string& branch : top_alternatives(p)) {
+    const std::string_view b = branch;
+    if (budget <= 0 || out.size() > 64 || !has_anchor(b)) {
+      out.push_back(branch);
+      continue;
+    }
+    // A group that opens the alternative, and what follows it.
+    if (!b.empty() && b[0] == '(') {
+      const size_t n = opener(b, 0), end = group_end(b, 0);
+      const bool quantified = end != std::string_view::npos && end + 1 < b.size() && std::string_view("*+?{").find(b[end + 1]) != std::string_view::npos;
+      if (n > 0 && end != std::string_view::npos && !quantified && has_anchor(b.substr(n, end - n))) {
+        for (const std::string& a : top_alternatives(b.substr(n, end - n))) lift(a + std::string(b.substr(end + 1)), out, budget - 1);
+        continue;
+      }
+    }
+    // A group that closes it, and what precedes it.
+    if (!b.empty() && b.back() == ')') {
+      size_t open = std::string_view::npos;
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (b[i] == '\\') {
+          ++i;
+        } else if (b[i] == '[') {
+          for (++i; i < b.size() && b[i] != ']'; ++i)
+            if (b[i] == '\\') ++i;
+        } else if (b[i] == '(') {
+          const size_t end = group_end(b, i);
+          if (end == std::string_view::npos) break;
+          if (end == b.size() - 1) open = i;
+          i = end;
+        }
+      }
+      if (open != std::string_view::npos && open > 0) {
+        const size_t n = opener(b, open);
+        const std::string_view inner = b.substr(open + n, b.size() - 1 - open - n);
+        if (n > 0 && has_anchor(inner)) {
+          for (const std::string& a : top_alternatives(inner)) lift(std::string(b.substr(0, open)) + a, out, budget - 1);
+          continue;
+        }
+      }
+    }
+    out.push_back(branch);
+  }
+}
+
+}  // namespace
+
 std::vector<RegexBranch> parse_regex(std::string_view pattern, const std::string& pointer) {
-  return RegexParser(pattern, pointer).parse();
+  std::vector<std::string> lifted;
+  lift(pattern, lifted, 8);
+  if (lifted.size() == 1 && lifted[0] == pattern) return RegexParser(pattern, pointer).parse();
+  std::vector<RegexBranch> out;
+  for (const std::string& p : lifted)
+    for (RegexBranch& b : RegexParser(p, pointer).parse()) out.push_back(std::move(b));
+  return out;
+}
+
+// ---- matching ---------------------------------------------------------------------
+
+namespace {
+
+using Positions = std::vector<char>;  // positions[i]: the match may stand at i
+
+Positions ends(const Expr& e, const std::vector<uint32_t>& s, const Positions& from) {
+  const size_t n = s.size();
+  Positions out(n + 1, 0);
+  switch (e.kind) {
+    case Expr::Kind::nothing: return out;
+    case Expr::Kind::empty: return from;
+    case Expr::Kind::text: {
+      const std::vector<uint32_t> t = decode_utf8(e.text);
+      for (size_t p = 0; p + t.size() <= n; ++p)
+        if (from[p] && std::equal(t.begin(), t.end(), s.begin() + static_cast<std::ptrdiff_t>(p))) out[p + t.size()] = 1;
+      return out;
+    }
+    case Expr::Kind::chars:
+      for (size_t p = 0; p < n; ++p)
+        if (from[p] && e.chars.contains(s[p])) out[p + 1] = 1;
+      return out;
+    case Expr::Kind::rule: throw std::logic_error("expr_matches: a rule reference");
+    case Expr::Kind::seq: {
+      Positions cur = from;
+      for (const Expr& x : e.items) cur = ends(x, s, cur);
+      return cur;
+    }
+    case Expr::Kind::alt:
+      for (const Expr& x : e.items) {
+        const Positions p = ends(x, s, from);
+        for (size_t i = 0; i <= n; ++i) out[i] |= p[i];
+      }
+      return out;
+    case Expr::Kind::rep: {
+      Positions cur = from, seen(n + 1, 0);
+      if (e.min == 0) out = from, seen = from;
+      for (int64_t k = 1; e.max < 0 || k <= e.max; ++k) {
+        cur = ends(e.items[0], s, cur);
+        bool fresh = false, any = false;
+        for (size_t i = 0; i <= n; ++i) {
+          any |= cur[i] != 0;
+          if (cur[i] && !seen[i]) fresh = true;
+        }
+        if (!any) break;
+        if (k >= e.min) {
+          for (size_t i = 0; i <= n; ++i)
+            if (cur[i]) out[i] = 1, seen[i] = 1;
+          if (!fresh) break;  // nothing new: later copies reach nothing new either
+        }
+      }
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool expr_matches(const Expr& e, const std::vector<uint32_t>& text) {
+  Positions start(text.size() + 1, 0);
+  start[0] = 1;
+  return ends(e, text, start)[text.size()] != 0;
+}
+
+bool regex_search(const std::vector<RegexBranch>& regex, const std::vector<uint32_t>& text) {
+  for (const RegexBranch& b : regex) {
+    Positions start(text.size() + 1, b.anchored_start ? 0 : 1);
+    start[0] = 1;
+    const Positions end = ends(b.body, text, start);
+    if (b.anchored_end ? end[text.size()] != 0 : std::find(end.begin(), end.end(), 1) != end.end()) return true;
+  }
+  return false;
+}
+
+// ---- derivatives ------------------------------------------------------------------
+
+Expr derivative(const Expr& e, char32_t c) {
+  switch (e.kind) {
+    case Expr::Kind::nothing:
+    case Expr::Kind::empty: return nothing();
+    case Expr::Kind::text: {
+      const std::vector<uint32_t> t = decode_utf8(e.text);
+      if (t[0] != c) return nothing();
+      std::string rest;
+      for (size_t i = 1; i < t.size(); ++i) put_utf8(rest, t[i]);
+      return text(std::move(rest));
+    }
+    case Expr::Kind::chars: return e.chars.contains(c) ? empty() : nothing();
+    case Expr::Kind::rule: throw std::logic_error("derivative: a rule reference");
+    case Expr::Kind::seq: {
+      // The first part's derivative then the rest, or (where the first part
+      // may be empty) the rest's.
+      std::vector<Expr> alts;
+      for (size_t i = 0; i < e.items.size(); ++i) {
+        std::vector<Expr> parts{derivative(e.items[i], c)};
+        parts.insert(parts.end(), e.items.begin() + static_cast<std::ptrdiff_t>(i) + 1, e.items.end());
+        alts.push_back(seq(std::move(parts)));
+        if (!nullable(e.items[i])) break;
+      }
+      return alt(std::move(alts));
+    }
+    case Expr::Kind::alt: {
+      std::vector<Expr> alts;
+      for (const Expr& x : e.items) alts.push_back(derivative(x, c));
+      return alt(std::move(alts));
+    }
+    case Expr::Kind::rep: {
+      if (e.max == 0) return nothing();
+      return seq({derivative(e.items[0], c), rep(e.items[0], std::max(e.min - 1, 0), e.max < 0 ? -1 : e.max - 1)});
+    }
+  }
+  return nothing();
+}
+
+namespace {
+
+// The non-empty strings of e whose first character is not in `set`.
+Expr first_not_in(const Expr& e, const CharSet& set) {
+  switch (e.kind) {
+    case Expr::Kind::nothing:
+    case Expr::Kind::empty: return nothing();
+    case Expr::Kind::text: return set.contains(decode_utf8(e.text)[0]) ? nothing() : e;
+    case Expr::Kind::chars: return chars(e.chars - set);
+    case Expr::Kind::rule: throw std::logic_error("without: a rule reference");
+    case Expr::Kind::seq: {
+      std::vector<Expr> alts;
+      for (size_t i = 0; i < e.items.size(); ++i) {
+        std::vector<Expr> parts{first_not_in(e.items[i], set)};
+        parts.insert(parts.end(), e.items.begin() + static_cast<std::ptrdiff_t>(i) + 1, e.items.end());
+        alts.push_back(seq(std::move(parts)));
+        if (!nullable(e.items[i])) break;
+      }
+      return alt(std::move(alts));
+    }
+    case Expr::Kind::alt: {
+      std::vector<Expr> alts;
+      for (const Expr& x : e.items) alts.push_back(first_not_in(x, set));
+      return alt(std::move(alts));
+    }
+    case Expr::Kind::rep:
+      if (e.max == 0) return nothing();
+      return seq({first_not_in(e.items[0], set), rep(e.items[0], std::max(e.min - 1, 0), e.max < 0 ? -1 : e.max - 1)});
+  }
+  return nothing();
+}
+
+struct Trie {
+  std::map<char32_t, size_t> next;
+  bool terminal = false;
+};
+
+Expr without_at(const Expr& e, const std::vector<Trie>& trie, size_t at, int depth) {
+  if (e.kind == Expr::Kind::nothing) return e;
+  if (depth > 256) throw std::invalid_argument("without: names too long");
+  std::vector<Expr> alts;
+  if (!trie[at].terminal && nullable(e)) alts.push_back(empty());
+  CharSet kids;
+  for (const auto& [c, next] : trie[at].next) kids.add(c, c);
+  alts.push_back(first_not_in(e, kids));
+  for (const auto& [c, next] : trie[at].next) {
+    std::string one;
+    put_utf8(one, c);
+    alts.push_back(seq({text(one), without_at(derivative(e, c), trie, next, depth + 1)}));
+  }
+  return alt(std::move(alts));
+}
+
+}  // namespace
+
+Expr without(const Expr& e, const std::vector<std::string>& strings) {
+  std::vector<Trie> trie(1);
+  for (const std::string& s : strings) {
+    size_t at = 0;
+    for (uint32_t c : decode_utf8(s)) {
+      auto it = trie[at].next.find(c);
+      if (it == trie[at].next.end()) {
+        it = trie[at].next.emplace(c, trie.size()).first;
+        trie.emplace_back();
+      }
+      at = it->second;
+    }
+    trie[at].terminal = true;
+  }
+  return without_at(e, trie, 0, 0);
+}
+
+namespace {
+
+void collect_reps(const Expr& e, std::vector<std::pair<int32_t, int32_t>>& reps) {
+  if (e.kind == Expr::Kind::rep) reps.emplace_back(e.min, e.max);
+  for (const Expr& x : e.items) collect_reps(x, reps);
+}
+
+// e with the repetitions' upper counts replaced, in pre-order.
+Expr with_caps(const Expr& e, const std::vector<int32_t>& caps, size_t& at) {
+  switch (e.kind) {
+    case Expr::Kind::seq:
+    case Expr::Kind::alt: {
+      std::vector<Expr> parts;
+      for (const Expr& x : e.items) parts.push_back(with_caps(x, caps, at));
+      return e.kind == Expr::Kind::seq ? seq(std::move(parts)) : alt(std::move(parts));
+    }
+    case Expr::Kind::rep: {
+      const int32_t cap = caps[at++];
+      return rep(with_caps(e.items[0], caps, at), e.min, cap);
+    }
+    default: return e;
+  }
+}
+
+}  // namespace
+
+Expr capped(const Expr& e, int64_t max_len) {
+  std::vector<std::pair<int32_t, int32_t>> reps;
+  collect_reps(e, reps);
+  std::vector<int32_t> caps;
+  for (const auto& [min, max] : reps) caps.push_back(min);
+  auto build = [&] {
+    size_t at = 0;
+    return with_caps(e, caps, at);
+  };
+  auto fits = [&] {
+    const int64_t hi = length_range(build()).second;
+    return hi >= 0 && hi <= max_len;
+  };
+  if (!fits()) return nothing();
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 0; i < caps.size(); ++i) {
+      if (reps[i].second >= 0 && caps[i] >= reps[i].second) continue;
+      ++caps[i];
+      if (fits()) grew = true;
+      else --caps[i];
+    }
+  }
+  return build();
 }
 
 // ---- rules and printing -------------------------------------------------------
@@ -918,8 +1272,12 @@ bool repeats_past(const Expr& e, int32_t limit) {
 int32_t RuleBuilder::reserve(std::string_view name_hint, std::string origin) {
   std::string base = name_hint == "root" && rules_.empty() ? "root" : sanitize(name_hint);
   if (base == "root" && !rules_.empty()) base = "root-r";
+  // The next free suffix per base name (probing from 2 each time is
+  // quadratic in the rules of one name).
   std::string name = base;
-  for (int k = 2; names_.count(name); ++k) name = base + "-" + std::to_string(k);
+  int& k = next_suffix_[base];
+  if (k < 2) k = 2;
+  while (names_.count(name)) name = base + "-" + std::to_string(k++);
   const auto id = static_cast<int32_t>(rules_.size());
   names_.emplace(name, id);
   rules_.push_back({std::move(name), std::move(origin), nothing(), false});

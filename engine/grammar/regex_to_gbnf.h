@@ -100,6 +100,22 @@ struct RegexBranch {
 // Throws SchemaError("pattern", pointer, why) for what is refused.
 std::vector<RegexBranch> parse_regex(std::string_view pattern, const std::string& pointer);
 
+// Whether `e` (no rule references) matches all of `text` (code points).
+bool expr_matches(const Expr& e, const std::vector<uint32_t>& text);
+// Whether the parsed regex matches `text` as JSON Schema's `pattern` does:
+// anywhere in it, unless anchored.
+bool regex_search(const std::vector<RegexBranch>& regex, const std::vector<uint32_t>& text);
+
+// Languages over code points (expressions without rule references):
+// the strings s with c·s in e (Brzozowski's derivative);
+Expr derivative(const Expr& e, char32_t c);
+// the strings of e other than the listed;
+Expr without(const Expr& e, const std::vector<std::string>& strings);
+// A subset of e whose strings are at most max_len code points long: each
+// repetition's upper count lowered (from its lower count up, one at a
+// time, in turn), as high as the bound allows; nothing() if none is.
+Expr capped(const Expr& e, int64_t max_len);
+
 // Why a grammar cannot be emitted; `origin` is the pointer its rule was
 // reserved with.
 struct BuildError {
@@ -137,6 +153,7 @@ class RuleBuilder {
   std::vector<Rule> rules_;
   std::map<std::string, int32_t> names_;
   std::map<std::string, int32_t> interned_;
+  std::map<std::string, int> next_suffix_;
   size_t max_text_bytes_;
 };
 
