@@ -8,7 +8,9 @@
 namespace troupe::service {
 namespace {
 
-using nlohmann::json;
+// Ordered: a JSON Schema's properties keep the order the client wrote (the
+// grammar writes them in that order).
+using json = nlohmann::ordered_json;
 
 ApiError bad(const std::string& param, const std::string& message) {
   return ApiError{400, message, param, "invalid_field"};

@@ -7,7 +7,7 @@
 namespace troupe::service {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // a schema's properties in the client's order
 
 ConstraintError bad(const std::string& param, const std::string& message) { return {param, message}; }
 

@@ -17,6 +17,7 @@ struct ConstraintError {
   std::string param, message;
 };
 
-std::optional<ConstraintError> read_constraint(const nlohmann::json& body, messages::ConstraintFields& into);
+// `body` parsed in order (ordered_json): declared properties keep their order.
+std::optional<ConstraintError> read_constraint(const nlohmann::ordered_json& body, messages::ConstraintFields& into);
 
 }  // namespace troupe::service
