@@ -13,6 +13,7 @@ PACKAGES=(
   clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes
   chromium  # tests/http/test_web_page.py: the web page's browser test (headless)
   iproute2  # tests/e2e/hosts.test.cpp: hosts simulated by network namespaces
+  json-schema-test-suite  # tests/engine/json_schema_test_suite.test.cpp: the schema converter's oracle
 )
 
 missing=()
