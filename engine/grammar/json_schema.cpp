@@ -1665,6 +1665,15 @@ class Converter {
         for (const Node& sub : subschemas(n, k)) parts.push_back(negate(sub, depth + 1));
         if (k == "allOf") any.insert(any.end(), parts.begin(), parts.end());
         else any.push_back(ojson{{"allOf", parts}});
+      } else if (k == "oneOf") {
+        // None matches, or two do.
+        const std::vector<Node> subs = subschemas(n, k);
+        std::vector<ojson> none;
+        for (const Node& sub : subs) none.push_back(negate(sub, depth + 1));
+        any.push_back(ojson{{"allOf", none}});
+        if (subs.size() * (subs.size() - 1) / 2 > kMaxDisjuncts) refuse(k, "too many pairs of branches");
+        for (size_t i = 0; i < subs.size(); ++i)
+          for (size_t j = i + 1; j < subs.size(); ++j) any.push_back(ojson{{"allOf", ojson::array({*subs[i].s, *subs[j].s})}});
       } else if (k == "not") {
         any.push_back(v);
       } else if (k == "if") {
@@ -2397,6 +2406,7 @@ class Converter {
     if (!s.prefix.empty()) throw SchemaError("contains", s.contains[0].ptr, "beside prefixItems: not enforced");
     const Node item = s.rest ? *s.rest : Node{&kTrueSchema, s.ptr};
     const Expr any = seq({lower(item), layout_.ws()}), hit = seq({lower(both(item, s.contains[0])), layout_.ws()});
+    if (hit.kind == Expr::Kind::nothing) return nothing();  // no item can meet it: no array
     const int64_t cap = s.max_items >= 0 ? s.max_items : std::max<int64_t>(s.min_items, 1);
     if (cap > kMaxRepeat) throw SchemaError(s.max_items >= 0 ? "maxItems" : "minItems", s.ptr, "beside contains, above " + std::to_string(kMaxRepeat));
     std::map<std::pair<int64_t, bool>, int32_t> memo;
