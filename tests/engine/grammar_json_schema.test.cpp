@@ -224,7 +224,7 @@ TEST_CASE("enum and const accept exactly their values in any escaping", "[json_s
   CHECK(refusal(R"({"enum": ["bb"], "maxLength": 1})").keyword() == "unsatisfiable");
 }
 
-TEST_CASE("anyOf accepts any branch; oneOf takes each branch less the others", "[json_schema]") {
+TEST_CASE("anyOf accepts any branch, and oneOf takes each branch less the others", "[json_schema]") {
   const auto any = schema(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}]})");
   CHECK(any(R"("a")"));
   CHECK(any("5"));
