@@ -1,11 +1,14 @@
 // JSON Schema to GBNF, fail closed (json_schema.h, docs/JSON_SCHEMA.md).
 //
-// A schema is read into "simple" schemas (one per anyOf/oneOf branch once
-// allOf is merged in): per JSON type, the constraints on it. Each becomes a
-// union over its allowed types; every subschema is a rule, so references
-// (recursive ones too) are rule references. Strings are matched as JSON text:
-// a character of a pattern, format, key or const is any of its spellings
-// (raw, \n-style, \uXXXX, a surrogate pair), so escapes change nothing.
+// A schema is read into "simple" schemas (one per anyOf/oneOf/dependency
+// branch once allOf, not, if/then/else and dependencies are merged in): per
+// JSON type, the constraints on it. Each becomes a union over its allowed
+// types; every subschema is a rule, so references (recursive ones too) are
+// rule references. Negations are written as schemas without `not`. Strings
+// are matched as JSON text: in the exact profile a character of a pattern,
+// format, key or const is any of its spellings (raw, \n-style, \uXXXX, a
+// surrogate pair), so escapes change nothing; in the generation profile it
+// has one spelling, and the layout is fixed.
 #include "engine/grammar/json_schema.h"
 
 #include <nlohmann/json.hpp>

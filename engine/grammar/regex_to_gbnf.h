@@ -4,10 +4,12 @@
 //
 // The regex dialect is the subset of ECMA-262 (Unicode mode: code points,
 // not UTF-16 units) that a grammar can hold exactly: literals, escapes, `.`,
-// classes (\d \w \s and their negations), groups, alternation and greedy
-// quantifiers, anchors only at the ends. Lookaround, backreferences, word
-// boundaries, lazy quantifiers and property escapes are refused
-// (SchemaError "pattern"): a pattern is enforced exactly or not at all.
+// classes (\d \w \s and their negations), groups, alternation and
+// quantifiers (a lazy one matches the same strings as a greedy one),
+// anchors at the ends (also inside groups that open or close an
+// alternative: "(^a|b$)"). Lookaround, backreferences, word boundaries and
+// property escapes are refused (SchemaError "pattern"): a pattern is
+// enforced exactly or not at all.
 #include <cstdint>
 #include <map>
 #include <string>
