@@ -30,7 +30,7 @@ class SchemaError : public std::invalid_argument {
 
 struct SchemaLimits {
   size_t max_schema_bytes = 4 << 20;
-  size_t max_grammar_bytes = 4 << 20;
+  size_t max_grammar_bytes = 1 << 20;  // compile_gbnf's own default (GrammarLimits)
   int max_depth = 64;  // nesting of subschemas, and of $ref and allOf/anyOf chains
 };
 

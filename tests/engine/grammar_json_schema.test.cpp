@@ -6,6 +6,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <regex>
 
 #include "engine/grammar/grammar.h"
@@ -1061,4 +1065,29 @@ TEST_CASE("generation holds maxLength beside a pattern by capping its repetition
   CHECK(f(R"("ab@cd.ef")"));
   CHECK_FALSE(f(R"("abcdefghij@example.com")"));
   CHECK(refusal(R"({"type": "string", "pattern": "^[a-z]+@[a-z]+\\.com$", "maxLength": 12})").keyword() == "maxLength");
+}
+
+// Not a test (hidden): ops/bench/schema_coverage.py --timing-tests runs it to
+// time converting and compiling each schema of a list in-process (the list's
+// path in TROUPE_SCHEMA_TIMING, one schema file a line), in the default
+// (generation) profile, as `troupe grammar --json-schema` does.
+TEST_CASE("time converting and compiling schemas", "[.schema_timing]") {
+  const char* list = std::getenv("TROUPE_SCHEMA_TIMING");
+  if (!list) return;
+  std::ifstream in(list);
+  std::string path;
+  while (std::getline(in, path)) {
+    std::ifstream f(path);
+    std::stringstream text;
+    text << f.rdbuf();
+    const auto t0 = std::chrono::steady_clock::now();
+    bool ok = true;
+    try {
+      compile_gbnf(json_schema_to_gbnf(text.str()));
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "schema_timing\t" << path << '\t' << ok << '\t' << us << '\n';
+  }
 }
