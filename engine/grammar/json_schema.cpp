@@ -2435,23 +2435,7 @@ class Converter {
   // Keys (as JSON strings, closing quote included) that decode to none of `names`.
   Expr key_not_in(const std::vector<std::string>& names) {
     if (names.empty()) return ref(sh_.string);
-    struct TrieNode {
-      std::map<char32_t, size_t> next;
-      bool terminal = false;
-    };
-    std::vector<TrieNode> trie(1);
-    for (const std::string& name : names) {
-      size_t at = 0;
-      for (uint32_t c : decode_utf8(name)) {
-        auto it = trie[at].next.find(c);
-        if (it == trie[at].next.end()) {
-          it = trie[at].next.emplace(c, trie.size()).first;
-          trie.emplace_back();
-        }
-        at = it->second;
-      }
-      trie[at].terminal = true;
-    }
+    const std::vector<CodePointTrie> trie = code_point_trie(names);
     std::function<Expr(size_t, int)> rest = [&](size_t at, int depth) {
       std::vector<Expr> alts;
       if (!trie[at].terminal) alts.push_back(text("\""));

@@ -953,12 +953,7 @@ Expr first_not_in(const Expr& e, const CharSet& set) {
   return nothing();
 }
 
-struct Trie {
-  std::map<char32_t, size_t> next;
-  bool terminal = false;
-};
-
-Expr without_at(const Expr& e, const std::vector<Trie>& trie, size_t at, int depth) {
+Expr without_at(const Expr& e, const std::vector<CodePointTrie>& trie, size_t at, int depth) {
   if (e.kind == Expr::Kind::nothing) return e;
   if (depth > 256) throw std::invalid_argument("without: names too long");
   std::vector<Expr> alts;
@@ -976,8 +971,8 @@ Expr without_at(const Expr& e, const std::vector<Trie>& trie, size_t at, int dep
 
 }  // namespace
 
-Expr without(const Expr& e, const std::vector<std::string>& strings) {
-  std::vector<Trie> trie(1);
+std::vector<CodePointTrie> code_point_trie(const std::vector<std::string>& strings) {
+  std::vector<CodePointTrie> trie(1);
   for (const std::string& s : strings) {
     size_t at = 0;
     for (uint32_t c : decode_utf8(s)) {
@@ -990,7 +985,11 @@ Expr without(const Expr& e, const std::vector<std::string>& strings) {
     }
     trie[at].terminal = true;
   }
-  return without_at(e, trie, 0, 0);
+  return trie;
+}
+
+Expr without(const Expr& e, const std::vector<std::string>& strings) {
+  return without_at(e, code_point_trie(strings), 0, 0);
 }
 
 namespace {

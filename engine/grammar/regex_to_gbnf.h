@@ -113,6 +113,13 @@ bool regex_search(const std::vector<RegexBranch>& regex, const std::vector<uint3
 Expr derivative(const Expr& e, char32_t c);
 // the strings of e other than the listed;
 Expr without(const Expr& e, const std::vector<std::string>& strings);
+
+// Strings as a trie over code points; node 0 is the root.
+struct CodePointTrie {
+  std::map<char32_t, size_t> next;
+  bool terminal = false;  // a string ends here
+};
+std::vector<CodePointTrie> code_point_trie(const std::vector<std::string>& strings);
 // A subset of e whose strings are at most max_len code points long: each
 // repetition's upper count lowered (from its lower count up, one at a
 // time, in turn), as high as the bound allows; nothing() if none is.
