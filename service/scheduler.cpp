@@ -116,7 +116,10 @@ void Scheduler::admit(AdmitRequest a) {
       // request already moved off another worker stays that one's).
       if (a.moved_from < 0) ++moved_out_;
       a.moved_from = cfg_.replica;
-      return out_.escalations.push_back(std::move(a));
+      out_.escalations.push_back(std::move(a));
+      // The stats may be answered by another replica's scheduler: it reads
+      // this one's last pushed figures, so the count goes out now.
+      return push_figures();
     }
     return refuse(a, wire::ErrorCode::unavailable, "the worker is not answering (" + down_reason_ + "); retry shortly");
   }
