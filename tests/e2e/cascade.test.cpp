@@ -14,6 +14,10 @@
 #include <vector>
 
 #include "engine/gguf_file.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/matcher.h"
+#include "engine/grammar/regex_to_gbnf.h"
+#include "engine/grammar/token_trie.h"
 #include "messages/client_connection.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
@@ -52,8 +56,9 @@ messages::StreamOutcome ask(const std::string& endpoint, const std::string& prom
   return c.stream(messages::generate_request(id, prompt, s), id, {}, 120s);
 }
 
-// The engine alone on a model: greedy continuation of token ids.
-std::vector<int32_t> greedy_ids(const std::string& model, std::vector<int32_t> ids, int tokens) {
+// The engine alone on a model: greedy continuation of token ids, under
+// `regex` when one is given (its matcher starts at the first new token).
+std::vector<int32_t> greedy_ids(const std::string& model, std::vector<int32_t> ids, int tokens, const std::string& regex = "") {
   BackendOptions o;
   o.kv_pages = 512;
   auto backend = open_backend(model, o);
@@ -61,6 +66,9 @@ std::vector<int32_t> greedy_ids(const std::string& model, std::vector<int32_t> i
   GenerateOptions g;
   g.max_tokens = tokens;
   g.sampling.temperature = 0;
+  if (!regex.empty())
+    g.grammar = std::make_shared<grammar::GrammarIndex>(grammar::compile_gbnf(grammar::regex_to_gbnf(regex)),
+                                                         grammar::token_trie_of(tok));
   return generate(*backend, tok, ids, g, {}).tokens;
 }
 
@@ -124,6 +132,39 @@ TEST_CASE("escalate: one stream, the small model's tokens up to the switch, then
   CHECK(t1->tokens() == 17 + 12);
   CHECK(t1->forward_tokens() > t1->tokens());  // its prompts too
   CHECK(pages_return(c, 5s));
+}
+
+// The grammar's state moves with the request: the large tier replays the
+// small tier's tokens into its matcher and goes on under the same grammar.
+// `[a-m ]*` is a star over one class, so its state after any prefix the small
+// tier wrote allows what a fresh matcher does: the reference is the large
+// model's constrained continuation of that prefix.
+TEST_CASE("escalate under a constraint: both tiers follow it, and the large one continues the small one's prefix",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadegrammar", {"--tiers", small + "," + model_path(), "--escalate-hold", "0", "--escalate-window", "8"});
+  const std::string prompt = "The fox and the dog, the fox and the";
+  const std::string regex = "[a-m ]*";
+  messages::SamplingFields s = routed("escalate", 24, 0.99f);
+  s.constraint.kind = static_cast<uint8_t>(wire::ConstraintKind::regex);
+  s.constraint.text = regex;
+  const auto out = ask(server.endpoint, prompt, s);
+  INFO(out.message);
+  REQUIRE(out.done);
+  CHECK(out.text.find_first_not_of("abcdefghijklm ") == std::string::npos);
+  Tokenizer tok(load_vocabulary(GgufFile::open(model_path())));
+  std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos_by_default(), false);
+  const std::vector<int32_t> first = greedy_ids(small, ids, 7, regex);
+  REQUIRE(first.size() == 7);
+  CHECK(out.usage.tiers == segments({{stem(small), 7}, {stem(model_path()), static_cast<int32_t>(out.tokens.size()) - 7}}));
+  REQUIRE(out.tokens.size() > 7);
+  CHECK(std::vector<int32_t>(out.tokens.begin(), out.tokens.begin() + 7) == first);
+  ids.insert(ids.end(), first.begin(), first.end());
+  CHECK(std::vector<int32_t>(out.tokens.begin() + 7, out.tokens.end()) == greedy_ids(model_path(), ids, 17, regex));
+  // Unconstrained, the same request writes letters past m: the grammar did the work.
+  const auto free_out = ask(server.endpoint, prompt, routed("escalate", 24, 0.99f));
+  REQUIRE(free_out.done);
+  CHECK(free_out.text.find_first_not_of("abcdefghijklm ") != std::string::npos);
 }
 
 TEST_CASE("escalate, the hold rule (the default): an unsure answer is the large model's from its first token, a sure one "
