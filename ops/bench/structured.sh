@@ -27,7 +27,8 @@
 # PROMPT_CHARS (6000: the schema in the prompt is cut there; the constraint is whole),
 # COMPLIANCE_STREAMS (4 requests at a time, per server), BATCHES (1,16), ROUNDS (3),
 # DECODE_MAX_TOKENS (512), JUMP_KINDS (schema,gbnf), JUMP_PROMPTS (3), JUMP_MAX_TOKENS (600),
-# THREADS (2), KV_TOKENS (32768), PEER (1; 0 leaves llama-server out: it is built once by
+# THREADS (2), KV_TOKENS (32768), TROUPE_FLAGS (more `troupe serve` flags for every troupe
+# server, e.g. "--speculation ngram"), PEER (1; 0 leaves llama-server out: it is built once by
 # ops/llama-tools.sh, ~15 min on 2 cores), PEER_CTX_PER_SLOT (8192), OUT (raw JSON lines and
 # outputs; default a new dir under /tmp).
 #

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import shutil
+import shlex
 import signal
 import socket
 import statistics
@@ -148,7 +149,7 @@ class Troupe(Server):
         self.hostport = f"127.0.0.1:{free_port()}"
         argv = [args.troupe, "serve", "-m", model, "--listen", self.endpoint, "--http", self.hostport,
                 "--data-dir", f"{d}/data", "--threads", str(args.threads), "--kv-tokens", str(args.kv_tokens),
-                "--drain-timeout", "0", *extra]
+                "--drain-timeout", "0", *shlex.split(args.troupe_flags), *extra]
         super().__init__(f"troupe serve {tag}".strip(), argv, f"{d}/log", lambda: http_ok(self.hostport, "/readyz"))
 
 
@@ -891,6 +892,8 @@ def main():
     ap.add_argument("--threads", type=int, default=int(E("THREADS", "2")))
     ap.add_argument("--kv-tokens", type=int, default=int(E("KV_TOKENS", "32768")))
     ap.add_argument("--peer-ctx-per-slot", type=int, default=int(E("PEER_CTX_PER_SLOT", "8192")))
+    ap.add_argument("--troupe-flags", default=E("TROUPE_FLAGS", ""),
+                    help="more `troupe serve` flags for every troupe server (e.g. --speculation ngram)")
     ap.add_argument("--cpu", default="")
     ap.add_argument("--coverage", default="", help="a file with schema_coverage.py's output, for the summary")
     ap.add_argument("--out", default=E("OUT", ""))
