@@ -7,12 +7,18 @@
 namespace troupe {
 namespace {
 
-void check_roles(std::span<const ChatMessage> messages) {
+// Tool results (role "tool") only where the format has a tool format
+// (engine/chat_tools.h).
+void check_roles(ChatFormat format, std::span<const ChatMessage> messages) {
+  const bool tools = format == ChatFormat::chatml || format == ChatFormat::qwen2;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant") {
+    if (role == "tool" && !tools)
+      throw ChatTemplateError("chat message " + std::to_string(i) + " is a tool result; this model's chat format (" +
+                              std::string(chat_format_name(format)) + ") has no tool format");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
       throw ChatTemplateError("chat message " + std::to_string(i) + " has role '" + role +
-                              "'; expected system, user or assistant");
+                              "'; expected system, user, assistant or tool");
     }
   }
 }
@@ -35,7 +41,18 @@ std::string render_chatml(std::span<const ChatMessage> messages, bool add_genera
   if (!default_system.empty() && (messages.empty() || messages.front().role != "system")) {
     chatml_turn(out, "system", default_system);
   }
-  for (const ChatMessage& m : messages) chatml_turn(out, m.role, m.content);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role != "tool") {
+      chatml_turn(out, messages[i].role, messages[i].content);
+      continue;
+    }
+    // Consecutive tool results share one user turn, each in its own block.
+    out.append("<|im_start|>user");
+    for (; i < messages.size() && messages[i].role == "tool"; ++i)
+      out.append("\n<tool_response>\n").append(messages[i].content).append("\n</tool_response>");
+    out.append("<|im_end|>\n");
+    --i;
+  }
   if (add_generation_prompt) out.append("<|im_start|>assistant\n");
   return out;
 }
@@ -119,7 +136,7 @@ ChatFormat detect_chat_format(const Vocabulary& vocab, std::string_view architec
 
 std::string apply_chat_template(ChatFormat format, std::span<const ChatMessage> messages,
                                 bool add_generation_prompt) {
-  check_roles(messages);
+  check_roles(format, messages);
   switch (format) {
     case ChatFormat::chatml: return render_chatml(messages, add_generation_prompt, {});
     case ChatFormat::qwen2: return render_chatml(messages, add_generation_prompt, kQwenDefaultSystemPrompt);

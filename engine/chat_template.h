@@ -29,7 +29,7 @@ namespace troupe {
 class Tokenizer;
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant", or "tool" (a tool result; chatml and qwen2)
   std::string content;
 };
 

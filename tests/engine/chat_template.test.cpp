@@ -47,12 +47,15 @@ TEST_CASE("qwen2 keeps the caller's system prompt and multi-turn history verbati
         "<|im_start|>assistant\n");
 }
 
-TEST_CASE("an unknown role is rejected") {
-  const std::vector<ChatMessage> messages = {{"user", "hi"}, {"tool", "{}"}};
+TEST_CASE("an unknown role is rejected, and a tool result where the format has no tool format") {
+  const std::vector<ChatMessage> messages = {{"user", "hi"}, {"function", "{}"}};
   for (const ChatFormat f : {ChatFormat::chatml, ChatFormat::qwen2, ChatFormat::llama3, ChatFormat::gemma}) {
     CHECK_THROWS_WITH(apply_chat_template(f, messages, true),
-                      Catch::Contains("chat message 1 has role 'tool'"));
+                      Catch::Contains("chat message 1 has role 'function'"));
   }
+  const std::vector<ChatMessage> tool = {{"user", "hi"}, {"tool", "{}"}};
+  for (const ChatFormat f : {ChatFormat::llama3, ChatFormat::gemma})
+    CHECK_THROWS_WITH(apply_chat_template(f, tool, true), Catch::Contains("has no tool format"));
   const std::vector<ChatMessage> empty_role = {{"", "hi"}};
   CHECK_THROWS_AS(apply_chat_template(ChatFormat::chatml, empty_role, true), ChatTemplateError);
 }
