@@ -105,6 +105,10 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
           }
           if (const auto* tiers = d->tiers())
             for (const auto* t : *tiers) out.usage.tiers.emplace_back(t->tier() ? t->tier()->str() : "", t->tokens());
+          if (const auto* calls = d->tool_calls())
+            for (const auto* c : *calls)
+              out.usage.tool_calls.push_back({c->id() ? c->id()->str() : "", c->name() ? c->name()->str() : "",
+                                              c->arguments() ? c->arguments()->str() : ""});
         }
         if (++done == samples) {
           out.done = true;

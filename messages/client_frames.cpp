@@ -83,21 +83,57 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
+namespace {
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::ToolCall>>> build_tool_calls(
+    flatbuffers::FlatBufferBuilder& fbb, const std::vector<ToolCallFields>& calls) {
+  if (calls.empty()) return 0;
+  std::vector<flatbuffers::Offset<wire::ToolCall>> out;
+  for (const ToolCallFields& c : calls)
+    out.push_back(wire::CreateToolCall(fbb, fbb.CreateString(c.id), fbb.CreateString(c.name), fbb.CreateString(c.arguments)));
+  return fbb.CreateVector(out);
+}
+
+}  // namespace
+
+Bytes chat_request(uint64_t id, const ChatTurnFields& t) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
+  for (const ChatMessageFields& m : t.messages) {
+    const auto calls = build_tool_calls(fbb, m.tool_calls);
+    const auto call_id = m.tool_call_id.empty() ? 0 : fbb.CreateString(m.tool_call_id);
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(m.role), fbb.CreateString(m.content), calls, call_id));
+  }
+  const auto sid = fbb.CreateString(t.session_id);
+  const auto list = fbb.CreateVector(msgs.data(), msgs.size());
+  const auto sampling = build_sampling(fbb, t.sampling);
+  const auto draft = t.draft_model.empty() ? 0 : fbb.CreateString(t.draft_model);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> tools;
+  if (!t.tools.tools.empty()) tools = fbb.CreateVectorOfStrings(t.tools.tools);
+  const auto tool_name = t.tools.name.empty() ? 0 : fbb.CreateString(t.tools.name);
+  const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, t.priority, t.logprobs, t.n, t.speculation, t.max_draft,
+                                         draft, t.policy, t.response_cache, tools, t.tools.choice, tool_name,
+                                         t.tools.parallel);
+  return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
+}
+
 Bytes chat_request(uint64_t id, std::string_view session_id, std::span<const std::pair<std::string, std::string>> messages,
                    const SamplingFields& s, wire::Priority priority, bool logprobs, wire::Speculation speculation,
                    int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, int32_t n,
                    bool response_cache) {
-  flatbuffers::FlatBufferBuilder fbb(1024);
-  std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
-  for (const auto& [role, content] : messages)
-    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
-  const auto sid = fbb.CreateString(session_id.data(), session_id.size());
-  const auto list = fbb.CreateVector(msgs.data(), msgs.size());
-  const auto sampling = build_sampling(fbb, s);
-  const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
-  const auto body =
-      wire::CreateChatTurn(fbb, sid, list, sampling, priority, logprobs, n, speculation, max_draft, draft, policy, response_cache);
-  return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
+  ChatTurnFields t;
+  t.session_id = session_id;
+  for (const auto& [role, content] : messages) t.messages.push_back({role, content});
+  t.sampling = s;
+  t.priority = priority;
+  t.logprobs = logprobs;
+  t.speculation = speculation;
+  t.max_draft = max_draft;
+  t.draft_model = draft_model;
+  t.policy = policy;
+  t.n = n;
+  t.response_cache = response_cache;
+  return chat_request(id, t);
 }
 
 Bytes cancel_request(uint64_t id, uint64_t target) {
@@ -115,9 +151,10 @@ Bytes ping_request(uint64_t id, uint64_t nonce) {
   return request(id, wire::RequestBody::Ping, wire::CreatePing(fbb, nonce).Union(), fbb);
 }
 
-Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position) {
+Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position, uint64_t tool_call_seed) {
   flatbuffers::FlatBufferBuilder fbb(64);
-  return response(id, wire::ResponseBody::Accepted, wire::CreateAccepted(fbb, prompt_tokens, queue_position).Union(), fbb);
+  return response(id, wire::ResponseBody::Accepted,
+                  wire::CreateAccepted(fbb, prompt_tokens, queue_position, tool_call_seed).Union(), fbb);
 }
 
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
@@ -144,8 +181,10 @@ Bytes done_response(uint64_t id, const DoneFields& d) {
     for (const auto& [tier, tokens] : d.tiers) segments.push_back(wire::CreateTierSegment(fbb, fbb.CreateString(tier), tokens));
     tiers = fbb.CreateVector(segments);
   }
+  const auto calls = build_tool_calls(fbb, d.tool_calls);
   return response(id, wire::ResponseBody::Done,
-                  wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec, d.response_cache, tiers).Union(), fbb);
+                  wire::CreateDone(fbb, d.reason, usage, timings, d.sample, spec, d.response_cache, tiers, calls).Union(),
+                  fbb);
 }
 
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message) {

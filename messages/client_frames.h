@@ -62,6 +62,41 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
                        wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
                        std::string_view draft_model = {},
                        wire::ContextPolicy policy = wire::ContextPolicy::server_default, bool response_cache = false);
+// A tool call (ChatMessage.tool_calls, Done.tool_calls).
+struct ToolCallFields {
+  std::string id, name, arguments;
+  bool operator==(const ToolCallFields&) const = default;
+};
+
+struct ChatMessageFields {
+  std::string role, content;
+  std::vector<ToolCallFields> tool_calls = {};
+  std::string tool_call_id = {};
+};
+
+// A ChatTurn's tools: OpenAI tool objects as JSON text, and which calls it may make.
+struct ChatToolsFields {
+  std::vector<std::string> tools;
+  wire::ToolChoice choice = wire::ToolChoice::auto_;
+  std::string name;  // choice named
+  bool parallel = true;
+};
+
+struct ChatTurnFields {
+  std::string session_id;
+  std::vector<ChatMessageFields> messages;
+  SamplingFields sampling;
+  wire::Priority priority = wire::Priority::chat;
+  bool logprobs = false;
+  wire::Speculation speculation = wire::Speculation::server_default;
+  int32_t max_draft = 0;
+  std::string draft_model;
+  wire::ContextPolicy policy = wire::ContextPolicy::server_default;
+  int32_t n = 1;
+  bool response_cache = false;
+  ChatToolsFields tools;
+};
+Bytes chat_request(uint64_t id, const ChatTurnFields& turn);
 Bytes chat_request(uint64_t id, std::string_view session_id,
                    std::span<const std::pair<std::string, std::string>> messages,  // (role, content)
                    const SamplingFields& s, wire::Priority priority = wire::Priority::chat, bool logprobs = false,
@@ -82,6 +117,7 @@ struct DoneFields {
   int32_t spec_drafted = 0, spec_accepted = 0, spec_windows = 0;
   wire::ResponseCacheOutcome response_cache = wire::ResponseCacheOutcome::not_asked;
   std::vector<std::pair<std::string, int32_t>> tiers;  // (tier, tokens it wrote), in order
+  std::vector<ToolCallFields> tool_calls;
 };
 
 struct TierStatsFields {
@@ -116,7 +152,7 @@ struct StatsFields {
   std::string store_degraded;  // why the store refuses writes; empty: it takes them
 };
 
-Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position);
+Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position, uint64_t tool_call_seed = 0);
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
                       std::span<const float> logprobs = {}, int32_t sample = 0);
 Bytes done_response(uint64_t id, const DoneFields& d);

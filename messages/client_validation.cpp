@@ -181,6 +181,34 @@ bool check_job(Check& c, const wire::SubmitJob* j, const ClientLimits& l) {
   return check_priority(c, "SubmitJob.priority", j->priority()) && check_sampling(c, "SubmitJob", j->sampling(), l);
 }
 
+constexpr uint32_t kMaxTools = 128, kMaxToolCalls = 64;
+constexpr size_t kMaxToolName = 64;
+
+// The tools' texts are read (and refused) by the service; here their counts and sizes.
+bool check_tools(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
+  const auto* tools = t->tools();
+  const uint32_t n = tools ? tools->size() : 0;
+  if (n > kMaxTools) return c.fail("ChatTurn.tools", std::to_string(n) + " tools, at most " + std::to_string(kMaxTools));
+  size_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!tools->Get(i) || tools->Get(i)->size() == 0)
+      return c.fail("ChatTurn.tools[" + std::to_string(i) + "]", "is empty (an OpenAI tool object's JSON text)");
+    total += tools->Get(i)->size();
+  }
+  if (total > l.max_prompt_bytes)
+    return c.fail("ChatTurn.tools", std::to_string(total) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
+  const auto choice = t->tool_choice();
+  if (choice < wire::ToolChoice::MIN || choice > wire::ToolChoice::MAX)
+    return c.fail("ChatTurn.tool_choice", "unknown value " + std::to_string(static_cast<int>(choice)));
+  const bool named = choice == wire::ToolChoice::named;
+  const size_t name = t->tool_name() ? t->tool_name()->size() : 0;
+  if (named && (name == 0 || name > kMaxToolName)) return c.fail("ChatTurn.tool_name", "named needs a tool's name (1 to 64 characters)");
+  if (!named && name > 0) return c.fail("ChatTurn.tool_name", "is only for tool_choice named");
+  if ((choice == wire::ToolChoice::required || named) && n == 0)
+    return c.fail("ChatTurn.tool_choice", std::string(wire::EnumNameToolChoice(choice)) + " needs tools");
+  return true;
+}
+
 bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (!check_id(c, "ChatTurn.session_id", t->session_id(), l, false)) return false;
   const auto* msgs = t->messages();
@@ -193,13 +221,28 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
     const std::string f = "ChatTurn.messages[" + std::to_string(i) + "]";
     if (!m || !m->role() || !m->content()) return c.fail(f, "needs a role and content");
     const auto role = m->role()->string_view();
-    if (role != "system" && role != "user" && role != "assistant")
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
     {
       std::string problem = "'";  // built by append: GCC 12 warns falsely (-Wrestrict) on "'" + std::string
-      problem.append(role.substr(0, 32)).append("' is not system, user or assistant");
+      problem.append(role.substr(0, 32)).append("' is not system, user, assistant or tool");
       return c.fail(f + ".role", problem);
     }
     total += m->content()->size();
+    if (const auto* calls = m->tool_calls(); calls && calls->size() > 0) {
+      if (role != "assistant") return c.fail(f + ".tool_calls", "only an assistant message makes calls");
+      if (calls->size() > kMaxToolCalls)
+        return c.fail(f + ".tool_calls", std::to_string(calls->size()) + " calls, at most " + std::to_string(kMaxToolCalls));
+      for (uint32_t k = 0; k < calls->size(); ++k) {
+        const auto* call = calls->Get(k);
+        const std::string g = f + ".tool_calls[" + std::to_string(k) + "]";
+        if (!call->name() || call->name()->size() == 0 || call->name()->size() > kMaxToolName)
+          return c.fail(g + ".name", "must be 1 to 64 characters");
+        if (!call->arguments()) return c.fail(g + ".arguments", "is missing (a JSON object's text)");
+        total += call->arguments()->size() + call->name()->size();
+      }
+    }
+    if (role == "tool" && m->tool_call_id() && m->tool_call_id()->size() > kMaxToolName * 4)
+      return c.fail(f + ".tool_call_id", "is longer than 256 bytes");
   }
   if (total > l.max_prompt_bytes)
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
@@ -210,6 +253,7 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
     return c.fail("ChatTurn.context_policy", "summarize needs a session (the summary is stored with it)");
   if (t->n() > 1 && t->session_id() && t->session_id()->size() > 0)
     return c.fail("ChatTurn.n", "a session turn has one answer (n = 1)");
+  if (!check_tools(c, t, l)) return false;
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
 }
 

@@ -5,10 +5,12 @@
 // scheduler.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/chat_tools.h"
 #include "engine/schedule/batch_planner.h"
 #include "engine/speculation/controller.h"
 #include "messages/client_frames.h"
@@ -70,6 +72,15 @@ struct AdmitRequest {
   // another replica of the same tier, from its prompt and the tokens sent.
   int32_t moved_from = -1;
   bool unplaced = false;  // no worker of its tier is up: the scheduler refuses it
+  // A chat turn with tools (service/tool_gate.h): those written into its
+  // prompt, and the format its answer's calls are read in (set when it may
+  // call). A session turn's tool results are matched to the stored calls
+  // once its history is read: the ids they answer, and the calls this turn
+  // itself brought.
+  std::vector<ToolSpec> tools;
+  std::optional<ChatFormat> tool_format;
+  uint64_t tool_seed = 0;  // its calls' ids derive from it (service/tool_gate.h)
+  std::vector<std::string> tool_results, turn_call_ids;
 };
 
 // Peers of requests the server makes itself (batch job items): their

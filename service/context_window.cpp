@@ -18,8 +18,10 @@ std::vector<ChatMessage> system_sink(const persistence::SessionStart& s) {
 }
 
 // The prompt keeping turns [first, n): the sink, maybe the summary, those turns, the new messages.
+// (The turn's tools, if any, go into the system prompt.)
 std::vector<int32_t> assemble(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
-                              std::span<const ChatMessage> turn, int32_t first, bool summary) {
+                              std::span<const ChatMessage> turn, int32_t first, bool summary,
+                              std::span<const ToolSpec> tools) {
   std::vector<ChatMessage> all = system_sink(s);
   const size_t sink = all.size();
   if (summary) all.push_back({"system", kSummaryLead + s.context_summary});
@@ -29,7 +31,7 @@ std::vector<int32_t> assemble(const Tokenizer& tok, ChatFormat format, const per
     all.insert(all.end(), msgs.begin() + static_cast<int64_t>(skip), msgs.end());
   }
   all.insert(all.end(), turn.begin(), turn.end());
-  return encode_chat(tok, format, all, true);
+  return encode_chat(tok, format, with_tools(format, all, tools, tok.vocabulary().chat_template), true);
 }
 
 }  // namespace
@@ -53,7 +55,8 @@ const char* context_policy_name(ContextPolicy p) {
 }
 
 ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
-                          std::span<const ChatMessage> turn, int64_t budget, ContextPolicy policy) {
+                          std::span<const ChatMessage> turn, int64_t budget, ContextPolicy policy,
+                          std::span<const ToolSpec> tools) {
   const auto n = static_cast<int32_t>(s.turns.size());
   const bool summary = policy == ContextPolicy::summarize && s.summary_through > 0 && !s.context_summary.empty();
   const int32_t low = summary ? std::min(s.summary_through, n) : 0;
@@ -63,19 +66,19 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
   ContextWindow w;
   w.uses_summary = summary;
   w.first_turn = kept;
-  w.prompt = assemble(tok, format, s, turn, kept, summary);
+  w.prompt = assemble(tok, format, s, turn, kept, summary, tools);
   if (policy == ContextPolicy::refuse || static_cast<int64_t>(w.prompt.size()) <= budget) return w;
   // Dropping costs a shift of everything kept (and, under summarize, a new
   // summary and one prefill of the window after it): drop to well under the
   // budget, so that the turns after this one only append.
-  std::vector<int32_t> best = assemble(tok, format, s, turn, n, summary);
+  std::vector<int32_t> best = assemble(tok, format, s, turn, n, summary, tools);
   const int64_t target = policy == ContextPolicy::summarize ? budget / 2 : budget * 3 / 4;
   const int64_t limit = std::min(budget, std::max(target, static_cast<int64_t>(best.size())));
   // The fewest turns dropped to reach it: the prompt only shrinks as `first` grows.
   int32_t lo = kept + 1, hi = n;
   while (lo < hi) {
     const int32_t mid = lo + (hi - lo) / 2;
-    auto p = assemble(tok, format, s, turn, mid, summary);
+    auto p = assemble(tok, format, s, turn, mid, summary, tools);
     if (static_cast<int64_t>(p.size()) <= limit) {
       hi = mid;
       best = std::move(p);
@@ -84,7 +87,7 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
     }
   }
   w.first_turn = hi;
-  w.prompt = hi == n ? assemble(tok, format, s, turn, n, summary) : std::move(best);
+  w.prompt = hi == n ? assemble(tok, format, s, turn, n, summary, tools) : std::move(best);
   if (policy == ContextPolicy::summarize && w.first_turn > s.summary_through) w.summarize_through = w.first_turn;
   return w;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/chat_tools.h"
 #include "engine/tokenizer.h"
 #include "messages/client_frames.h"
 #include "persistence/session_turns.h"
@@ -43,7 +44,8 @@ struct ContextWindow {
 
 // The session turn's prompt within `budget` tokens (refuse: all of it).
 ContextWindow fit_context(const Tokenizer& tokenizer, ChatFormat format, const persistence::SessionStart& start,
-                          std::span<const ChatMessage> turn, int64_t budget, ContextPolicy policy);
+                          std::span<const ChatMessage> turn, int64_t budget, ContextPolicy policy,
+                          std::span<const ToolSpec> tools = {});
 
 // The messages of a request to summarize turns [from, through) (with the
 // summary so far), within `budget` tokens: the oldest turns give way first.

@@ -7,6 +7,7 @@
 #include "service/constraint_gate.h"
 #include "service/response_tier.h"
 #include "service/route_request.h"
+#include "service/tool_gate.h"
 
 namespace troupe::service {
 namespace {
@@ -116,11 +117,34 @@ std::optional<messages::Rejection> RequestGate::read_generate(const wire::Genera
 
 std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& t, AdmitRequest& a,
                                                           std::vector<ChatMessage>& chat) const {
-  for (const auto* m : *t.messages()) chat.push_back({m->role()->str(), m->content()->str()});
+  const bool session = t.session_id() && t.session_id()->size() > 0;
+  std::vector<std::string> call_ids, results;
+  if (auto why = read_messages(t, cfg_.chat_format, chat, call_ids, results))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.sampling = messages::read_sampling(t.sampling());
   if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   if (auto why = lower_constraint(a.sampling, false, *grammars_))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  ChatTools tools;
+  if (auto why = read_tools(t, tools)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  if (auto why = lower_tools(tools, cfg_.chat_format, a.sampling, *grammars_))
+    return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  if (tools.active()) {
+    a.tool_format = cfg_.chat_format;
+    a.tool_seed = conversation_seed(chat);  // a session's: once its history is read
+  }
+  // tool_choice none: the model is not told of the tools at all.
+  if (tools.choice != ToolChoice::none) a.tools = std::move(tools.specs);
+  const std::vector<std::string> made = stored_call_ids(cfg_.chat_format, chat);
+  call_ids.insert(call_ids.end(), made.begin(), made.end());
+  if (session) {
+    // The calls they answer may be the session's: checked with its history.
+    a.tool_results = std::move(results);
+    a.turn_call_ids = std::move(call_ids);
+  } else if (auto r = unanswered(results, call_ids)) {
+    return rejection(a.client_id, wire::ErrorCode::invalid_field,
+                     "messages: a tool result answers call '" + r->substr(0, 64) + "', which no assistant message made");
+  }
   a.priority = priority_of(t.priority());
   a.logprobs = t.logprobs();
   a.samples = t.n();
@@ -206,7 +230,8 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
           return SessionTurn{std::move(a), {}};
         }
         if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
-          a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, chat, true);
+          const auto messages = with_tools(cfg_.chat_format, chat, a.tools, cfg_.tokenizer->vocabulary().chat_template);
+          a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, messages, true);
           resolve_response_cache(a, t->response_cache());
           return a;
         }
@@ -214,7 +239,9 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         persistence::SessionStart earlier;
         for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
         const ChatMessage last[] = {chat.back()};
-        a.prompt = fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window).prompt;
+        a.prompt = fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window,
+                               a.tools)
+                       .prompt;
         resolve_response_cache(a, t->response_cache());
         return a;
       }
@@ -259,7 +286,8 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
 void RequestGate::resolve_response_cache(AdmitRequest& a, bool asked) const {
   if (!asked) return;
   a.response_cache = wire::ResponseCacheOutcome::bypassed;
-  if (!cfg_.response_cache) return;
+  // A cached answer carries no calls: turns with tools are computed.
+  if (!cfg_.response_cache || a.tool_format) return;
   CacheableRequest r{cfg_.model_fingerprint, a.prompt,      &a.sampling,        a.ignore_eos,
                      a.logprobs,             a.samples,     a.speculation,      route_key(a.route),
                      a.route.kind == RouteKind::automatic};
@@ -281,7 +309,19 @@ std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(Sessio
   AdmitRequest& a = turn.request;
   try {
     const int64_t budget = prompt_budget(a);
-    ContextWindow w = fit_context(*cfg_.tokenizer, cfg_.chat_format, start, a.turn_messages, budget, a.policy);
+    if (!a.tool_results.empty() || a.tool_format) {
+      // The whole conversation: the session's turns, then this one's messages.
+      std::vector<ChatMessage> all;
+      for (const auto& stored : start.turns) all.insert(all.end(), stored.begin(), stored.end());
+      all.insert(all.end(), a.turn_messages.begin(), a.turn_messages.end());
+      a.tool_seed = conversation_seed(all);
+      std::vector<std::string> ids = stored_call_ids(cfg_.chat_format, all);
+      ids.insert(ids.end(), a.turn_call_ids.begin(), a.turn_call_ids.end());
+      if (auto r = unanswered(a.tool_results, ids))
+        return rejection(a.client_id, wire::ErrorCode::invalid_field,
+                         "messages: a tool result answers call '" + r->substr(0, 64) + "', which the session never made");
+    }
+    ContextWindow w = fit_context(*cfg_.tokenizer, cfg_.chat_format, start, a.turn_messages, budget, a.policy, a.tools);
     a.prompt = std::move(w.prompt);
     a.window_first_turn = w.first_turn;
     if (w.summarize_through > 0) {

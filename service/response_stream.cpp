@@ -2,6 +2,8 @@
 
 #include <span>
 
+#include "service/tool_gate.h"
+
 namespace troupe::service {
 namespace {
 
@@ -60,6 +62,10 @@ messages::DoneFields ResponseStream::done(wire::FinishReason reason, int32_t pro
   d.per_token_ms = completion_ > 1 ? ms(last_token_ns_ - first_token_ns_) / (completion_ - 1) : 0;
   d.total_ms = ms(now - accepted_ns_);
   d.tiers = segments_;
+  if (tool_format_) {
+    d.tool_calls = answer_calls(*tool_format_, answer_, tool_seed_);
+    if (!d.tool_calls.empty() && reason == wire::FinishReason::stop) d.reason = wire::FinishReason::tool_calls;
+  }
   if (spec && spec->verify_steps > 0) {
     d.speculated = true;
     d.spec_source = draft_source_name(spec->last_source);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/speculation/controller.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
@@ -65,6 +66,13 @@ class ResponseStream {
     if (segments_.empty() || segments_.back().first != tier) segments_.emplace_back(tier, 0);
   }
   const std::vector<std::pair<std::string, int32_t>>& segments() const { return segments_; }
+  // A turn with tools: its answer is kept and read for calls, which its
+  // Done carries (finish_reason tool_calls when it ended by itself).
+  void read_tool_calls(ChatFormat format, uint64_t seed) {
+    tool_format_ = format;
+    tool_seed_ = seed;
+    keep_answer_ = true;
+  }
 
  private:
   const Tokenizer* tokenizer_;
@@ -76,6 +84,8 @@ class ResponseStream {
   std::string answer_;
   std::vector<int32_t> tokens_;
   std::vector<std::pair<std::string, int32_t>> segments_;  // (tier, tokens)
+  std::optional<ChatFormat> tool_format_;
+  uint64_t tool_seed_ = 0;
   int32_t completion_ = 0;
   int64_t accepted_ns_, scheduled_ns_ = 0, first_token_ns_ = 0, last_token_ns_ = 0;
 };

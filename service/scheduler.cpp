@@ -161,6 +161,7 @@ void Scheduler::admit(AdmitRequest a) {
                                       !a.session_id.empty(), a.accepted_ns),
              std::move(a.sampling)};
   if (cfg_.tier >= 0) s.stream.begin_segment(cfg_.tier_name);
+  if (a.tool_format && !carried) s.stream.read_tool_calls(*a.tool_format, a.tool_seed);
   ++(a.moved_from >= 0 ? moved_in_ : carried ? escalated_in_ : requests_in_);
   s.route = a.route;
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1) {
@@ -182,7 +183,8 @@ void Scheduler::admit(AdmitRequest a) {
   s.cache_key = std::move(a.response_cache_key);
   if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
-  if (!carried) s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_->queue_position(seq)), out_);
+  if (!carried)
+    s.stream.send(messages::accepted_response(a.client_id, prompt_tokens, planner_->queue_position(seq), a.tool_seed), out_);
   requests_.emplace(key, std::vector<uint64_t>{seq});
   sequences_.emplace(seq, std::move(s));
   account();
