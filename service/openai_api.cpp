@@ -22,6 +22,7 @@ const char* finish_name(wire::FinishReason r) {
     case wire::FinishReason::context_full: return "length";
     // The constraint allowed no token: the output is cut, and says so.
     case wire::FinishReason::grammar_blocked: return "grammar_blocked";
+    case wire::FinishReason::tool_calls: return "tool_calls";
     default: return "stop";
   }
 }
@@ -39,19 +40,6 @@ std::optional<ApiError> number(const json& body, const char* key, T& into, doubl
     into = static_cast<T>(it->get<int64_t>());
   } else {
     into = static_cast<T>(v);
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> content_text(const json& c, std::string& out) {
-  if (c.is_string()) return out = c.get<std::string>(), std::nullopt;
-  if (c.is_null()) return out.clear(), std::nullopt;
-  if (!c.is_array()) return bad("messages", "a message's content must be a string or an array of text parts");
-  out.clear();
-  for (const auto& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      return bad("messages", "only text content parts are supported");
-    out += part["text"].get<std::string>();
   }
   return std::nullopt;
 }
@@ -170,17 +158,19 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
   if (chat) {
     auto m = body.find("messages");
     if (m == body.end() || !m->is_array() || m->empty()) return bad("messages", "messages must be a non-empty array");
-    std::vector<std::pair<std::string, std::string>> turn;
-    for (const auto& msg : *m) {
-      if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-        return bad("messages", "each message needs a role");
-      std::string role = msg["role"].get<std::string>(), content;
-      if (role == "developer") role = "system";
-      if (auto err = content_text(msg.value("content", json()), content)) return *err;
-      turn.emplace_back(role, content);
+    messages::ChatTurnFields turn;
+    turn.session_id = session;
+    for (size_t i = 0; i < m->size(); ++i) {
+      turn.messages.emplace_back();
+      if (auto err = read_openai_message((*m)[i], i, turn.messages.back())) return bad(err->param, err->message);
     }
-    call.request = messages::chat_request(1, session, turn, s, wire::Priority::chat, false, spec, 0, {},
-                                          wire::ContextPolicy::server_default, call.n, cache);
+    if (auto err = read_openai_tools(body, turn.tools)) return bad(err->param, err->message);
+    call.tools = !turn.tools.tools.empty() && turn.tools.choice != wire::ToolChoice::none;
+    turn.sampling = s;
+    turn.speculation = spec;
+    turn.n = call.n;
+    turn.response_cache = cache;
+    call.request = messages::chat_request(1, turn);
   } else {
     if (!session.empty()) return bad("session", "sessions are for chat completions");
     auto p = body.find("prompt");
@@ -197,7 +187,21 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
 }
 
 CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int64_t created)
-    : call_(call), id_(std::move(id)), created_(created), text_(call.n), finish_(call.n), started_(call.n, false) {}
+    : call_(call),
+      id_(std::move(id)),
+      created_(created),
+      text_(call.n),
+      finish_(call.n),
+      started_(call.n, false),
+      tool_streams_(call.tools ? static_cast<size_t>(call.n) : 0),
+      calls_(call.n) {}
+
+// A chat stream's first chunk names the role.
+void CompletionReply::start(int32_t index, std::string& sse) {
+  if (!call_.chat || started_[static_cast<size_t>(index)]) return;
+  sse += chunk(index, json{{"role", "assistant"}, {"content", ""}}.dump(), nullptr);
+  started_[static_cast<size_t>(index)] = true;
+}
 
 std::string CompletionReply::chunk(int32_t index, const std::string& delta, const char* finish) const {
   json choice = {{"index", index}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", json()}};
@@ -213,6 +217,9 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
   const auto* r = messages::check_response(frame);
   if (!r) return Step::more;
   switch (r->body_type()) {
+    case wire::ResponseBody::Accepted:
+      for (auto& s : tool_streams_) s.seed(r->body_as_Accepted()->tool_call_seed());
+      return Step::more;
     case wire::ResponseBody::Tokens: {
       const auto* t = r->body_as_Tokens();
       const int32_t i = t->sample();
@@ -220,11 +227,11 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
       const std::string piece = t->text()->str();
       text_[static_cast<size_t>(i)] += piece;
       if (call_.stream && !piece.empty()) {
-        if (call_.chat && !started_[static_cast<size_t>(i)]) {
-          sse += chunk(i, json{{"role", "assistant"}, {"content", ""}}.dump(), nullptr);
-          started_[static_cast<size_t>(i)] = true;
-        }
-        sse += chunk(i, call_.chat ? json{{"content", piece}}.dump() : piece, nullptr);
+        start(i, sse);
+        if (call_.tools)  // content and calls, apart
+          for (const std::string& delta : tool_streams_[static_cast<size_t>(i)].take(piece)) sse += chunk(i, delta, nullptr);
+        else
+          sse += chunk(i, call_.chat ? json{{"content", piece}}.dump() : piece, nullptr);
       }
       return Step::more;
     }
@@ -238,9 +245,14 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
         cached_tokens_ = u->cached_prompt_tokens();
         completion_tokens_ += u->completion_tokens();
       }
+      if (const auto* calls = d->tool_calls())
+        for (const auto* c : *calls)
+          calls_[static_cast<size_t>(i)].push_back({c->id() ? c->id()->str() : "", c->name() ? c->name()->str() : "",
+                                                   c->arguments() ? c->arguments()->str() : ""});
       if (call_.stream) {
-        if (call_.chat && !started_[static_cast<size_t>(i)])
-          sse += chunk(i, json{{"role", "assistant"}, {"content", ""}}.dump(), nullptr);
+        start(i, sse);
+        if (call_.tools)
+          for (const std::string& delta : tool_streams_[static_cast<size_t>(i)].finish()) sse += chunk(i, delta, nullptr);
         sse += chunk(i, call_.chat ? "{}" : "", finish_[static_cast<size_t>(i)].c_str());
       }
       return ++done_ >= call_.n ? Step::done : Step::more;
@@ -254,11 +266,25 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
   }
 }
 
+// A chat answer: its text, or (tools) the content before its calls and the calls.
+json CompletionReply::message(size_t i) const {
+  if (!call_.tools) return {{"role", "assistant"}, {"content", text_[i]}};
+  const std::string content = answer_content(text_[i]);
+  json m = {{"role", "assistant"}, {"content", content.empty() && !calls_[i].empty() ? json() : json(content)}};
+  if (!calls_[i].empty()) {
+    json calls = json::array();
+    for (const auto& c : calls_[i])
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
 std::string CompletionReply::whole() const {
   json choices = json::array();
   for (int32_t i = 0; i < call_.n; ++i) {
     json c = {{"index", i}, {"finish_reason", finish_[static_cast<size_t>(i)]}, {"logprobs", json()}};
-    if (call_.chat) c["message"] = {{"role", "assistant"}, {"content", text_[static_cast<size_t>(i)]}};
+    if (call_.chat) c["message"] = message(static_cast<size_t>(i));
     else c["text"] = text_[static_cast<size_t>(i)];
     choices.push_back(std::move(c));
   }

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "messages/client_frames.h"
+#include "service/openai_tools.h"
 
 namespace troupe::service {
 
@@ -28,6 +31,7 @@ struct CompletionCall {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
+  bool tools = false;         // a chat with tools: answers may call them (service/openai_tools.h)
   std::string model;          // echoed back
   messages::Bytes request;    // the client Request (id 1)
 };
@@ -54,12 +58,16 @@ class CompletionReply {
 
  private:
   std::string chunk(int32_t index, const std::string& delta_json, const char* finish) const;
+  void start(int32_t index, std::string& sse);
+  nlohmann::ordered_json message(size_t index) const;
   CompletionCall call_;
   std::string id_;
   int64_t created_;
   std::vector<std::string> text_;
   std::vector<std::string> finish_;
   std::vector<bool> started_;
+  std::vector<OpenAiToolStream> tool_streams_;                // per sample, when call_.tools
+  std::vector<std::vector<messages::ToolCallFields>> calls_;  // per sample, from its Done
   int32_t done_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   ApiError error_;
 };

@@ -10,13 +10,15 @@ from troupe.wire import (Accepted, Ack, Cancel, CancelJob, ChatMessage, ChatTurn
                          ErrorCode, FinishReason, Generate, JobAccepted, JobEvent, JobList, JobReply, JobResults,
                          JobState, JobStatus, ListJobs, ListSessions, Ping, Pong, Priority, Request, RequestBody,
                          Response, ResponseBody, ResponseCacheOutcome, Sampling, Session, SessionList, ShowSession,
-                         Stats, StatsReply, SubmitJob, Tokens)
+                         Stats, StatsReply, SubmitJob, Tokens, ToolCall, ToolChoice)
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
 _SPECULATION = {"default": 0, "off": 1, "ngram": 2, "draft": 3, "auto": 4}
 # What a request does when it outgrows the context (messages/client.fbs ContextPolicy).
 _CONTEXT_POLICIES = {"default": 0, "refuse": 1, "window": 2, "summarize": 3}
+_TOOL_CHOICES = {"auto": ToolChoice.ToolChoice.auto_, "none": ToolChoice.ToolChoice.none,
+                 "required": ToolChoice.ToolChoice.required}
 _TURN_STATES = {0: "window", 1: "summarized", 2: "archived"}
 _ERROR_NAMES = {v: k for k, v in vars(ErrorCode.ErrorCode).items() if not k.startswith("_")}
 _FINISH_NAMES = {v: k for k, v in vars(FinishReason.FinishReason).items() if not k.startswith("_")}
@@ -200,6 +202,26 @@ def _expect(r, kind):
     return r.Body()
 
 
+def _tool_calls(b, calls):
+    """An assistant message's calls, OpenAI's shape ({"id", "function": {"name", "arguments"}}) or
+    this client's ({"id", "name", "arguments"}); arguments a JSON text or an object."""
+    offsets = []
+    for c in calls:
+        fn = c.get("function", c)
+        args = fn.get("arguments", "{}")
+        args = args if isinstance(args, str) else json.dumps(args)
+        i, n, a = b.CreateString(c.get("id", "")), b.CreateString(fn["name"]), b.CreateString(args)
+        ToolCall.Start(b)
+        ToolCall.AddId(b, i)
+        ToolCall.AddName(b, n)
+        ToolCall.AddArguments(b, a)
+        offsets.append(ToolCall.End(b))
+    ChatMessage.StartToolCallsVector(b, len(offsets))
+    for o in reversed(offsets):
+        b.PrependUOffsetTRelative(o)
+    return b.EndVector()
+
+
 def _request(b, request_id, body_type, body):
     Request.Start(b)
     Request.AddClientRequestId(b, request_id)
@@ -228,6 +250,7 @@ class Stream:
         self.speculation = None  # from Done: source, drafted, accepted, windows, mean_accepted
         self.response_cache = None  # from Done: "not_asked", "hit", "miss" or "bypassed"
         self.tiers = []  # from Done (a server with tiers): [{"tier": name, "tokens": n}, ...] in order
+        self.tool_calls = []  # from Done (a turn with tools): [{"id", "name", "arguments"}, ...]
         self.logprobs = []
         self.token_times = []  # time.perf_counter() at which each token of sample 0 arrived
 
@@ -270,6 +293,10 @@ class Stream:
                                 "total_ms": t.TotalMs()} if t else {}
                 self.tiers = [{"tier": (d.Tiers(i).Tier() or b"").decode(), "tokens": d.Tiers(i).Tokens()}
                               for i in range(d.TiersLength())]
+                self.tool_calls = [{"id": (d.ToolCalls(i).Id() or b"").decode(),
+                                    "name": (d.ToolCalls(i).Name() or b"").decode(),
+                                    "arguments": (d.ToolCalls(i).Arguments() or b"").decode()}
+                                   for i in range(d.ToolCallsLength())]
                 sp = d.Speculation()
                 self.speculation = {"source": (sp.Source() or b"").decode(), "drafted": sp.Drafted(),
                                     "accepted": sp.Accepted(), "windows": sp.Windows(),
@@ -412,20 +439,32 @@ class Client:
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
              draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-             escalate_threshold=0.0, constraint=None):
+             escalate_threshold=0.0, constraint=None, tools=None, tool_choice="auto", parallel_tool_calls=True):
         """constraint: as generate's (this turn's only: a session's next turn is free unless it asks).
-        messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...].
+        messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]; a dict may also carry
+        "tool_calls" (an assistant's, as the stream's tool_calls or OpenAI's) or "tool_call_id" (role
+        "tool": the result of that call).
+        tools: OpenAI tool objects ({"type": "function", "function": {"name", "description",
+        "parameters"}}); tool_choice: "auto", "none", "required" or a function's name. The stream's
+        tool_calls then lists the calls the answer makes (finish_reason "tool_calls"), each one's
+        arguments valid under its parameters schema.
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
         (and stand for them by a summary), "refuse"."""
         b = flatbuffers.Builder(1024)
         offsets = []
         for m in messages:
-            role, content = (m["role"], m["content"]) if isinstance(m, dict) else m
+            role, content = (m["role"], m.get("content") or "") if isinstance(m, dict) else m
+            calls = _tool_calls(b, m["tool_calls"]) if isinstance(m, dict) and m.get("tool_calls") else None
+            call_id = b.CreateString(m["tool_call_id"]) if isinstance(m, dict) and m.get("tool_call_id") else None
             r, c = b.CreateString(role), b.CreateString(content)
             ChatMessage.Start(b)
             ChatMessage.AddRole(b, r)
             ChatMessage.AddContent(b, c)
+            if calls is not None:
+                ChatMessage.AddToolCalls(b, calls)
+            if call_id is not None:
+                ChatMessage.AddToolCallId(b, call_id)
             offsets.append(ChatMessage.End(b))
         ChatTurn.StartMessagesVector(b, len(offsets))
         for o in reversed(offsets):
@@ -435,6 +474,15 @@ class Client:
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
                              accept_ratio, tier, escalate_threshold, constraint)
+        tool_list = tool_name = None
+        if tools:
+            texts = [b.CreateString(json.dumps(t)) for t in tools]
+            ChatTurn.StartToolsVector(b, len(texts))
+            for o in reversed(texts):
+                b.PrependUOffsetTRelative(o)
+            tool_list = b.EndVector()
+        if tool_choice not in _TOOL_CHOICES:
+            tool_name = b.CreateString(tool_choice)
         ChatTurn.Start(b)
         ChatTurn.AddSessionId(b, sid)
         ChatTurn.AddMessages(b, msgs)
@@ -446,6 +494,12 @@ class Client:
         ChatTurn.AddResponseCache(b, response_cache)
         if draft is not None:
             ChatTurn.AddDraftModel(b, draft)
+        if tool_list is not None:
+            ChatTurn.AddTools(b, tool_list)
+        ChatTurn.AddToolChoice(b, ToolChoice.ToolChoice.named if tool_name is not None else _TOOL_CHOICES[tool_choice])
+        if tool_name is not None:
+            ChatTurn.AddToolName(b, tool_name)
+        ChatTurn.AddParallelToolCalls(b, parallel_tool_calls)
         body = ChatTurn.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.ChatTurn, body))
