@@ -43,6 +43,10 @@ size_t partial_suffix(std::string_view s, std::string_view word) {
   return 0;
 }
 
+// A JSON string literal; bytes that are not UTF-8 become U+FFFD (a client's
+// name may hold any bytes).
+std::string json_string(const std::string& s) { return ojson(s).dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
 void write_python(std::string& out, const ojson& v) {
   if (v.is_object()) {
     out += '{';
@@ -185,7 +189,7 @@ std::string assistant_text(ChatFormat format, std::string_view content, std::spa
       throw ChatTemplateError("tool call '" + c.name + "': arguments is not a JSON object");
     if (!out.empty()) out += '\n';
     out.append(kOpen).append("\n").append(kCallPrefix);
-    out += ojson(c.name).dump().substr(1);  // the name's JSON string, its opening quote already written
+    out += json_string(c.name).substr(1);  // the name's JSON string, its opening quote already written
     out.append(kArgsKey);
     write_python(out, args);
     out.append("}\n").append(kClose);
@@ -213,7 +217,7 @@ std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools
   }
   std::string g;
   try {
-    g = grammar::json_schema_to_gbnf(schema.dump());
+    g = grammar::json_schema_to_gbnf(schema.dump(-1, ' ', false, ojson::error_handler_t::replace));
   } catch (const grammar::SchemaError& e) {
     // Name the tool and the keyword's place within its parameters.
     std::string where = e.pointer();
@@ -260,7 +264,7 @@ std::optional<ToolCall> read_call(std::string_view json_text) {
   ToolCall c;
   c.name = n->get<std::string>();
   // The layout the grammar writes: the arguments as the model wrote them.
-  const std::string prefix = std::string(kCallPrefix) + ojson(c.name).dump().substr(1) + std::string(kArgsKey);
+  const std::string prefix = std::string(kCallPrefix) + json_string(c.name).substr(1) + std::string(kArgsKey);
   if (body.starts_with(prefix) && body.back() == '}')
     c.arguments = std::string(trim(body.substr(prefix.size(), body.size() - 1 - prefix.size())));
   else

@@ -55,10 +55,12 @@ std::vector<ChatMessage> messages_from(std::string_view rest) {
 }
 
 // Turns the rendered text opens: one per message (gemma folds a leading
-// system message into the first turn), Qwen's default system turn, the
-// generation prompt.
+// system message into the first turn; consecutive tool results share one),
+// Qwen's default system turn, the generation prompt.
 size_t expected_turns(ChatFormat format, const std::vector<ChatMessage>& msgs, bool generation_prompt) {
-  size_t n = msgs.size() + (generation_prompt ? 1 : 0);
+  size_t n = generation_prompt ? 1 : 0;
+  for (size_t i = 0; i < msgs.size(); ++i)
+    if (!(i > 0 && msgs[i].role == "tool" && msgs[i - 1].role == "tool")) ++n;
   const bool leading_system = !msgs.empty() && msgs.front().role == "system";
   if (format == ChatFormat::qwen2 && !leading_system) ++n;
   if (format == ChatFormat::gemma && leading_system) --n;

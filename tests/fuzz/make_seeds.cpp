@@ -273,6 +273,17 @@ ws ::= | " " | "\n" [ \t]{0,20})g",
       {"refused", R"({"type":"array","uniqueItems":true})"},
   };
   for (const auto& [name, text] : schemas) seed("json_schema", name, text);
+  // A model's answers under tools; NUL bytes cut them into streamed pieces.
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const std::pair<const char*, std::string> answers[] = {
+      {"one-call", call},
+      {"content-then-calls", "Let me look.\n" + call + "\n" + call},
+      {"pieces", std::string("<tool_") + '\0' + "call>\n{\"name\": \"f\", \"argu" + '\0' + "ments\": {\"a\": [1]}}\n</tool" + '\0' + "_call>"},
+      {"cut-off", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": "},
+      {"not-a-call", "a <tool_call>[1, 2]</tool_call> b"},
+      {"reordered", "<tool_call>{\"arguments\": {}, \"name\": \"g\"}</tool_call>"},
+  };
+  for (const auto& [name, text] : answers) seed("tool_calls", name, text);
 }
 
 int main(int argc, char** argv) {
