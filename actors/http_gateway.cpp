@@ -178,7 +178,7 @@ int HttpGateway::completion(const messages::HttpRequest& req, messages::HttpResp
   const service::CompletionCall call = std::get<service::CompletionCall>(std::move(parsed));
   auto [peer, box] = open();
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
-  service::CompletionReply reply(call, id, unix_now());
+  service::CompletionReply reply(call, id, unix_now(), options_.tokenizer.get());
   std::string refusal;
   if (!submit(peer, client, call.request, refusal)) {
     close(peer, false);

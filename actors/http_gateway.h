@@ -24,6 +24,10 @@
 #include "service/intake.h"
 #include "service/metrics.h"
 
+namespace troupe {
+class Tokenizer;
+}
+
 namespace troupe::messages {
 class ClientDirectory;
 }
@@ -41,6 +45,7 @@ struct HttpOptions {
   // Under --auth curve: the clients, whose http-token-sha256 admits a
   // bearer token to /v1/ as that client. Null: no authentication.
   std::shared_ptr<const messages::ClientDirectory> clients;
+  std::shared_ptr<const Tokenizer> tokenizer;  // names the tokens of logprobs
 };
 
 class HttpGateway {

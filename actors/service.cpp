@@ -728,6 +728,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     ho.limits = s.options.client;
     ho.server = s.options.http_server;
     ho.clients = s.clients;
+    ho.tokenizer = s.tokenizer;
     s.http = std::make_shared<HttpGateway>(std::move(ho));
     s.replies->set_http(s.http);
   }

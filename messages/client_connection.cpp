@@ -72,6 +72,9 @@ StreamOutcome ClientConnection::stream(const Bytes& request, uint64_t id,
         }
         if (t->token_ids()) out.tokens.insert(out.tokens.end(), t->token_ids()->begin(), t->token_ids()->end());
         if (t->logprobs()) out.logprobs.insert(out.logprobs.end(), t->logprobs()->begin(), t->logprobs()->end());
+        if (t->top_ids()) out.top_ids.insert(out.top_ids.end(), t->top_ids()->begin(), t->top_ids()->end());
+        if (t->top_logprobs())
+          out.top_logprobs.insert(out.top_logprobs.end(), t->top_logprobs()->begin(), t->top_logprobs()->end());
         break;
       }
       case wire::ResponseBody::Done: {

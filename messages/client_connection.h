@@ -23,6 +23,8 @@ struct StreamOutcome {
   std::string text;              // every Tokens delta, concatenated
   std::vector<int32_t> tokens;   // every token id (of sample 0)
   std::vector<float> logprobs;   // when asked for: one per token id (of sample 0)
+  std::vector<int32_t> top_ids;  // top_logprobs N: N per token id, most likely first
+  std::vector<float> top_logprobs;
   int32_t prompt_tokens = 0;     // from Accepted
   std::vector<std::vector<int32_t>> sample_tokens;  // per sample, for requests with n > 1
   std::vector<DoneFields> sample_done;               // per sample

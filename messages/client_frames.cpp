@@ -73,13 +73,14 @@ SamplingFields read_sampling(const wire::Sampling* s) {
 
 Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingFields& s, wire::Priority priority,
                        bool special, bool logprobs, bool ignore_eos, int32_t n, wire::Speculation speculation,
-                       int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, bool response_cache) {
+                       int32_t max_draft, std::string_view draft_model, wire::ContextPolicy policy, bool response_cache,
+                       int32_t top_logprobs) {
   flatbuffers::FlatBufferBuilder fbb(256 + prompt.size());
   const auto text = fbb.CreateString(prompt.data(), prompt.size());
   const auto sampling = build_sampling(fbb, s);
   const auto draft = draft_model.empty() ? 0 : fbb.CreateString(draft_model.data(), draft_model.size());
   const auto body = wire::CreateGenerate(fbb, text, sampling, priority, special, logprobs, ignore_eos, n, speculation,
-                                         max_draft, draft, policy, response_cache);
+                                         max_draft, draft, policy, response_cache, top_logprobs);
   return request(id, wire::RequestBody::Generate, body.Union(), fbb);
 }
 
@@ -113,7 +114,7 @@ Bytes chat_request(uint64_t id, const ChatTurnFields& t) {
   const auto tool_name = t.tools.name.empty() ? 0 : fbb.CreateString(t.tools.name);
   const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, t.priority, t.logprobs, t.n, t.speculation, t.max_draft,
                                          draft, t.policy, t.response_cache, tools, t.tools.choice, tool_name,
-                                         t.tools.parallel);
+                                         t.tools.parallel, t.top_logprobs);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 
@@ -158,13 +159,18 @@ Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_positi
 }
 
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
-                      std::span<const float> logprobs, int32_t sample) {
-  flatbuffers::FlatBufferBuilder fbb(128 + text.size() + 8 * token_ids.size());
+                      std::span<const float> logprobs, int32_t sample, std::span<const int32_t> top_ids,
+                      std::span<const float> top_logprobs) {
+  flatbuffers::FlatBufferBuilder fbb(128 + text.size() + 8 * token_ids.size() + 8 * top_ids.size());
   const auto t = fbb.CreateString(text.data(), text.size());
   const auto ids = fbb.CreateVector(token_ids.data(), token_ids.size());
   const auto lp = logprobs.empty() ? flatbuffers::Offset<flatbuffers::Vector<float>>()
                                    : fbb.CreateVector(logprobs.data(), logprobs.size());
-  return response(id, wire::ResponseBody::Tokens, wire::CreateTokens(fbb, t, ids, lp, sample).Union(), fbb);
+  const auto tids = top_ids.empty() ? flatbuffers::Offset<flatbuffers::Vector<int32_t>>()
+                                    : fbb.CreateVector(top_ids.data(), top_ids.size());
+  const auto tlps = top_logprobs.empty() ? flatbuffers::Offset<flatbuffers::Vector<float>>()
+                                         : fbb.CreateVector(top_logprobs.data(), top_logprobs.size());
+  return response(id, wire::ResponseBody::Tokens, wire::CreateTokens(fbb, t, ids, lp, sample, tids, tlps).Union(), fbb);
 }
 
 Bytes done_response(uint64_t id, const DoneFields& d) {

@@ -61,7 +61,8 @@ Bytes generate_request(uint64_t id, std::string_view prompt, const SamplingField
                        bool ignore_eos = false, int32_t n = 1,
                        wire::Speculation speculation = wire::Speculation::server_default, int32_t max_draft = 0,
                        std::string_view draft_model = {},
-                       wire::ContextPolicy policy = wire::ContextPolicy::server_default, bool response_cache = false);
+                       wire::ContextPolicy policy = wire::ContextPolicy::server_default, bool response_cache = false,
+                       int32_t top_logprobs = 0);
 // A tool call (ChatMessage.tool_calls, Done.tool_calls).
 struct ToolCallFields {
   std::string id, name, arguments;
@@ -69,9 +70,12 @@ struct ToolCallFields {
 };
 
 struct ChatMessageFields {
+  ChatMessageFields() = default;
+  ChatMessageFields(std::string r, std::string c, std::vector<ToolCallFields> calls = {}, std::string call_id = {})
+      : role(std::move(r)), content(std::move(c)), tool_calls(std::move(calls)), tool_call_id(std::move(call_id)) {}
   std::string role, content;
-  std::vector<ToolCallFields> tool_calls = {};
-  std::string tool_call_id = {};
+  std::vector<ToolCallFields> tool_calls;
+  std::string tool_call_id;
 };
 
 // A ChatTurn's tools: OpenAI tool objects as JSON text, and which calls it may make.
@@ -95,6 +99,7 @@ struct ChatTurnFields {
   int32_t n = 1;
   bool response_cache = false;
   ChatToolsFields tools;
+  int32_t top_logprobs = 0;
 };
 Bytes chat_request(uint64_t id, const ChatTurnFields& turn);
 Bytes chat_request(uint64_t id, std::string_view session_id,
@@ -153,8 +158,10 @@ struct StatsFields {
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position, uint64_t tool_call_seed = 0);
+// `top_ids`/`top_logprobs`: N per token id (empty: none asked).
 Bytes tokens_response(uint64_t id, std::string_view text, std::span<const int32_t> token_ids,
-                      std::span<const float> logprobs = {}, int32_t sample = 0);
+                      std::span<const float> logprobs = {}, int32_t sample = 0, std::span<const int32_t> top_ids = {},
+                      std::span<const float> top_logprobs = {});
 Bytes done_response(uint64_t id, const DoneFields& d);
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message);
 Bytes pong_response(uint64_t id, uint64_t nonce);

@@ -127,6 +127,13 @@ bool check_policy(Check& c, const std::string& where, wire::ContextPolicy p) {
   return true;
 }
 
+// top_logprobs: 0..20 (OpenAI's range), and only with logprobs.
+bool check_top_logprobs(Check& c, const std::string& what, int32_t top, bool logprobs) {
+  if (top < 0 || top > 20) return c.fail(what + ".top_logprobs", std::to_string(top) + " is outside [0, 20]");
+  if (top > 0 && !logprobs) return c.fail(what + ".top_logprobs", "needs logprobs");
+  return true;
+}
+
 bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   if (!g->prompt() || g->prompt()->size() == 0) return c.fail("Generate.prompt", "is empty");
   if (g->prompt()->size() > l.max_prompt_bytes)
@@ -136,6 +143,7 @@ bool check_generate(Check& c, const wire::Generate* g, const ClientLimits& l) {
   if (!check_policy(c, "Generate", g->context_policy())) return false;
   if (g->context_policy() == wire::ContextPolicy::summarize)
     return c.fail("Generate.context_policy", "summarize needs a conversation (a ChatTurn)");
+  if (!check_top_logprobs(c, "Generate", g->top_logprobs(), g->logprobs())) return false;
   return check_priority(c, "Generate.priority", g->priority()) && check_sampling(c, "Generate", g->sampling(), l);
 }
 
@@ -254,6 +262,7 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (t->n() > 1 && t->session_id() && t->session_id()->size() > 0)
     return c.fail("ChatTurn.n", "a session turn has one answer (n = 1)");
   if (!check_tools(c, t, l)) return false;
+  if (!check_top_logprobs(c, "ChatTurn", t->top_logprobs(), t->logprobs())) return false;
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
 }
 

@@ -30,14 +30,16 @@ size_t page_bytes(std::span<const PageBytes> pages) {
 }  // namespace
 
 flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
-                                                                 bool logprobs, const GrammarSpec& grammar) {
+                                                                 bool logprobs, const GrammarSpec& grammar,
+                                                                 int32_t top_logprobs) {
   std::vector<wire::step::TokenBias> bias;
   for (const auto& [token, b] : f.logit_bias) bias.emplace_back(token, b);
   const auto biases = bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size());
   const auto gbnf = f.grammar.empty() ? 0 : fbb.CreateString(f.grammar);
   return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
                                             f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed, logprobs,
-                                            biases, f.accept_ratio, gbnf, grammar.start, grammar.jump_forward);
+                                            biases, f.accept_ratio, gbnf, grammar.start, grammar.jump_forward,
+                                            top_logprobs);
 }
 
 DraftQOffsets build_draft_q(flatbuffers::FlatBufferBuilder& fbb, std::span<const DraftDistribution> q) {
@@ -92,7 +94,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     flatbuffers::Offset<flatbuffers::Vector<int32_t>> history;
     if (s.sampling) {
       history = fbb.CreateVector(s.history.data(), s.history.size());
-      sampling = build_sequence_sampling(fbb, *s.sampling, s.logprobs, s.grammar);
+      sampling = build_sequence_sampling(fbb, *s.sampling, s.logprobs, s.grammar, s.top_logprobs);
     }
     const DraftQOffsets q = build_draft_q(fbb, s.draft_q);
     out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history,
@@ -134,7 +136,11 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
   for (const SampledToken& s : sampled) {
     const auto accepted = s.accepted.empty() ? 0 : fbb.CreateVector(s.accepted.data(), s.accepted.size());
     const auto forced = s.forced.empty() ? 0 : fbb.CreateVector(s.forced.data(), s.forced.size());
-    out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob, accepted, forced, s.grammar_blocked));
+    const auto lps = s.logprobs.empty() ? 0 : fbb.CreateVector(s.logprobs);
+    const auto top_ids = s.top_ids.empty() ? 0 : fbb.CreateVector(s.top_ids);
+    const auto top_lps = s.top_logprobs.empty() ? 0 : fbb.CreateVector(s.top_logprobs);
+    out.push_back(wire::step::CreateSampled(fbb, s.sequence_id, s.token, s.logprob, accepted, forced, s.grammar_blocked,
+                                            lps, top_ids, top_lps));
   }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto err = error.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(error.data(), error.size());

@@ -34,6 +34,7 @@ struct SliceSpec {
   int32_t drafts = 0;  // the last `drafts` tokens are a verify window's drafts
   std::span<const DraftDistribution> draft_q;  // the draft model's q per draft; empty: fixed drafts
   GrammarSpec grammar{};  // with `sampling`, when it has a grammar
+  int32_t top_logprobs = 0;  // with logprobs: this many most likely tokens per position
 };
 
 struct SampledToken {
@@ -43,6 +44,9 @@ struct SampledToken {
   std::vector<int32_t> accepted;  // accepted drafts, before `token`
   std::vector<int32_t> forced;    // jump-forward tokens after `token` (Sampled.forced)
   bool grammar_blocked = false;
+  std::vector<float> logprobs;    // with logprobs: one per token given (accepted drafts, then `token`)
+  std::vector<int32_t> top_ids;   // top_logprobs N: N per token given
+  std::vector<float> top_logprobs;
 };
 
 struct PageBytes {
@@ -104,7 +108,8 @@ Bytes worker_lost_result(std::string_view why);
 
 // A sequence's sampling as the step and draft messages carry it.
 flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbuffers::FlatBufferBuilder& fbb, const SamplingFields& f,
-                                                                 bool logprobs, const GrammarSpec& grammar = {});
+                                                                 bool logprobs, const GrammarSpec& grammar = {},
+                                                                 int32_t top_logprobs = 0);
 
 // Draft distributions, flattened into (sizes, tokens, probs) vectors.
 struct DraftQOffsets {

@@ -32,6 +32,7 @@ struct AdmitRequest {
   messages::SamplingFields sampling;
   Priority priority = Priority::interactive;
   bool logprobs = false;
+  int32_t top_logprobs = 0;  // with logprobs: most likely tokens reported per position
   bool ignore_eos = false;
   int32_t samples = 1;  // n parallel samples
   SpeculationMode speculation = SpeculationMode::off;  // resolved against the server's default

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/tokenizer.h"
 #include "messages/client_validation.h"
 #include "service/openai_constraint.h"
 
@@ -130,6 +131,20 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     }
   }
   if (auto e = read_constraint(body, s.constraint)) return bad(e->param, e->message);
+  // Chat: logprobs true and top_logprobs N; completions: logprobs N.
+  if (auto lp = body.find("logprobs"); lp != body.end() && !lp->is_null()) {
+    if (chat) {
+      if (!lp->is_boolean()) return bad("logprobs", "logprobs must be a boolean");
+      call.logprobs = lp->get<bool>();
+    } else {
+      if (auto err = number(body, "logprobs", call.top_logprobs, 0, 20)) return *err;
+      call.logprobs = true;
+    }
+  }
+  if (chat) {
+    if (auto err = number(body, "top_logprobs", call.top_logprobs, 0, 20)) return *err;
+    if (call.top_logprobs > 0 && !call.logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
+  }
   if (auto st = body.find("stream"); st != body.end() && !st->is_null()) {
     if (!st->is_boolean()) return bad("stream", "stream must be a boolean");
     call.stream = st->get<bool>();
@@ -170,6 +185,8 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     turn.speculation = spec;
     turn.n = call.n;
     turn.response_cache = cache;
+    turn.logprobs = call.logprobs;
+    turn.top_logprobs = call.top_logprobs;
     call.request = messages::chat_request(1, turn);
   } else {
     if (!session.empty()) return bad("session", "sessions are for chat completions");
@@ -180,13 +197,14 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     else return bad("prompt", "prompt must be a string (one prompt per request)");
     bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
     if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
-    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, false, ignore_eos, call.n, spec,
-                                              0, {}, wire::ContextPolicy::server_default, cache);
+    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, call.logprobs, ignore_eos,
+                                              call.n, spec, 0, {}, wire::ContextPolicy::server_default, cache,
+                                              call.top_logprobs);
   }
   return call;
 }
 
-CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int64_t created)
+CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int64_t created, const Tokenizer* tokenizer)
     : call_(call),
       id_(std::move(id)),
       created_(created),
@@ -194,7 +212,49 @@ CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int
       finish_(call.n),
       started_(call.n, false),
       tool_streams_(call.tools ? static_cast<size_t>(call.n) : 0),
-      calls_(call.n) {}
+      calls_(call.n),
+      tokenizer_(tokenizer),
+      logprobs_(call.n) {}
+
+// One token's logprobs as chat writes them: its text, bytes, logprob and the most likely tokens.
+json CompletionReply::entry(int32_t token, float logprob, const int32_t* top_ids, const float* top_lps, int32_t top) const {
+  auto named = [&](int32_t id, float lp) {
+    const std::string bytes = tokenizer_ && id >= 0 && static_cast<size_t>(id) < tokenizer_->size()
+                                  ? tokenizer_->token_bytes(id)
+                                  : std::to_string(id);
+    json b = json::array();
+    for (unsigned char c : bytes) b.push_back(c);
+    // Bytes of a character split across tokens are not UTF-8 alone: U+FFFD in `token`, exact in `bytes`.
+    return json{{"token", json(bytes).dump(-1, ' ', false, json::error_handler_t::replace)}, {"logprob", lp}, {"bytes", b}};
+  };
+  json e = named(token, logprob);
+  e["token"] = json::parse(e["token"].get<std::string>());
+  json tops = json::array();
+  for (int32_t k = 0; k < top; ++k) {
+    json t = named(top_ids[k], top_lps[k]);
+    t["token"] = json::parse(t["token"].get<std::string>());
+    tops.push_back(std::move(t));
+  }
+  e["top_logprobs"] = std::move(tops);
+  return e;
+}
+
+// A choice's `logprobs`: chat's {"content": [...]}, or completions' parallel
+// lists (`offset`: the text's length before these tokens).
+json CompletionReply::choice_logprobs(const std::vector<json>& entries, size_t offset) const {
+  if (call_.chat) return {{"content", entries}, {"refusal", json()}};
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const json& e : entries) {
+    tokens.push_back(e["token"]);
+    lps.push_back(e["logprob"]);
+    json top = json::object();
+    for (const json& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += e["token"].get<std::string>().size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
 
 // A chat stream's first chunk names the role.
 void CompletionReply::start(int32_t index, std::string& sse) {
@@ -203,8 +263,9 @@ void CompletionReply::start(int32_t index, std::string& sse) {
   started_[static_cast<size_t>(index)] = true;
 }
 
-std::string CompletionReply::chunk(int32_t index, const std::string& delta, const char* finish) const {
-  json choice = {{"index", index}, {"finish_reason", finish ? json(finish) : json()}, {"logprobs", json()}};
+std::string CompletionReply::chunk(int32_t index, const std::string& delta, const char* finish, const json* logprobs) const {
+  json choice = {{"index", index}, {"finish_reason", finish ? json(finish) : json()},
+                 {"logprobs", logprobs ? *logprobs : json()}};
   if (call_.chat) choice["delta"] = json::parse(delta);
   else choice["text"] = delta;
   json c = {{"id", id_}, {"object", call_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
@@ -223,15 +284,31 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
     case wire::ResponseBody::Tokens: {
       const auto* t = r->body_as_Tokens();
       const int32_t i = t->sample();
-      if (i < 0 || i >= call_.n || !t->text()) return Step::more;
-      const std::string piece = t->text()->str();
+      if (i < 0 || i >= call_.n) return Step::more;
+      const std::string piece = t->text() ? t->text()->str() : "";
+      const size_t offset = text_[static_cast<size_t>(i)].size();
       text_[static_cast<size_t>(i)] += piece;
-      if (call_.stream && !piece.empty()) {
+      // This frame's tokens' logprobs (a token whose text is not whole yet has its own).
+      std::vector<json> entries;
+      if (call_.logprobs && t->token_ids() && t->logprobs() && t->logprobs()->size() == t->token_ids()->size()) {
+        const auto top = static_cast<int32_t>(call_.top_logprobs);
+        const bool tops = t->top_ids() && t->top_logprobs() && t->top_ids()->size() == t->token_ids()->size() * top &&
+                          t->top_logprobs()->size() == t->top_ids()->size();
+        for (uint32_t k = 0; k < t->token_ids()->size(); ++k)
+          entries.push_back(entry(t->token_ids()->Get(k), t->logprobs()->Get(k), tops ? t->top_ids()->data() + k * top : nullptr,
+                                  tops ? t->top_logprobs()->data() + k * top : nullptr, tops ? top : 0));
+        auto& all = logprobs_[static_cast<size_t>(i)];
+        all.insert(all.end(), entries.begin(), entries.end());
+      }
+      if (call_.stream && (!piece.empty() || !entries.empty())) {
         start(i, sse);
-        if (call_.tools)  // content and calls, apart
-          for (const std::string& delta : tool_streams_[static_cast<size_t>(i)].take(piece)) sse += chunk(i, delta, nullptr);
-        else
-          sse += chunk(i, call_.chat ? json{{"content", piece}}.dump() : piece, nullptr);
+        std::vector<std::string> deltas;
+        if (call_.tools) deltas = tool_streams_[static_cast<size_t>(i)].take(piece);  // content and calls, apart
+        else if (!piece.empty()) deltas.push_back(call_.chat ? json{{"content", piece}}.dump() : piece);
+        if (deltas.empty() && !entries.empty()) deltas.push_back(call_.chat ? json{{"content", ""}}.dump() : "");
+        const json lp = choice_logprobs(entries, offset);
+        for (size_t k = 0; k < deltas.size(); ++k)
+          sse += chunk(i, deltas[k], nullptr, k == 0 && !entries.empty() ? &lp : nullptr);
       }
       return Step::more;
     }
@@ -283,7 +360,8 @@ json CompletionReply::message(size_t i) const {
 std::string CompletionReply::whole() const {
   json choices = json::array();
   for (int32_t i = 0; i < call_.n; ++i) {
-    json c = {{"index", i}, {"finish_reason", finish_[static_cast<size_t>(i)]}, {"logprobs", json()}};
+    json c = {{"index", i}, {"finish_reason", finish_[static_cast<size_t>(i)]},
+              {"logprobs", call_.logprobs ? choice_logprobs(logprobs_[static_cast<size_t>(i)], 0) : json()}};
     if (call_.chat) c["message"] = message(static_cast<size_t>(i));
     else c["text"] = text_[static_cast<size_t>(i)];
     choices.push_back(std::move(c));

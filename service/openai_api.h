@@ -15,6 +15,10 @@
 #include "messages/client_frames.h"
 #include "service/openai_tools.h"
 
+namespace troupe {
+class Tokenizer;
+}
+
 namespace troupe::service {
 
 // An HTTP error as OpenAI writes it: {"error":{"message","type","param","code"}}.
@@ -32,6 +36,8 @@ struct CompletionCall {
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
   bool tools = false;         // a chat with tools: answers may call them (service/openai_tools.h)
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
   std::string model;          // echoed back
   messages::Bytes request;    // the client Request (id 1)
 };
@@ -48,7 +54,8 @@ ApiError api_error(wire::ErrorCode code, const std::string& message);
 // A completion being assembled from its Response frames.
 class CompletionReply {
  public:
-  CompletionReply(const CompletionCall& call, std::string id, int64_t created);
+  // `tokenizer`: names the tokens of logprobs (null: their ids as text).
+  CompletionReply(const CompletionCall& call, std::string id, int64_t created, const Tokenizer* tokenizer = nullptr);
   enum class Step { more, done, failed };
   // One Response frame; SSE events for it (streaming) are appended to `sse`.
   Step take(const std::string& frame, std::string& sse);
@@ -57,7 +64,10 @@ class CompletionReply {
   std::string sse_end() const; // usage chunk (if asked) and [DONE]
 
  private:
-  std::string chunk(int32_t index, const std::string& delta_json, const char* finish) const;
+  std::string chunk(int32_t index, const std::string& delta_json, const char* finish,
+                    const nlohmann::ordered_json* logprobs = nullptr) const;
+  nlohmann::ordered_json entry(int32_t token, float logprob, const int32_t* top_ids, const float* top_lps, int32_t top) const;
+  nlohmann::ordered_json choice_logprobs(const std::vector<nlohmann::ordered_json>& entries, size_t offset) const;
   void start(int32_t index, std::string& sse);
   nlohmann::ordered_json message(size_t index) const;
   CompletionCall call_;
@@ -68,6 +78,8 @@ class CompletionReply {
   std::vector<bool> started_;
   std::vector<OpenAiToolStream> tool_streams_;                // per sample, when call_.tools
   std::vector<std::vector<messages::ToolCallFields>> calls_;  // per sample, from its Done
+  const Tokenizer* tokenizer_;
+  std::vector<std::vector<nlohmann::ordered_json>> logprobs_;  // per sample: one entry per token
   int32_t done_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   ApiError error_;
 };

@@ -72,7 +72,8 @@ std::optional<std::string> RequestGate::resolve_speculation(AdmitRequest& a, wir
     default: a.speculation = cfg_.speculation;
   }
   a.max_draft = max_draft > 0 ? max_draft : cfg_.max_draft;
-  if (a.logprobs || a.samples > 1) a.speculation = SpeculationMode::off;
+  // (Logprobs come from the verify pass: the target model's, speculating or not.)
+  if (a.samples > 1) a.speculation = SpeculationMode::off;
   if (a.speculation == SpeculationMode::draft && !cfg_.draft_model)
     return "speculation: this server has no draft model (serve --draft-model NAME); use ngram or auto";
   if (!draft_model || draft_model->size() == 0) return std::nullopt;
@@ -97,6 +98,7 @@ std::optional<messages::Rejection> RequestGate::read_generate(const wire::Genera
   if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   a.priority = priority_of(g.priority());
   a.logprobs = g.logprobs();
+  a.top_logprobs = g.top_logprobs();
   a.ignore_eos = g.ignore_eos();
   if (auto why = lower_constraint(a.sampling, a.ignore_eos, *grammars_))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
@@ -147,6 +149,7 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   }
   a.priority = priority_of(t.priority());
   a.logprobs = t.logprobs();
+  a.top_logprobs = t.top_logprobs();
   a.samples = t.n();
   a.policy = resolve_policy(t.context_policy(), t.session_id() && t.session_id()->size() > 0);
   if (t.response_cache() && t.session_id() && t.session_id()->size() > 0)

@@ -23,7 +23,8 @@ ResponseStream::ResponseStream(const Tokenizer& tokenizer, StreamTarget target, 
       keep_answer_(keep_answer),
       accepted_ns_(accepted_ns) {}
 
-std::optional<wire::FinishReason> ResponseStream::push(int32_t token, float logprob, int64_t now, Outbound& out) {
+std::optional<wire::FinishReason> ResponseStream::push(int32_t token, float logprob, int64_t now, Outbound& out,
+                                                       std::span<const int32_t> top_ids, std::span<const float> top_logprobs) {
   if (!first_token_ns_) first_token_ns_ = now;
   last_token_ns_ = now;
   if (!ignore_eos_ && tokenizer_->is_end_of_generation(token)) return wire::FinishReason::stop;
@@ -34,7 +35,8 @@ std::optional<wire::FinishReason> ResponseStream::push(int32_t token, float logp
   if (keep_answer_) answer_ += text;
   const float lp[] = {logprob};
   send(messages::tokens_response(target_.client_id, text, std::span<const int32_t>(&token, 1),
-                                 logprobs_ ? std::span<const float>(lp) : std::span<const float>(), target_.sample),
+                                 logprobs_ ? std::span<const float>(lp) : std::span<const float>(), target_.sample,
+                                 top_ ? top_ids : std::span<const int32_t>(), top_ ? top_logprobs : std::span<const float>()),
        out);
   if (stops_.stopped()) return wire::FinishReason::stop_string;
   if (completion_ >= max_tokens_) return wire::FinishReason::length;

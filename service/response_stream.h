@@ -5,6 +5,7 @@
 // keeps the answer's text, which is stored with the turn.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ class ResponseStream {
   int32_t max_tokens() const { return max_tokens_; }
   int64_t accepted_ns() const { return accepted_ns_; }
   bool logprobs() const { return logprobs_; }
+  int32_t top_logprobs() const { return top_; }
+  void report_top(int32_t n) { top_ = logprobs_ ? n : 0; }
   bool ignore_eos() const { return ignore_eos_; }
   void scheduled(int64_t now) {
     if (!scheduled_ns_) scheduled_ns_ = now;
@@ -47,7 +50,9 @@ class ResponseStream {
   // One sampled token: its text (if any) goes out. Returns why the stream
   // ends with it, if it does: the end-of-generation token, a stop string,
   // or max_tokens.
-  std::optional<wire::FinishReason> push(int32_t token, float logprob, int64_t now, Outbound& out);
+  // `top_ids`/`top_logprobs`: the position's most likely tokens (top_logprobs() of them).
+  std::optional<wire::FinishReason> push(int32_t token, float logprob, int64_t now, Outbound& out,
+                                         std::span<const int32_t> top_ids = {}, std::span<const float> top_logprobs = {});
   // The stream's held-back text, sent unless it ends by a stop string or a cancel.
   void flush(wire::FinishReason reason, Outbound& out);
   // Usage and timings for its Done; `prompt` and `cached` come from the planner.
@@ -85,6 +90,7 @@ class ResponseStream {
   std::vector<int32_t> tokens_;
   std::vector<std::pair<std::string, int32_t>> segments_;  // (tier, tokens)
   std::optional<ChatFormat> tool_format_;
+  int32_t top_ = 0;
   uint64_t tool_seed_ = 0;
   int32_t completion_ = 0;
   int64_t accepted_ns_, scheduled_ns_ = 0, first_token_ns_ = 0, last_token_ns_ = 0;

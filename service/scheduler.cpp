@@ -162,6 +162,7 @@ void Scheduler::admit(AdmitRequest a) {
              std::move(a.sampling)};
   if (cfg_.tier >= 0) s.stream.begin_segment(cfg_.tier_name);
   if (a.tool_format && !carried) s.stream.read_tool_calls(*a.tool_format, a.tool_seed);
+  if (!carried) s.stream.report_top(a.top_logprobs);
   ++(a.moved_from >= 0 ? moved_in_ : carried ? escalated_in_ : requests_in_);
   s.route = a.route;
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1) {
@@ -384,6 +385,7 @@ AdmitRequest Scheduler::carry(uint64_t seq, const Sequence& s, std::vector<int32
   a.sampling.max_tokens = s.stream.max_tokens() - s.stream.completion();
   a.priority = s.priority;
   a.logprobs = s.stream.logprobs();
+  a.top_logprobs = s.stream.top_logprobs();
   a.ignore_eos = s.stream.ignore_eos();
   a.accepted_ns = s.stream.accepted_ns();
   a.session_id = s.session_id;
@@ -845,13 +847,14 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
     // The draft model's q for the drafts the window kept (the planner may cut it short).
     // A constrained output starts after the prompt its client sent (an
     // escalated request's prompt holds the answer so far).
+    // Logprobs are the model's for every token: no token skips the forward (jump-forward off).
     const messages::GrammarSpec grammar{s.first_prompt_tokens >= 0 ? s.first_prompt_tokens : ps.prompt_tokens,
-                                        cfg_.jump_forward};
+                                        cfg_.jump_forward && !s.stream.logprobs()};
     specs.push_back({slices[i].id, slices[i].start, b.tokens, b.block_table, slices[i].wants_token,
                      introduce ? &s.sampling : nullptr,
                      introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
-                     s.stream.logprobs() || s.watch.has_value(), slices[i].drafts, speculation_.q(slices[i].id, slices[i].drafts),
-                     grammar});
+                     s.stream.logprobs() || s.watch.has_value(), slices[i].drafts,
+                     speculation_.q(slices[i].id, slices[i].drafts), grammar, s.stream.top_logprobs()});
     in_step_.push_back(slices[i].id);
   }
   return specs;
@@ -926,8 +929,15 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   std::vector<std::pair<uint64_t, float>> who;
   std::vector<std::vector<int32_t>> forced;  // per wanting slice: jump-forward tokens after those
   std::vector<bool> blocked;                 // per wanting slice: its grammar allowed no token
+  // Per wanting slice, with logprobs: one per token it gives, and N most likely per token.
+  std::vector<std::vector<float>> token_lps, top_lps;
+  std::vector<std::vector<int32_t>> top_ids;
   if (res.sampled())
     for (const auto* s : *res.sampled()) {
+      token_lps.emplace_back(), top_ids.emplace_back(), top_lps.emplace_back();
+      if (s->logprobs()) token_lps.back().assign(s->logprobs()->begin(), s->logprobs()->end());
+      if (s->top_ids()) top_ids.back().assign(s->top_ids()->begin(), s->top_ids()->end());
+      if (s->top_logprobs()) top_lps.back().assign(s->top_logprobs()->begin(), s->top_logprobs()->end());
       std::vector<int32_t> kept;
       if (s->accepted()) kept.assign(s->accepted()->begin(), s->accepted()->end());
       kept.push_back(s->token());
@@ -954,6 +964,9 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
   for (size_t i = 0; matches && i < sampled.size(); ++i) {
     for (int32_t t : sampled[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
     for (int32_t t : forced[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
+    for (int32_t t : top_ids[i]) matches = matches && t >= 0 && static_cast<size_t>(t) < cfg_.tokenizer->size();
+    matches = matches && (token_lps[i].empty() || token_lps[i].size() == sampled[i].size()) &&
+              top_ids[i].size() == top_lps[i].size() && top_ids[i].size() % sampled[i].size() == 0;
   }
   if (!matches) throw std::runtime_error("the verifier's result does not answer step " + std::to_string(step_));
   if (step_has_slices_) planner_->commit(sampled);
@@ -969,9 +982,11 @@ void Scheduler::take_tokens(const wire::step::StepResult& res) {
     }
     if (auto w = window_drafts.find(seq); w != window_drafts.end())
       speculation_.observe_window(seq, w->second, static_cast<int32_t>(sampled[i].size()) - 1);
-    for (int32_t token : sampled[i]) {
+    const size_t per = top_ids[i].size() / sampled[i].size();
+    for (size_t k = 0; k < sampled[i].size(); ++k) {
       if (!sequences_.count(seq)) break;  // ended (stop, length) part way through the window
-      deliver(seq, token, who[i].second);
+      deliver(seq, sampled[i][k], token_lps[i].empty() ? who[i].second : token_lps[i][k],
+              std::span(top_ids[i]).subspan(k * per, per), std::span(top_lps[i]).subspan(k * per, per));
     }
     // Jump-forward: forced tokens are certain (probability 1 under the grammar).
     for (int32_t token : forced[i]) {
@@ -992,6 +1007,7 @@ void Scheduler::fork_samples(uint64_t seq) {
   const StreamTarget target = parent.stream.target();
   const messages::SamplingFields sampling = parent.sampling;
   const bool logprobs = parent.stream.logprobs(), ignore_eos = parent.stream.ignore_eos();
+  const int32_t top = parent.stream.top_logprobs();
   const int64_t accepted_ns = parent.stream.accepted_ns(), scheduled_ns = parent.stream.scheduled_ns();
   const int32_t at = planner_->find(seq)->prompt_tokens - 1;
   const std::string parent_tenant = parent.tenant;
@@ -1005,6 +1021,7 @@ void Scheduler::fork_samples(uint64_t seq) {
                               accepted_ns),
                own};
     s.stream.scheduled(scheduled_ns);
+    s.stream.report_top(top);
     s.tenant = parent_tenant;
     group.push_back(child);
     sequences_.emplace(child, std::move(s));
@@ -1012,7 +1029,8 @@ void Scheduler::fork_samples(uint64_t seq) {
 }
 
 // One sampled token reaches its sequence.
-void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
+void Scheduler::deliver(uint64_t seq, int32_t token, float logprob, std::span<const int32_t> top_ids,
+                        std::span<const float> top_logprobs) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   Sequence& s = it->second;
@@ -1035,7 +1053,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob) {
   ResponseStream& stream = s.stream;
   const int32_t before = stream.completion();
   const int64_t t = now(), previous = stream.last_token_ns();
-  const auto finished = stream.push(token, logprob, t, s.held ? s.held->out : out_);
+  const auto finished = stream.push(token, logprob, t, s.held ? s.held->out : out_, top_ids, top_logprobs);
   if (!s.held) tokens_generated_ += static_cast<uint64_t>(stream.completion() - before);  // held: when released
   const PlannedSequence* p = planner_->find(seq);
   const bool full = !finished && p && static_cast<int64_t>(p->tokens.size()) >= cfg_.planner.max_context;

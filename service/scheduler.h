@@ -186,7 +186,8 @@ class Scheduler {
   std::vector<PreemptedPages> swaps_for_step();
   void take_tokens(const wire::step::StepResult& result);
   void take_swapped(SwappedPages pages);
-  void deliver(uint64_t seq, int32_t token, float logprob);
+  void deliver(uint64_t seq, int32_t token, float logprob, std::span<const int32_t> top_ids = {},
+               std::span<const float> top_logprobs = {});
   void fork_samples(uint64_t seq);
   void end(uint64_t seq, wire::FinishReason reason, bool tell);
   void tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason);

@@ -16,6 +16,7 @@
 #include "engine/page_pool.h"
 #include "engine/sampler.h"
 #include "engine/speculation/acceptance.h"
+#include "engine/token_logprobs.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
 #include "messages/step_frames.h"
@@ -43,6 +44,7 @@ struct StepRunner::Impl {
     size_t fed = 0;
     bool jump_forward = true;
     bool blocked = false;  // the grammar allows nothing (or the history broke it)
+    int32_t top = 0;       // with logprobs: most likely tokens reported per position
   };
   static constexpr size_t kMaxForced = 32;  // jump-forward tokens per step
   // A slice that wants a token: where its logits rows are and what they judge.
@@ -161,7 +163,8 @@ struct StepRunner::Impl {
   void introduce(const wire::step::Slice& s) {
     const SamplingParams p = sampling_params(s.sampling());
     p.validate();
-    SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs(), std::nullopt, 0, true, false};
+    SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs(), std::nullopt, 0, true, false,
+                          std::clamp(s.sampling()->top_logprobs(), 0, 20)};
     if (s.history()) fresh.history.assign(s.history()->begin(), s.history()->end());
     if (static_cast<int32_t>(fresh.history.size()) != s.start())
       throw std::invalid_argument(who(s.sequence_id()) + " starts at " + std::to_string(s.start()) + " with a history of " +
@@ -218,7 +221,7 @@ struct StepRunner::Impl {
   }
 
   messages::SampledToken blocked(uint64_t seq) const {
-    messages::SampledToken t{seq, 0, 0.0f, {}, {}, true};
+    messages::SampledToken t{seq, 0, 0.0f, {}, {}, true, {}, {}, {}};
     return t;
   }
 
@@ -231,20 +234,23 @@ struct StepRunner::Impl {
     ss.fed += t.forced.size();
   }
 
+  // The token's log-probability (and the most likely tokens) under `raw`,
+  // the row as the model computed it.
+  static void report(const SequenceSampler& ss, messages::SampledToken& t, std::span<const float> raw, int32_t token) {
+    const RowLogprobs r = row_logprobs(raw, ss.top);
+    t.logprobs.push_back(r.of(raw, token));
+    t.logprob = t.logprobs.back();
+    t.top_ids.insert(t.top_ids.end(), r.top_ids.begin(), r.top_ids.end());
+    t.top_logprobs.insert(t.top_logprobs.end(), r.top_logprobs.begin(), r.top_logprobs.end());
+  }
+
   messages::SampledToken sample_row(SequenceSampler& ss, uint64_t seq, std::span<float> row) {
     if (ss.blocked) return blocked(seq);
-    float logprob = 0;
-    double lse = 0;
-    if (ss.logprobs) {
-      original.assign(row.begin(), row.end());
-      const float mx = *std::max_element(row.begin(), row.end());
-      for (float v : row) lse += std::exp(static_cast<double>(v - mx));
-      lse = std::log(lse) + mx;
-    }
+    if (ss.logprobs) original.assign(row.begin(), row.end());
     if (ss.matcher && !ss.matcher->apply(row)) return blocked(seq);
     const int32_t token = ss.sampler.sample(row, ss.history);
-    if (ss.logprobs) logprob = static_cast<float>(original[token] - lse);
-    messages::SampledToken t{seq, token, logprob, {}, {}, false};
+    messages::SampledToken t{seq, token, 0.0f, {}, {}, false, {}, {}, {}};
+    if (ss.logprobs) report(ss, t, original, token);
     if (ss.matcher) {
       if (!ss.matcher->accept(token)) return blocked(seq);
       ++ss.fed;
@@ -252,7 +258,6 @@ struct StepRunner::Impl {
     }
     return t;
   }
-
 
   std::vector<messages::SampledToken> sample(std::vector<Wanting>& wanting) {
     std::vector<messages::SampledToken> sampled;
@@ -277,6 +282,10 @@ struct StepRunner::Impl {
   // The sequence's next token, or its verify window's accepted drafts and next token.
   messages::SampledToken sample_one(SequenceSampler& ss, Wanting& w, int64_t first) {
     if (w.drafts == 0) return sample_row(ss, w.sequence, logits.row(first));
+    // Logprobs are the target model's: its rows as computed, before masks and sampling.
+    std::vector<std::vector<float>> raw;
+    if (ss.logprobs)
+      for (int32_t i = 0; i <= w.drafts; ++i) raw.emplace_back(logits.row(first + i).begin(), logits.row(first + i).end());
     const int32_t drafts =
         ss.blocked ? -1
         : ss.matcher ? grammar::mask_window(*ss.matcher, w.window, [&](int32_t i) { return logits.row(first + i); })
@@ -287,7 +296,11 @@ struct StepRunner::Impl {
         ss.sampler, window, [&](int32_t i) { return logits.row(first + i); }, ss.history, w.q.empty() ? nullptr : &w.q);
     ss.history.pop_back();  // `next` joins the history with the slice that carries it
     messages::SampledToken t{w.sequence, a.next, 0.0f,
-                             std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted), {}, false};
+                             std::vector<int32_t>(w.window.begin(), w.window.begin() + a.accepted), {}, false, {}, {}, {}};
+    if (ss.logprobs) {
+      for (int32_t i = 0; i < a.accepted; ++i) report(ss, t, raw[static_cast<size_t>(i)], w.window[static_cast<size_t>(i)]);
+      report(ss, t, raw[static_cast<size_t>(a.accepted)], a.next);
+    }
     if (ss.matcher) {
       bool ok = true;
       for (int32_t d : t.accepted) ok = ok && ss.matcher->accept(d);

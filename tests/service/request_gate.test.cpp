@@ -129,14 +129,18 @@ TEST_CASE("bad frames and impossible requests are rejections naming the problem"
   CHECK(gate.check(a)->code == wire::ErrorCode::invalid_field);
 }
 
-TEST_CASE("sampled requests with logprobs or n > 1 do not speculate, and others get the server's default") {
+TEST_CASE("requests with n > 1 do not speculate, and others (logprobs too) get the server's default") {
   GateConfig c = gate_config();
   c.speculation = SpeculationMode::ngram;
   RequestGate gate(c);
   auto admitted = [&](const messages::Bytes& b) { return std::get<AdmitRequest>(gate.to_admit("p", b, 0)); };
   CHECK(admitted(messages::generate_request(1, "x", greedy())).speculation == SpeculationMode::ngram);
-  CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, true)).speculation ==
-        SpeculationMode::off);
+  // Logprobs are the verify pass's: the target model's, speculating or not.
+  const AdmitRequest lp = admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, true,
+                                                              false, 1, wire::Speculation::server_default, 0, {},
+                                                              wire::ContextPolicy::server_default, false, 5));
+  CHECK(lp.speculation == SpeculationMode::ngram);
+  CHECK(lp.top_logprobs == 5);
   CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, false, false, 2))
             .speculation == SpeculationMode::off);
 }

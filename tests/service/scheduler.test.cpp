@@ -147,7 +147,7 @@ TEST_CASE("a result for another step ends that step's requests with an internal 
   SchedulerPlan plan = s.next_step();
   REQUIRE(plan.kind == SchedulerPlan::Kind::step);
   const auto& p = plan_of(plan.bytes);
-  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), 70, 0, {}, {}, false}};
+  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), 70, 0, {}, {}, false, {}, {}, {}}};
   s.apply(messages::step_result(p.step() + 1, sampled, "", 1), "");
   loop.collect();
   const auto f = loop.of(1);
@@ -173,7 +173,7 @@ TEST_CASE("a token outside the vocabulary ends only the requests in that step, a
   const auto& p = plan_of(plan.bytes);
   REQUIRE(p.slices()->size() == 1);
   const auto vocab = static_cast<int32_t>(c.tokenizer->size());
-  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), vocab, 0, {}, {}, false}};
+  const std::vector<messages::SampledToken> sampled{{p.slices()->Get(0)->sequence_id(), vocab, 0, {}, {}, false, {}, {}, {}}};
   s.apply(messages::step_result(p.step(), sampled, "", 1), "");
   loop.collect();
   CHECK(loop.of(1).back().kind == wire::ResponseBody::Error);
@@ -193,7 +193,7 @@ TEST_CASE("a grammar that allows no token ends its request with grammar_blocked,
   const auto& p = plan_of(plan.bytes);
   REQUIRE(p.slices()->size() == 2);
   const uint64_t first = p.slices()->Get(0)->sequence_id(), second = p.slices()->Get(1)->sequence_id();
-  const std::vector<messages::SampledToken> sampled{{first, 70, 0, {}, {}, true}, {second, 71, 0, {}, {}, false}};
+  const std::vector<messages::SampledToken> sampled{{first, 70, 0, {}, {}, true, {}, {}, {}}, {second, 71, 0, {}, {}, false, {}, {}, {}}};
   s.apply(messages::step_result(p.step(), sampled, "", 1), "");
   loop.collect();
   REQUIRE(loop.of(1).back().kind == wire::ResponseBody::Done);
@@ -212,7 +212,7 @@ TEST_CASE("jump-forward tokens are streamed at once and computed with the next s
   SchedulerPlan plan = s.next_step();
   const auto& p = plan_of(plan.bytes);
   const uint64_t seq = p.slices()->Get(0)->sequence_id();
-  const std::vector<messages::SampledToken> sampled{{seq, 70, 0, {}, {71, 72, 73}, false}};
+  const std::vector<messages::SampledToken> sampled{{seq, 70, 0, {}, {71, 72, 73}, false, {}, {}, {}}};
   s.apply(messages::step_result(p.step(), sampled, "", 1), "");
   loop.collect();
   CHECK(loop.tokens_of(1) == std::vector<int32_t>{70, 71, 72, 73});
@@ -225,7 +225,7 @@ TEST_CASE("jump-forward tokens are streamed at once and computed with the next s
   CHECK(std::vector<int32_t>(slice->tokens()->begin(), slice->tokens()->end()) == std::vector<int32_t>{70, 71, 72, 73});
   CHECK(slice->wants_token());
   // Two more tokens reach max_tokens (6); forced tokens past it are not sent.
-  const std::vector<messages::SampledToken> more{{seq, 74, 0, {}, {75, 76, 77}, false}};
+  const std::vector<messages::SampledToken> more{{seq, 74, 0, {}, {75, 76, 77}, false, {}, {}, {}}};
   s.apply(messages::step_result(q.step(), more, "", 1), "");
   loop.collect();
   CHECK(loop.tokens_of(1) == std::vector<int32_t>{70, 71, 72, 73, 74, 75});

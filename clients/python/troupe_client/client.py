@@ -252,6 +252,7 @@ class Stream:
         self.tiers = []  # from Done (a server with tiers): [{"tier": name, "tokens": n}, ...] in order
         self.tool_calls = []  # from Done (a turn with tools): [{"id", "name", "arguments"}, ...]
         self.logprobs = []
+        self.top_logprobs = []  # with top_logprobs N: per token, [(id, logprob), ...] most likely first
         self.token_times = []  # time.perf_counter() at which each token of sample 0 arrived
 
     def __iter__(self):
@@ -275,6 +276,10 @@ class Stream:
                 self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
                 self.token_times.extend([arrived] * t.TokenIdsLength())
                 self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
+                if t.TopIdsLength() and t.TokenIdsLength():
+                    n = t.TopIdsLength() // t.TokenIdsLength()
+                    for k in range(t.TokenIdsLength()):
+                        self.top_logprobs.append([(t.TopIds(k * n + j), t.TopLogprobs(k * n + j)) for j in range(n)])
                 self.text += text
                 if text:
                     yield text
@@ -395,8 +400,10 @@ class Client:
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
                  context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-                 escalate_threshold=0.0, constraint=None):
-        """constraint: the output must follow it (see _constraint: a JSON
+                 escalate_threshold=0.0, constraint=None, top_logprobs=0):
+        """top_logprobs: with logprobs, the N (0..20) most likely tokens at each position; the stream's
+        top_logprobs then holds, per token, [(token id, log-probability), ...] most likely first.
+        constraint: the output must follow it (see _constraint: a JSON
         Schema, a GBNF grammar, a regex, a choice of strings, or any JSON
         object); one the server cannot enforce exactly is refused.
         response_cache: answer from the server's stored answer to this very
@@ -429,6 +436,7 @@ class Client:
         Generate.AddMaxDraft(b, max_draft)
         Generate.AddContextPolicy(b, _CONTEXT_POLICIES[context_policy])
         Generate.AddResponseCache(b, response_cache)
+        Generate.AddTopLogprobs(b, top_logprobs)
         if draft is not None:
             Generate.AddDraftModel(b, draft)
         body = Generate.End(b)
@@ -439,7 +447,8 @@ class Client:
     def chat(self, messages, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
              draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-             escalate_threshold=0.0, constraint=None, tools=None, tool_choice="auto", parallel_tool_calls=True):
+             escalate_threshold=0.0, constraint=None, tools=None, tool_choice="auto", parallel_tool_calls=True,
+             logprobs=False, top_logprobs=0):
         """constraint: as generate's (this turn's only: a session's next turn is free unless it asks).
         messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]; a dict may also carry
         "tool_calls" (an assistant's, as the stream's tool_calls or OpenAI's) or "tool_call_id" (role
@@ -500,6 +509,8 @@ class Client:
         if tool_name is not None:
             ChatTurn.AddToolName(b, tool_name)
         ChatTurn.AddParallelToolCalls(b, parallel_tool_calls)
+        ChatTurn.AddLogprobs(b, logprobs)
+        ChatTurn.AddTopLogprobs(b, top_logprobs)
         body = ChatTurn.End(b)
         rid = next(self._ids)
         self._sock.send(_request(b, rid, RequestBody.RequestBody.ChatTurn, body))
