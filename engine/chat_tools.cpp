@@ -43,6 +43,38 @@ size_t partial_suffix(std::string_view s, std::string_view word) {
   return 0;
 }
 
+// Where the JSON object or array `s` starts with ends (npos: not yet, or
+// not one): brackets counted outside strings.
+size_t json_value_end(std::string_view s) {
+  if (s.empty() || (s.front() != '{' && s.front() != '[')) return std::string_view::npos;
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// A call's arguments as far as they are written: the object whole once it
+// closes (what follows is the call's own brace and closer), else all of it
+// less what may yet be the closer. A stream sends this; a call cut off ends
+// with it.
+std::string_view arguments_so_far(std::string_view after_key) {
+  if (const size_t end = json_value_end(after_key); end != std::string_view::npos) return after_key.substr(0, end);
+  return rtrim(after_key.substr(0, after_key.size() - partial_suffix(after_key, kClose)));
+}
+
 // A JSON string literal; bytes that are not UTF-8 become U+FFFD (a client's
 // name may hold any bytes).
 std::string json_string(const std::string& s) { return ojson(s).dump(-1, ' ', false, ojson::error_handler_t::replace); }
@@ -265,8 +297,10 @@ std::optional<ToolCall> read_call(std::string_view json_text) {
   c.name = n->get<std::string>();
   // The layout the grammar writes: the arguments as the model wrote them.
   const std::string prefix = std::string(kCallPrefix) + json_string(c.name).substr(1) + std::string(kArgsKey);
-  if (body.starts_with(prefix) && body.back() == '}')
-    c.arguments = std::string(trim(body.substr(prefix.size(), body.size() - 1 - prefix.size())));
+  const std::string_view rest = body.starts_with(prefix) ? body.substr(prefix.size()) : std::string_view();
+  const size_t end = json_value_end(rest);
+  if (end != std::string_view::npos && trim(rest.substr(end)) == "}")
+    c.arguments = std::string(rest.substr(0, end));
   else
     write_python(c.arguments, *a);
   return c;
@@ -330,11 +364,7 @@ std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
     }
     if (close == std::string::npos && !at_end) {
       if (named_) {
-        // Arguments so far, less what may yet be the call's closing brace
-        // or its closer.
-        std::string_view args = body.substr(body.find(kArgsKey) + kArgsKey.size());
-        args = rtrim(args.substr(0, args.size() - partial_suffix(args, kClose)));
-        if (!args.empty() && args.back() == '}') args.remove_suffix(1);
+        const std::string_view args = arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()));
         if (args.size() > args_sent_) {
           out.push_back({Event::Kind::arguments, calls_, std::string(args.substr(args_sent_)), 0});
           args_sent_ = args.size();
@@ -342,18 +372,13 @@ std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
       }
       return out;
     }
-    // The call is whole (or cut off at the end).
-    const std::optional<ToolCall> call = close == std::string::npos ? std::nullopt : read_call(body);
+    // The call is whole (or cut off at the end). In the grammar's layout its
+    // arguments are what was streamed, and the rest; otherwise it is read whole.
+    const std::optional<ToolCall> call = named_ || close == std::string::npos ? std::nullopt : read_call(body);
     if (call || named_) {
       if (!named_) out.push_back({Event::Kind::call, calls_, call->name, call_offset_});
-      std::string args;
-      if (call) {
-        args = call->arguments;
-      } else {  // cut off, or not JSON: its arguments as written, less the call's closing brace
-        std::string_view a = body.substr(body.find(kArgsKey) + kArgsKey.size());
-        if (close != std::string::npos && !a.empty() && a.back() == '}') a = rtrim(a.substr(0, a.size() - 1));
-        args = std::string(a);
-      }
+      const std::string args =
+          call ? call->arguments : std::string(arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size())));
       if (args.size() > args_sent_) out.push_back({Event::Kind::arguments, calls_, args.substr(args_sent_), 0});
       ++calls_;
     } else {

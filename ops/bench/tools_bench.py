@@ -9,7 +9,9 @@ own conversion: names with '.' written with '_', `dict` -> object, `float`
 with tool_choice `auto` and `required`. Per engine and choice:
   - answered with a call: the answer has at least one tool call;
   - parse and validate: every call's arguments are JSON and validate
-    (jsonschema) against its tool's parameters, of the calls made;
+    (jsonschema) against its tool's parameters, of the answers with calls
+    that ended by themselves (an answer cut at max_tokens, counted apart,
+    may end in a call cut short);
   - right call: BFCL's AST check, simplified: the first call names the
     expected function, has every required argument with an accepted value,
     no argument the function does not take, and optional ones absent or
@@ -228,7 +230,7 @@ def main():
                     for cat, its in items.items():
                         with concurrent.futures.ThreadPoolExecutor(a.streams) as pool:
                             answers = list(pool.map(lambda it: ask(client, model, it, choice, a.max_tokens), its))
-                        called = valid = right = errors = calls = 0
+                        called = valid = right = errors = calls = cut = 0
                         for it, ans in zip(its, answers):
                             log.write(json.dumps({"engine": engine, "choice": choice, "id": it["id"], **ans}) + "\n")
                             if "error" in ans:
@@ -237,10 +239,14 @@ def main():
                             if ans["calls"]:
                                 called += 1
                                 calls += len(ans["calls"])
-                                valid += valid_calls(it, ans["calls"])
+                                if ans["finish"] == "length":
+                                    cut += 1
+                                else:
+                                    valid += valid_calls(it, ans["calls"])
                             right += right_call(it, ans["calls"])
                         row = {"engine": engine, "tool_choice": choice, "category": cat, "items": len(its),
-                               "errors": errors, "answered_with_call": called, "valid": valid, "right": right}
+                               "errors": errors, "answered_with_call": called, "cut_off": cut, "valid": valid,
+                               "right": right}
                         rows.append(row)
                         print(json.dumps(row), flush=True)
     finally:
@@ -248,12 +254,14 @@ def main():
             s.stop()
     print(f"\n{a.cpu}; {os.path.basename(a.gguf)}; greedy; {a.streams} requests at a time; BFCL first {a.n} "
           f"items per category\n")
-    print("| engine | tool_choice | category | answered with a call | calls parse and validate | right call |")
-    print("| --- | --- | --- | ---: | ---: | ---: |")
+    print("| engine | tool_choice | category | answered with a call | cut at max_tokens | calls parse and validate "
+          "| right call |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         pct = lambda x, d: f"{x}/{d} ({100 * x / d:.0f} %)" if d else "–"
         print(f"| {r['engine']} | {r['tool_choice']} | {r['category']} | {pct(r['answered_with_call'], r['items'])} | "
-              f"{pct(r['valid'], r['answered_with_call'])} | {pct(r['right'], r['items'])} |")
+              f"{r['cut_off']} | {pct(r['valid'], r['answered_with_call'] - r['cut_off'])} | "
+              f"{pct(r['right'], r['items'])} |")
     print(f"\nanswers: {out}/answers.jsonl")
 
 

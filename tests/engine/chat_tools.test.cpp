@@ -174,6 +174,14 @@ TEST_CASE("text that only looks like a call stays content, and a call cut off ke
   REQUIRE(cut.calls.size() == 1);
   CHECK(cut.calls[0].name == "f");
   CHECK(cut.calls[0].arguments == "{\"a\": 1");
+  // Cut off after its arguments closed (max_tokens inside the closer): the arguments whole.
+  const ParsedAnswer late = parse_tool_calls(ChatFormat::qwen2, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": \"}\"}}}\n</to");
+  REQUIRE(late.calls.size() == 1);
+  CHECK(late.calls[0].arguments == "{\"a\": {\"b\": \"}\"}}");
+  // A key after the arguments (no grammar held it): the arguments alone.
+  const ParsedAnswer extra = parse_tool_calls(ChatFormat::qwen2, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"x\": 2}\n</tool_call>");
+  REQUIRE(extra.calls.size() == 1);
+  CHECK(extra.calls[0].arguments == "{\"a\": 1}");
   // Another key order (no grammar held it): the arguments in Python's layout.
   const ParsedAnswer reordered = parse_tool_calls(ChatFormat::qwen2, "<tool_call>{\"arguments\":{\"b\":[1,2]},\"name\":\"g\"}</tool_call>");
   REQUIRE(reordered.calls.size() == 1);

@@ -99,7 +99,7 @@ inline std::string answer(const std::string& plan, int32_t token) {
   std::vector<messages::SampledToken> sampled;
   if (p && p->slices())
     for (const auto* slice : *p->slices())
-      if (slice->wants_token()) sampled.push_back({slice->sequence_id(), token, -0.5f, {}, {}, false});
+      if (slice->wants_token()) sampled.push_back({slice->sequence_id(), token, -0.5f, {}, {}, false, {}, {}, {}});
   return messages::step_result(p ? p->step() : 0, sampled, "", 0.1);
 }
 
