@@ -67,12 +67,12 @@ size_t json_value_end(std::string_view s) {
 }
 
 // A call's arguments as far as they are written: the object whole once it
-// closes (what follows is the call's own brace and closer), else all of it
-// less what may yet be the closer. A stream sends this; a call cut off ends
-// with it.
-std::string_view arguments_so_far(std::string_view after_key) {
+// closes (what follows is the call's own brace and closer), else all of it,
+// less (while more may come: `open`) what may yet be the closer. A stream
+// sends this; a call cut off ends with it.
+std::string_view arguments_so_far(std::string_view after_key, bool open) {
   if (const size_t end = json_value_end(after_key); end != std::string_view::npos) return after_key.substr(0, end);
-  return rtrim(after_key.substr(0, after_key.size() - partial_suffix(after_key, kClose)));
+  return rtrim(open ? after_key.substr(0, after_key.size() - partial_suffix(after_key, kClose)) : after_key);
 }
 
 // A JSON string literal; bytes that are not UTF-8 become U+FFFD (a client's
@@ -364,7 +364,7 @@ std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
     }
     if (close == std::string::npos && !at_end) {
       if (named_) {
-        const std::string_view args = arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()));
+        const std::string_view args = arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()), true);
         if (args.size() > args_sent_) {
           out.push_back({Event::Kind::arguments, calls_, std::string(args.substr(args_sent_)), 0});
           args_sent_ = args.size();
@@ -378,7 +378,7 @@ std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
     if (call || named_) {
       if (!named_) out.push_back({Event::Kind::call, calls_, call->name, call_offset_});
       const std::string args =
-          call ? call->arguments : std::string(arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size())));
+          call ? call->arguments : std::string(arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()), false));
       if (args.size() > args_sent_) out.push_back({Event::Kind::arguments, calls_, args.substr(args_sent_), 0});
       ++calls_;
     } else {

@@ -279,12 +279,26 @@ class Parser {
   }
 
   std::vector<Element> parse_postfix(std::vector<Element> item) {
+    // Stacked *, + and ? fold into one (x++ is x+, x+? and x?+ are x*, ...):
+    // the same language, and nested repetitions of one item would make the
+    // automaton's parse stacks grow exponentially in their depth.
+    const std::vector<Element> base = item;
+    int64_t lo = -1, hi = 0;  // the folded repetition of `base` (lo < 0: none yet); hi < 0: unbounded
+    auto fold = [&](int64_t next_lo, int64_t next_hi) {
+      if (lo < 0) {
+        lo = next_lo, hi = next_hi;
+      } else if (!(hi == 1 && next_hi == 1)) {  // (x?)? stays x?; any other pair repeats without bound
+        lo = lo == 1 && next_lo == 1 ? 1 : 0;
+        hi = -1;
+      }
+      item = repeat(base, lo, hi);
+    };
     for (;;) {
       skip_space(nesting_ > 0);
       const char c = peek();
-      if (c == '*') ++at_, item = repeat(item, 0, -1);
-      else if (c == '+') ++at_, item = repeat(item, 1, -1);
-      else if (c == '?') ++at_, item = repeat(item, 0, 1);
+      if (c == '*') ++at_, fold(0, -1);
+      else if (c == '+') ++at_, fold(1, -1);
+      else if (c == '?') ++at_, fold(0, 1);
       else if (c == '{') {
         ++at_;
         skip_space(true);
@@ -300,7 +314,7 @@ class Parser {
         if (peek() != '}') fail("expected '}' to close a repetition");
         ++at_;
         if (max >= 0 && max < min) fail("a repetition whose maximum is below its minimum");
-        item = repeat(item, min, max);
+        return parse_postfix(repeat(item, min, max));
       } else {
         return item;
       }

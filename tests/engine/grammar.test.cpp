@@ -89,6 +89,30 @@ TEST_CASE("GBNF literals, classes, dot, groups and every repetition form", "[gra
   CHECK(ok("root ::= a\n  | b\na ::= \"a\"\nb ::= \"b\"", "b"));
 }
 
+TEST_CASE("stacked repetitions fold into one: the same language, and no exponential parse stacks", "[grammar]") {
+  // Found by the gbnf fuzz target: 30 stacked '+' grew the automaton's parse
+  // stacks past their limit, seconds into the first mask.
+  std::string deep = "root ::= [a]";
+  for (int i = 0; i < 30; ++i) deep += '+';
+  const auto g = compile_gbnf(deep);
+  CHECK(matches(*g, "a"));
+  CHECK(matches(*g, std::string(200, 'a')));
+  CHECK_FALSE(matches(*g, ""));
+  const auto plus_opt = compile_gbnf(R"(root ::= ("ab")+? "!")");
+  CHECK(matches(*plus_opt, "!"));
+  CHECK(matches(*plus_opt, "ababab!"));
+  const auto opt_opt = compile_gbnf(R"(root ::= "x"?? "!")");
+  CHECK(matches(*opt_opt, "!"));
+  CHECK(matches(*opt_opt, "x!"));
+  CHECK_FALSE(matches(*opt_opt, "xx!"));
+  const auto opt_plus = compile_gbnf(R"(root ::= "x"?+ "!")");
+  CHECK(matches(*opt_plus, "!"));
+  CHECK(matches(*opt_plus, "xxxx!"));
+  const auto bounded = compile_gbnf(R"(root ::= "x"{2}+ "!")");  // after {m,n}, a new base: (xx)+
+  CHECK(matches(*bounded, "xxxx!"));
+  CHECK_FALSE(matches(*bounded, "xxx!"));
+}
+
 TEST_CASE("UTF-8 ranges cover exactly the code points they name", "[grammar]") {
   const auto g = compile_gbnf("root ::= [\\u007F-\\u0800\\uFFFD]");
   for (uint32_t cp : {0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xFFFDu}) {
