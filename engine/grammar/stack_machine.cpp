@@ -61,6 +61,9 @@ void StackMachine::expand(int32_t pos, int32_t parent, std::vector<int32_t>& top
 StackMachine::State StackMachine::intern(std::vector<int32_t> tops, bool accept) {
   std::sort(tops.begin(), tops.end());
   tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
+  if (tops.size() > kMaxStacksPerState)
+    throw GrammarError("a state of the grammar holds more than " + std::to_string(kMaxStacksPerState) +
+                       " parse stacks (repetitions nested too deep?)");
   if (tops.empty() && !accept) return kDead;
   auto key = std::make_pair(accept, tops);
   if (auto it = state_ids_.find(key); it != state_ids_.end()) return it->second;

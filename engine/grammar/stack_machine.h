@@ -50,6 +50,10 @@ class StackMachine {
   static constexpr size_t kMaxNodes = size_t{4} << 20;
   static constexpr size_t kMaxStates = size_t{1} << 20;
   static constexpr size_t kMaxTables = size_t{1} << 16;  // memoized rows (1 KiB each)
+  // Parse stacks one state may hold. Grammars people write hold tens to
+  // thousands; nested repetitions of one item ((((x)+)+)+...) double them at
+  // each level, and would take seconds to reach the node limit.
+  static constexpr size_t kMaxStacksPerState = size_t{1} << 16;
 
  private:
   static constexpr State kUnknown = -2;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <random>
 
 #include "engine/grammar/grammar.h"
@@ -111,6 +112,19 @@ TEST_CASE("stacked repetitions fold into one: the same language, and no exponent
   const auto bounded = compile_gbnf(R"(root ::= "x"{2}+ "!")");  // after {m,n}, a new base: (xx)+
   CHECK(matches(*bounded, "xxxx!"));
   CHECK_FALSE(matches(*bounded, "xxx!"));
+}
+
+TEST_CASE("repetitions nested in groups too deep are refused in a moment, not after seconds of parse stacks", "[grammar]") {
+  // ((((a)+)+)+...)+: each level doubles the stacks a state holds; the
+  // per-state cap refuses it at once (the worker ends that sequence only).
+  std::string nested = "root ::= ";
+  for (int i = 0; i < 25; ++i) nested += '(';
+  nested += "[a]";
+  for (int i = 0; i < 25; ++i) nested += ")+";
+  const auto g = compile_gbnf(nested);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(matches(*g, std::string(64, 'a')), GrammarError);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
 }
 
 TEST_CASE("UTF-8 ranges cover exactly the code points they name", "[grammar]") {
