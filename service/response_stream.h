@@ -78,6 +78,10 @@ class ResponseStream {
     tool_seed_ = seed;
     keep_answer_ = true;
   }
+  // The same for another sample of the request (n > 1).
+  void read_tool_calls_as(const ResponseStream& other) {
+    if (other.tool_format_) read_tool_calls(*other.tool_format_, other.tool_seed_);
+  }
 
  private:
   const Tokenizer* tokenizer_;

@@ -1022,6 +1022,7 @@ void Scheduler::fork_samples(uint64_t seq) {
                own};
     s.stream.scheduled(scheduled_ns);
     s.stream.report_top(top);
+    s.stream.read_tool_calls_as(parent.stream);
     s.tenant = parent_tenant;
     group.push_back(child);
     sequences_.emplace(child, std::move(s));

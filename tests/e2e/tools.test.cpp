@@ -44,7 +44,7 @@ messages::ChatTurnFields turn_with_tools(const std::string& session, std::vector
 messages::StreamOutcome send_turn(const std::string& endpoint, const messages::ChatTurnFields& t) {
   messages::ClientConnection c(endpoint);
   const uint64_t id = c.next_id();
-  return c.stream(messages::chat_request(id, t), id, {}, 60s);
+  return c.stream(messages::chat_request(id, t), id, {}, 60s, t.n);
 }
 
 // Whether a call's arguments hold its tool's schema (read as JSON, checked by hand).
@@ -88,6 +88,17 @@ TEST_CASE("required and named tool choices answer with calls whose arguments hol
   REQUIRE(named.usage.tool_calls.size() == 1);
   CHECK(named.usage.tool_calls[0].name == "get_time");
   CHECK(valid_call(named.usage.tool_calls[0]));
+
+  // n = 2: each sample's answer is read for its own calls.
+  auto two = turn_with_tools("", {{"user", "Weather in Oslo?"}}, wire::ToolChoice::required);
+  two.n = 2;
+  two.sampling.temperature = 0.9f;
+  two.sampling.seed = 7;
+  const auto both = send_turn(server.endpoint, two);
+  REQUIRE(both.done);
+  REQUIRE(both.sample_done.size() == 2);
+  CHECK(both.sample_done[0].reason == wire::FinishReason::tool_calls);
+  CHECK(both.sample_done[1].reason == wire::FinishReason::tool_calls);
 
   // none: the model is not told of the tools, and nothing is read as a call.
   const auto none = send_turn(server.endpoint, turn_with_tools("", {{"user", "Hi"}}, wire::ToolChoice::none));
