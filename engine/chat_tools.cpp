@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
 namespace troupe {
@@ -230,7 +231,7 @@ std::string assistant_text(ChatFormat format, std::string_view content, std::spa
 }
 
 std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools, ToolChoice choice,
-                              std::string_view name, bool parallel) {
+                              std::string_view name, bool parallel, std::string_view answer) {
   if (!supports_tools(format))
     throw ChatTemplateError("this model's chat format (" + std::string(chat_format_name(format)) + ") has no tool format");
   ojson schema;
@@ -277,6 +278,11 @@ std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools
     case ToolChoice::required:
     case ToolChoice::named: g += "root ::= " + calls + "\n"; break;
     case ToolChoice::auto_:
+      if (!answer.empty()) {  // the response format's own rules, renamed apart from these
+        g += grammar::prefix_rule_names(answer, "answer_");
+        g += "\nroot ::= answer_root | " + calls + "\n";
+        break;
+      }
       g += text_without(kOpen, "tool_text_");
       g += "root ::= tool_text_0 ( " + calls + " )?\n";
       break;

@@ -61,11 +61,13 @@ std::string assistant_text(ChatFormat format, std::string_view content, std::spa
 
 // The GBNF an answer follows: `required`, one or more calls (one with
 // `parallel` false); `named`, one call of `name`; `auto_`, free text that
-// never opens a call, then optionally calls. Each call's arguments follow
-// its tool's schema (grammar/json_schema.h, generation profile). Throws
-// grammar::SchemaError naming the tool for a schema the engine cannot enforce.
+// never opens a call, then optionally calls, or (given `answer`, the GBNF of
+// a response_format) either a sentence of `answer` or calls. Each call's
+// arguments follow its tool's schema (grammar/json_schema.h, generation
+// profile). Throws grammar::SchemaError naming the tool for a schema the
+// engine cannot enforce.
 std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools, ToolChoice choice,
-                              std::string_view name, bool parallel);
+                              std::string_view name, bool parallel, std::string_view answer = {});
 
 // What the model wrote, split: the content before its first call, and the
 // calls (ids left empty), each with the offset of its opener in `text`.

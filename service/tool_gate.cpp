@@ -106,9 +106,10 @@ std::optional<std::string> lower_tools(const ChatTools& tools, ChatFormat format
   if (!supports_tools(format))
     return "tools: this model's chat format (" + std::string(chat_format_name(format)) +
            ") has no tool format (docs/TOOLS.md lists the formats that do)";
-  if (s.constraint.kind != 0) return "tools: a request with tools cannot also carry a constraint (response_format)";
   try {
-    std::string gbnf = tool_call_grammar(format, tools.specs, tools.choice, tools.name, tools.parallel);
+    // With a response format (lowered already): its sentence or calls; a
+    // required or named call leaves it nothing to format.
+    std::string gbnf = tool_call_grammar(format, tools.specs, tools.choice, tools.name, tools.parallel, s.grammar);
     cache.get(gbnf);
     s.grammar = std::move(gbnf);
   } catch (const grammar::SchemaError& e) {

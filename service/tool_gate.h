@@ -39,9 +39,10 @@ std::optional<std::string> read_tools(const wire::ChatTurn& t, ChatTools& out);
 std::optional<std::string> read_messages(const wire::ChatTurn& t, ChatFormat format, std::vector<ChatMessage>& chat,
                                          std::vector<std::string>& call_ids, std::vector<std::string>& results);
 
-// Sets s.grammar to the calls' grammar when the tools are active; an error
-// when the model's format has no tool format, a tool's schema cannot be
-// enforced, or the request already carries a constraint.
+// Sets s.grammar to the calls' grammar when the tools are active (with a
+// constraint already lowered into s.grammar, under auto: that constraint's
+// sentence or calls); an error when the model's format has no tool format or
+// a tool's schema cannot be enforced.
 std::optional<std::string> lower_tools(const ChatTools& tools, ChatFormat format, messages::SamplingFields& s,
                                        grammar::GrammarCache& cache);
 

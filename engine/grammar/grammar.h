@@ -61,4 +61,9 @@ std::shared_ptr<const Grammar> compile_gbnf(std::string_view text, const Grammar
 // Whether `text` is a whole sentence of the grammar (tests, tools).
 bool matches(const Grammar& g, std::string_view text);
 
+// The GBNF text with `prefix` before every rule name (definitions and
+// references; literals, classes, counts and comments untouched), so two
+// grammars can share one text: `root` becomes PREFIXroot.
+std::string prefix_rule_names(std::string_view text, std::string_view prefix);
+
 }  // namespace troupe::grammar

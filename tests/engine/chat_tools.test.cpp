@@ -116,6 +116,23 @@ TEST_CASE("the call grammar holds arguments to their tool's schema, and auto nev
   CHECK_FALSE(grammar::matches(*automatic, weather + " and then text"));
 }
 
+TEST_CASE("with a response format, auto answers a sentence of it or calls, and the two grammars keep their rules apart") {
+  // A user's GBNF whose names collide with the tool grammar's, with comments, classes and counts.
+  const std::string answer = "# the answer\nroot ::= \"{\\\"ok\\\": \" tool_call \"}\"\ntool_call ::= [a-z\\]]{1,3} # letters\n";
+  CHECK(grammar::matches(*grammar::compile_gbnf(answer), "{\"ok\": ab]}"));
+  const std::string renamed = grammar::prefix_rule_names(answer, "answer_");
+  CHECK(renamed.find("answer_root ::=") != std::string::npos);
+  CHECK(renamed.find("answer_tool_call ::= [a-z\\]]{1,3} # letters") != std::string::npos);
+  CHECK(grammar::matches(*grammar::compile_gbnf(renamed, {}, "answer_root"), "{\"ok\": ab]}"));
+
+  const std::vector<ToolSpec> tools = {weather_tool()};
+  const auto g = grammar::compile_gbnf(tool_call_grammar(ChatFormat::qwen2, tools, ToolChoice::auto_, "", true, answer));
+  CHECK(grammar::matches(*g, "{\"ok\": abc}"));
+  CHECK(grammar::matches(*g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 1}}\n</tool_call>"));
+  CHECK_FALSE(grammar::matches(*g, "free text"));
+  CHECK_FALSE(grammar::matches(*g, "{\"ok\": abcd}"));
+}
+
 TEST_CASE("a tool whose parameters the engine cannot enforce is refused, naming the tool and the keyword") {
   ToolSpec bad = weather_tool();
   bad.name = "odd";
