@@ -6,7 +6,8 @@
 // Properties: compile either succeeds or throws GrammarError (nothing else,
 // no crash, no hang past libFuzzer's timeout); on a compiled grammar the
 // token mask agrees with taking each token alone, a refused token leaves the
-// matcher unchanged, and the forced tokens are always allowed in turn.
+// matcher unchanged, and the forced tokens are always allowed in turn; the
+// grammar with its rules renamed apart (prefix_rule_names) compiles alike.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -64,6 +65,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const grammar::GrammarError&) {
     return 0;
   }
+  // Its rules renamed apart (a tool call's grammar joins a response format's
+  // so): the same grammar under the new names.
+  std::shared_ptr<const grammar::Grammar> renamed;
+  grammar::GrammarLimits roomy = limits;
+  roomy.max_text_bytes = 2 * limits.max_text_bytes + 4 * text.size();
+  try {
+    renamed = grammar::compile_gbnf(grammar::prefix_rule_names(text, "p_"), roomy, "p_root");
+  } catch (const grammar::GrammarError& e) {
+    fuzz::fail("a grammar renamed apart does not compile", e.what());
+  }
+  if (renamed->elements.size() != g->elements.size()) fuzz::fail("a grammar renamed apart has other elements");
   // A grammar whose parse stacks grow past the machine's limits (x+++...+
   // nested deep) throws GrammarError while it runs: the worker ends that
   // sequence with grammar_blocked (tests/worker/step_runner.test.cpp).
