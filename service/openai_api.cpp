@@ -224,17 +224,14 @@ json CompletionReply::entry(int32_t token, float logprob, const int32_t* top_ids
                                   : std::to_string(id);
     json b = json::array();
     for (unsigned char c : bytes) b.push_back(c);
-    // Bytes of a character split across tokens are not UTF-8 alone: U+FFFD in `token`, exact in `bytes`.
-    return json{{"token", json(bytes).dump(-1, ' ', false, json::error_handler_t::replace)}, {"logprob", lp}, {"bytes", b}};
+    // Bytes of a character split across tokens are not UTF-8 alone: U+FFFD in `token` (a JSON
+    // round trip that replaces them), exact in `bytes`.
+    const json text = json::parse(json(bytes).dump(-1, ' ', false, json::error_handler_t::replace));
+    return json{{"token", text}, {"logprob", lp}, {"bytes", b}};
   };
   json e = named(token, logprob);
-  e["token"] = json::parse(e["token"].get<std::string>());
   json tops = json::array();
-  for (int32_t k = 0; k < top; ++k) {
-    json t = named(top_ids[k], top_lps[k]);
-    t["token"] = json::parse(t["token"].get<std::string>());
-    tops.push_back(std::move(t));
-  }
+  for (int32_t k = 0; k < top; ++k) tops.push_back(named(top_ids[k], top_lps[k]));
   e["top_logprobs"] = std::move(tops);
   return e;
 }

@@ -35,6 +35,14 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
+// The seed of a conversation one message longer.
+uint64_t seed_with(uint64_t h, const ChatMessage& m) {
+  h = fnv1a(m.role, h);
+  h = fnv1a(std::string_view("\0", 1), h);
+  h = fnv1a(m.content, h);
+  return fnv1a(std::string_view("\0", 1), h);
+}
+
 }  // namespace
 
 std::optional<std::string> read_tools(const wire::ChatTurn& t, ChatTools& out) {
@@ -122,12 +130,7 @@ std::optional<std::string> lower_tools(const ChatTools& tools, ChatFormat format
 
 uint64_t conversation_seed(std::span<const ChatMessage> messages) {
   uint64_t h = fnv1a("troupe tool calls");
-  for (const ChatMessage& m : messages) {
-    h = fnv1a(m.role, h);
-    h = fnv1a(std::string_view("\0", 1), h);
-    h = fnv1a(m.content, h);
-    h = fnv1a(std::string_view("\0", 1), h);
-  }
+  for (const ChatMessage& m : messages) h = seed_with(h, m);
   return h;
 }
 
@@ -148,10 +151,12 @@ std::vector<messages::ToolCallFields> answer_calls(ChatFormat format, std::strin
 
 std::vector<std::string> stored_call_ids(ChatFormat format, std::span<const ChatMessage> conversation) {
   std::vector<std::string> ids;
-  for (size_t i = 0; i < conversation.size(); ++i)
-    if (conversation[i].role == "assistant")
-      for (const auto& c : answer_calls(format, conversation[i].content, conversation_seed(conversation.first(i))))
-        ids.push_back(c.id);
+  uint64_t seed = conversation_seed({});  // of the messages before the current one, kept as it grows
+  for (const ChatMessage& m : conversation) {
+    if (m.role == "assistant")
+      for (const auto& c : answer_calls(format, m.content, seed)) ids.push_back(c.id);
+    seed = seed_with(seed, m);
+  }
   return ids;
 }
 
