@@ -356,11 +356,17 @@ std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
     const size_t close = call_text_.find(kClose);
     const std::string_view body = trim(std::string_view(call_text_).substr(0, close));
     if (!named_) {
-      // The grammar's layout: the name is out as soon as it is whole.
-      if (body.starts_with(kCallPrefix)) {
-        const size_t args = body.find(kArgsKey);
+      // The grammar's layout: the name is out as soon as it is whole. While
+      // the call is open, its text may end in the first bytes of the close
+      // (and the key's space may yet turn out to be the layout's): only what
+      // the whole call's body will hold names it.
+      const std::string_view seen =
+          close != std::string::npos || at_end ? body
+                                               : trim(std::string_view(call_text_).substr(0, call_text_.size() - partial_suffix(call_text_, kClose)));
+      if (seen.starts_with(kCallPrefix)) {
+        const size_t args = seen.find(kArgsKey);
         if (args != std::string_view::npos) {
-          const ojson n = ojson::parse(body.substr(kCallPrefix.size() - 1, args - kCallPrefix.size() + 1), nullptr, false);
+          const ojson n = ojson::parse(seen.substr(kCallPrefix.size() - 1, args - kCallPrefix.size() + 1), nullptr, false);
           if (n.is_string()) {
             named_ = true;
             out.push_back({Event::Kind::call, calls_, n.get<std::string>(), call_offset_});

@@ -205,3 +205,16 @@ TEST_CASE("text that only looks like a call stays content, and a call cut off ke
   CHECK(reordered.calls[0].arguments == "{\"b\": [1, 2]}");
   CHECK(python_json(R"({"a":{"b":[1,"é",null,true]}})") == R"({"a": {"b": [1, "é", null, true]}})");
 }
+
+TEST_CASE("a call with no arguments is content, whether it comes whole or with the close cut in two") {
+  // The key's space is the close's layout once the close comes: no call was made.
+  const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": \n</tool_call>";
+  CHECK(parse_tool_calls(ChatFormat::qwen2, text).calls.empty());
+  ToolCallStream s(ChatFormat::qwen2);
+  std::vector<ToolCallStream::Event> events;
+  for (std::string_view piece : {"<tool_call>\n{\"name\": \"f\", \"arguments\"", ": \n</tool", "_call>"})
+    for (auto& e : s.take(piece)) events.push_back(std::move(e));
+  for (auto& e : s.finish()) events.push_back(std::move(e));
+  CHECK(s.calls() == 0);
+  CHECK(joined(events, ToolCallStream::Event::Kind::content) == text);
+}
