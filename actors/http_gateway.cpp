@@ -16,6 +16,7 @@
 #include "messages/session_frames.h"
 #include "service/bearer_token.h"
 #include "service/openai_api.h"
+#include "service/openai_responses.h"
 #include "service/request_gate.h"
 #include "service/troupe_api.h"
 #include "actors/web/web_page.h"
@@ -179,36 +180,43 @@ int HttpGateway::completion(const messages::HttpRequest& req, messages::HttpResp
   auto [peer, box] = open();
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
   service::CompletionReply reply(call, id, unix_now(), options_.tokenizer.get());
-  std::string refusal;
-  if (!submit(peer, client, call.request, refusal)) {
+  std::string first;
+  if (!submit(peer, client, call.request, first)) {
     close(peer, false);
     std::string ignored;
-    reply.take(refusal, ignored);
+    reply.take(first, ignored);
     return send_error(res, reply.error());
   }
-  // The first frame decides the status: Accepted, or the Error refusing it.
-  // A client that leaves while its request waits ends it, as a dead ZeroMQ client.
-  std::string first;
-  bool got = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 1h; !got && std::chrono::steady_clock::now() < deadline;) {
-    got = next_frame(*box, first, std::chrono::steady_clock::now() + 1s);
-    if (!got && (stopping() || !res.connected())) break;
-  }
-  if (!got) {
+  if (!first_frame(*box, res, first)) {
     close(peer, true);
     return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
   }
+  return relay(peer, *box, first, reply, call.stream, res);
+}
+
+// A client that leaves while its request waits ends it, as a dead ZeroMQ client.
+bool HttpGateway::first_frame(Mailbox& box, messages::HttpResponder& res, std::string& frame) {
+  for (auto deadline = std::chrono::steady_clock::now() + 1h; std::chrono::steady_clock::now() < deadline;) {
+    if (next_frame(box, frame, std::chrono::steady_clock::now() + 1s)) return true;
+    if (stopping() || !res.connected()) return false;
+  }
+  return false;
+}
+
+int HttpGateway::relay(const std::string& peer, Mailbox& box, const std::string& first, service::FrameReply& reply,
+                       bool stream, messages::HttpResponder& res) {
+  using Step = service::FrameReply::Step;
+  // The first frame decides the status: Accepted, or the Error refusing it.
   std::string sse;
   auto step = reply.take(first, sse);
-  if (step == service::CompletionReply::Step::failed) {
+  if (step == Step::failed) {
     close(peer, false);
     return send_error(res, reply.error());
   }
-  using Step = service::CompletionReply::Step;
-  if (!call.stream) {
+  if (!stream) {
     std::string frame;
     while (step == Step::more) {
-      if (!next_frame(*box, frame, std::chrono::steady_clock::now() + 1s)) {
+      if (!next_frame(box, frame, std::chrono::steady_clock::now() + 1s)) {
         if (stopping() || !res.connected()) break;
         continue;
       }
@@ -232,18 +240,107 @@ int HttpGateway::completion(const messages::HttpRequest& req, messages::HttpResp
     if (!sse.empty() && !res.write(sse)) open_connection = false;
     sse.clear();
     if (!open_connection || step != Step::more) break;
-    if (next_frame(*box, frame, std::chrono::steady_clock::now() + 200ms)) step = reply.take(frame, sse);
+    if (next_frame(box, frame, std::chrono::steady_clock::now() + 200ms)) step = reply.take(frame, sse);
     else if (stopping() || !res.connected()) open_connection = false;
   }
   close(peer, step == Step::more);
   if (!open_connection) return 200;
-  if (step == Step::done) {
-    res.write(reply.sse_end());
-  } else if (step == Step::failed) {
-    // Mid-stream errors (e.g. the server drains) as OpenAI streams them: one error event.
-    res.write("data: " + reply.error().json() + "\n\n");
-  }
+  if (step == Step::done) res.write(reply.sse_end());
+  else if (step == Step::failed) res.write(reply.sse_error());  // e.g. the server drains mid-stream
   res.end_stream();
+  return 200;
+}
+
+namespace {
+
+// A show_session answer: the chain's Session, or the error as HTTP's (an
+// unknown chain is a response not found).
+const wire::Session* read_chain(const std::string& frame, const std::string& id, service::ApiError& error) {
+  const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
+  if (r && r->body_type() == wire::ResponseBody::Session) return r->body_as_Session();
+  if (!r) error = service::ApiError{504, "the session store did not answer in time", "", "timeout"};
+  else if (const auto* e = r->body_as_Error(); e && e->code() == wire::ErrorCode::unknown_session)
+    error = service::ApiError{404, "no stored response '" + id + "'", "", "not_found"};
+  else error = service::api_error(r->body_as_Error() ? r->body_as_Error()->code() : wire::ErrorCode::internal,
+                                  r->body_as_Error() && r->body_as_Error()->message() ? r->body_as_Error()->message()->str() : "");
+  return nullptr;
+}
+
+int32_t chain_turns(const wire::Session& s) { return s.turn_messages() ? static_cast<int32_t>(s.turn_messages()->size()) : 0; }
+
+}  // namespace
+
+// A chain continues on its session while the response it names is the
+// latest; from an earlier one (or when the latest moved on meanwhile) it
+// forks: a new chain whose first turn carries the history. Not stored: a
+// one-off conversation with that history.
+int HttpGateway::respond(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client) {
+  if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
+  auto parsed = service::parse_responses(req.body, options_.models, options_.limits.max_tokens);
+  if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(res, *e);
+  service::ResponsesCall call = std::get<service::ResponsesCall>(std::move(parsed));
+  for (int attempt = 0;; ++attempt) {
+    messages::ChatTurnFields turn = call.chat.turn;
+    service::ResponseId id{service::new_chain(), call.store ? 0 : -1};
+    bool continuing = false;
+    if (!call.previous.empty()) {
+      const auto prev = service::read_response_id(call.previous);
+      const service::ApiError missing{404, "no stored response '" + call.previous + "'", "previous_response_id", "not_found"};
+      if (!prev || prev->turn < 0) return send_error(res, missing);
+      service::ApiError error;
+      const std::string frame = ask(messages::show_session_request(1, prev->chain), client);
+      const wire::Session* chain = read_chain(frame, call.previous, error);
+      if (!chain) return send_error(res, error.status == 404 ? missing : error);
+      const int32_t turns = chain_turns(*chain);
+      if (prev->turn >= turns) return send_error(res, missing);
+      continuing = call.store && prev->turn == turns - 1 && attempt == 0;
+      if (continuing) {
+        id = {prev->chain, turns};
+      } else {
+        auto history = service::chain_history(*chain, prev->turn, options_.chat_format);
+        turn.messages.insert(turn.messages.begin(), history.begin(), history.end());
+      }
+    }
+    if (id.turn >= 0) turn.session_id = id.chain, turn.expected_turns = id.turn;
+    call.chat.request = messages::chat_request(1, turn);
+    service::ResponsesReply reply(call, id.str(), unix_now(), options_.tokenizer.get());
+    auto [peer, box] = open();
+    std::string first;
+    if (!submit(peer, client, call.chat.request, first)) {
+      close(peer, false);
+      std::string ignored;
+      reply.take(first, ignored);
+      return send_error(res, reply.error());
+    }
+    if (!first_frame(*box, res, first)) {
+      close(peer, true);
+      return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
+    }
+    // The chain's latest turn is taken (running, or it moved on): a fork.
+    const auto* r = messages::check_response(first);
+    if (continuing && r && r->body_type() == wire::ResponseBody::Error &&
+        r->body_as_Error()->code() == wire::ErrorCode::session_busy) {
+      close(peer, false);
+      continue;
+    }
+    return relay(peer, *box, first, reply, call.chat.stream, res);
+  }
+}
+
+int HttpGateway::stored_response(const std::string& id, bool remove, messages::HttpResponder& res, const std::string& client) {
+  const auto rid = service::read_response_id(id);
+  const service::ApiError missing{404, "no stored response '" + id + "'", "", "not_found"};
+  if (!rid || rid->turn < 0) return send_error(res, missing);
+  service::ApiError error;
+  const wire::Session* chain = read_chain(ask(messages::show_session_request(1, rid->chain), client), id, error);
+  if (!chain) return send_error(res, error);
+  const auto body = service::stored_response(*chain, *rid, options_.chat_format);
+  if (!body) return send_error(res, missing);
+  if (!remove) return res.send(200, "application/json", *body), 200;
+  // A response's successors hold it in their context: its whole chain goes (docs/HTTP.md).
+  const service::HttpAnswer a = service::troupe_answer(ask(messages::delete_session_request(1, rid->chain), client));
+  if (a.status != 200) return res.send(a.status, "application/json", a.json), a.status;
+  res.send(200, "application/json", json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
   return 200;
 }
 
@@ -364,6 +461,9 @@ int HttpGateway::route(const messages::HttpRequest& q, messages::HttpResponder& 
     return a.status;
   };
   if (post && path == "/v1/chat/completions") return api("/v1/chat/completions", [&] { return completion(q, r, client, true); });
+  if (post && path == "/v1/responses") return api("/v1/responses", [&] { return respond(q, r, client); });
+  if (const std::string rid = path_id(path, "/v1/responses/"); !rid.empty() && (get || del))
+    return api("/v1/responses/ID", [&] { return stored_response(rid, del, r, client); });
   if (post && path == "/v1/completions") return api("/v1/completions", [&] { return completion(q, r, client, false); });
   if (get && path == "/v1/models")
     return api("/v1/models", [&] {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/interfaces.h"
+#include "engine/chat_template.h"
 #include "messages/client_validation.h"
 #include "messages/http_server.h"
 #include "service/intake.h"
@@ -30,6 +31,10 @@ class Tokenizer;
 
 namespace troupe::messages {
 class ClientDirectory;
+}
+
+namespace troupe::service {
+class FrameReply;
 }
 
 namespace troupe::actors {
@@ -46,6 +51,7 @@ struct HttpOptions {
   // bearer token to /v1/ as that client. Null: no authentication.
   std::shared_ptr<const messages::ClientDirectory> clients;
   std::shared_ptr<const Tokenizer> tokenizer;  // names the tokens of logprobs
+  ChatFormat chat_format = ChatFormat::chatml;  // reads a stored answer's tool calls (Responses)
 };
 
 class HttpGateway {
@@ -84,6 +90,15 @@ class HttpGateway {
   // The answer's status, or 0 when nothing was sent.
   int route(const messages::HttpRequest& req, messages::HttpResponder& res);
   int completion(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client, bool chat);
+  // POST /v1/responses (service/openai_responses.h), and GET and DELETE of one.
+  int respond(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
+  int stored_response(const std::string& id, bool remove, messages::HttpResponder& res, const std::string& client);
+  // A submitted request's first frame (Accepted, or the Error refusing it);
+  // false when the client left or the server stopped first.
+  bool first_frame(Mailbox& box, messages::HttpResponder& res, std::string& frame);
+  // The answer from the first frame on, whole or streamed; the peer is closed.
+  int relay(const std::string& peer, Mailbox& box, const std::string& first, service::FrameReply& reply, bool stream,
+            messages::HttpResponder& res);
   int job_events(const std::string& id, messages::HttpResponder& res, const std::string& client);
   int metrics(messages::HttpResponder& res);
   int count(const char* route, int status);  // recorded for /metrics; returns `status`

@@ -729,6 +729,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     ho.server = s.options.http_server;
     ho.clients = s.clients;
     ho.tokenizer = s.tokenizer;
+    ho.chat_format = detect_chat_format(s.tokenizer->vocabulary(), v.config.architecture);
     s.http = std::make_shared<HttpGateway>(std::move(ho));
     s.replies->set_http(s.http);
   }

@@ -114,7 +114,7 @@ Bytes chat_request(uint64_t id, const ChatTurnFields& t) {
   const auto tool_name = t.tools.name.empty() ? 0 : fbb.CreateString(t.tools.name);
   const auto body = wire::CreateChatTurn(fbb, sid, list, sampling, t.priority, t.logprobs, t.n, t.speculation, t.max_draft,
                                          draft, t.policy, t.response_cache, tools, t.tools.choice, tool_name,
-                                         t.tools.parallel, t.top_logprobs);
+                                         t.tools.parallel, t.top_logprobs, t.expected_turns);
   return request(id, wire::RequestBody::ChatTurn, body.Union(), fbb);
 }
 

@@ -100,6 +100,7 @@ struct ChatTurnFields {
   bool response_cache = false;
   ChatToolsFields tools;
   int32_t top_logprobs = 0;
+  int32_t expected_turns = -1;  // a session turn: the turns the session must hold (-1: any)
 };
 Bytes chat_request(uint64_t id, const ChatTurnFields& turn);
 Bytes chat_request(uint64_t id, std::string_view session_id,

@@ -38,8 +38,8 @@ Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> s
 
 Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages,
                        std::span<const wire::TurnState> turn_states, std::string_view context_summary,
-                       std::span<const int32_t> turn_messages) {
-  size_t bytes = 256 + turn_states.size() + context_summary.size();
+                       std::span<const int32_t> turn_messages, std::span<const wire::TurnUsage> turn_usage) {
+  size_t bytes = 256 + turn_states.size() + context_summary.size() + 24 * turn_usage.size();
   for (const auto& [role, content] : messages) bytes += role.size() + content.size() + 32;
   flatbuffers::FlatBufferBuilder fbb(bytes);
   const auto s = build_summary(fbb, summary);
@@ -50,7 +50,9 @@ Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::sp
   const auto states = fbb.CreateVector(turn_states.data(), turn_states.size());
   const auto cs = context_summary.empty() ? 0 : fbb.CreateString(context_summary.data(), context_summary.size());
   const auto sizes = fbb.CreateVector(turn_messages.data(), turn_messages.size());
-  return response_bytes(id, wire::ResponseBody::Session, wire::CreateSession(fbb, s, v, states, cs, sizes).Union(), fbb);
+  const auto usage = fbb.CreateVectorOfStructs(turn_usage.data(), turn_usage.size());
+  return response_bytes(id, wire::ResponseBody::Session, wire::CreateSession(fbb, s, v, states, cs, sizes, usage).Union(),
+                        fbb);
 }
 
 Bytes ack_response(uint64_t id, std::string_view message) {

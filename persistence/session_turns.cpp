@@ -232,8 +232,12 @@ messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id, c
     const auto msgs = role_content(s->history());
     const auto states = s->turn_states();
     std::vector<int32_t> sizes;
-    for (const auto& t : s->turns) sizes.push_back(static_cast<int32_t>(t.messages.size()));
-    return messages::session_response(request_id, s->summary(), msgs, states, s->context_summary, sizes);
+    std::vector<wire::TurnUsage> usage;
+    for (const auto& t : s->turns) {
+      sizes.push_back(static_cast<int32_t>(t.messages.size()));
+      usage.emplace_back(t.time_ms, t.prompt_tokens, t.completion_tokens, t.finish_reason);
+    }
+    return messages::session_response(request_id, s->summary(), msgs, states, s->context_summary, sizes, usage);
   } catch (const std::exception& e) {
     return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
   }

@@ -188,6 +188,7 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
     turn.logprobs = call.logprobs;
     turn.top_logprobs = call.top_logprobs;
     call.request = messages::chat_request(1, turn);
+    call.turn = std::move(turn);
   } else {
     if (!session.empty()) return bad("session", "sessions are for chat completions");
     auto p = body.find("prompt");

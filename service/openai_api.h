@@ -39,6 +39,7 @@ struct CompletionCall {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   std::string model;          // echoed back
+  messages::ChatTurnFields turn;  // chat: the turn `request` holds
   messages::Bytes request;    // the client Request (id 1)
 };
 
@@ -51,17 +52,30 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& body,
 // troupe's ErrorCode as an HTTP error (status per docs/HTTP.md).
 ApiError api_error(wire::ErrorCode code, const std::string& message);
 
-// A completion being assembled from its Response frames.
-class CompletionReply {
+// An HTTP answer assembled from a request's Response frames: whole, or as
+// server-sent events while they arrive.
+class FrameReply {
+ public:
+  virtual ~FrameReply() = default;
+  enum class Step { more, done, failed };
+  // One Response frame; SSE events for it (streaming) are appended to `sse`.
+  virtual Step take(const std::string& frame, std::string& sse) = 0;
+  virtual const ApiError& error() const = 0;
+  virtual std::string whole() const = 0;    // the non-streaming response body
+  virtual std::string sse_end() const = 0;  // what a stream ends with once done
+  // A stream that failed midway ends with this event.
+  virtual std::string sse_error() const { return "data: " + error().json() + "\n\n"; }
+};
+
+// A chat completion or completion being assembled from its Response frames.
+class CompletionReply : public FrameReply {
  public:
   // `tokenizer`: names the tokens of logprobs (null: their ids as text).
   CompletionReply(const CompletionCall& call, std::string id, int64_t created, const Tokenizer* tokenizer = nullptr);
-  enum class Step { more, done, failed };
-  // One Response frame; SSE events for it (streaming) are appended to `sse`.
-  Step take(const std::string& frame, std::string& sse);
-  const ApiError& error() const { return error_; }
-  std::string whole() const;   // the non-streaming response body
-  std::string sse_end() const; // usage chunk (if asked) and [DONE]
+  Step take(const std::string& frame, std::string& sse) override;
+  const ApiError& error() const override { return error_; }
+  std::string whole() const override;
+  std::string sse_end() const override;  // usage chunk (if asked) and [DONE]
 
  private:
   std::string chunk(int32_t index, const std::string& delta_json, const char* finish,

@@ -230,7 +230,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         if (t->session_id() && t->session_id()->size() > 0) {
           a.session_id = t->session_id()->str();
           a.turn_messages = std::move(chat);
-          return SessionTurn{std::move(a), {}};
+          return SessionTurn{std::move(a), {}, t->expected_turns()};
         }
         if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
           const auto messages = with_tools(cfg_.chat_format, chat, a.tools, cfg_.tokenizer->vocabulary().chat_template);
@@ -310,6 +310,11 @@ int64_t RequestGate::prompt_budget(const AdmitRequest& a) const {
 std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(SessionTurn turn,
                                                                           persistence::SessionStart start) const {
   AdmitRequest& a = turn.request;
+  // A turn that continues the session as the client last read it: not once it moved on.
+  if (turn.expected_turns >= 0 && start.turns.size() != static_cast<size_t>(turn.expected_turns))
+    return rejection(a.client_id, wire::ErrorCode::session_busy,
+                     "session '" + a.session_id + "' holds " + std::to_string(start.turns.size()) +
+                         " turns, not the " + std::to_string(turn.expected_turns) + " this turn continues");
   try {
     const int64_t budget = prompt_budget(a);
     if (!a.tool_results.empty() || a.tool_format) {

@@ -78,6 +78,7 @@ struct Query {
 struct SessionTurn {
   AdmitRequest request;
   persistence::Principal who;
+  int32_t expected_turns = -1;  // ChatTurn.expected_turns
 };
 
 using Admission = std::variant<AdmitRequest, SessionTurn, Query, JobSubmission, messages::Rejection>;

@@ -185,6 +185,18 @@ def check_http(port, keys, alice_zmq, bob_zmq, alice_job):
     check(status == 200, f"the admin reads alice's job over HTTP: {status}")
     status, body = call(port, "POST", "/v1/troupe/jobs", bob, {"items": ["x"], "template": "Say {item}", "max_tokens": 2})
     check(status == 200 and body.get("owner") == "bob", f"bob's HTTP job is his: {status} {body}")
+    # Responses: a chain is a session, its owner's alone.
+    status, mine = call(port, "POST", "/v1/responses", http_token(keys, "alice"),
+                        {"input": "Hello", "max_output_tokens": 4, "temperature": 0})
+    check(status == 200 and mine["id"].startswith("resp_"), f"alice makes a response over HTTP: {status}")
+    check(call(port, "POST", "/v1/responses", None, {"input": "Hello"})[0] == 401, "no token on /v1/responses: 401")
+    for method, path, body in (("GET", f"/v1/responses/{mine['id']}", None),
+                               ("POST", "/v1/responses", {"input": "more", "previous_response_id": mine["id"]}),
+                               ("DELETE", f"/v1/responses/{mine['id']}", None)):
+        status, answer = call(port, method, path, bob, body)
+        check(status in (403, 404), f"bob cannot {method} alice's response: {status} {answer}")
+    status, body = call(port, "GET", f"/v1/responses/{mine['id']}", http_token(keys, "alice"))
+    check(status == 200 and body["id"] == mine["id"], f"alice reads her response back: {status}")
     status, body = call(port, "GET", "/v1/troupe/stats", bob)
     check(status == 200 and "running" in body, f"an authenticated client reads stats: {status} {body}")
     print("curve over HTTP: ok")
