@@ -93,6 +93,11 @@ class HttpGateway {
   // POST /v1/responses (service/openai_responses.h), and GET and DELETE of one.
   int respond(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
   int stored_response(const std::string& id, bool remove, messages::HttpResponder& res, const std::string& client);
+  // /v1/files and /v1/batches (service/openai_batch.h); 0 when the path is neither's.
+  int batch_api(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
+  int upload(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
+  int create_batch(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
+  int batch_file(const std::string& job, bool errors, messages::HttpResponder& res, const std::string& client);
   // A submitted request's first frame (Accepted, or the Error refusing it);
   // false when the client left or the server stopped first.
   bool first_frame(Mailbox& box, messages::HttpResponder& res, std::string& frame);

@@ -131,6 +131,8 @@ void route(Self self, const service::Query& q) {
       return self->send(to.persistence, delete_session_atom::value, q.peer, q.client_id, q.name, q.who);
     case service::Query::Kind::job:
       return self->send(to.jobs, job_query_atom::value, q.peer, q.client_id, q.job, q.name, q.who);
+    case service::Query::Kind::file:
+      return self->send(to.persistence, file_atom::value, q.peer, q.client_id, q.request, q.who);
     case service::Query::Kind::take_session:
       return self->send(to.persistence, take_session_atom::value, q.peer, q.client_id, q.take);
   }

@@ -47,6 +47,7 @@ using session_commit_atom = caf::atom_constant<caf::atom("scommit")>;
 using list_sessions_atom = caf::atom_constant<caf::atom("slist")>;
 using show_session_atom = caf::atom_constant<caf::atom("sshow")>;
 using delete_session_atom = caf::atom_constant<caf::atom("sdelete")>;
+using file_atom = caf::atom_constant<caf::atom("file")>;  // a file request (persistence/files.h)
 // A session's hand-off between front ends (docs/SCALE_OUT.md): a peer's
 // TakeSession step (giver); a session taken from a peer (taker).
 using take_session_atom = caf::atom_constant<caf::atom("stake")>;
@@ -120,6 +121,7 @@ using persistence_actor = caf::typed_actor<
     caf::reacts_to<list_sessions_atom, std::string, uint64_t, persistence::Principal>,
     caf::reacts_to<show_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
     caf::reacts_to<delete_session_atom, std::string, uint64_t, std::string, persistence::Principal>,
+    caf::reacts_to<file_atom, std::string, uint64_t, std::string, persistence::Principal>,
     // (peer, id, the step): answered with SessionRecords, an Ack or an Error
     caf::reacts_to<take_session_atom, std::string, uint64_t, messages::TakeSessionFields>,
     // A session begun as new here but handed over by a peer: stored, then begun again.

@@ -191,6 +191,7 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   st.replies = std::move(replies);
   st.sessions = std::make_unique<persistence::SessionTurns>(*st.store, std::move(policy));
   st.jobs = std::make_unique<persistence::JobBook>(*st.store);
+  st.files = std::make_unique<persistence::FileBook>(*st.store);
   if (retention.responses.max_bytes > 0)
     st.responses = std::make_unique<persistence::ResponseCache>(*st.store, retention.responses);
   if (retention.policy.enabled()) {
@@ -284,6 +285,10 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
                     const persistence::Principal& who) {
         reply(peer, id, self->state.sessions->remove(id, sid, who));
         count_sessions(self);
+      },
+      [self, reply](file_atom, const std::string& peer, uint64_t id, const std::string& request,
+                    const persistence::Principal& who) {
+        reply(peer, id, self->state.files->answer(request, who, service::unix_ms()));
       },
       [self](job_create_atom, const persistence::JobRecord& job) {
         return failure_of([&] { self->state.jobs->create(job); });

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "actors/interfaces.h"
+#include "persistence/files.h"
 #include "persistence/jobs.h"
 #include "persistence/response_cache.h"
 #include "persistence/retention.h"
@@ -28,6 +29,7 @@ struct PersistenceState {
   std::shared_ptr<Replies> replies;
   std::unique_ptr<persistence::SessionTurns> sessions;
   std::unique_ptr<persistence::JobBook> jobs;
+  std::unique_ptr<persistence::FileBook> files;
   // Retention: a pass in slices, each its own message so turns queued
   // meanwhile go first; the job actor is told of the jobs it deleted.
   std::unique_ptr<persistence::Sweeper> sweeper;

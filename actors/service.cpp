@@ -39,6 +39,8 @@
 #include "engine/page_pool.h"
 #include "engine/speculation/model_drafter.h"
 #include "engine/vocabulary.h"
+#include "service/clock.h"
+#include "service/request_gate.h"
 #include "worker/front_shares.h"
 #include "worker/join_announcer.h"
 
@@ -636,18 +638,6 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   }
 
   const ChatFormat chat_format = detect_chat_format(tokenizer->vocabulary(), v.config.architecture);
-  service::BatchJobsConfig jc;
-  jc.tokenizer = tokenizer;
-  jc.chat_format = chat_format;
-  jc.max_context = limits.max_context;
-  jc.max_prompt_bytes = options.client.max_prompt_bytes;
-  jc.max_in_flight = std::max(1, options.job_items_in_flight);
-  jc.tiers = tier_table;
-  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, front, persistence_handle, metrics});
-  replies->set_jobs(jobs);
-  // Sweeps start once the job actor, which must hear of swept jobs, exists.
-  caf::anon_send(persistence_handle, sweep_atom::value, jobs);
-
   service::GateConfig gc;
   gc.tokenizer = tokenizer;
   gc.chat_format = chat_format;
@@ -666,6 +656,26 @@ void Service::Impl::spawn(const VerifierSide& v, const persistence::SessionPolic
   for (const SmallTier& t : small_tiers)
     gc.model_fingerprint = (gc.model_fingerprint * 0x100000001b3ull) ^ t.fingerprint;
   gc.tiers = tier_table;
+  service::BatchJobsConfig jc;
+  jc.tokenizer = tokenizer;
+  jc.chat_format = chat_format;
+  jc.max_context = limits.max_context;
+  jc.max_prompt_bytes = options.client.max_prompt_bytes;
+  jc.max_in_flight = std::max(1, options.job_items_in_flight);
+  jc.tiers = tier_table;
+  // Items of a job of whole requests are read as the gate reads them (a gate
+  // of the job actor's own: its grammar cache is not shared across threads).
+  jc.read_request = [gate = std::make_shared<const service::RequestGate>(gc)](const std::string& request)
+      -> std::variant<service::AdmitRequest, std::string> {
+    auto a = gate->job_item(request, service::steady_ns());
+    if (auto* r = std::get_if<messages::Rejection>(&a)) return r->message;
+    return std::get<service::AdmitRequest>(std::move(a));
+  };
+  jobs = system->spawn(job_runner, jc, JobLinks{events, replies, front, persistence_handle, metrics});
+  replies->set_jobs(jobs);
+  // Sweeps start once the job actor, which must hear of swept jobs, exists.
+  caf::anon_send(persistence_handle, sweep_atom::value, jobs);
+
   backlog = std::make_shared<service::IntakeBacklog>(options.intake);
   if (!options.peers.empty()) {
     SessionPeersOptions po;

@@ -171,6 +171,20 @@ bool check_job(Check& c, const wire::SubmitJob* j, const ClientLimits& l) {
     if (item->size() > l.max_prompt_bytes)
       return c.fail(f, std::to_string(item->size()) + " bytes, at most " + std::to_string(l.max_prompt_bytes));
   }
+  if (const auto* requests = j->requests()) {
+    // A job of whole requests: each is checked as it would be alone when the gate reads it.
+    if (requests->size() != items->size())
+      return c.fail("SubmitJob.requests", std::to_string(requests->size()) + " requests for " +
+                                              std::to_string(items->size()) + " items");
+    for (uint32_t i = 0; i < requests->size(); ++i) {
+      const auto* r = requests->Get(i);
+      if (!r || !r->data() || r->data()->size() == 0)
+        return c.fail("SubmitJob.requests[" + std::to_string(i) + "]", "is empty");
+    }
+    if (j->annotation() && j->annotation()->size() > 65536)
+      return c.fail("SubmitJob.annotation", "longer than 65,536 bytes");
+    return check_priority(c, "SubmitJob.priority", j->priority());
+  }
   if (j->template_() && j->template_()->size() > l.max_prompt_bytes)
     return c.fail("SubmitJob.template", "longer than " + std::to_string(l.max_prompt_bytes) + " bytes");
   // Each item's prompt is the template with every "{item}" replaced: bounded
@@ -324,6 +338,23 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
     case wire::RequestBody::CancelJob:
       ok = check_id(c, "CancelJob.job_id", req->body_as_CancelJob()->job_id(), limits, true);
       break;
+    case wire::RequestBody::PutFile: {
+      const auto* f = req->body_as_PutFile();
+      if (!f->purpose() || f->purpose()->size() == 0 || f->purpose()->size() > 64)
+        ok = c.fail("PutFile.purpose", "needs a purpose of at most 64 bytes");
+      else if (f->filename() && f->filename()->size() > 256)
+        ok = c.fail("PutFile.filename", "longer than 256 bytes");
+      else if (!f->data() || f->data()->size() == 0)
+        ok = c.fail("PutFile.data", "is empty");
+      break;
+    }
+    case wire::RequestBody::GetFile:
+      ok = check_id(c, "GetFile.file_id", req->body_as_GetFile()->file_id(), limits, true);
+      break;
+    case wire::RequestBody::DeleteFile:
+      ok = check_id(c, "DeleteFile.file_id", req->body_as_DeleteFile()->file_id(), limits, true);
+      break;
+    case wire::RequestBody::ListFiles:
     case wire::RequestBody::Cancel:
     case wire::RequestBody::Stats:
     case wire::RequestBody::Ping:

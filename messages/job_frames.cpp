@@ -8,8 +8,9 @@ namespace {
 flatbuffers::Offset<wire::JobSummary> build_summary(flatbuffers::FlatBufferBuilder& fbb, const JobSummaryFields& j) {
   const auto id = fbb.CreateString(j.job_id);
   const auto owner = j.owner.empty() ? 0 : fbb.CreateString(j.owner);
+  const auto note = j.annotation.empty() ? 0 : fbb.CreateString(j.annotation);
   return wire::CreateJobSummary(fbb, id, j.state, j.items, j.finished_items, j.completion_tokens, j.created_ms,
-                                j.updated_ms, owner);
+                                j.updated_ms, owner, note, j.failed_items);
 }
 
 Bytes job_id_request(uint64_t id, wire::RequestBody type, std::string_view job_id) {
@@ -27,8 +28,9 @@ Bytes job_id_request(uint64_t id, wire::RequestBody type, std::string_view job_i
 flatbuffers::Offset<wire::JobItemResult> build_job_item(flatbuffers::FlatBufferBuilder& fbb, const JobItemFields& r) {
   const auto text = fbb.CreateString(r.text);
   const auto error = fbb.CreateString(r.error);
+  const auto label = r.label.empty() ? 0 : fbb.CreateString(r.label);
   return wire::CreateJobItemResult(fbb, r.index, text, r.finish_reason, r.prompt_tokens, r.completion_tokens, error,
-                                   r.validated);
+                                   r.validated, label);
 }
 
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
@@ -42,6 +44,24 @@ Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::s
   const auto t = fbb.CreateString(item_template.data(), item_template.size());
   const auto sampling = build_sampling(fbb, s);
   return request_bytes(id, wire::RequestBody::SubmitJob, wire::CreateSubmitJob(fbb, v, t, sampling, priority).Union(), fbb);
+}
+
+Bytes submit_requests_job(uint64_t id, std::span<const std::string> labels, std::span<const Bytes> requests,
+                          std::string_view annotation, wire::Priority priority) {
+  size_t bytes = 256 + annotation.size();
+  for (const auto& l : labels) bytes += l.size() + 8;
+  for (const auto& r : requests) bytes += r.size() + 16;
+  flatbuffers::FlatBufferBuilder fbb(bytes);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> list;
+  for (const auto& l : labels) list.push_back(fbb.CreateString(l));
+  const auto v = fbb.CreateVector(list.data(), list.size());
+  std::vector<flatbuffers::Offset<wire::Blob>> blobs;
+  for (const auto& r : requests)
+    blobs.push_back(wire::CreateBlob(fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(r.data()), r.size())));
+  const auto rv = fbb.CreateVector(blobs.data(), blobs.size());
+  const auto note = fbb.CreateString(annotation.data(), annotation.size());
+  return request_bytes(id, wire::RequestBody::SubmitJob,
+                       wire::CreateSubmitJob(fbb, v, 0, 0, priority, rv, note).Union(), fbb);
 }
 
 Bytes job_status_request(uint64_t id, std::string_view job_id) { return job_id_request(id, wire::RequestBody::JobStatus, job_id); }
@@ -60,7 +80,7 @@ Bytes job_accepted_response(uint64_t id, const JobSummaryFields& job) {
 
 Bytes job_reply_response(uint64_t id, const JobSummaryFields& job, std::span<const JobItemFields> results) {
   size_t bytes = 256;
-  for (const auto& r : results) bytes += r.text.size() + r.error.size() + 48;
+  for (const auto& r : results) bytes += r.text.size() + r.error.size() + r.label.size() + 48;
   flatbuffers::FlatBufferBuilder fbb(bytes);
   const auto s = build_summary(fbb, job);
   std::vector<flatbuffers::Offset<wire::JobItemResult>> list;
@@ -96,6 +116,8 @@ JobSummaryFields read_job_summary(const wire::JobSummary* j) {
   f.created_ms = j->created_ms();
   f.updated_ms = j->updated_ms();
   if (j->owner()) f.owner = j->owner()->str();
+  if (j->annotation()) f.annotation = j->annotation()->str();
+  f.failed_items = j->failed_items();
   return f;
 }
 
@@ -109,6 +131,7 @@ JobItemFields read_job_item(const wire::JobItemResult* r) {
   f.prompt_tokens = r->prompt_tokens();
   f.completion_tokens = r->completion_tokens();
   if (r->error()) f.error = r->error()->str();
+  if (r->label()) f.label = r->label()->str();
   return f;
 }
 

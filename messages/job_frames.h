@@ -18,6 +18,8 @@ struct JobSummaryFields {
   int64_t completion_tokens = 0;
   int64_t created_ms = 0, updated_ms = 0;
   std::string owner;
+  std::string annotation;  // SubmitJob.annotation
+  int32_t failed_items = 0;
 };
 
 struct JobItemFields {
@@ -27,10 +29,14 @@ struct JobItemFields {
   int32_t prompt_tokens = 0, completion_tokens = 0;
   std::string error;  // the item could not run; text is empty
   bool validated = false;  // JobItemResult.validated
+  std::string label = {};  // a job of requests: the item's label
 };
 
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
                          const SamplingFields& s, wire::Priority priority = wire::Priority::batch);
+// A job of whole requests (SubmitJob.requests), each under its label.
+Bytes submit_requests_job(uint64_t id, std::span<const std::string> labels, std::span<const Bytes> requests,
+                          std::string_view annotation, wire::Priority priority = wire::Priority::batch);
 Bytes job_status_request(uint64_t id, std::string_view job_id);
 Bytes job_results_request(uint64_t id, std::string_view job_id);
 Bytes cancel_job_request(uint64_t id, std::string_view job_id);

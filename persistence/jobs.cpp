@@ -9,13 +9,14 @@ std::string header_key(std::string_view id) { return std::string(1, 'h').append(
 std::string item_prefix(char kind, std::string_view id) { return std::string(1, kind).append(id).append(1, '\0'); }
 
 std::string encode_header(const JobRecord& j) {
-  flatbuffers::FlatBufferBuilder fbb(256 + j.item_template.size());
+  flatbuffers::FlatBufferBuilder fbb(256 + j.item_template.size() + j.annotation.size());
   const auto id = fbb.CreateString(j.id);
   const auto tmpl = fbb.CreateString(j.item_template);
   const auto sampling = messages::build_sampling(fbb, j.sampling);
   const auto owner = j.owner.empty() ? 0 : fbb.CreateString(j.owner);
+  const auto note = j.annotation.empty() ? 0 : fbb.CreateString(j.annotation);
   fbb.Finish(store::CreateJobHeader(fbb, id, j.state, static_cast<int32_t>(j.items.size()), tmpl, sampling, j.priority,
-                                    j.created_ms, j.updated_ms, owner));
+                                    j.created_ms, j.updated_ms, owner, !j.requests.empty(), note));
   return messages::finish_bytes(fbb);
 }
 
@@ -33,10 +34,14 @@ messages::JobSummaryFields JobRecord::summary() const {
   s.state = state;
   s.items = static_cast<int32_t>(items.size());
   s.finished_items = static_cast<int32_t>(results.size());
-  for (const auto& [i, r] : results) s.completion_tokens += r.completion_tokens;
+  for (const auto& [i, r] : results) {
+    s.completion_tokens += r.completion_tokens;
+    s.failed_items += r.error.empty() ? 0 : 1;
+  }
   s.created_ms = created_ms;
   s.updated_ms = updated_ms;
   s.owner = owner;
+  s.annotation = annotation;
   return s;
 }
 
@@ -63,6 +68,8 @@ void JobBook::create(const JobRecord& job) {
   b.put(Family::jobs, header_key(job.id), encode_header(job));
   for (size_t i = 0; i < job.items.size(); ++i)
     b.put(Family::jobs, item_prefix('i', job.id) + be32(static_cast<uint32_t>(i)), job.items[i]);
+  for (size_t i = 0; i < job.requests.size(); ++i)
+    b.put(Family::jobs, item_prefix('q', job.id) + be32(static_cast<uint32_t>(i)), job.requests[i]);
   store_.write(b, true);
 }
 
@@ -94,6 +101,7 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   j.created_ms = h->created_ms();
   j.updated_ms = h->updated_ms();
   if (h->owner()) j.owner = h->owner()->str();
+  if (h->annotation()) j.annotation = h->annotation()->str();
   store_.scan(Family::jobs, item_prefix('i', id), [&](std::string_view, std::string_view value) {
     j.items.emplace_back(value);
     return true;
@@ -101,6 +109,15 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   if (static_cast<int32_t>(j.items.size()) != h->items())
     throw StoreError("job '" + j.id + "' lists " + std::to_string(h->items()) + " items; the store holds " +
                      std::to_string(j.items.size()));
+  if (h->requests()) {
+    store_.scan(Family::jobs, item_prefix('q', id), [&](std::string_view, std::string_view value) {
+      j.requests.emplace_back(value);
+      return true;
+    });
+    if (j.requests.size() != j.items.size())
+      throw StoreError("job '" + j.id + "' lists " + std::to_string(j.items.size()) + " requests; the store holds " +
+                       std::to_string(j.requests.size()));
+  }
   store_.scan(Family::jobs, item_prefix('r', id), [&](std::string_view, std::string_view seen) {
     const std::string value(seen);  // aligned: FlatBuffers reads in place (a scan's value may sit anywhere)
     flatbuffers::Verifier rv(reinterpret_cast<const uint8_t*>(value.data()), value.size());
@@ -159,7 +176,7 @@ int64_t JobBook::erase(std::string_view id, Batch& b) const {
   const std::string key = header_key(id);
   if (const auto header = store_.get(Family::jobs, key)) bytes += static_cast<int64_t>(key.size() + header->size());
   b.erase(Family::jobs, key);
-  for (const char kind : {'i', 'r'})
+  for (const char kind : {'i', 'q', 'r'})
     store_.scan(Family::jobs, item_prefix(kind, id), [&](std::string_view k, std::string_view v) {
       bytes += static_cast<int64_t>(k.size() + v.size());
       b.erase(Family::jobs, std::string(k));

@@ -3,6 +3,7 @@
 //
 //   'h' <job_id>                    → store.JobHeader (messages/store.fbs)
 //   'i' <job_id> 0x00 <index be32>  → item `index`'s input text, as submitted
+//   'q' <job_id> 0x00 <index be32>  → a job of requests: item `index`'s Request
 //   'r' <job_id> 0x00 <index be32>  → wire.JobItemResult, once the item finished
 //
 // A job is written whole (header and every item) in one sync batch before
@@ -32,6 +33,10 @@ struct JobRecord {
   wire::Priority priority = wire::Priority::batch;
   int64_t created_ms = 0, updated_ms = 0;
   std::vector<std::string> items;
+  // A job of whole requests: requests[i] is item i's Request bytes, items[i]
+  // its label (SubmitJob.requests); empty for a template job.
+  std::vector<std::string> requests;
+  std::string annotation;  // SubmitJob.annotation
   std::map<int32_t, messages::JobItemFields> results;  // finished items, by index
 
   messages::JobSummaryFields summary() const;

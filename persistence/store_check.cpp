@@ -62,7 +62,7 @@ void drop_incomplete(Store& store, RepairOutcome& out) {
       jobs.load(id);
     } catch (const std::exception&) {
       const std::string z(1, '\0');
-      erase_prefixes(store, Family::jobs, {"h" + id, "i" + id + z, "r" + id + z});
+      erase_prefixes(store, Family::jobs, {"h" + id, "i" + id + z, "q" + id + z, "r" + id + z});
       out.dropped.push_back("job " + id);
     }
   SessionBook sessions(store);

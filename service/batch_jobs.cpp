@@ -93,8 +93,10 @@ void BatchJobs::submit(JobSubmission s) {
   job.priority = s.priority;
   job.owner = s.who.name;
   job.created_ms = job.updated_ms = cfg_.unix_clock();
+  job.requests = std::move(s.requests);  // each checked by the gate as it would run
+  job.annotation = std::move(s.annotation);
   // Every item must fit before the job is stored: a job that is accepted runs.
-  for (int32_t i = 0; i < static_cast<int32_t>(job.items.size()); ++i) {
+  for (int32_t i = 0; job.requests.empty() && i < static_cast<int32_t>(job.items.size()); ++i) {
     AdmitRequest probe;
     if (auto problem = item_prompt(job, i, probe))
       return reply(s.peer, s.client_id,
@@ -144,17 +146,29 @@ void BatchJobs::pump() {
     if (it == jobs_.end() || it->second.state != wire::JobState::running || it->second.results.count(index)) continue;
     const persistence::JobRecord& job = it->second;
     AdmitRequest a;
+    std::optional<std::string> problem;
+    if (!job.requests.empty()) {
+      // A whole request: read again as the gate read it at submission (its
+      // grammar and tools are derived, not stored).
+      auto read = cfg_.read_request ? cfg_.read_request(job.requests[static_cast<size_t>(index)])
+                                    : std::variant<AdmitRequest, std::string>(std::string("no reader of requests"));
+      if (auto* why = std::get_if<std::string>(&read)) problem = *why;
+      else a = std::get<AdmitRequest>(std::move(read));
+    } else {
+      a.sampling = job.sampling;
+    }
     a.peer = job_peer(job_id);
     a.client_id = next_id_++;
     a.tenant = job.owner;  // its owner's fair share ("": the job's own)
-    a.sampling = job.sampling;
     a.priority = priority_of(job.priority);
     a.accepted_ns = cfg_.clock();
-    // The constraint's GBNF is derived, not stored: a job resumed after a
-    // restart lowers it again (the same text, so the same compiled grammar).
-    auto problem = a.sampling.grammar.empty() ? lower_constraint(a.sampling, false) : std::nullopt;
-    if (!problem) problem = route_request(cfg_.tiers.get(), a);
-    if (!problem) problem = item_prompt(job, index, a);
+    if (job.requests.empty()) {
+      // The constraint's GBNF is derived, not stored: a job resumed after a
+      // restart lowers it again (the same text, so the same compiled grammar).
+      problem = a.sampling.grammar.empty() ? lower_constraint(a.sampling, false) : std::nullopt;
+      if (!problem) problem = route_request(cfg_.tiers.get(), a);
+      if (!problem) problem = item_prompt(job, index, a);
+    }
     if (problem) {
       messages::JobItemFields r;
       r.index = index;
@@ -172,6 +186,8 @@ void BatchJobs::finish_item(const std::string& job_id, messages::JobItemFields r
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.state != wire::JobState::running) return;
   persistence::JobRecord next = it->second;
+  if (!next.requests.empty() && result.index >= 0 && static_cast<size_t>(result.index) < next.items.size())
+    result.label = next.items[static_cast<size_t>(result.index)];
   next.results[result.index] = result;
   next.updated_ms = cfg_.unix_clock();
   if (next.results.size() == next.items.size()) next.state = wire::JobState::finished;

@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/chat_template.h"
@@ -42,6 +43,8 @@ struct JobSubmission {
   std::string item_template;
   messages::SamplingFields sampling;
   wire::Priority priority = wire::Priority::batch;
+  std::vector<std::string> requests;  // a job of whole requests: item i's Request (items: labels)
+  std::string annotation;
 };
 
 enum class JobQuery : uint8_t { status, results, cancel, list };
@@ -104,6 +107,9 @@ struct BatchJobsConfig {
   std::shared_ptr<const TierTable> tiers;  // cascade tiers: items take the job's route; null: one model
   std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
   std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
+  // A job of whole requests: an item's Request as the request gate reads it
+  // (RequestGate::job_item), or why it cannot run.
+  std::function<std::variant<AdmitRequest, std::string>(const std::string& request)> read_request;
 };
 
 class BatchJobs {

@@ -17,6 +17,8 @@ ApiError bad(const std::string& param, const std::string& message) {
   return ApiError{400, message, param, "invalid_field"};
 }
 
+}  // namespace
+
 const char* finish_name(wire::FinishReason r) {
   switch (r) {
     case wire::FinishReason::length:
@@ -27,6 +29,8 @@ const char* finish_name(wire::FinishReason r) {
     default: return "stop";
   }
 }
+
+namespace {
 
 // A number field of the body, if present; a wrong type is the caller's error.
 template <typename T>

@@ -49,6 +49,9 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& body,
                                                         const std::string& session_header,
                                                         const std::vector<std::string>& models, int32_t max_tokens);
 
+// A FinishReason as OpenAI names it (length, stop, tool_calls; troupe's grammar_blocked).
+const char* finish_name(wire::FinishReason r);
+
 // troupe's ErrorCode as an HTTP error (status per docs/HTTP.md).
 ApiError api_error(wire::ErrorCode code, const std::string& message);
 

@@ -38,7 +38,7 @@ messages::Rejection rejection(uint64_t id, wire::ErrorCode code, std::string mes
 
 Query query(Query::Kind kind, const std::string& peer, uint64_t id, uint64_t number = 0, std::string name = {},
             JobQuery job = JobQuery::status) {
-  return Query{kind, peer, id, number, std::move(name), job, {}, {}};
+  return Query{kind, peer, id, number, std::move(name), job, {}, {}, {}};
 }
 
 JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint64_t id) {
@@ -46,6 +46,9 @@ JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint
   sub.peer = peer;
   sub.client_id = id;
   for (const auto* item : *j.items()) sub.items.push_back(item->str());
+  if (j.requests())
+    for (const auto* r : *j.requests()) sub.requests.emplace_back(reinterpret_cast<const char*>(r->data()->data()), r->data()->size());
+  if (j.annotation()) sub.annotation = j.annotation()->str();
   if (j.template_()) sub.item_template = j.template_()->str();
   sub.sampling = messages::read_sampling(j.sampling());
   sub.priority = j.priority();
@@ -260,6 +263,13 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return query(Query::Kind::delete_session, peer, id, 0, req->body_as_DeleteSession()->session_id()->str());
       case wire::RequestBody::SubmitJob: {
         JobSubmission sub = submission(*req->body_as_SubmitJob(), peer, id);
+        // A job of requests: each one is refused now as it would be alone, never part way.
+        for (size_t i = 0; i < sub.requests.size(); ++i) {
+          auto item = job_item(sub.requests[i], now);
+          if (auto* r = std::get_if<messages::Rejection>(&item))
+            return rejection(id, r->code, "SubmitJob.requests[" + std::to_string(i) + "]: " + r->message);
+        }
+        if (!sub.requests.empty()) return sub;
         // A job's schema is refused at submission, not item by item.
         if (auto why = lower_constraint(sub.sampling, false, *grammars_))
           return rejection(id, wire::ErrorCode::invalid_field, *why);
@@ -268,6 +278,14 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         auto route = resolve_route(cfg_.tiers ? *cfg_.tiers : kNone, sub.sampling, 1);
         if (auto* why = std::get_if<std::string>(&route)) return rejection(id, wire::ErrorCode::invalid_field, *why);
         return sub;
+      }
+      case wire::RequestBody::PutFile:
+      case wire::RequestBody::GetFile:
+      case wire::RequestBody::ListFiles:
+      case wire::RequestBody::DeleteFile: {
+        Query q = query(Query::Kind::file, peer, id);
+        q.request = std::string(bytes);
+        return q;
       }
       case wire::RequestBody::JobStatus:
         return query(Query::Kind::job, peer, id, 0, req->body_as_JobStatus()->job_id()->str(), JobQuery::status);
@@ -355,6 +373,15 @@ std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(Sessio
   start.kv_data.resize(std::min(start.kv_data.size(), restore));
   a.restore_pages = std::move(start.kv_data);
   return std::move(a);
+}
+
+std::variant<AdmitRequest, messages::Rejection> RequestGate::job_item(std::string_view request, int64_t now) const {
+  Admission what = read(std::string(), request, now);
+  if (auto* r = std::get_if<messages::Rejection>(&what)) return *r;
+  auto* a = std::get_if<AdmitRequest>(&what);
+  if (!a) return rejection(0, wire::ErrorCode::invalid_field, "an item must be a Generate or a ChatTurn without a session");
+  if (auto r = check(*a)) return *r;
+  return std::move(*a);
 }
 
 std::optional<messages::Rejection> RequestGate::check(const AdmitRequest& a) const {

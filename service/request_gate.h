@@ -62,7 +62,7 @@ inline const std::string kGatewayStats("\0gateway/stats", 14);
 // scheduler (stats, cancel), the persistence actor (sessions) or the job
 // actor (jobs).
 struct Query {
-  enum class Kind : uint8_t { ping, stats, cancel, list_sessions, show_session, delete_session, job, take_session };
+  enum class Kind : uint8_t { ping, stats, cancel, list_sessions, show_session, delete_session, job, take_session, file };
   Kind kind = Kind::ping;
   std::string peer;
   uint64_t client_id = 0;
@@ -71,6 +71,7 @@ struct Query {
   JobQuery job = JobQuery::status;
   persistence::Principal who;
   messages::TakeSessionFields take;  // take_session: another front end's hand-off step
+  std::string request;               // file: the Request itself (persistence/files.h reads it)
 };
 
 // A ChatTurn of a stored session: its prompt is the chat template over the
@@ -98,6 +99,9 @@ class RequestGate {
   std::variant<AdmitRequest, messages::Rejection> with_history(SessionTurn turn, persistence::SessionStart start) const;
   // What every tokenized request must pass before the scheduler.
   std::optional<messages::Rejection> check(const AdmitRequest& a) const;
+  // An item of a job of whole requests (SubmitJob.requests): read as the
+  // same request sent alone (a Generate, or a ChatTurn without a session).
+  std::variant<AdmitRequest, messages::Rejection> job_item(std::string_view request, int64_t now) const;
 
  private:
   Admission read(const std::string& peer, std::string_view bytes, int64_t now) const;

@@ -18,10 +18,6 @@ const char* state_name(wire::TurnState s) {
   }
 }
 
-const char* finish_name(wire::FinishReason r) {
-  return r == wire::FinishReason::length || r == wire::FinishReason::context_full ? "length" : "stop";
-}
-
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 json session(const wire::SessionSummary* s) {

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "messages/client_validation.h"
+#include "messages/file_frames.h"
+#include "persistence/files.h"
 #include "persistence/jobs.h"
 #include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
@@ -97,6 +100,56 @@ TEST_CASE("a store of another schema version is refused with a clear error", "[p
     store.write(b);
   }
   CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("schema version 99") && Catch::Contains("reads version 1"));
+}
+
+TEST_CASE("a job of requests keeps them, its annotation and labels; files keep their bytes and owner", "[persistence]") {
+  TempDir dir("requests");
+  JobRecord job;
+  job.id = "j1";
+  job.items = {"a", "b"};
+  job.requests = {std::string("\0req one", 8), "req two"};
+  job.annotation = "{\"input_file_id\":\"f\"}";
+  std::string file_id;
+  {
+    Store store(dir.path);
+    JobBook(store).create(job);
+    FileBook files(store);
+    const auto put = files.answer(messages::put_file_request(3, "batch", "x.jsonl", "line\n"), {"alice", false}, 5000);
+    const auto* info = messages::check_response(put)->body_as_FileInfo();
+    REQUIRE(info);
+    file_id = info->file_id()->str();
+    CHECK(info->owner()->str() == "alice");
+  }
+  Store store(dir.path);
+  const auto got = JobBook(store).load("j1");
+  REQUIRE(got);
+  CHECK(got->requests == job.requests);
+  CHECK(got->annotation == job.annotation);
+  CHECK(got->summary().annotation == job.annotation);
+  FileBook files(store);
+  const auto read = files.answer(messages::get_file_request(4, file_id, true), {"alice", false}, 0);
+  const auto* info = messages::check_response(read)->body_as_FileInfo();
+  REQUIRE(info);
+  CHECK(std::string(info->data()->begin(), info->data()->end()) == "line\n");
+  CHECK(info->created_ms() == 5000);
+  CHECK(messages::check_response(files.answer(messages::get_file_request(5, file_id, false), {"bob", false}, 0))
+            ->body_as_Error()
+            ->code() == wire::ErrorCode::forbidden);
+  const auto* list = messages::check_response(files.answer(messages::list_files_request(6), {"bob", false}, 0))->body_as_FileList();
+  REQUIRE(list);
+  CHECK(list->files()->size() == 0);
+  CHECK(messages::check_response(files.answer(messages::delete_file_request(7, file_id), {"alice", false}, 0))
+            ->body_type() == wire::ResponseBody::Ack);
+  CHECK(messages::check_response(files.answer(messages::get_file_request(8, file_id, false), {"alice", false}, 0))
+            ->body_as_Error()
+            ->code() == wire::ErrorCode::unknown_job);
+  Batch b;
+  CHECK(JobBook(store).erase("j1", b) > 0);
+  store.write(b);
+  CHECK_FALSE(JobBook(store).load("j1"));
+  int left = 0;
+  store.scan(Family::jobs, "", [&](std::string_view, std::string_view) { return ++left, true; });
+  CHECK(left == 0);  // its requests went with it, and the deleted file
 }
 
 TEST_CASE("a data directory in use by another store is refused", "[persistence]") {

@@ -197,6 +197,23 @@ def check_http(port, keys, alice_zmq, bob_zmq, alice_job):
         check(status in (403, 404), f"bob cannot {method} alice's response: {status} {answer}")
     status, body = call(port, "GET", f"/v1/responses/{mine['id']}", http_token(keys, "alice"))
     check(status == 200 and body["id"] == mine["id"], f"alice reads her response back: {status}")
+    # Files and batches: their uploader's.
+    alice_files = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=http_token(keys, "alice"), max_retries=0)
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}}
+    f = alice_files.files.create(file=("a.jsonl", (json.dumps(line) + "\n").encode()), purpose="batch")
+    batch = alice_files.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    for method, path, body in (("GET", f"/v1/files/{f.id}", None), ("GET", f"/v1/files/{f.id}/content", None),
+                               ("DELETE", f"/v1/files/{f.id}", None), ("GET", f"/v1/batches/{batch.id}", None),
+                               ("POST", f"/v1/batches/{batch.id}/cancel", None),
+                               ("POST", "/v1/batches", {"input_file_id": f.id, "endpoint": "/v1/chat/completions",
+                                                        "completion_window": "24h"})):
+        status, answer = call(port, method, path, bob, body)
+        check(status in (403, 404), f"bob cannot {method} {path.split('/')[2]} of alice's: {status}")
+    status, body = call(port, "GET", "/v1/files", bob)
+    check(status == 200 and not any(x["id"] == f.id for x in body["data"]), "bob's file listing leaves alice's out")
+    check(call(port, "GET", "/v1/batches", None)[0] == 401, "no token on /v1/batches: 401")
+    check(alice_files.batches.retrieve(batch.id).id == batch.id, "alice reads her batch")
     status, body = call(port, "GET", "/v1/troupe/stats", bob)
     check(status == 200 and "running" in body, f"an authenticated client reads stats: {status} {body}")
     print("curve over HTTP: ok")

@@ -337,3 +337,60 @@ TEST_CASE("a stored job still marked running with every result in finishes at lo
   REQUIRE(reply);
   CHECK(reply->job()->state() == wire::JobState::finished);
 }
+
+TEST_CASE("a job of whole requests runs each as the gate reads it, under the job's priority, and labels its results") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 512;
+  c.max_in_flight = 4;
+  c.unix_clock = [] { return int64_t{1700000000000}; };
+  std::vector<std::string> read;
+  c.read_request = [&read](const std::string& request) -> std::variant<AdmitRequest, std::string> {
+    read.push_back(request);
+    if (request == "broken") return std::string("the item's prompt has 900 tokens");
+    AdmitRequest a;
+    a.prompt = {1, 2, 3};
+    a.sampling.max_tokens = 7;
+    a.priority = Priority::interactive;  // the job's priority wins
+    return a;
+  };
+  BatchJobs jobs(c);
+  jobs.load({});
+  JobSubmission s;
+  s.peer = "client";
+  s.client_id = 9;
+  s.items = {"first", "second"};
+  s.requests = {"request one", "broken"};
+  s.annotation = "{\"input_file_id\":\"f\"}";
+  jobs.submit(s);
+  JobWork w = jobs.take();
+  REQUIRE(w.creates.size() == 1);
+  CHECK(w.creates[0].job.requests == s.requests);
+  CHECK(w.creates[0].job.annotation == s.annotation);
+  const std::string id = w.creates[0].job.id;
+  jobs.created(w.creates[0].job, "client", 9, "");
+  w = jobs.take();
+  CHECK(read == s.requests);
+  REQUIRE(w.admits.size() == 1);
+  CHECK(w.admits[0].prompt == std::vector<int32_t>{1, 2, 3});
+  CHECK(w.admits[0].sampling.max_tokens == 7);
+  CHECK(w.admits[0].priority == Priority::batch);
+  CHECK(is_internal_peer(w.admits[0].peer));
+  // The item that cannot run is a result with its error, labelled as the other.
+  REQUIRE(w.results.size() == 1);
+  CHECK(w.results[0].result.index == 1);
+  CHECK(w.results[0].result.label == "second");
+  CHECK(w.results[0].result.error == "the item's prompt has 900 tokens");
+  std::vector<std::string> events;
+  finish_all(jobs, w, events);
+  jobs.query("client", 10, JobQuery::results, id);
+  w = jobs.take();
+  const auto* reply = messages::check_response(w.replies.at(0).bytes)->body_as_JobReply();
+  REQUIRE(reply);
+  CHECK(reply->job()->state() == wire::JobState::finished);
+  CHECK(reply->job()->failed_items() == 1);
+  CHECK(reply->job()->annotation()->str() == s.annotation);
+  REQUIRE(reply->results()->size() == 2);
+  CHECK(reply->results()->Get(0)->label()->str() == "first");
+  CHECK(reply->results()->Get(0)->text()->str() == "sum");
+}

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "messages/client_frames.h"
+#include "messages/file_frames.h"
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
 #include "service/request_gate.h"
@@ -209,4 +210,41 @@ TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, 
   const Admission o = open.to_admit("p", messages::list_sessions_request(6), 0);
   CHECK(std::get<Query>(o).who.admin);
   CHECK(std::get<Query>(o).who.name.empty());
+}
+
+TEST_CASE("a job of whole requests is refused whole when one of them would be alone; file requests go to the store") {
+  RequestGate gate(gate_config(64));
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "hi"}};
+  const std::vector<messages::Bytes> fine{messages::chat_request(1, "", msgs, greedy()),
+                                          messages::generate_request(2, "hello", greedy())};
+  const std::vector<std::string> labels{"a", "b"};
+  const Admission ok = gate.to_admit("p", messages::submit_requests_job(5, labels, fine, "{}"), 0);
+  const auto* job = std::get_if<JobSubmission>(&ok);
+  REQUIRE(job);
+  CHECK(job->requests == fine);
+  CHECK(job->items == labels);
+  CHECK(job->annotation == "{}");
+  const auto item = gate.job_item(fine[1], 7);
+  REQUIRE(std::holds_alternative<AdmitRequest>(item));
+  CHECK(std::get<AdmitRequest>(item).prompt == test::synthetic_tokenizer()->encode("hello", false, false));
+  // The second would be refused alone (its prompt outgrows the context): the job is.
+  const std::vector<messages::Bytes> one_bad{fine[0], messages::generate_request(3, std::string(400, 'x'), greedy())};
+  const Admission refused = gate.to_admit("p", messages::submit_requests_job(6, labels, one_bad, "{}"), 0);
+  const auto* r = std::get_if<messages::Rejection>(&refused);
+  REQUIRE(r);
+  CHECK(r->client_request_id == 6);
+  CHECK(r->message.rfind("SubmitJob.requests[1]: ", 0) == 0);
+  // A session turn or a query is no item.
+  for (const auto& not_item : {messages::chat_request(4, "s1", msgs, greedy()), messages::stats_request(4)})
+    CHECK(std::holds_alternative<messages::Rejection>(gate.job_item(not_item, 0)));
+  const std::vector<messages::Bytes> mismatched{fine[0]};
+  CHECK(std::holds_alternative<messages::Rejection>(
+      gate.to_admit("p", messages::submit_requests_job(7, labels, mismatched, "{}"), 0)));
+  const Admission file = gate.to_admit("p", messages::put_file_request(8, "batch", "x", "data"), 0);
+  const auto* q = std::get_if<Query>(&file);
+  REQUIRE(q);
+  CHECK(q->kind == Query::Kind::file);
+  CHECK(q->request == messages::put_file_request(8, "batch", "x", "data"));
+  CHECK(std::holds_alternative<messages::Rejection>(gate.to_admit("p", messages::put_file_request(9, "", "x", "data"), 0)));
+  CHECK(std::holds_alternative<messages::Rejection>(gate.to_admit("p", messages::get_file_request(9, "../x", true), 0)));
 }
