@@ -19,6 +19,12 @@ ApiError bad(const std::string& param, const std::string& message) {
 
 }  // namespace
 
+std::string string_field(const json& object, const char* key, const std::string& fallback) {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 const char* finish_name(wire::FinishReason r) {
   switch (r) {
     case wire::FinishReason::length:
@@ -220,6 +226,8 @@ CompletionReply::CompletionReply(const CompletionCall& call, std::string id, int
       calls_(call.n),
       tokenizer_(tokenizer),
       logprobs_(call.n) {}
+
+CompletionReply::~CompletionReply() = default;
 
 // One token's logprobs as chat writes them: its text, bytes, logprob and the most likely tokens.
 json CompletionReply::entry(int32_t token, float logprob, const int32_t* top_ids, const float* top_lps, int32_t top) const {

@@ -49,6 +49,10 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& body,
                                                         const std::string& session_header,
                                                         const std::vector<std::string>& models, int32_t max_tokens);
 
+// A client's JSON object's string field, or `fallback` when it is absent or
+// not a string (nlohmann's value() throws on another type: a 500 for a 400).
+std::string string_field(const nlohmann::ordered_json& object, const char* key, const std::string& fallback = {});
+
 // A FinishReason as OpenAI names it (length, stop, tool_calls; troupe's grammar_blocked).
 const char* finish_name(wire::FinishReason r);
 
@@ -75,6 +79,7 @@ class CompletionReply : public FrameReply {
  public:
   // `tokenizer`: names the tokens of logprobs (null: their ids as text).
   CompletionReply(const CompletionCall& call, std::string id, int64_t created, const Tokenizer* tokenizer = nullptr);
+  ~CompletionReply() override;  // where ordered_json is whole (the header has its declaration only)
   Step take(const std::string& frame, std::string& sse) override;
   const ApiError& error() const override { return error_; }
   std::string whole() const override;

@@ -109,8 +109,8 @@ std::variant<BatchLines, ApiError> read_batch_lines(std::string_view jsonl, cons
       return fail("custom_id must be a string of 1 to 512 bytes");
     if (!seen.insert(id->get<std::string>()).second)
       return fail("custom_id '" + id->get<std::string>() + "' is not unique");
-    if (line.value("method", "") != "POST") return fail("method must be POST");
-    if (line.value("url", "") != endpoint) return fail("url must be the batch's endpoint, " + endpoint);
+    if (string_field(line, "method") != "POST") return fail("method must be POST");
+    if (string_field(line, "url") != endpoint) return fail("url must be the batch's endpoint, " + endpoint);
     const auto body = line.find("body");
     if (body == line.end() || !body->is_object()) return fail("body must be an object");
     // What a stored result cannot give back is refused, not dropped.
@@ -134,12 +134,11 @@ std::variant<std::string, ApiError> batch_annotation(const std::string& text, st
   if (file == body.end() || !file->is_string() || file->get<std::string>().empty())
     return bad("input_file_id", "input_file_id must name an uploaded file");
   input_file_id = file->get<std::string>();
-  const std::string endpoint = body.value("endpoint", "");
+  const std::string endpoint = string_field(body, "endpoint");
   if (endpoint != "/v1/chat/completions" && endpoint != "/v1/completions")
     return bad("endpoint", "endpoint must be /v1/chat/completions or /v1/completions");
-  if (body.value("completion_window", "") != "24h") return bad("completion_window", "completion_window must be 24h");
-  json metadata = body.value("metadata", json::object());
-  if (metadata.is_null()) metadata = json::object();
+  if (string_field(body, "completion_window") != "24h") return bad("completion_window", "completion_window must be 24h");
+  json metadata = body.contains("metadata") && !body["metadata"].is_null() ? body["metadata"] : json::object();
   if (!metadata.is_object() || metadata.size() > 16) return bad("metadata", "metadata must be an object of at most 16 keys");
   return json{{"input_file_id", input_file_id}, {"endpoint", endpoint}, {"completion_window", "24h"},
               {"metadata", metadata}}
@@ -167,9 +166,9 @@ std::string batch_object(const messages::JobSummaryFields& j) {
   const json end_time = seconds(j.updated_ms);
   return json{{"id", batch_id(j.job_id)},
               {"object", "batch"},
-              {"endpoint", note.value("endpoint", "")},
+              {"endpoint", string_field(note, "endpoint")},
               {"errors", nullptr},
-              {"input_file_id", note.value("input_file_id", "")},
+              {"input_file_id", string_field(note, "input_file_id")},
               {"completion_window", "24h"},
               {"status", batch_status(j)},
               {"output_file_id", ended && done > 0 ? json(std::string(kOutputPrefix) + j.job_id) : json()},
@@ -184,14 +183,14 @@ std::string batch_object(const messages::JobSummaryFields& j) {
               {"cancelling_at", j.state == wire::JobState::cancelled ? end_time : json()},
               {"cancelled_at", j.state == wire::JobState::cancelled ? end_time : json()},
               {"request_counts", {{"total", j.items}, {"completed", done}, {"failed", failed}}},
-              {"metadata", note.value("metadata", json::object())}}
+              {"metadata", note.is_object() && note.contains("metadata") ? note["metadata"] : json::object()}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string batch_results(const messages::JobSummaryFields& j, std::span<const messages::JobItemFields> results,
                           bool errors, const std::string& model) {
   const json note = json::parse(j.annotation, nullptr, false);
-  const bool chat = note.value("endpoint", "") == "/v1/chat/completions";
+  const bool chat = string_field(note, "endpoint") == "/v1/chat/completions";
   std::string out;
   for (const auto& r : results) {
     if (r.error.empty() == errors) continue;

@@ -26,12 +26,12 @@ std::optional<ApiError> item_text(const json& content, const std::string& where,
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
     const std::string at = where + "[" + std::to_string(k) + "]";
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = string_field(part, "type");
     if (type == "input_text" || type == "output_text" || type == "text") {
       if (!part.contains("text") || !part["text"].is_string()) return bad(at + ".text", "a text part needs its text");
       out += part["text"].get<std::string>();
     } else if (type == "refusal") {
-      out += part.value("refusal", "");
+      out += string_field(part, "refusal");
     } else {
       return bad(at + ".type", "troupe's models read text: a part of type '" + type + "' is not supported");
     }
@@ -57,9 +57,9 @@ std::optional<ApiError> read_input(const json& input, json& messages) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return bad(where, "an input item must be an object");
-    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    const std::string type = string_field(item, "type", item.contains("role") ? "message" : "");
     if (type == "message") {
-      std::string role = item.value("role", "");
+      std::string role = string_field(item, "role");
       if (role == "developer") role = "system";
       if (role != "user" && role != "assistant" && role != "system")
         return bad(where + ".role", "role must be user, assistant, system or developer");
@@ -98,7 +98,7 @@ std::optional<ApiError> read_tools(const json& body, json& chat) {
       const json& tool = (*t)[i];
       const std::string where = "tools[" + std::to_string(i) + "]";
       if (!tool.is_object()) return bad(where, "a tool must be an object");
-      const std::string type = tool.value("type", "");
+      const std::string type = string_field(tool, "type");
       if (type != "function")
         return bad(where + ".type", "troupe runs function tools; '" + type + "' is not one (hosted tools are OpenAI's)");
       if (!tool.contains("name") || !tool["name"].is_string())
@@ -111,7 +111,7 @@ std::optional<ApiError> read_tools(const json& body, json& chat) {
     chat["tools"] = std::move(tools);
   }
   if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
-    if (c->is_object() && c->value("type", "") == "function" && c->contains("name"))
+    if (string_field(*c, "type") == "function" && c->contains("name"))
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*c)["name"]}}}};
     else if (c->is_string())
       chat["tool_choice"] = *c;
@@ -128,7 +128,7 @@ std::optional<ApiError> read_format(const json& body, json& chat) {
   if (!t->is_object()) return bad("text", "text must be an object");
   auto f = t->find("format");
   if (f == t->end() || f->is_null()) return std::nullopt;
-  const std::string type = f->is_object() ? f->value("type", "") : "";
+  const std::string type = string_field(*f, "type");
   if (type == "text") return std::nullopt;
   if (type == "json_object") return chat["response_format"] = {{"type", "json_object"}}, std::nullopt;
   if (type != "json_schema") return bad("text.format.type", "text.format.type must be text, json_object or json_schema");

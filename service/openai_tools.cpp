@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "service/openai_api.h"
 #include "service/tool_gate.h"
 
 namespace troupe::service {
@@ -22,7 +23,7 @@ std::optional<ToolsError> content_of(const json& c, size_t index, std::string& o
   if (c.is_string()) return out = c.get<std::string>(), std::nullopt;
   if (!c.is_array()) return bad("messages", "message " + std::to_string(index) + ": content must be a string or text parts");
   for (const auto& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") || !part["text"].is_string())
       return bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
     out += part["text"].get<std::string>();
   }

@@ -284,6 +284,32 @@ ws ::= | " " | "\n" [ \t]{0,20})g",
       {"reordered", "<tool_call>{\"arguments\": {}, \"name\": \"g\"}</tool_call>"},
   };
   for (const auto& [name, text] : answers) seed("tool_calls", name, text);
+  // OpenAI bodies; the first byte picks the reader (tests/fuzz/openai_bodies.fuzz.cpp).
+  const std::string line = R"({"custom_id":"a","method":"POST","url":"/v1/chat/completions",)"
+                           R"("body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}})";
+  const std::string other_line = std::string(line).replace(14, 1, "b");
+  const std::pair<const char*, std::string> bodies[] = {
+      {"responses", std::string(1, '\0') + R"({"input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},)"
+                        R"({"type":"function_call","call_id":"c","name":"f","arguments":"{}"},)"
+                        R"({"type":"function_call_output","call_id":"c","output":"ok"}],"instructions":"be brief",)"
+                        R"("tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"auto",)"
+                        R"("text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}})"},
+      {"multipart", std::string(1, '\1') + "--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+                                           "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx\r\n--B--\r\n"},
+      {"batch-lines", std::string(1, '\2') + line + "\n\n" + other_line + "\n"},
+      {"batch", std::string(1, '\3') + R"({"input_file_id":"file-1","endpoint":"/v1/completions","completion_window":"24h",)"
+                                       R"("metadata":{"k":"v"}})"},
+  };
+  for (const auto& [name, text] : bodies) seed("openai_bodies", name, text);
+  seed("openai_bodies", "chat", std::string(1, '\4') + R"({"model":"m","messages":[{"role":"system","content":"x"},)"
+                                    R"({"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant",)"
+                                    R"("content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f",)"
+                                    R"("arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],)"
+                                    R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],)"
+                                    R"("response_format":{"type":"json_object"},"stop":["a"],"logit_bias":{"5":1},)"
+                                    R"("logprobs":true,"top_logprobs":2,"max_tokens":9,"seed":3})");
+  seed("openai_bodies", "completion", std::string(1, '\5') + R"({"prompt":["x"],"logprobs":2,"ignore_eos":true,)"
+                                          R"("guided_choice":["a","b"],"temperature":0.5})");
 }
 
 int main(int argc, char** argv) {

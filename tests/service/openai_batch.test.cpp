@@ -97,6 +97,8 @@ TEST_CASE("a batch line that cannot run is refused, naming its line; nothing els
                         Case{json{{"custom_id", "a"}, {"method", "POST"}, {"url", "/v1/chat/completions"},
                                   {"body", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"model", "other"}}}}.dump(),
                              "does not exist"},
+                        Case{json{{"custom_id", "a"}, {"method", 1}, {"url", "/v1/chat/completions"}}.dump(), "method"},
+                        Case{json{{"custom_id", "a"}, {"method", "POST"}, {"url", {1}}}.dump(), "url must be"},
                         Case{"\n\n", "holds no request"}}) {
     INFO(c.jsonl);
     const service::ApiError e = lines_error(c.jsonl);

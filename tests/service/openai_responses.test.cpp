@@ -130,7 +130,15 @@ TEST_CASE("what troupe cannot do is refused, the Responses field named") {
                         Case{R"({"input":"x","background":true})", "background"},
                         Case{R"({"input":"x","conversation":"c"})", "conversation"},
                         Case{R"({"input":"x","store":"yes"})", "store"},
-                        Case{R"({"input":"x","model":"other"})", "model"}}) {
+                        Case{R"({"input":"x","model":"other"})", "model"},
+                        // Fields of another type than asked are the client's error, never the server's.
+                        Case{R"({"input":[{"type":7}]})", "input[0].type"},
+                        Case{R"({"input":[{"role":["user"],"content":"x"}]})", "input[0].role"},
+                        Case{R"({"input":[{"role":"user","content":[{"type":{}}]}]})", "input[0].content[0].type"},
+                        Case{R"({"input":"x","tools":[{"type":1}]})", "tools[0].type"},
+                        Case{R"({"input":"x","text":{"format":{"type":null}}})", "text.format.type"},
+                        Case{R"({"input":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tool_choice":{"type":3}})",
+                             "tool_choice"}}) {
     INFO(c.body);
     const service::ApiError e = parse_error(c.body);
     CHECK(e.param == c.param);
