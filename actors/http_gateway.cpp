@@ -426,7 +426,6 @@ int HttpGateway::create_batch(const messages::HttpRequest& req, messages::HttpRe
                                                       std::to_string(options_.limits.max_message_bytes),
                                              "input_file_id", "too_long"});
   const std::string submitted = ask(submit, client);
-
   const auto* accepted = answered(submitted, wire::ResponseBody::JobAccepted, error);
   if (!accepted) return send_error(res, error);
   res.send(200, "application/json", service::batch_object(messages::read_job_summary(accepted->body_as_JobAccepted()->job())));
@@ -437,7 +436,6 @@ int HttpGateway::create_batch(const messages::HttpRequest& req, messages::HttpRe
 int HttpGateway::batch_file(const std::string& job, bool errors, messages::HttpResponder& res, const std::string& client) {
   service::ApiError error;
   const std::string results_frame = ask(messages::job_results_request(1, job), client);
-
   const auto* r = answered(results_frame, wire::ResponseBody::JobReply, error);
   if (!r) return send_error(res, error);
   const auto summary = messages::read_job_summary(r->body_as_JobReply()->job());
@@ -467,20 +465,15 @@ int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpRespond
     if (post) return upload(q, r, client);
     if (!get) return 0;
     const std::string listing = ask(messages::list_files_request(1), client);
-
     const auto* a = answered(listing, wire::ResponseBody::FileList, error);
     if (!a) return send_error(r, error);
-    std::string data;
-    if (const auto* files = a->body_as_FileList()->files())
-      for (const auto* f : *files) data += (data.empty() ? "" : ",") + service::file_object(messages::read_file_info(f));
-    r.send(200, "application/json", "{\"object\":\"list\",\"data\":[" + data + "],\"has_more\":false}");
+    r.send(200, "application/json", service::file_list(*a->body_as_FileList()));
     return 200;
   }
   if (const std::string id = path_id(path, "/v1/files/", "/content"); !id.empty() && get) {
     bool errors = false;
     if (const std::string job = service::job_of_output(id, errors); !job.empty()) return batch_file(job, errors, r, client);
     const std::string file_frame = ask(messages::get_file_request(1, id, true), client);
-
     const auto* a = answered(file_frame, wire::ResponseBody::FileInfo, error);
     if (!a) return send_error(r, error);
     const auto* data = a->body_as_FileInfo()->data();
@@ -491,14 +484,11 @@ int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpRespond
   if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && (get || del)) {
     if (del) {
       const std::string deleted = ask(messages::delete_file_request(1, id), client);
-
-      if (!answered(deleted, wire::ResponseBody::Ack, error))
-        return send_error(r, error);
+      if (!answered(deleted, wire::ResponseBody::Ack, error)) return send_error(r, error);
       r.send(200, "application/json", nlohmann::json{{"id", id}, {"object", "file"}, {"deleted", true}}.dump());
       return 200;
     }
     const std::string info = ask(messages::get_file_request(1, id, false), client);
-
     const auto* a = answered(info, wire::ResponseBody::FileInfo, error);
     if (!a) return send_error(r, error);
     r.send(200, "application/json", service::file_object(messages::read_file_info(a->body_as_FileInfo())));
@@ -508,15 +498,9 @@ int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpRespond
     if (post) return create_batch(q, r, client);
     if (!get) return 0;
     const std::string jobs_frame = ask(messages::list_jobs_request(1), client);
-
     const auto* a = answered(jobs_frame, wire::ResponseBody::JobList, error);
     if (!a) return send_error(r, error);
-    std::string data;
-    if (const auto* jobs = a->body_as_JobList()->jobs())
-      for (const auto* j : *jobs)
-        if (const auto job = messages::read_job_summary(j); service::is_batch(job))
-          data += (data.empty() ? "" : ",") + service::batch_object(job);
-    r.send(200, "application/json", "{\"object\":\"list\",\"data\":[" + data + "],\"has_more\":false}");
+    r.send(200, "application/json", service::batch_list(*a->body_as_JobList()));
     return 200;
   }
   if (const std::string id = path_id(path, "/v1/batches/", "/cancel"); !id.empty() && post) {

@@ -85,6 +85,31 @@ std::string file_object(const messages::FileFields& f) {
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+std::string list_of(const std::vector<std::string>& objects) {
+  std::string data;
+  for (const auto& o : objects) data += (data.empty() ? "" : ",") + o;
+  return "{\"object\":\"list\",\"data\":[" + data + "],\"has_more\":false}";
+}
+
+}  // namespace
+
+std::string file_list(const wire::FileList& files) {
+  std::vector<std::string> out;
+  if (files.files())
+    for (const auto* f : *files.files()) out.push_back(file_object(messages::read_file_info(f)));
+  return list_of(out);
+}
+
+std::string batch_list(const wire::JobList& jobs) {
+  std::vector<std::string> out;
+  if (jobs.jobs())
+    for (const auto* j : *jobs.jobs())
+      if (const auto job = messages::read_job_summary(j); is_batch(job)) out.push_back(batch_object(job));
+  return list_of(out);
+}
+
 std::variant<BatchLines, ApiError> read_batch_lines(std::string_view jsonl, const std::string& endpoint,
                                                     const std::vector<std::string>& models, int32_t max_tokens,
                                                     uint32_t max_lines) {

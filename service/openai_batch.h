@@ -28,6 +28,9 @@ std::variant<std::map<std::string, FormField>, ApiError> read_multipart(std::str
                                                                         std::string_view body);
 
 std::string file_object(const messages::FileFields& f);
+// OpenAI's lists: every file, every job that is a batch.
+std::string file_list(const wire::FileList& files);
+std::string batch_list(const wire::JobList& jobs);
 
 // A batch's input file read into requests, each line checked as the
 // endpoint's body would be alone. A line that cannot run: the error names it.

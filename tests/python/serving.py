@@ -1,6 +1,9 @@
 """What the service tests share: a `troupe serve` process started with --http
-and waited for until /readyz answers 200, a GET, and check()."""
+and waited for until /readyz answers 200, a free loopback port, a GET, and
+check()."""
 import http.client
+import os
+import socket
 import subprocess
 import time
 
@@ -39,3 +42,18 @@ def start_http_server(argv, port, log_path, wait_s=60):
         time.sleep(0.05)
     server.kill()
     raise SystemExit("server did not start: " + open(log_path).read())
+
+
+def free_port():
+    """A TCP port on the loopback address that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_with_store(troupe, model, data, port, log_path):
+    """`troupe serve` of the model with --http on `port`, its store and socket in `data`
+    (so a restart on the same `data` resumes what it stored)."""
+    return start_http_server([troupe, "serve", "-m", model, "--listen", f"ipc://{data}/serve.sock", "--http",
+                              f"127.0.0.1:{port}", "--threads", "2", "--kv-tokens", "16384", "--data-dir",
+                              f"{data}/store"], port, log_path, wait_s=180)

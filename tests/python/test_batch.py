@@ -16,7 +16,6 @@ import io
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -25,21 +24,13 @@ import urllib.request
 
 import openai
 
-from serving import check, start_http_server
+from serving import check, free_port, serve_with_store
 
 MODEL = "qwen2.5-coder-0.5b"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(troupe, model, data, port, work):
-    return start_http_server([troupe, "serve", "-m", model, "--listen", f"ipc://{data}/serve.sock", "--http",
-                              f"127.0.0.1:{port}", "--threads", "2", "--kv-tokens", "16384", "--data-dir",
-                              f"{data}/store"], port, os.path.join(work, "batch-serve.log"), wait_s=180)
+    return serve_with_store(troupe, model, data, port, os.path.join(work, "batch-serve.log"))
 
 
 def jsonl(lines):

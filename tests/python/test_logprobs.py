@@ -11,7 +11,6 @@ and out-of-range requests refused.
 (PYTHONPATH must hold build/python and clients/python.)
 """
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ import tempfile
 import numpy as np
 import openai
 
-from serving import check, start_http_server
+from serving import check, free_port, start_http_server
 from troupe_client import Client, TroupeError
 
 MODEL = "qwen2.5-coder-0.5b"
@@ -27,12 +26,6 @@ PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n
 TOKENS = 24
 TOP = 5
 TOL = 2e-3  # batched and single forwards round differently in the last bits
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reference(troupe, model, work, ids):

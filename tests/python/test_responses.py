@@ -15,7 +15,6 @@ Responses model; bad input, each a 4xx with OpenAI's error object.
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import urllib.error
@@ -24,7 +23,8 @@ import urllib.request
 import jsonschema
 import openai
 
-from serving import check, start_http_server
+from serving import check, free_port, serve_with_store
+from test_tools import agents_sdk
 
 MODEL = "qwen2.5-coder-0.5b"
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
@@ -40,16 +40,8 @@ CITY = {"type": "object", "properties": {"name": {"type": "string", "maxLength":
         "required": ["name", "population"], "additionalProperties": False}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(troupe, model, data, port, work):
-    return start_http_server([troupe, "serve", "-m", model, "--listen", f"ipc://{data}/serve.sock", "--http",
-                              f"127.0.0.1:{port}", "--threads", "2", "--kv-tokens", "16384", "--data-dir",
-                              f"{data}/store"], port, os.path.join(work, "responses-serve.log"), wait_s=180)
+    return serve_with_store(troupe, model, data, port, os.path.join(work, "responses-serve.log"))
 
 
 def raw(port, method, path, body=None):
@@ -180,30 +172,6 @@ def store_and_delete(client, port, chain):
           "a deleted response's chain is gone: GET answers 404 for each of its five")
 
 
-def agents_sdk(port):
-    """The OpenAI Agents SDK on its default model, the Responses API: a tool, then an answer."""
-    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
-    from openai import AsyncOpenAI
-
-    set_tracing_disabled(True)
-    asked = []
-
-    @function_tool
-    def get_weather(city: str) -> str:
-        """Current weather in a city."""
-        asked.append(city)
-        return "sunny, 21 C"
-
-    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
-    agent = Agent(name="weather", instructions="You answer questions about the weather with the tool.",
-                  tools=[get_weather], model=OpenAIResponsesModel(model=MODEL, openai_client=client),
-                  model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, temperature=0,
-                                               max_tokens=120))
-    result = Runner.run_sync(agent, "What's the weather in Oslo?", max_turns=4)
-    check(asked == ["Oslo"] and isinstance(result.final_output, str) and result.final_output,
-          f"the Agents SDK's Responses model runs its tool ({asked}) and answers: {result.final_output!r}")
-
-
 def bad_input(port):
     cases = [
         ({"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
@@ -242,7 +210,7 @@ def main():
         stream_events(client)
         function_calls(client)
         structured(client)
-        agents_sdk(port)
+        agents_sdk(port, responses=True)
         store_and_delete(client, port, chain)
         bad_input(port)
         check(server.poll() is None, "the server serves on after all of it")

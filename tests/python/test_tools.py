@@ -13,7 +13,6 @@ Every call's arguments are checked with jsonschema against its tool.
 """
 import json
 import os
-import socket
 import sys
 import tempfile
 import urllib.request
@@ -22,7 +21,7 @@ import urllib.error
 import jsonschema
 import openai
 
-from serving import check, start_http_server
+from serving import check, free_port, start_http_server
 from troupe_client import Client, TroupeError
 
 MODEL = "qwen2.5-coder-0.5b"
@@ -36,12 +35,6 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                            "parameters": TIME}}]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 RESULTS = {"get_weather": "{\"temperature\": 21, \"sky\": \"clear\"}", "get_time": "{\"time\": \"14:05\"}"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def valid(name, arguments):
@@ -150,9 +143,11 @@ def langchain_agent(port):
     check(not final.tool_calls and final.content, f"the agent loop ends in words: {final.content!r}")
 
 
-def agents_sdk(port):
-    """The OpenAI Agents SDK on chat completions: a function tool, called, then an answer."""
-    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+def agents_sdk(port, responses=False):
+    """The OpenAI Agents SDK on chat completions (or its default, the Responses API): a
+    function tool, called, then an answer."""
+    from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner,
+                        function_tool, set_tracing_disabled)
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
@@ -165,14 +160,16 @@ def agents_sdk(port):
         return "sunny, 21 C"
 
     client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+    model = (OpenAIResponsesModel if responses else OpenAIChatCompletionsModel)(model=MODEL, openai_client=client)
     # required for the first call (the SDK then resets it to auto, so the agent can answer).
     agent = Agent(name="weather", instructions="You answer questions about the weather with the tool.",
-                  tools=[get_weather], model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+                  tools=[get_weather], model=model,
                   model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, temperature=0,
                                                max_tokens=120))
     result = Runner.run_sync(agent, "What's the weather in Oslo?", max_turns=4)
     check(asked == ["Oslo"] and isinstance(result.final_output, str) and result.final_output,
-          f"the OpenAI Agents SDK runs its tool ({asked}) and answers: {result.final_output!r}")
+          f"the OpenAI Agents SDK ({'Responses' if responses else 'chat'}) runs its tool ({asked}) and answers: "
+          f"{result.final_output!r}")
 
 
 def session_over_http(port):
