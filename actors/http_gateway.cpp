@@ -461,47 +461,43 @@ int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpRespond
     r.send(200, "application/json", service::batch_object(job));
     return 200;
   };
+  // Asks, and answers 200 with what `body` makes of the answer (else the answer's error).
+  const auto reply = [&](const messages::Bytes& request, wire::ResponseBody type, const char* content_type,
+                         const std::function<std::string(const wire::Response&)>& body) {
+    const std::string frame = ask(request, client);
+    const auto* a = answered(frame, type, error);
+    if (!a) return send_error(r, error);
+    r.send(200, content_type, body(*a));
+    return 200;
+  };
+  using Body = wire::ResponseBody;
   if (path == "/v1/files") {
     if (post) return upload(q, r, client);
     if (!get) return 0;
-    const std::string listing = ask(messages::list_files_request(1), client);
-    const auto* a = answered(listing, wire::ResponseBody::FileList, error);
-    if (!a) return send_error(r, error);
-    r.send(200, "application/json", service::file_list(*a->body_as_FileList()));
-    return 200;
+    return reply(messages::list_files_request(1), Body::FileList, "application/json",
+                 [](const wire::Response& a) { return service::file_list(*a.body_as_FileList()); });
   }
   if (const std::string id = path_id(path, "/v1/files/", "/content"); !id.empty() && get) {
     bool errors = false;
     if (const std::string job = service::job_of_output(id, errors); !job.empty()) return batch_file(job, errors, r, client);
-    const std::string file_frame = ask(messages::get_file_request(1, id, true), client);
-    const auto* a = answered(file_frame, wire::ResponseBody::FileInfo, error);
-    if (!a) return send_error(r, error);
-    const auto* data = a->body_as_FileInfo()->data();
-    r.send(200, "application/octet-stream",
-           data ? std::string_view(reinterpret_cast<const char*>(data->data()), data->size()) : std::string_view());
-    return 200;
+    return reply(messages::get_file_request(1, id, true), Body::FileInfo, "application/octet-stream",
+                 [](const wire::Response& a) {
+                   const auto* data = a.body_as_FileInfo()->data();
+                   return data ? std::string(data->begin(), data->end()) : std::string();
+                 });
   }
-  if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && (get || del)) {
-    if (del) {
-      const std::string deleted = ask(messages::delete_file_request(1, id), client);
-      if (!answered(deleted, wire::ResponseBody::Ack, error)) return send_error(r, error);
-      r.send(200, "application/json", nlohmann::json{{"id", id}, {"object", "file"}, {"deleted", true}}.dump());
-      return 200;
-    }
-    const std::string info = ask(messages::get_file_request(1, id, false), client);
-    const auto* a = answered(info, wire::ResponseBody::FileInfo, error);
-    if (!a) return send_error(r, error);
-    r.send(200, "application/json", service::file_object(messages::read_file_info(a->body_as_FileInfo())));
-    return 200;
-  }
+  if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && del)
+    return reply(messages::delete_file_request(1, id), Body::Ack, "application/json", [&](const wire::Response&) {
+      return nlohmann::json{{"id", id}, {"object", "file"}, {"deleted", true}}.dump();
+    });
+  if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && get)
+    return reply(messages::get_file_request(1, id, false), Body::FileInfo, "application/json",
+                 [](const wire::Response& a) { return service::file_object(messages::read_file_info(a.body_as_FileInfo())); });
   if (path == "/v1/batches") {
     if (post) return create_batch(q, r, client);
     if (!get) return 0;
-    const std::string jobs_frame = ask(messages::list_jobs_request(1), client);
-    const auto* a = answered(jobs_frame, wire::ResponseBody::JobList, error);
-    if (!a) return send_error(r, error);
-    r.send(200, "application/json", service::batch_list(*a->body_as_JobList()));
-    return 200;
+    return reply(messages::list_jobs_request(1), Body::JobList, "application/json",
+                 [](const wire::Response& a) { return service::batch_list(*a.body_as_JobList()); });
   }
   if (const std::string id = path_id(path, "/v1/batches/", "/cancel"); !id.empty() && post) {
     const std::string job = service::job_of_batch(id);
