@@ -193,17 +193,24 @@ int HttpGateway::completion(const messages::HttpRequest& req, messages::HttpResp
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" + peer.substr(6);
   service::CompletionReply reply(call, id, unix_now(), options_.tokenizer.get());
   std::string first;
-  if (!submit(peer, client, call.request, first)) {
+  if (const int status = start_request(peer, *box, client, call.request, reply, res, first)) return status;
+  return relay(peer, *box, first, reply, call.stream, res);
+}
+
+int HttpGateway::start_request(const std::string& peer, Mailbox& box, const std::string& client,
+                               const messages::Bytes& request, service::FrameReply& reply, messages::HttpResponder& res,
+                               std::string& first) {
+  if (!submit(peer, client, request, first)) {
     close(peer, false);
     std::string ignored;
     reply.take(first, ignored);
     return send_error(res, reply.error());
   }
-  if (!first_frame(*box, res, first)) {
+  if (!first_frame(box, res, first)) {
     close(peer, true);
     return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
   }
-  return relay(peer, *box, first, reply, call.stream, res);
+  return 0;
 }
 
 // A client that leaves while its request waits ends it, as a dead ZeroMQ client.
@@ -318,16 +325,7 @@ int HttpGateway::respond(const messages::HttpRequest& req, messages::HttpRespond
     service::ResponsesReply reply(call, id.str(), unix_now(), options_.tokenizer.get());
     auto [peer, box] = open();
     std::string first;
-    if (!submit(peer, client, call.chat.request, first)) {
-      close(peer, false);
-      std::string ignored;
-      reply.take(first, ignored);
-      return send_error(res, reply.error());
-    }
-    if (!first_frame(*box, res, first)) {
-      close(peer, true);
-      return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is stopping"));
-    }
+    if (const int status = start_request(peer, *box, client, call.chat.request, reply, res, first)) return status;
     // The chain's latest turn is taken (running, or it moved on): a fork.
     const auto* r = messages::check_response(first);
     if (continuing && r && r->body_type() == wire::ResponseBody::Error &&

@@ -98,6 +98,10 @@ class HttpGateway {
   int upload(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
   int create_batch(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
   int batch_file(const std::string& job, bool errors, messages::HttpResponder& res, const std::string& client);
+  // Submits the request and waits for its first frame: 0, or the status of
+  // the error answered (refused at the door, or the client or server gone).
+  int start_request(const std::string& peer, Mailbox& box, const std::string& client, const messages::Bytes& request,
+                    service::FrameReply& reply, messages::HttpResponder& res, std::string& first);
   // A submitted request's first frame (Accepted, or the Error refusing it);
   // false when the client left or the server stopped first.
   bool first_frame(Mailbox& box, messages::HttpResponder& res, std::string& frame);
