@@ -102,7 +102,7 @@ TEST_CASE("a store of another schema version is refused with a clear error", "[p
   CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("schema version 99") && Catch::Contains("reads version 1"));
 }
 
-TEST_CASE("a job of requests keeps them, its annotation and labels; files keep their bytes and owner", "[persistence]") {
+TEST_CASE("a job of requests keeps them, its annotation and labels, and files keep their bytes and owner", "[persistence]") {
   TempDir dir("requests");
   JobRecord job;
   job.id = "j1";

@@ -28,7 +28,7 @@ service::ApiError lines_error(const std::string& jsonl, uint32_t max_lines = 100
 
 }  // namespace
 
-TEST_CASE("a multipart upload gives its fields; a malformed one is refused") {
+TEST_CASE("a multipart upload gives its fields, and a malformed one is refused") {
   const std::string body =
       "--XyZ\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
       "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.jsonl\"\r\n"
@@ -55,7 +55,7 @@ TEST_CASE("a multipart upload gives its fields; a malformed one is refused") {
   CHECK(std::get<service::ApiError>(service::read_multipart("text/plain", "")).status == 415);
 }
 
-TEST_CASE("a batch's lines become requests in order; blank lines are skipped") {
+TEST_CASE("a batch's lines become requests in order, and blank lines are skipped") {
   const std::string jsonl = line("a", "one") + "\n\n" + line("b", "two") + "\r\n";
   auto r = service::read_batch_lines(jsonl, "/v1/chat/completions", kModels, 4096, 10);
   REQUIRE(std::holds_alternative<service::BatchLines>(r));
@@ -76,7 +76,7 @@ TEST_CASE("a batch's lines become requests in order; blank lines are skipped") {
         wire::RequestBody::Generate);
 }
 
-TEST_CASE("a batch line that cannot run is refused, naming its line; nothing else is read") {
+TEST_CASE("a batch line that cannot run is refused, naming its line, and nothing else is read") {
   const std::string ok = line("a", "x");
   struct Case {
     std::string jsonl, said;
@@ -110,7 +110,7 @@ TEST_CASE("a batch line that cannot run is refused, naming its line; nothing els
         std::string::npos);
 }
 
-TEST_CASE("a batch object shows its job: counts, files, times, metadata; its files are its results as JSONL") {
+TEST_CASE("a batch object shows its job: counts, files, times, metadata, and its files are its results as JSONL") {
   std::string input;
   auto note = service::batch_annotation(R"({"input_file_id":"file-1","endpoint":"/v1/chat/completions",
                                             "completion_window":"24h","metadata":{"k":"v"}})",

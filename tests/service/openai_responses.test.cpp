@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, json>> events(const std::string& sse) {
 
 }  // namespace
 
-TEST_CASE("a response id names its chain and turn; anything else is no id") {
+TEST_CASE("a response id names its chain and turn, and anything else is no id") {
   const auto id = service::read_response_id("resp_0123456789abcdef01234567_12");
   REQUIRE(id);
   CHECK(id->chain == "resp_0123456789abcdef01234567");
@@ -96,7 +96,7 @@ TEST_CASE("instructions and input items become the turn's messages: calls join t
   CHECK(call.echo["tool_choice"]["name"] == "get_time");
 }
 
-TEST_CASE("text.format, logprobs, store and the chain's id are read; a string input is the user's") {
+TEST_CASE("text.format, logprobs, store and the chain's id are read, and a string input is the user's") {
   const auto call = parse_ok(R"({"input":"hi","store":false,"previous_response_id":"resp_0123456789abcdef01234567_0",
       "include":["message.output_text.logprobs"],"top_logprobs":3,"stream":true,
       "text":{"format":{"type":"json_schema","name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})");
@@ -197,7 +197,7 @@ TEST_CASE("a streamed answer with text and a call: the events in the Responses o
     if (type == "response.output_item.added" && e["item"]["type"] == "function_call") CHECK(e["item"]["id"] == whole["output"][1]["id"]);
 }
 
-TEST_CASE("an answer cut at max_output_tokens is incomplete; an error mid-stream ends it failed") {
+TEST_CASE("an answer cut at max_output_tokens is incomplete, and an error mid-stream ends it failed") {
   auto call = parse_ok(R"({"input":"x","stream":true})");
   service::ResponsesReply reply(call, "resp_0123456789abcdef01234567", 7);
   std::string sse;

@@ -212,7 +212,7 @@ TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, 
   CHECK(std::get<Query>(o).who.name.empty());
 }
 
-TEST_CASE("a job of whole requests is refused whole when one of them would be alone; file requests go to the store") {
+TEST_CASE("a job of whole requests is refused whole when one of them would be alone, and file requests go to the store") {
   RequestGate gate(gate_config(64));
   const std::vector<std::pair<std::string, std::string>> msgs{{"user", "hi"}};
   const std::vector<messages::Bytes> fine{messages::chat_request(1, "", msgs, greedy()),
