@@ -518,18 +518,9 @@ int HttpGateway::metrics(messages::HttpResponder& res) {
     res.send(503, "text/plain", "# the scheduler did not answer\n");
     return 503;
   }
-  const auto* s = r->body_as_StatsReply();
-  messages::StatsFields& f = now.stats;
-  f.running = s->running(), f.waiting = s->waiting();
-  f.pages_total = s->pages_total(), f.pages_used = s->pages_used(), f.pages_cached = s->pages_cached();
-  f.pages_free = s->pages_free();
-  f.steps = s->steps(), f.tokens_generated = s->tokens_generated();
-  f.pages_spilled = s->pages_spilled(), f.pages_restored = s->pages_restored();
-  f.pages_swapped_out = s->pages_swapped_out(), f.pages_swapped_in = s->pages_swapped_in();
-  f.tokens_shifted = s->tokens_shifted(), f.preemptions = s->preemptions();
-  if (s->expert_tokens()) f.expert_tokens.assign(s->expert_tokens()->begin(), s->expert_tokens()->end());
-  f.local_pages_total = s->local_pages_total(), f.local_pages_used = s->local_pages_used();
-  f.draining = draining_ || s->draining();
+  // Read whole: a figure copied field by field here is one /metrics can lose (the tiers were).
+  now.stats = messages::read_stats(*r->body_as_StatsReply());
+  now.stats.draining = draining_ || now.stats.draining;
   std::string text = metrics_->prometheus(now);
   const messages::HttpServerCounts c = server_->counts();
   text += service::http_front_door_metrics({c.open, c.refused_connections, c.header_timeouts, c.body_timeouts,
@@ -641,25 +632,9 @@ int HttpGateway::route(const messages::HttpRequest& q, messages::HttpResponder& 
       const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
       if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
         return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
-      const auto* st = resp->body_as_StatsReply();
-      r.send(200, "application/json",
-             json{{"model", st->model() ? st->model()->str() : ""},
-                  {"running", st->running()},
-                  {"waiting", st->waiting()},
-                  {"pages_total", st->pages_total()},
-                  {"pages_used", st->pages_used()},
-                  {"pages_cached", st->pages_cached()},
-                  {"pages_free", st->pages_free()},
-                  {"local_pages_total", st->local_pages_total()},
-                  {"local_pages_used", st->local_pages_used()},
-                  {"steps", st->steps()},
-                  {"tokens_generated", st->tokens_generated()},
-                  {"pages_spilled", st->pages_spilled()},
-                  {"pages_restored", st->pages_restored()},
-                  {"preemptions", st->preemptions()},
-                  {"draining", draining_.load()},
-                  {"store_degraded", st->store_degraded() ? st->store_degraded()->str() : ""}}
-                 .dump());
+      messages::StatsFields stats = messages::read_stats(*resp->body_as_StatsReply());
+      stats.draining = draining_.load();
+      r.send(200, "application/json", service::stats_json(stats));
       return 200;
     });
   if (get && path == "/v1/troupe/sessions")

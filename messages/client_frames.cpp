@@ -237,4 +237,33 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 
+StatsFields read_stats(const wire::StatsReply& s) {
+  StatsFields f;
+  f.running = s.running(), f.waiting = s.waiting();
+  f.pages_total = s.pages_total(), f.pages_used = s.pages_used(), f.pages_cached = s.pages_cached();
+  f.pages_free = s.pages_free();
+  f.live_token_fraction = s.live_token_fraction();
+  f.steps = s.steps(), f.tokens_generated = s.tokens_generated();
+  if (s.model()) f.model = s.model()->str();
+  f.engine_ms = s.engine_ms(), f.busy_ms = s.busy_ms();
+  f.pages_spilled = s.pages_spilled(), f.pages_restored = s.pages_restored();
+  f.pages_swapped_out = s.pages_swapped_out(), f.pages_swapped_in = s.pages_swapped_in();
+  f.tokens_shifted = s.tokens_shifted(), f.preemptions = s.preemptions();
+  f.draining = s.draining();
+  if (s.tiers())
+    for (const auto* t : *s.tiers())
+      f.tiers.push_back({t->name() ? t->name()->str() : "", t->requests(), t->escalated_in(), t->escalations(), t->tokens(),
+                         t->forward_tokens(), t->steps(), t->drafted(), t->accepted(), t->running(), t->waiting(),
+                         t->pages_used(), t->pages_total()});
+  if (s.workers())
+    for (const auto* w : *s.workers())
+      f.workers.push_back({w->endpoint() ? w->endpoint()->str() : "", w->tier() ? w->tier()->str() : "", w->up(),
+                           w->requests(), w->moved_in(), w->moved_out(), w->lost(), w->tokens(), w->forward_tokens(),
+                           w->steps(), w->running(), w->waiting(), w->pages_used(), w->pages_total(), w->step_ms()});
+  if (s.expert_tokens()) f.expert_tokens.assign(s.expert_tokens()->begin(), s.expert_tokens()->end());
+  f.local_pages_total = s.local_pages_total(), f.local_pages_used = s.local_pages_used();
+  if (s.store_degraded()) f.store_degraded = s.store_degraded()->str();
+  return f;
+}
+
 }  // namespace troupe::messages

@@ -167,5 +167,7 @@ Bytes done_response(uint64_t id, const DoneFields& d);
 Bytes error_response(uint64_t id, wire::ErrorCode code, std::string_view message);
 Bytes pong_response(uint64_t id, uint64_t nonce);
 Bytes stats_response(uint64_t id, const StatsFields& s);
+// A StatsReply read whole (tiers, workers and experts too): what stats_response wrote.
+StatsFields read_stats(const wire::StatsReply& s);
 
 }  // namespace troupe::messages

@@ -68,6 +68,40 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
   return messages::submit_job_request(1, list, item_template, s);
 }
 
+std::string stats_json(const messages::StatsFields& s) {
+  json tiers = json::array(), workers = json::array();
+  for (const auto& t : s.tiers)
+    tiers.push_back({{"tier", t.name}, {"requests", t.requests}, {"escalated_in", t.escalated_in},
+                     {"escalations", t.escalations}, {"tokens", t.tokens}, {"forward_tokens", t.forward_tokens},
+                     {"steps", t.steps}, {"drafted", t.drafted}, {"accepted", t.accepted}, {"running", t.running},
+                     {"waiting", t.waiting}, {"pages_used", t.pages_used}, {"pages_total", t.pages_total}});
+  for (const auto& w : s.workers)
+    workers.push_back({{"worker", w.endpoint}, {"tier", w.tier}, {"up", w.up}, {"requests", w.requests},
+                       {"moved_in", w.moved_in}, {"moved_out", w.moved_out}, {"lost", w.lost}, {"tokens", w.tokens},
+                       {"forward_tokens", w.forward_tokens}, {"steps", w.steps}, {"running", w.running},
+                       {"waiting", w.waiting}, {"pages_used", w.pages_used}, {"pages_total", w.pages_total},
+                       {"step_ms", w.step_ms}});
+  return json{{"model", s.model},
+              {"running", s.running},
+              {"waiting", s.waiting},
+              {"pages_total", s.pages_total},
+              {"pages_used", s.pages_used},
+              {"pages_cached", s.pages_cached},
+              {"pages_free", s.pages_free},
+              {"local_pages_total", s.local_pages_total},
+              {"local_pages_used", s.local_pages_used},
+              {"steps", s.steps},
+              {"tokens_generated", s.tokens_generated},
+              {"pages_spilled", s.pages_spilled},
+              {"pages_restored", s.pages_restored},
+              {"preemptions", s.preemptions},
+              {"draining", s.draining},
+              {"store_degraded", s.store_degraded},
+              {"tiers", tiers},
+              {"workers", workers}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 HttpAnswer troupe_answer(const std::string& frame) {
   if (frame.empty()) return {504, ApiError{504, "the server did not answer in time", "", "timeout"}.json()};
   const auto* r = messages::check_response(frame);

@@ -22,4 +22,7 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
 // JobAccepted, JobReply, JobList, Error); "" (no answer) is a 504.
 HttpAnswer troupe_answer(const std::string& frame);
 
+// GET /v1/troupe/stats: what `troupe stats` prints, as one JSON object (tiers and workers as lists).
+std::string stats_json(const messages::StatsFields& s);
+
 }  // namespace troupe::service

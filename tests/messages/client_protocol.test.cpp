@@ -199,3 +199,34 @@ TEST_CASE("a session's hand-off between front ends: TakeSession and SessionRecor
   CHECK(got.turns == r.turns);
   CHECK(got.kv_pages == r.kv_pages);
 }
+
+TEST_CASE("a StatsReply reads back whole: tiers, workers, experts and the store's state with the counters") {
+  StatsFields s;
+  s.running = 2, s.waiting = 3, s.pages_total = 64, s.pages_used = 9, s.pages_cached = 4, s.pages_free = 51;
+  s.live_token_fraction = 0.5f, s.steps = 77, s.tokens_generated = 1234, s.model = "m", s.engine_ms = 1.5, s.busy_ms = 2.5;
+  s.pages_spilled = 5, s.pages_restored = 6, s.pages_swapped_out = 7, s.pages_swapped_in = 8, s.tokens_shifted = 9;
+  s.preemptions = 10, s.draining = true, s.local_pages_total = 11, s.local_pages_used = 12, s.store_degraded = "full";
+  s.tiers.push_back({"small", 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  s.tiers.push_back({"large", 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24});
+  s.workers.push_back({"tcp://w1", "small", false, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.5});
+  s.expert_tokens = {3, 1, 4};
+  const auto bytes = stats_response(1, s);
+  const auto* r = check_response(bytes);
+  REQUIRE(r);
+  const StatsFields back = read_stats(*r->body_as_StatsReply());
+  CHECK(back.model == "m");
+  CHECK(back.tokens_generated == 1234);
+  CHECK(back.preemptions == 10);
+  CHECK(back.draining);
+  CHECK(back.store_degraded == "full");
+  CHECK(back.expert_tokens == s.expert_tokens);
+  REQUIRE(back.tiers.size() == 2);
+  CHECK(back.tiers[1].name == "large");
+  CHECK(back.tiers[1].accepted == 20);
+  CHECK(back.tiers[1].pages_total == 24);
+  REQUIRE(back.workers.size() == 1);
+  CHECK(back.workers[0].endpoint == "tcp://w1");
+  CHECK_FALSE(back.workers[0].up);
+  CHECK(back.workers[0].step_ms == 12.5);
+  CHECK(back.local_pages_used == 12);
+}

@@ -84,6 +84,37 @@ def stats(port):
     return json.loads(raw(port, "GET", "/v1/troupe/stats")[1])
 
 
+def tiers_in_metrics(troupe, work):
+    """On `serve --tiers`, /metrics and /v1/troupe/stats have each tier's series (the
+    figures `troupe stats` prints), and they move with a request."""
+    small, large = os.path.join(work, "tier-small.gguf"), os.path.join(work, "tier-large.gguf")
+    for path, embd, seed in ((small, "64", "6"), (large, "128", "5")):
+        subprocess.run([troupe, "make-model", "-o", path, "--embd", embd, "--ff", "256", "--seed", seed], check=True,
+                       capture_output=True)
+    port = 20000 + (os.getpid() + 7) % 20000
+    log = os.path.join(work, "openai-tiers.log")
+    server = start_http_server([troupe, "serve", "--tiers", f"{small},{large}", "--listen",
+                                f"ipc://{work}/tiers-{os.getpid()}.sock", "--http", f"127.0.0.1:{port}", "--threads",
+                                "1", "--kv-tokens", "8192", "--data-dir",
+                                tempfile.mkdtemp(prefix="tiers-", suffix=".data", dir=work)], port, log)
+    try:
+        status, body = raw(port, "POST", "/v1/completions", json.dumps({"prompt": "The fox", "max_tokens": 4,
+                                                                        "temperature": 0}))
+        check(status == 200, f"a completion on two tiers: {status}")
+        values = metrics(port)
+        requests = {dict(labels)["tier"]: v for (name, labels), v in values.items()
+                    if name == "troupe_tier_requests_total"}
+        check(set(requests) == {"tier-small", "tier-large"} and sum(requests.values()) >= 1,
+              f"/metrics has each tier's requests: {requests}")
+        check(any(name == "troupe_tier_tokens_total" and v >= 4 for (name, _), v in values.items()),
+              "and the tokens a tier wrote")
+        tiers = [t["tier"] for t in json.loads(raw(port, "GET", "/v1/troupe/stats")[1])["tiers"]]
+        check(tiers == ["tier-small", "tier-large"], f"/v1/troupe/stats lists the tiers: {tiers}")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -191,6 +222,7 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=60)
+    tiers_in_metrics(troupe, work)
     print("all openai checks passed")
 
 
