@@ -19,7 +19,7 @@ namespace {
 // as ending generation whatever the ids say, and as control tokens whatever
 // type the file gives them: a model file whose "</s>" is a normal token
 // (Qwen2.5's 128247) still has it parsed as one special token in text, and
-// generation ends there (docs/MODELS.md, "Vocabularies").
+// generation ends there (docs/MODELS.md, "Per model").
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>",    "<|im_end|>",      "<|end|>",     "<|return|>",         "<|call|>",         "<|flush|>",
     "<|calls|>",     "<end_of_turn>",   "<|endoftext|>", "</s>",             "<|eom_id|>",       "<EOT>",

@@ -8,7 +8,11 @@ Fails (exit 1, one `file:line: problem` per line) when
     its lines is longer than 100 characters (the top-level README.md excepted: its tables);
   - a README.md or docs/*.md names a repository path that does not exist;
   - a README or doc gives a `troupe SUB` command line a flag that `troupe SUB --help` lacks;
-  - a flag some `troupe SUB --help` lists is missing from README.md's "Command line reference".
+  - a flag some `troupe SUB --help` lists is missing from README.md's "Command line reference";
+  - a header (`.h`) of a source folder is not named in that folder's README.md (by its stem,
+    its file name, or a glob such as `openai_*`);
+  - a doc, comment or script points at a section (`docs/FILE.md, "Section"`) that FILE.md has
+    neither as a heading nor as a bold lead of a bullet (`- **Section...**`).
 
 Paths are read where docs write them: backtick spans, markdown links, and in code blocks and
 prose only words that begin with a top-level folder of the repository. A name without an
@@ -16,6 +20,7 @@ extension may be a file's stem (`actors/job_actor` for job_actor.h and .cpp), as
 name them. Flags are read only in troupe command lines and in the reference section, so
 flags of other tools (cmake, ctest, pip, llama-bench) are not mistaken for troupe's.
 """
+import fnmatch
 import os
 import re
 import subprocess
@@ -32,8 +37,11 @@ REFERENCE_HEADING = "## Command line reference"
 UNIVERSAL_FLAGS = {"--help", "-h"}
 LONG_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+FENCED_BLOCK = re.compile(r"^\s*(```|~~~).*?^\s*\1", re.S | re.M)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
+SECTION_REF = re.compile(r'((?:docs/)?[A-Z][A-Z_]+\.md|[\w/]*README\.md)\)?,\s*"([^"]{3,80})"')
+POINTING_FILES = (".md", ".h", ".hpp", ".cpp", ".cu", ".cuh", ".py", ".sh", ".fbs", ".txt")
 
 
 class Repo:
@@ -300,6 +308,63 @@ class Checker:
             self.problem("README.md", start + 1,
                          f"{flag} ({cmds}) is missing from the Command line reference")
 
+    # --- headers named by their folder's README -----------------------------------------------
+
+    def check_headers_listed(self, folder, readme):
+        with open(os.path.join(self.repo.root, readme), encoding="utf-8") as f:
+            text = FENCED_BLOCK.sub("", f.read())
+        names = set()
+        for line in text.split("\n"):
+            for span in CODE_SPAN.finditer(line):
+                for word in re.split(r"[\s,]+", span.group(2)):
+                    base = os.path.basename(word.strip("`()"))
+                    names |= {base, base.rsplit(".", 1)[0]} - {""}
+        for f in sorted(self.repo.files):
+            if os.path.dirname(f) != folder or not f.endswith(".h"):
+                continue
+            name = os.path.basename(f)
+            if not any(fnmatch.fnmatch(name, n) or fnmatch.fnmatch(name[:-2], n) for n in names):
+                self.problem(readme, 0, f"{name} is not named in {readme} (its stem, file name or a glob)")
+
+    # --- pointers to sections ----------------------------------------------------------------
+
+    def sections_of(self, md):
+        if md not in self.sections:
+            try:
+                with open(os.path.join(self.repo.root, md), encoding="utf-8") as f:
+                    lines = f.read().split("\n")
+            except OSError:
+                self.sections[md] = None
+                return None
+            found = [l.lstrip("#").strip() for l in lines if l.startswith("#")]
+            found += [m.group(1) for l in lines for m in [re.match(r"^\s*[-*] \*\*(.+?)\*\*", l)] if m]
+            self.sections[md] = [re.sub(r"[`*]", "", x).lower() for x in found]
+        return self.sections[md]
+
+    def check_section_refs(self):
+        self.sections = {}
+        for path in sorted(self.repo.files):
+            if not path.endswith(POINTING_FILES):
+                continue
+            try:
+                with open(os.path.join(self.repo.root, path), encoding="utf-8") as f:
+                    lines = f.read().split("\n")
+            except (OSError, UnicodeDecodeError):
+                continue
+            for n, line in enumerate(lines, 1):
+                for m in SECTION_REF.finditer(line):
+                    md, section = m.group(1), m.group(2)
+                    if is_placeholder(os.path.basename(md)[:-3]):
+                        continue  # docs/FILE.md: a form, not a pointer
+                    if "/" not in md and f"docs/{md}" in self.repo.files:
+                        md = f"docs/{md}"
+                    found = self.sections_of(md)
+                    wanted = re.sub(r"[`*]", "", section).lower()
+                    if found is None:
+                        self.problem(path, n, f"{md} (named with \"{section}\") does not exist")
+                    elif not any(x.startswith(wanted) or wanted in x for x in found):
+                        self.problem(path, n, f"{md} has no section \"{section}\" (no heading or bold lead)")
+
     def run(self):
         for folder in self.repo.source_folders():
             if folder in DATA_FOLDERS:
@@ -307,6 +372,9 @@ class Checker:
             readme = os.path.join(folder, "README.md")
             if readme not in self.repo.files:
                 self.problem(readme, 0, f"source folder {folder or '.'}/ has no README.md")
+            else:
+                self.check_headers_listed(folder, readme)
+        self.check_section_refs()
         docs = sorted(f for f in self.repo.files if os.path.basename(f) == "README.md"
                       or (f.startswith("docs/") and f.endswith(".md")))
         for md in docs:

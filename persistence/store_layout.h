@@ -23,7 +23,7 @@ inline constexpr std::array<const char*, 5> kFamilyNames = {"meta", "sessions", 
 // (--max-store-bytes): the WAL (and its preallocation), a compaction's output
 // before its inputs go, a memtable's flush, the MANIFEST. Sized so that they
 // add at most kTransientShare of the cap on top of the live data
-// (docs/DECISIONS.md, "The byte cap's headroom"); 0: RocksDB's defaults.
+// (docs/DECISIONS.md, "The byte cap holds at every moment"); 0: RocksDB's defaults.
 inline constexpr double kTransientShare = 0.06;
 inline void bound_transients(rocksdb::Options& o, int64_t cap) {
   if (cap <= 0) return;
