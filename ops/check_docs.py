@@ -354,7 +354,7 @@ class Checker:
             for n, line in enumerate(lines, 1):
                 for m in SECTION_REF.finditer(line):
                     md, section = m.group(1), m.group(2)
-                    if is_placeholder(os.path.basename(md)[:-3]):
+                    if is_placeholder(os.path.basename(md)[:-3]) or section.strip(". …") == "":
                         continue  # docs/FILE.md: a form, not a pointer
                     if "/" not in md and f"docs/{md}" in self.repo.files:
                         md = f"docs/{md}"
