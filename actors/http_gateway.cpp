@@ -285,6 +285,9 @@ const wire::Session* read_chain(const std::string& frame, const std::string& id,
   return nullptr;
 }
 
+// The session points into the frame: never a temporary's.
+const wire::Session* read_chain(std::string&& frame, const std::string& id, service::ApiError& error) = delete;
+
 int32_t chain_turns(const wire::Session& s) { return s.turn_messages() ? static_cast<int32_t>(s.turn_messages()->size()) : 0; }
 
 }  // namespace
@@ -342,7 +345,8 @@ int HttpGateway::stored_response(const std::string& id, bool remove, messages::H
   const service::ApiError missing{404, "no stored response '" + id + "'", "", "not_found"};
   if (!rid || rid->turn < 0) return send_error(res, missing);
   service::ApiError error;
-  const wire::Session* chain = read_chain(ask(messages::show_session_request(1, rid->chain), client), id, error);
+  const std::string frame = ask(messages::show_session_request(1, rid->chain), client);
+  const wire::Session* chain = read_chain(frame, id, error);
   if (!chain) return send_error(res, error);
   const auto body = service::stored_response(*chain, *rid, options_.chat_format);
   if (!body) return send_error(res, missing);

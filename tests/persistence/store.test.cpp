@@ -135,7 +135,8 @@ TEST_CASE("a job of requests keeps them, its annotation and labels, and files ke
   CHECK(messages::check_response(files.answer(messages::get_file_request(5, file_id, false), {"bob", false}, 0))
             ->body_as_Error()
             ->code() == wire::ErrorCode::forbidden);
-  const auto* list = messages::check_response(files.answer(messages::list_files_request(6), {"bob", false}, 0))->body_as_FileList();
+  const std::string listing = files.answer(messages::list_files_request(6), {"bob", false}, 0);
+  const auto* list = messages::check_response(listing)->body_as_FileList();
   REQUIRE(list);
   CHECK(list->files()->size() == 0);
   CHECK(messages::check_response(files.answer(messages::delete_file_request(7, file_id), {"alice", false}, 0))
