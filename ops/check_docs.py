@@ -11,6 +11,7 @@ Fails (exit 1, one `file:line: problem` per line) when
   - a flag some `troupe SUB --help` lists is missing from README.md's "Command line reference";
   - a header (`.h`) of a source folder is not named in that folder's README.md (by its stem,
     its file name, or a glob such as `openai_*`);
+  - a Catch2 TEST_CASE name holds ';' (CTest splits test names there: the test never runs whole);
   - a doc, comment or script points at a section (`docs/FILE.md, "Section"`) that FILE.md has
     neither as a heading nor as a bold lead of a bullet (`- **Section...**`).
 
@@ -365,6 +366,17 @@ class Checker:
                     elif not any(x.startswith(wanted) or wanted in x for x in found):
                         self.problem(path, n, f"{md} has no section \"{section}\" (no heading or bold lead)")
 
+    def check_test_names(self):
+        for path in sorted(self.repo.files):
+            if not path.startswith("tests/") or not path.endswith(".cpp"):
+                continue
+            with open(os.path.join(self.repo.root, path), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for m in re.finditer(r'TEST_CASE\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', text):
+                if ";" in m.group(1):
+                    line = text.count("\n", 0, m.start()) + 1
+                    self.problem(path, line, "a TEST_CASE name holds ';', where CTest splits test names")
+
     def run(self):
         for folder in self.repo.source_folders():
             if folder in DATA_FOLDERS:
@@ -375,6 +387,7 @@ class Checker:
             else:
                 self.check_headers_listed(folder, readme)
         self.check_section_refs()
+        self.check_test_names()
         docs = sorted(f for f in self.repo.files if os.path.basename(f) == "README.md"
                       or (f.startswith("docs/") and f.endswith(".md")))
         for md in docs:
