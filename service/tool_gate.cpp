@@ -57,7 +57,7 @@ std::optional<std::string> read_tools(const wire::ChatTurn& t, ChatTools& out) {
     const std::string text = t.tools()->Get(i)->str();
     const ojson tool = ojson::parse(text, nullptr, false);
     if (tool.is_discarded() || !tool.is_object()) return field + ": not a JSON object";
-    if (tool.value("type", "function") != "function")
+    if (const auto type = tool.find("type"); type != tool.end() && *type != "function")  // value() throws on a number
       return field + ".type: only function tools are supported";
     const auto fn = tool.find("function");
     if (fn == tool.end() || !fn->is_object()) return field + ".function: missing (an object with name and parameters)";

@@ -10,21 +10,13 @@
 
 #include "persistence/response_cache.h"
 #include "persistence/store.h"
+#include "tests/persistence/temp_dir.h"
 
 using namespace troupe::persistence;
 
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    static int n = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("troupe-responses-" + std::to_string(getpid()) + "-" + std::to_string(++n));
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using troupe::test::TempDir;
 
 std::string key(char c) { return std::string(ResponseCache::kKeyBytes, c); }
 
@@ -40,7 +32,7 @@ CachedAnswer answer(const std::string& text, int n_tokens = 3) {
 }  // namespace
 
 TEST_CASE("a stored answer is found by its key, with its tokens, text, reason and prompt size") {
-  TempDir dir;
+  TempDir dir("responses");
   Store store(dir.path);
   ResponseCache cache(store, {});
   CHECK_FALSE(cache.find(key('a'), 1000));
@@ -58,7 +50,7 @@ TEST_CASE("a stored answer is found by its key, with its tokens, text, reason an
 }
 
 TEST_CASE("an answer past its TTL is a miss and leaves the store, and expire() drops the rest") {
-  TempDir dir;
+  TempDir dir("responses");
   Store store(dir.path);
   ResponseCache cache(store, {.ttl_ms = 500, .max_bytes = 1 << 20});
   cache.put(key('a'), answer("one"), 1000);
@@ -76,7 +68,7 @@ TEST_CASE("an answer past its TTL is a miss and leaves the store, and expire() d
 }
 
 TEST_CASE("the byte bound drops the oldest answers first, and one larger than the bound is not kept") {
-  TempDir dir;
+  TempDir dir("responses");
   Store store(dir.path);
   const std::string text(1000, 'x');
   ResponseCache probe(store, {});
@@ -102,7 +94,7 @@ TEST_CASE("the byte bound drops the oldest answers first, and one larger than th
 }
 
 TEST_CASE("the cache survives a reopen, counted as it was, and a damaged entry is a miss") {
-  TempDir dir;
+  TempDir dir("responses");
   int64_t bytes = 0;
   {
     Store store(dir.path);

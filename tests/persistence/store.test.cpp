@@ -12,13 +12,12 @@
 #include <numeric>
 
 #include "messages/client_validation.h"
-#include "messages/file_frames.h"
-#include "persistence/files.h"
 #include "persistence/jobs.h"
 #include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
 #include "persistence/store.h"
 #include "persistence/store_check.h"
+#include "tests/persistence/temp_dir.h"
 #include "messages/store_generated.h"
 
 using namespace troupe;
@@ -26,16 +25,7 @@ using namespace troupe::persistence;
 
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    static int n = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("troupe-store-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(++n));
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using test::TempDir;
 
 SessionRecord with_turn(SessionRecord s, const std::string& user, const std::string& answer) {
   SessionTurnRecord t;
@@ -102,23 +92,16 @@ TEST_CASE("a store of another schema version is refused with a clear error", "[p
   CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("schema version 99") && Catch::Contains("reads version 1"));
 }
 
-TEST_CASE("a job of requests keeps them, its annotation and labels, and files keep their bytes and owner", "[persistence]") {
+TEST_CASE("a job of requests keeps them, its annotation and labels, and deleting it takes them", "[persistence]") {
   TempDir dir("requests");
   JobRecord job;
   job.id = "j1";
   job.items = {"a", "b"};
   job.requests = {std::string("\0req one", 8), "req two"};
   job.annotation = "{\"input_file_id\":\"f\"}";
-  std::string file_id;
   {
     Store store(dir.path);
     JobBook(store).create(job);
-    FileBook files(store);
-    const auto put = files.answer(messages::put_file_request(3, "batch", "x.jsonl", "line\n"), {"alice", false}, 5000);
-    const auto* info = messages::check_response(put)->body_as_FileInfo();
-    REQUIRE(info);
-    file_id = info->file_id()->str();
-    CHECK(info->owner()->str() == "alice");
   }
   Store store(dir.path);
   const auto got = JobBook(store).load("j1");
@@ -126,31 +109,13 @@ TEST_CASE("a job of requests keeps them, its annotation and labels, and files ke
   CHECK(got->requests == job.requests);
   CHECK(got->annotation == job.annotation);
   CHECK(got->summary().annotation == job.annotation);
-  FileBook files(store);
-  const auto read = files.answer(messages::get_file_request(4, file_id, true), {"alice", false}, 0);
-  const auto* info = messages::check_response(read)->body_as_FileInfo();
-  REQUIRE(info);
-  CHECK(std::string(info->data()->begin(), info->data()->end()) == "line\n");
-  CHECK(info->created_ms() == 5000);
-  CHECK(messages::check_response(files.answer(messages::get_file_request(5, file_id, false), {"bob", false}, 0))
-            ->body_as_Error()
-            ->code() == wire::ErrorCode::forbidden);
-  const std::string listing = files.answer(messages::list_files_request(6), {"bob", false}, 0);
-  const auto* list = messages::check_response(listing)->body_as_FileList();
-  REQUIRE(list);
-  CHECK(list->files()->size() == 0);
-  CHECK(messages::check_response(files.answer(messages::delete_file_request(7, file_id), {"alice", false}, 0))
-            ->body_type() == wire::ResponseBody::Ack);
-  CHECK(messages::check_response(files.answer(messages::get_file_request(8, file_id, false), {"alice", false}, 0))
-            ->body_as_Error()
-            ->code() == wire::ErrorCode::unknown_job);
   Batch b;
   CHECK(JobBook(store).erase("j1", b) > 0);
   store.write(b);
   CHECK_FALSE(JobBook(store).load("j1"));
   int left = 0;
   store.scan(Family::jobs, "", [&](std::string_view, std::string_view) { return ++left, true; });
-  CHECK(left == 0);  // its requests went with it, and the deleted file
+  CHECK(left == 0);  // its requests went with it
 }
 
 TEST_CASE("a data directory in use by another store is refused", "[persistence]") {

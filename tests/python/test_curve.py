@@ -19,6 +19,8 @@ import sys
 import time
 
 import openai
+
+from serving import free_port
 import zmq
 
 from troupe_client import Client, TroupeError, parse_job_event, subscribe_events
@@ -54,7 +56,7 @@ def main(troupe, work):
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
                    capture_output=True)
     endpoint, events = f"ipc://{work}/s.sock", f"ipc://{work}/s.sock.events"
-    port = 20000 + (os.getpid() * 7) % 20000
+    port = free_port()
     log = open(os.path.join(work, "serve.log"), "w")
     server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1", "--kv-tokens", "8192",
                                "--http", f"127.0.0.1:{port}",

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 
-from serving import check, start_http_server
+from serving import check, free_port, start_http_server
 from troupe_client import Client, TroupeError
 
 
@@ -33,7 +33,7 @@ def main():
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "7"], check=True,
                    capture_output=True)
     endpoint = f"ipc://{work}/drain-{os.getpid()}.sock"
-    port = 20000 + (os.getpid() + 7919) % 20000
+    port = free_port()
     data = tempfile.mkdtemp(prefix="drain-", suffix=".data", dir=work)
     log = os.path.join(work, "drain-serve.log")
     server = start(troupe, model, endpoint, port, data, log)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from serving import check, http_get, start_http_server
+from serving import check, free_port, http_get, start_http_server
 from troupe_client import Client, TroupeError
 
 SKIPPED = 77
@@ -71,7 +71,7 @@ def main():
         subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "11"],
                        check=True, capture_output=True)
         endpoint = f"ipc://{work}/full-disk-{os.getpid()}.sock"
-        port = 20000 + (os.getpid() + 104729) % 20000
+        port = free_port()
         data = os.path.join(mount, "store")
         log = os.path.join(work, "full-disk-serve.log")
         server = start(troupe, model, endpoint, port, data, log)

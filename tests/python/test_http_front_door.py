@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from serving import check, http_get, start_http_server
+from serving import check, free_port, http_get, start_http_server
 
 HEADER_TIMEOUT = 3.0
 PER_ADDRESS = 64
@@ -94,7 +94,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192) if hard != resource.RLIM_INFINITY else 8192, hard))
-    port = 20000 + (os.getpid() + 15485863) % 20000
+    port = free_port()
     server = start(troupe, work, port)
     try:
         base = rss_kib(server.pid)

@@ -19,7 +19,7 @@ import time
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-from serving import start_http_server
+from serving import free_port, start_http_server
 from troupe_client import Client
 
 
@@ -33,7 +33,7 @@ def start(troupe, work):
     model = os.path.join(work, "openai.gguf")
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
                    capture_output=True)
-    port = 20000 + os.getpid() % 20000
+    port = free_port()
     endpoint = f"ipc://{work}/openai-{os.getpid()}.sock"
     log = os.path.join(work, "openai-serve.log")
     open(log, "w").close()
@@ -91,7 +91,7 @@ def tiers_in_metrics(troupe, work):
     for path, embd, seed in ((small, "64", "6"), (large, "128", "5")):
         subprocess.run([troupe, "make-model", "-o", path, "--embd", embd, "--ff", "256", "--seed", seed], check=True,
                        capture_output=True)
-    port = 20000 + (os.getpid() + 7) % 20000
+    port = free_port()
     log = os.path.join(work, "openai-tiers.log")
     server = start_http_server([troupe, "serve", "--tiers", f"{small},{large}", "--listen",
                                 f"ipc://{work}/tiers-{os.getpid()}.sock", "--http", f"127.0.0.1:{port}", "--threads",

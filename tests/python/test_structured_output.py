@@ -24,7 +24,7 @@ import jsonschema
 import openai
 from pydantic import BaseModel
 
-from serving import check, start_http_server
+from serving import check, free_port, start_http_server
 from troupe_client import Client, TroupeError
 
 
@@ -202,7 +202,7 @@ def main():
     troupe, work, model = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     data = tempfile.mkdtemp(prefix="structured-", suffix=".data", dir=work)
-    port = 20000 + (os.getpid() * 7) % 20000
+    port = free_port()
     endpoint = f"ipc://{work}/structured-{os.getpid()}.sock"
     server = start(troupe, model, work, data, port, endpoint)
     try:
