@@ -1,5 +1,7 @@
 #include "actors/http_gateway.h"
 
+#include "actors/http_answers.h"
+
 #include <caf/send.hpp>
 #include <nlohmann/json.hpp>
 
@@ -15,10 +17,7 @@
 #include "messages/job_frames.h"
 #include "messages/session_frames.h"
 #include "service/bearer_token.h"
-#include "messages/file_frames.h"
 #include "service/openai_api.h"
-#include "service/openai_batch.h"
-#include "service/openai_responses.h"
 #include "service/request_gate.h"
 #include "service/troupe_api.h"
 #include "actors/web/web_page.h"
@@ -30,25 +29,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr auto kControlTimeout = 10s;
-
-int send_error(messages::HttpResponder& res, const service::ApiError& e, const messages::HttpHeaders& extra = {}) {
-  res.send(e.status, "application/json", e.json(), extra);
-  return e.status;
-}
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// "/v1/troupe/jobs/ID[/events]" and the like: the id between `prefix` and
-// `suffix` ("" when the path is not of that shape, or the id holds a '/').
-std::string path_id(const std::string& path, std::string_view prefix, std::string_view suffix = "") {
-  if (path.size() <= prefix.size() + suffix.size() || path.compare(0, prefix.size(), prefix) != 0 ||
-      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return {};
-  std::string id = path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
-  return id.find('/') == std::string::npos ? id : std::string();
-}
 
 // Waits for the mailbox's next frame; false when `deadline` passed first.
 bool next_frame(HttpGateway::Mailbox& box, std::string& frame, std::chrono::steady_clock::time_point deadline) {
@@ -268,250 +248,6 @@ int HttpGateway::relay(const std::string& peer, Mailbox& box, const std::string&
   else if (step == Step::failed) res.write(reply.sse_error());  // e.g. the server drains mid-stream
   res.end_stream();
   return 200;
-}
-
-namespace {
-
-// A show_session answer: the chain's Session, or the error as HTTP's (an
-// unknown chain is a response not found).
-const wire::Session* read_chain(const std::string& frame, const std::string& id, service::ApiError& error) {
-  const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
-  if (r && r->body_type() == wire::ResponseBody::Session) return r->body_as_Session();
-  if (!r) error = service::ApiError{504, "the session store did not answer in time", "", "timeout"};
-  else if (const auto* e = r->body_as_Error(); e && e->code() == wire::ErrorCode::unknown_session)
-    error = service::ApiError{404, "no stored response '" + id + "'", "", "not_found"};
-  else error = service::api_error(r->body_as_Error() ? r->body_as_Error()->code() : wire::ErrorCode::internal,
-                                  r->body_as_Error() && r->body_as_Error()->message() ? r->body_as_Error()->message()->str() : "");
-  return nullptr;
-}
-
-// The session points into the frame: never a temporary's.
-const wire::Session* read_chain(std::string&& frame, const std::string& id, service::ApiError& error) = delete;
-
-int32_t chain_turns(const wire::Session& s) { return s.turn_messages() ? static_cast<int32_t>(s.turn_messages()->size()) : 0; }
-
-}  // namespace
-
-// A chain continues on its session while the response it names is the
-// latest; from an earlier one (or when the latest moved on meanwhile) it
-// forks: a new chain whose first turn carries the history. Not stored: a
-// one-off conversation with that history.
-int HttpGateway::respond(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client) {
-  if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
-  auto parsed = service::parse_responses(req.body, options_.models, options_.limits.max_tokens);
-  if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(res, *e);
-  service::ResponsesCall call = std::get<service::ResponsesCall>(std::move(parsed));
-  for (int attempt = 0;; ++attempt) {
-    messages::ChatTurnFields turn = call.chat.turn;
-    service::ResponseId id{service::new_chain(), call.store ? 0 : -1};
-    bool continuing = false;
-    if (!call.previous.empty()) {
-      const auto prev = service::read_response_id(call.previous);
-      const service::ApiError missing{404, "no stored response '" + call.previous + "'", "previous_response_id", "not_found"};
-      if (!prev || prev->turn < 0) return send_error(res, missing);
-      service::ApiError error;
-      const std::string frame = ask(messages::show_session_request(1, prev->chain), client);
-      const wire::Session* chain = read_chain(frame, call.previous, error);
-      if (!chain) return send_error(res, error.status == 404 ? missing : error);
-      const int32_t turns = chain_turns(*chain);
-      if (prev->turn >= turns) return send_error(res, missing);
-      continuing = call.store && prev->turn == turns - 1 && attempt == 0;
-      if (continuing) {
-        id = {prev->chain, turns};
-      } else {
-        auto history = service::chain_history(*chain, prev->turn, options_.chat_format);
-        turn.messages.insert(turn.messages.begin(), history.begin(), history.end());
-      }
-    }
-    if (id.turn >= 0) turn.session_id = id.chain, turn.expected_turns = id.turn;
-    call.chat.request = messages::chat_request(1, turn);
-    service::ResponsesReply reply(call, id.str(), unix_now(), options_.tokenizer.get());
-    auto [peer, box] = open();
-    std::string first;
-    if (const int status = start_request(peer, *box, client, call.chat.request, reply, res, first)) return status;
-    // The chain's latest turn is taken (running, or it moved on): a fork.
-    const auto* r = messages::check_response(first);
-    if (continuing && r && r->body_type() == wire::ResponseBody::Error &&
-        r->body_as_Error()->code() == wire::ErrorCode::session_busy) {
-      close(peer, false);
-      continue;
-    }
-    return relay(peer, *box, first, reply, call.chat.stream, res);
-  }
-}
-
-int HttpGateway::stored_response(const std::string& id, bool remove, messages::HttpResponder& res, const std::string& client) {
-  const auto rid = service::read_response_id(id);
-  const service::ApiError missing{404, "no stored response '" + id + "'", "", "not_found"};
-  if (!rid || rid->turn < 0) return send_error(res, missing);
-  service::ApiError error;
-  const std::string frame = ask(messages::show_session_request(1, rid->chain), client);
-  const wire::Session* chain = read_chain(frame, id, error);
-  if (!chain) return send_error(res, error);
-  const auto body = service::stored_response(*chain, *rid, options_.chat_format);
-  if (!body) return send_error(res, missing);
-  if (!remove) return res.send(200, "application/json", *body), 200;
-  // A response's successors hold it in their context: its whole chain goes (docs/HTTP.md).
-  const service::HttpAnswer a = service::troupe_answer(ask(messages::delete_session_request(1, rid->chain), client));
-  if (a.status != 200) return res.send(a.status, "application/json", a.json), a.status;
-  res.send(200, "application/json", json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
-  return 200;
-}
-
-namespace {
-
-// The answer's body when it is one of `type`; otherwise (an Error, none) the
-// HTTP error it makes, in `error`.
-const wire::Response* answered(const std::string& frame, wire::ResponseBody type, service::ApiError& error) {
-  const auto* r = frame.empty() ? nullptr : messages::check_response(frame);
-  if (r && r->body_type() == type) return r;
-  if (!r) error = service::ApiError{504, "the server did not answer in time", "", "timeout"};
-  else if (const auto* e = r->body_as_Error())
-    error = service::api_error(e->code(), e->message() ? e->message()->str() : "");
-  else error = service::ApiError{500, "an unexpected answer", "", "internal"};
-  return nullptr;
-}
-// The answer points into the frame: never a temporary's.
-const wire::Response* answered(std::string&& frame, wire::ResponseBody type, service::ApiError& error) = delete;
-
-}  // namespace
-
-// POST /v1/files: a multipart upload (purpose batch), stored before it is answered.
-int HttpGateway::upload(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client) {
-  auto form = service::read_multipart(req.header("Content-Type"), req.body);
-  if (auto* e = std::get_if<service::ApiError>(&form)) return send_error(res, *e);
-  auto& fields = std::get<0>(form);
-  const auto purpose = fields.find("purpose"), file = fields.find("file");
-  if (purpose == fields.end() || purpose->second.data != "batch")
-    return send_error(res, service::ApiError{400, "troupe stores files for batches: purpose must be batch", "purpose",
-                                             "invalid_field"});
-  if (file == fields.end() || file->second.data.empty())
-    return send_error(res, service::ApiError{400, "the upload has no file, or an empty one", "file", "invalid_field"});
-  // The frame that stores it must fit the server's message limit, as the HTTP body did.
-  if (file->second.data.size() + 1024 > options_.limits.max_message_bytes)
-    return send_error(res, service::ApiError{413, "the file has " + std::to_string(file->second.data.size()) +
-                                                     " bytes; this server stores files of at most " +
-                                                     std::to_string(options_.limits.max_message_bytes - 1024),
-                                             "file", "too_long"});
-  service::ApiError error;
-  const std::string frame = ask(messages::put_file_request(1, "batch", file->second.filename, file->second.data), client);
-  const auto* r = answered(frame, wire::ResponseBody::FileInfo, error);
-  if (!r) return send_error(res, error);
-  res.send(200, "application/json", service::file_object(messages::read_file_info(r->body_as_FileInfo())));
-  return 200;
-}
-
-// POST /v1/batches: the input file read and every line checked, then one durable job.
-int HttpGateway::create_batch(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client) {
-  if (draining_) return send_error(res, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
-  std::string input;
-  auto note = service::batch_annotation(req.body, input);
-  if (auto* e = std::get_if<service::ApiError>(&note)) return send_error(res, *e);
-  service::ApiError error;
-  const std::string frame = ask(messages::get_file_request(1, input, true), client);
-  const auto* r = answered(frame, wire::ResponseBody::FileInfo, error);
-  if (!r) {
-    error.param = "input_file_id";
-    return send_error(res, error);
-  }
-  const auto* data = r->body_as_FileInfo()->data();
-  const std::string_view jsonl = data ? std::string_view(reinterpret_cast<const char*>(data->data()), data->size()) : "";
-  const std::string endpoint = nlohmann::json::parse(std::get<std::string>(note))["endpoint"];
-  auto lines = service::read_batch_lines(jsonl, endpoint, options_.models, options_.limits.max_tokens,
-                                         options_.limits.max_job_items);
-  if (auto* e = std::get_if<service::ApiError>(&lines)) return send_error(res, *e);
-  const auto& l = std::get<service::BatchLines>(lines);
-  const messages::Bytes submit = messages::submit_requests_job(1, l.custom_ids, l.requests, std::get<std::string>(note));
-  if (submit.size() > options_.limits.max_message_bytes)
-    return send_error(res, service::ApiError{413, "the batch's requests take " + std::to_string(submit.size()) +
-                                                      " bytes; at most " +
-                                                      std::to_string(options_.limits.max_message_bytes),
-                                             "input_file_id", "too_long"});
-  const std::string submitted = ask(submit, client);
-  const auto* accepted = answered(submitted, wire::ResponseBody::JobAccepted, error);
-  if (!accepted) return send_error(res, error);
-  res.send(200, "application/json", service::batch_object(messages::read_job_summary(accepted->body_as_JobAccepted()->job())));
-  return 200;
-}
-
-// An output or error file: the batch's stored results, as JSONL.
-int HttpGateway::batch_file(const std::string& job, bool errors, messages::HttpResponder& res, const std::string& client) {
-  service::ApiError error;
-  const std::string results_frame = ask(messages::job_results_request(1, job), client);
-  const auto* r = answered(results_frame, wire::ResponseBody::JobReply, error);
-  if (!r) return send_error(res, error);
-  const auto summary = messages::read_job_summary(r->body_as_JobReply()->job());
-  std::vector<messages::JobItemFields> results;
-  if (const auto* list = r->body_as_JobReply()->results())
-    for (const auto* x : *list) results.push_back(messages::read_job_item(x));
-  if (!service::is_batch(summary)) return send_error(res, service::ApiError{404, "no such file", "", "not_found"});
-  res.send(200, "application/jsonl", service::batch_results(summary, results, errors, options_.models.empty() ? "" : options_.models.front()));
-  return 200;
-}
-
-int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpResponder& r, const std::string& client) {
-  const std::string& path = q.path;
-  const bool get = q.method == "GET", post = q.method == "POST", del = q.method == "DELETE";
-  service::ApiError error;
-  // A job's answer as the batch it is (a plain job is no batch).
-  auto batch_answer = [&](const std::string& frame, wire::ResponseBody type) {
-    const auto* a = answered(frame, type, error);
-    if (!a) return send_error(r, error);
-    const auto job = messages::read_job_summary(type == wire::ResponseBody::JobReply ? a->body_as_JobReply()->job()
-                                                                                       : a->body_as_JobAccepted()->job());
-    if (!service::is_batch(job)) return send_error(r, service::ApiError{404, "no such batch", "", "not_found"});
-    r.send(200, "application/json", service::batch_object(job));
-    return 200;
-  };
-  // Asks, and answers 200 with what `body` makes of the answer (else the answer's error).
-  const auto reply = [&](const messages::Bytes& request, wire::ResponseBody type, const char* content_type,
-                         const std::function<std::string(const wire::Response&)>& body) {
-    const std::string frame = ask(request, client);
-    const auto* a = answered(frame, type, error);
-    if (!a) return send_error(r, error);
-    r.send(200, content_type, body(*a));
-    return 200;
-  };
-  using Body = wire::ResponseBody;
-  if (path == "/v1/files") {
-    if (post) return upload(q, r, client);
-    if (!get) return 0;
-    return reply(messages::list_files_request(1), Body::FileList, "application/json",
-                 [](const wire::Response& a) { return service::file_list(*a.body_as_FileList()); });
-  }
-  if (const std::string id = path_id(path, "/v1/files/", "/content"); !id.empty() && get) {
-    bool errors = false;
-    if (const std::string job = service::job_of_output(id, errors); !job.empty()) return batch_file(job, errors, r, client);
-    return reply(messages::get_file_request(1, id, true), Body::FileInfo, "application/octet-stream",
-                 [](const wire::Response& a) {
-                   const auto* data = a.body_as_FileInfo()->data();
-                   return data ? std::string(data->begin(), data->end()) : std::string();
-                 });
-  }
-  if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && del)
-    return reply(messages::delete_file_request(1, id), Body::Ack, "application/json", [&](const wire::Response&) {
-      return nlohmann::json{{"id", id}, {"object", "file"}, {"deleted", true}}.dump();
-    });
-  if (const std::string id = path_id(path, "/v1/files/"); !id.empty() && get)
-    return reply(messages::get_file_request(1, id, false), Body::FileInfo, "application/json",
-                 [](const wire::Response& a) { return service::file_object(messages::read_file_info(a.body_as_FileInfo())); });
-  if (path == "/v1/batches") {
-    if (post) return create_batch(q, r, client);
-    if (!get) return 0;
-    return reply(messages::list_jobs_request(1), Body::JobList, "application/json",
-                 [](const wire::Response& a) { return service::batch_list(*a.body_as_JobList()); });
-  }
-  if (const std::string id = path_id(path, "/v1/batches/", "/cancel"); !id.empty() && post) {
-    const std::string job = service::job_of_batch(id);
-    if (job.empty()) return send_error(r, service::ApiError{404, "no such batch", "", "not_found"});
-    return batch_answer(ask(messages::cancel_job_request(1, job), client), wire::ResponseBody::JobReply);
-  }
-  if (const std::string id = path_id(path, "/v1/batches/"); !id.empty() && get) {
-    const std::string job = service::job_of_batch(id);
-    if (job.empty()) return send_error(r, service::ApiError{404, "no such batch", "", "not_found"});
-    return batch_answer(ask(messages::job_status_request(1, job), client), wire::ResponseBody::JobReply);
-  }
-  return 0;
 }
 
 int HttpGateway::metrics(messages::HttpResponder& res) {
