@@ -416,7 +416,7 @@ FrameReply::Step ResponsesReply::take(const std::string& frame, std::string& sse
   }
   if (step == Step::done) {
     close_items(sse);
-    const json r = json::parse(whole());
+    const json r = finished_response();
     event(sse, r["status"] == "completed" ? "response.completed" : "response.incomplete", {{"response", r}});
   }
   return step;
@@ -487,6 +487,10 @@ void ResponsesReply::close_items(std::string& sse) {
 }
 
 std::string ResponsesReply::whole() const {
+  return finished_response().dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json ResponsesReply::finished_response() const {
   const json chat = json::parse(chat_.whole());
   const json& choice = chat["choices"][0];
   const json& message = choice["message"];
@@ -501,7 +505,7 @@ std::string ResponsesReply::whole() const {
   o.input_tokens = chat["usage"]["prompt_tokens"].get<int32_t>();
   o.cached_tokens = chat["usage"]["prompt_tokens_details"]["cached_tokens"].get<int32_t>();
   o.output_tokens = chat["usage"]["completion_tokens"].get<int32_t>();
-  return finished(id_, created_, call_.echo, o).dump(-1, ' ', false, json::error_handler_t::replace);
+  return finished(id_, created_, call_.echo, o);
 }
 
 std::string ResponsesReply::sse_error() const {

@@ -67,6 +67,7 @@ class ResponsesReply : public FrameReply {
 
  private:
   nlohmann::ordered_json object(const char* status) const;  // the Response so far
+  nlohmann::ordered_json finished_response() const;          // the Response once Done came
   void event(std::string& sse, const char* type, nlohmann::ordered_json body);
   void chunk(const nlohmann::ordered_json& c, std::string& sse);
   void close_items(std::string& sse);
