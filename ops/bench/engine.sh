@@ -8,22 +8,17 @@
 # Env: THREADS (2), PROMPT_TOKENS (512), GEN_TOKENS (128), REPEAT (3), FORMATS ("Q4_K_M Q8_0"),
 # BUILD_DIR (build: whose troupe runs, for before/after runs of two builds)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 threads="${THREADS:-2}" prompt="${PROMPT_TOKENS:-512}" gen="${GEN_TOKENS:-128}" repeat="${REPEAT:-3}"
-formats=(${FORMATS:-Q4_K_M Q8_0})
+read -ra formats <<<"${FORMATS:-Q4_K_M Q8_0}"
 models=("$@")
 ((${#models[@]})) || models=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
-
-python="$(ops/python-env.sh)"
-ops/models.sh "${models[@]}" >/dev/null
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || ops/build.sh
+bench_python
 
 summary=()
 printf '%-30s %-10s %12s %12s\n' "model (format)" engine "prefill t/s" "decode t/s"
 for m in "${models[@]}"; do
-  shipped="$(ops/models.sh --path "$m")"
+  shipped="$(bench_gguf "$m")"
   for f in "${formats[@]}"; do
     path="$shipped"
     if [ "$f" != Q4_K_M ]; then
@@ -32,14 +27,7 @@ for m in "${models[@]}"; do
     fi
     ours="$("$troupe" bench --model "$path" --threads "$threads" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat "$repeat")"
     theirs="$("$python" ops/bench/llama_cpp_bench.py "$path" "$threads" "$prompt" "$gen" "$repeat")"
-    out="$("$python" - "$m ($f)" "$ours" "$theirs" <<'PY'
-import json, sys
-m, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-for r in (a, b):
-    print(f"{m:<30} {r['engine']:<10} {r['prefill_tok_s']:>12.1f} {r['decode_tok_s']:>12.1f}")
-print(f"{m}: prefill {a['prefill_tok_s'] / b['prefill_tok_s']:.2f}x decode {a['decode_tok_s'] / b['decode_tok_s']:.2f}x")
-PY
-)"
+    out="$(bench_py engine-rows "$m ($f)" "$ours" "$theirs")"
     echo "$out" | head -n -1
     summary+=("$(echo "$out" | tail -n 1)")
   done

@@ -17,28 +17,20 @@
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), LENGTHS ("4096 16384 32768"),
 # PHASES ("speed kv session documents"), KV_MEMORY_GIB (1), SESSION_TURNS (300).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
-model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}" lengths=(${LENGTHS:-4096 16384 32768})
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}"
+read -ra lengths <<<"${LENGTHS:-4096 16384 32768}"
 phases="${PHASES:-speed kv session documents}" kv_gib="${KV_MEMORY_GIB:-1}" turns="${SESSION_TURNS:-300}"
-python="$(ops/python-env.sh)"
-path="$(ops/models.sh --path "$model")"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || ops/build.sh
-export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python:$root/ops/bench"
-echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads $threads, model $path"
-has() { [[ " $phases " == *" $1 "* ]]; }
+bench_python
+path="$(bench_gguf "$model")"
+echo "cpu: $(bench_cpu), threads $threads, model $path"
 
-if has speed; then
-  bin="$(ops/llama-tools.sh)"
+if bench_in "$phases" speed; then
+  bench_llama_tools
   short="$("$troupe" bench -m "$path" --threads "$threads" --prompt-tokens 512 --gen-tokens 64 --repeat 2)"
   rows=()
   for n in "${lengths[@]}"; do
-    ours="$("$troupe" bench -m "$path" --threads "$threads" --prompt-tokens "$n" --gen-tokens 64 --repeat 1)"
-    pp="$("$bin/llama-bench" -m "$path" -t "$threads" -p "$n" -n 0 -r 1 -o json 2>/dev/null)"
-    tg="$("$bin/llama-bench" -m "$path" -t "$threads" -p 0 -n 64 -d "$n" -r 1 -o json 2>/dev/null)"
-    rows+=("$(jq -cn --argjson n "$n" --argjson ours "$ours" --argjson pp "$pp" --argjson tg "$tg" \
-      '{n: $n, ours: $ours, pp: $pp[0].avg_ts, tg: $tg[0].avg_ts}')")
+    rows+=("$(bench_depth "$path" "$threads" "$n" 1)")
     echo "${rows[-1]}" >&2
   done
   printf '%s\n' "${rows[@]}" | jq -rs --argjson short "$short" '
@@ -49,20 +41,16 @@ if has speed; then
     (map("at \(.n): \(.ours.prefill_tok_s / $short.prefill_tok_s * 100 | round) % of the 512 prefill") | join(", "))'
 fi
 
-if has kv; then
+if bench_in "$phases" kv; then
   text=/usr/share/common-licenses/GPL-3
-  bin="$(ops/llama-tools.sh)"
+  bench_llama_tools
   declare -A ppl bytes
   for kv in f16 q8_0 k8v4; do
-    out="$("$troupe" perplexity -m "$path" "$text" --context 512 --kv-type "$kv" --threads "$threads" 2>&1)"
-    ppl[$kv]="$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' <<<"$out")"
+    ppl[$kv]="$("$troupe" perplexity -m "$path" "$text" --context 512 --kv-type "$kv" --threads "$threads" 2>&1 | bench_ppl)"
     bytes[$kv]="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
                   jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
   done
-  llama_ppl() {
-    "$bin/llama-perplexity" -m "$path" -f "$text" -c 512 -t "$threads" "$@" 2>&1 |
-      sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
-  }
+  llama_ppl() { "$llama_bin/llama-perplexity" -m "$path" -f "$text" -c 512 -t "$threads" "$@" 2>&1 | bench_ppl; }
   lf16="$(llama_ppl -ctk f16 -ctv f16)" lq8="$(llama_ppl -fa on -ctk q8_0 -ctv q8_0)"
   echo "| KV type | bytes a token | of f16 | tokens in $kv_gib GiB | troupe PPL | vs f16 | llama.cpp PPL | vs f16 |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -76,29 +64,21 @@ if has kv; then
   done
 fi
 
-work="$(mktemp -d -t troupe-bench-long.XXXXXX)"
-server=""
-trap '[ -n "$server" ] && kill -9 $server 2>/dev/null; rm -rf "$work"' EXIT
-serve() {  # serve NAME [flags...]: starts troupe serve on ipc://$work/NAME.sock
+bench_work long
+serve() {  # serve NAME [flags...]: troupe serve on ipc://$work/NAME.sock
   local name="$1"
   shift
-  "$troupe" serve -m "$path" --threads "$threads" --listen "ipc://$work/$name.sock" --data-dir "$work/$name.data" "$@" \
-    >"$work/$name.log" 2>&1 &
-  server=$!
-  for _ in $(seq 600); do grep -q "listening on" "$work/$name.log" && return 0; sleep 0.1; done
-  cat "$work/$name.log" >&2
-  exit 1
+  bench_serve "$name" -m "$path" --threads "$threads" "$@"
 }
-stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
 
-if has session; then
+if bench_in "$phases" session; then
   serve session --context 1024
-  "$python" ops/bench/long_bench.py "ipc://$work/session.sock" session "$turns"
-  stop
+  "$python" ops/bench/long_bench.py "$endpoint" session "$turns"
+  bench_stop TERM
 fi
 
-if has documents; then
+if bench_in "$phases" documents; then
   serve documents --context 32768 --kv-tokens 34816
-  "$python" ops/bench/long_bench.py "ipc://$work/documents.sock" documents examples/summarize-papers/documents
-  stop
+  "$python" ops/bench/long_bench.py "$endpoint" documents examples/summarize-papers/documents
+  bench_stop TERM
 fi

@@ -10,14 +10,11 @@
 # Env: THREADS (2), DIR (~/.cache/troupe/synthetic), STREAMS (16), ROUNDS (3: each side's best
 # of that many alternating runs).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 threads="${THREADS:-2}" streams="${STREAMS:-16}" rounds="${ROUNDS:-3}"
 dir="${DIR:-${TROUPE_HOME:-$HOME/.cache/troupe}/synthetic}"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || ops/build.sh
-python="$(ops/python-env.sh)"
-bin="$(ops/llama-tools.sh)"
+bench_python
+bench_llama_tools
 mkdir -p "$dir"
 shape=(--embd 1024 --layers 24 --heads 16 --kv-heads 16 --type Q4_K --seed 5 --context 4096)
 make() {  # name, extra make-model flags
@@ -29,31 +26,28 @@ make() {  # name, extra make-model flags
 moe="$(make moe-32x512-top4 --arch qwen2moe --ff 1024 --experts 32 --experts-used 4 --expert-ff 512 --shared-expert-ff 1024)"
 total="$(make dense-ff17408 --arch qwen2 --ff 17408)"
 active="$(make dense-ff3072 --arch qwen2 --ff 3072)"
-echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), threads $threads"
-ratio() { "$python" -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
+echo "cpu: $(bench_cpu), threads $threads"
 
 # The machines are shared: each measure alternates troupe and its peer ROUNDS
 # times and keeps each side's best (interference only ever slows a run).
-best() { "$python" -c "import sys; print(max(float(v) for v in sys.argv[1:]))" "$@"; }
-op=() od=() pp=() tg=() ob=() p=()
+runs_op=() runs_od=() runs_pp=() runs_tg=() runs_ob=() runs_p=()  # each measure's ROUNDS values
 for _ in $(seq "$rounds"); do
   # Decode as llama-bench -n 64 measures it, from (near) an empty context: a 16-token prompt.
-  op+=("$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 512 --gen-tokens 2 --repeat 2 | jq '.prefill_tok_s')")
-  pp+=("$("$bin/llama-bench" -m "$moe" -t "$threads" -p 512 -n 0 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')")
-  od+=("$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 16 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')")
-  tg+=("$("$bin/llama-bench" -m "$moe" -t "$threads" -p 0 -n 64 -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')")
-  ob+=("$("$troupe" bench -m "$moe" --threads "$threads" --batch "$streams" --prompt-tokens 64 --gen-tokens 64 --repeat 1 |
+  runs_op+=("$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 512 --gen-tokens 2 --repeat 2 | jq '.prefill_tok_s')")
+  runs_pp+=("$(bench_llama_ts -m "$moe" -t "$threads" -p 512 -n 0 -r 2)")
+  runs_od+=("$("$troupe" bench -m "$moe" --threads "$threads" --prompt-tokens 16 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')")
+  runs_tg+=("$(bench_llama_ts -m "$moe" -t "$threads" -p 0 -n 64 -r 2)")
+  runs_ob+=("$("$troupe" bench -m "$moe" --threads "$threads" --batch "$streams" --prompt-tokens 64 --gen-tokens 64 --repeat 1 |
          jq '.decode_tok_s')")
-  p+=("$("$bin/llama-batched-bench" -m "$moe" -t "$threads" -tb "$threads" -c $(((64 + 64) * streams + 64)) -b 2048 \
-          -ub 512 -npp 64 -ntg 64 -npl "$streams" --output-format jsonl 2>/dev/null | grep '^{' | tail -1 | jq '.speed_tg')")
+  runs_p+=("$(bench_llama_batched "$moe" "$threads" "$streams" 64 64)")
 done
-op="$(best "${op[@]}")" pp="$(best "${pp[@]}")" od="$(best "${od[@]}")" tg="$(best "${tg[@]}")"
-ob="$(best "${ob[@]}")" p="$(best "${p[@]}")"
-echo "MoE prefill 512: troupe $op, llama-bench $pp: **$(ratio "$op" "$pp")x**"
-echo "MoE decode (batch 1): troupe $od, llama-bench $tg: **$(ratio "$od" "$tg")x**"
-echo "MoE $streams streams (decode, all decoding): troupe $ob, llama-batched-bench $p: **$(ratio "$ob" "$p")x**"
+op="$(bench_best "${runs_op[@]}")" pp="$(bench_best "${runs_pp[@]}")" od="$(bench_best "${runs_od[@]}")"
+tg="$(bench_best "${runs_tg[@]}")" ob="$(bench_best "${runs_ob[@]}")" p="$(bench_best "${runs_p[@]}")"
+echo "MoE prefill 512: troupe $op, llama-bench $pp: **$(bench_ratio "$op" "$pp")x**"
+echo "MoE decode (batch 1): troupe $od, llama-bench $tg: **$(bench_ratio "$od" "$tg")x**"
+echo "MoE $streams streams (decode, all decoding): troupe $ob, llama-batched-bench $p: **$(bench_ratio "$ob" "$p")x**"
 for f in "$total" "$active"; do
   d="$("$troupe" bench -m "$f" --threads "$threads" --prompt-tokens 16 --gen-tokens 64 --repeat 2 | jq '.decode_tok_s')"
-  echo "dense $(basename "$f" .gguf): troupe decode $d tok/s (MoE/dense $(ratio "$od" "$d"))"
+  echo "dense $(basename "$f" .gguf): troupe decode $d tok/s (MoE/dense $(bench_ratio "$od" "$d"))"
 done
-ls -l "$moe" "$total" "$active" | awk '{print $5, $9}'
+stat -c '%s %n' "$moe" "$total" "$active"

@@ -6,15 +6,11 @@
 #
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), DOC (3600 document tokens), RUNS (3).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
-py="$(ops/python-env.sh)"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || { echo "no $troupe: build troupe first (ops/build.sh)" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_python
 model="${MODEL:-qwen2.5-coder-0.5b}"
-ops/models.sh "$model" >/dev/null
-gguf="$(ops/models.sh --path "$model")"
-cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) hardware threads"
-echo "$cpu; troupe $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-exec "$py" ops/bench/responses_bench.py --troupe "$troupe" --gguf "$gguf" --model "$model" \
+gguf="$(bench_gguf "$model")"
+cpu="$(bench_cpu_line)"
+echo "$cpu; troupe $(bench_commit)"
+exec "$python" ops/bench/responses_bench.py --troupe "$troupe" --gguf "$gguf" --model "$model" \
   --threads "${THREADS:-2}" --doc "${DOC:-3600}" --runs "${RUNS:-3}" --cpu "$cpu"

@@ -7,14 +7,11 @@
 # Env: MODEL (qwen2.5-coder-1.5b), THREADS (2), TOKENS (128), WORKLOADS
 # ("summarization code chat").
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 model="${MODEL:-qwen2.5-coder-1.5b}" threads="${THREADS:-2}" n="${TOKENS:-128}"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-path="$(ops/models.sh --path "$model")"
-source ops/bench/spec/prompts.sh
-work="$(mktemp -d -t troupe-spec-bound.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+path="$(bench_gguf "$model")"
+source "$(dirname "${BASH_SOURCE[0]}")/spec/prompts.sh"  # read from the root
+bench_work spec-bound
 for w in ${WORKLOADS:-summarization code chat}; do
   "$troupe" generate -m "$path" --threads "$threads" --chat "${prompts[$w]}" -n "$n" -t 0 --print-ids \
     --context 8192 --quiet >"$work/output"
@@ -23,10 +20,7 @@ for w in ${WORKLOADS:-summarization code chat}; do
     "${prompts[$w]}" | "$troupe" tokenize -m "$path" --special >"$work/prompt"
   context=$(wc -w <"$work/prompt")
   "$troupe" bench -m "$path" --threads "$threads" --batch 1 2 3 4 5 6 7 8 9 --prompt-tokens "$context" \
-    --gen-tokens 8 --repeat 1 2>/dev/null |
-    python3 -c "import json, sys
-print(json.dumps({str(r['batch']): round(1000 * r['batch'] / r['decode_tok_s'], 1) for r in map(json.loads, sys.stdin)}))" \
-    >"$work/costs"
+    --gen-tokens 8 --repeat 1 2>/dev/null | bench_py step-costs >"$work/costs"
   echo "$w: prompt $context tokens, step ms by tokens $(cat "$work/costs")"
   python3 ops/bench/spec_bound.py "$work/prompt" "$work/output" "$work/costs"
 done

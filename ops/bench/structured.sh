@@ -37,22 +37,15 @@
 #   N=1 SUBSETS=Github_easy,Glaiveai2K COVERAGE_LIMIT=3 MODELS=qwen2.5-coder-0.5b BATCHES=1 ROUNDS=1 \
 #     MAX_TOKENS=256 DECODE_MAX_TOKENS=160 JUMP_PROMPTS=1 JUMP_MAX_TOKENS=200 ops/bench/structured.sh
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
-py="$(ops/python-env.sh)"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || { echo "no $troupe: build troupe first (ops/build.sh)" >&2; exit 1; }
-export PYTHONPATH="${BUILD_DIR:-$root/build}/python:$root/clients/python"
+bench="${1:-${JSONSCHEMABENCH:-}}"
+if [ -n "$bench" ]; then bench="$(cd "$bench" && pwd)"; fi  # the library moves to the repository's root
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_python
 models="${MODELS:-qwen2.5-coder-0.5b,qwen2.5-coder-1.5b}"
 parts="${PARTS:-coverage,compliance,timing,decode,jump,peer}"
 export MODELS="$models" PARTS="$parts"
 
-bench="${1:-${JSONSCHEMABENCH:-}}"
-if [ -z "$bench" ]; then
-  for d in "$root/jsonschemabench" ./jsonschemabench; do
-    [ -e "$d" ] && { bench="$d"; break; }
-  done
-fi
+if [ -z "$bench" ] && [ -e jsonschemabench ]; then bench="$root/jsonschemabench"; fi
 if [[ ",$parts," =~ ,(coverage|compliance|timing), ]] && [ -z "$bench" ]; then
   echo "JSONSchemaBench not found: git clone https://github.com/guidance-ai/jsonschemabench and give its path" >&2
   exit 1
@@ -61,20 +54,19 @@ fi
 ggufs=""
 IFS=, read -ra names <<<"$models"
 for m in "${names[@]}"; do
-  ops/models.sh "$m" >/dev/null  # installed once; the file `troupe serve -m $m` reads
-  ggufs+="${ggufs:+,}$(ops/models.sh --path "$m")"
+  ggufs+="${ggufs:+,}$(bench_gguf "$m")"  # installed once; the file `troupe serve -m $m` reads
 done
 
 llama="" version=""
 if [ "${PEER:-1}" != 0 ] && [[ ",$parts," =~ ,(compliance|peer), ]]; then
-  bin="$(ops/llama-tools.sh)"
-  llama="$bin/llama-server"
-  version="$(basename "$(dirname "$(dirname "$bin")")") ($("$llama" --version 2>&1 | grep -m1 -i version | xargs))"
+  bench_llama_tools
+  llama="$llama_bin/llama-server"
+  version="$llama_release ($("$llama" --version 2>&1 | grep -m1 -i version | xargs))"
 fi
 
-cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) hardware threads"
+cpu="$(bench_cpu_line)"
 echo "$cpu"
-echo "troupe: $troupe ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), working tree as is)"
+echo "troupe: $troupe ($(bench_commit), working tree as is)"
 echo "peer: ${llama:-none}${version:+ $version}"
 echo "models: $models ($ggufs); threads ${THREADS:-2}; JSONSchemaBench: ${bench:-none}"
 
@@ -92,7 +84,7 @@ if [[ ",$parts," == *,coverage,* ]]; then
       IFS=, read -ra subs <<<"$SUBSETS"
       for s in "${subs[@]}"; do cov_args+=(--subset "$s"); done
     fi
-    "$py" ops/bench/schema_coverage.py "$troupe" "$bench" "${cov_args[@]}" | tee "$coverage" \
+    "$python" ops/bench/schema_coverage.py "$troupe" "$bench" "${cov_args[@]}" | tee "$coverage" \
       || echo "schema_coverage.py failed; the other parts go on" >&2
   else
     echo "== coverage: ops/bench/schema_coverage.py not present, skipped"
@@ -100,6 +92,6 @@ if [[ ",$parts," == *,coverage,* ]]; then
 fi
 rest="$(tr , '\n' <<<"$parts" | grep -v '^coverage$' | paste -sd, || true)"
 [ -n "$rest" ] || exit 0
-"$py" ops/bench/structured_bench.py --troupe "$troupe" --llama-server "$llama" --llama-version "$version" \
+"$python" ops/bench/structured_bench.py --troupe "$troupe" --llama-server "$llama" --llama-version "$version" \
   --ggufs "$ggufs" --bench "$bench" --parts "$rest" --cpu "$cpu" --coverage "$coverage" --out "$out"
 echo "raw results: $out/results.jsonl; outputs: $out/*.jsonl"

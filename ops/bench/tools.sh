@@ -9,19 +9,19 @@
 # Env: MODEL (qwen2.5-coder-0.5b), N (50 items per category), THREADS (2), STREAMS (4),
 # MAX_TOKENS (256), PEER (1; 0 leaves llama-server out), OUT (answers; default a new dir).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$root"
 [ $# -ge 1 ] || { echo "usage: ops/bench/tools.sh BFCL_DIR (a checkout of github.com/ShishirPatil/gorilla)" >&2; exit 2; }
-py="$(ops/python-env.sh)"
-troupe="${BUILD_DIR:-$root/build}/troupe"
-[ -x "$troupe" ] || { echo "no $troupe: build troupe first (ops/build.sh)" >&2; exit 1; }
+bfcl="$(cd "$1" && pwd)"  # the library moves to the repository's root
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_python
 model="${MODEL:-qwen2.5-coder-0.5b}"
-ops/models.sh "$model" >/dev/null
-gguf="$(ops/models.sh --path "$model")"
+gguf="$(bench_gguf "$model")"
 llama=""
-[ "${PEER:-1}" != 0 ] && llama="$(ops/llama-tools.sh)/llama-server"
-cpu="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) hardware threads"
-echo "$cpu; troupe $(git rev-parse --short HEAD 2>/dev/null || echo '?'); peer: ${llama:-none}"
-exec "$py" ops/bench/tools_bench.py --troupe "$troupe" --llama-server "$llama" --gguf "$gguf" --bfcl "$1" \
+if [ "${PEER:-1}" != 0 ]; then
+  bench_llama_tools
+  llama="$llama_bin/llama-server"
+fi
+cpu="$(bench_cpu_line)"
+echo "$cpu; troupe $(bench_commit); peer: ${llama:-none}"
+exec "$python" ops/bench/tools_bench.py --troupe "$troupe" --llama-server "$llama" --gguf "$gguf" --bfcl "$bfcl" \
   --n "${N:-50}" --threads "${THREADS:-2}" --streams "${STREAMS:-4}" --max-tokens "${MAX_TOKENS:-256}" \
   --out "${OUT:-}" --cpu "$cpu"

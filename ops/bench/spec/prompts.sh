@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # The speculation workloads' user messages, by name (sourced from the
 # project's root by ops/bench/spec.sh and ops/bench/spec_bound.sh):
 # summarization (four paper abstracts, summarized), code (rewrite a 40-line
 # Python file with docstrings: the output copies the input), chat (a story).
 papers="$(cat examples/summarize-papers/papers/0[1-4]*.txt)"
+# shellcheck disable=SC2034  # prompts is for the driver that sources this
 declare -A prompts=(
   [summarization]="Summarize each of these four papers in two sentences, quoting its key finding.
 
