@@ -17,32 +17,27 @@ import argparse
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 
 import openai
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "python"))
-from serving import start_http_server  # noqa: E402
-from workload import text_of  # noqa: E402
+from benchlib import Server, free_port, http_ready
+from workload import text_of
 
 QUESTION = "In one sentence, what was the document about?"
 
 
 def start(args, data, port):
-    return start_http_server([args.troupe, "serve", "-m", args.gguf, "--listen", f"ipc://{data}/serve.sock", "--http",
-                              f"127.0.0.1:{port}", "--threads", str(args.threads), "--kv-tokens", "16384",
-                              "--data-dir", f"{data}/store"], port, os.path.join(data, "serve.log"), wait_s=300)
+    return Server("troupe serve", [args.troupe, "serve", "-m", args.gguf, "--listen", f"ipc://{data}/serve.sock",
+                                   "--http", f"127.0.0.1:{port}", "--threads", str(args.threads), "--kv-tokens",
+                                   "16384", "--data-dir", f"{data}/store"], os.path.join(data, "serve.log"),
+                  http_ready(f"127.0.0.1:{port}", "/readyz"), append=True)
 
 
 def kill(server):
-    server.send_signal(signal.SIGKILL)
-    server.wait()
+    server.kill()
 
 
 def timed(client, model, **kw):
@@ -69,7 +64,7 @@ def main():
     p.add_argument("--cpu", default="")
     args = p.parse_args()
     data = tempfile.mkdtemp(prefix="responses-bench-")
-    port = 20000 + os.getpid() % 20000
+    port = free_port()
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=3600)
     server = start(args, data, port)
     doc = text_of(args.doc, random.Random(11))

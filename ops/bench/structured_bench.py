@@ -33,13 +33,14 @@ import random
 import shutil
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from benchlib import Server, free_port, http_ok
 
 RESULTS = []
 OUT_DIR = None
@@ -77,70 +78,7 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ---------------------------------------------------------------------------------------- servers
-
-class Server:
-    """A child server process; stopped at exit whatever happens."""
-    live = []
-
-    def __init__(self, name, argv, logpath, ready):
-        self.name, self.argv, self.logpath = name, argv, logpath
-        self.logf = open(logpath, "w")
-        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT, start_new_session=True)
-        Server.live.append(self)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{name} exited ({self.proc.returncode}) while starting:\n{self.tail()}")
-            if ready():
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise SystemExit(f"{name} not ready after 300 s:\n{self.tail()}")
-
-    def tail(self, n=30):
-        try:
-            with open(self.logpath) as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
-        if self in Server.live:
-            Server.live.remove(self)
-
-    @classmethod
-    def stop_all(cls):
-        for s in list(cls.live):
-            s.stop()
-
-
-def http_ok(hostport, path):
-    host, port = hostport.rsplit(":", 1)
-    try:
-        c = http.client.HTTPConnection(host, int(port), timeout=2)
-        c.request("GET", path)
-        return c.getresponse().status == 200
-    except OSError:
-        return False
-
 
 class Troupe(Server):
     def __init__(self, args, model, work, extra=(), tag=""):

@@ -23,28 +23,20 @@ DIR: a checkout (or bare git repository) of github.com/ShishirPatil/gorilla.
 """
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import jsonschema
 import openai
 
+from benchlib import Server, free_port, http_ready
+
 DATA = "berkeley-function-call-leaderboard/bfcl_eval/data"
 CATEGORIES = ("simple_python", "multiple")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_lines(bfcl, rel):
@@ -163,33 +155,6 @@ def ask(client, model, item, choice, max_tokens):
             "finish": r.choices[0].finish_reason}
 
 
-class Server:
-    def __init__(self, name, argv, port, health, log):
-        self.name, self.port = name, port
-        self.logf = open(log, "w")
-        self.proc = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT)
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{name} exited while starting; see {log}")
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", health)
-                if c.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise SystemExit(f"{name} not ready in 300 s; see {log}")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--troupe", required=True)
@@ -212,13 +177,15 @@ def main():
     tp = free_port()
     servers.append(Server("troupe", [a.troupe, "serve", "-m", a.gguf, "--listen", f"ipc://{work}/s.sock", "--http",
                                      f"127.0.0.1:{tp}", "--threads", str(a.threads), "--data-dir", f"{work}/data",
-                                     "--drain-timeout", "0"], tp, "/readyz", f"{out}/troupe.log"))
+                                     "--drain-timeout", "0"], f"{out}/troupe.log",
+                          http_ready(f"127.0.0.1:{tp}", "/readyz")))
     engines = {"troupe": tp}
     if a.llama_server:
         lp = free_port()
         servers.append(Server("llama-server", [a.llama_server, "-m", a.gguf, "--jinja", "-t", str(a.threads), "-np",
                                                str(a.streams), "-c", str(4096 * a.streams), "--host", "127.0.0.1",
-                                               "--port", str(lp)], lp, "/health", f"{out}/llama-server.log"))
+                                               "--port", str(lp)], f"{out}/llama-server.log",
+                              http_ready(f"127.0.0.1:{lp}", "/health")))
         engines["llama-server"] = lp
     rows = []
     try:
