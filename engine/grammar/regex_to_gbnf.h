@@ -25,6 +25,8 @@ std::string regex_to_gbnf(std::string_view pattern);
 
 namespace detail {
 
+inline constexpr int32_t kMaxRepeat = 10000;  // gbnf.cpp's own cap on x{m,n}
+
 // A set of Unicode scalar values (surrogates never belong), as sorted,
 // disjoint, non-adjacent inclusive ranges.
 class CharSet {
@@ -34,6 +36,7 @@ class CharSet {
     auto operator<=>(const Range&) const = default;
   };
   static constexpr char32_t kMax = 0x10FFFF;
+  static constexpr char32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
 
   CharSet() = default;
   CharSet(char32_t lo, char32_t hi) { add(lo, hi); }
