@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "engine/grammar/gbnf_names.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/utf8_ranges.h"
 
@@ -13,10 +14,6 @@ namespace troupe::grammar {
 namespace {
 
 using Alternative = std::vector<Element>;
-
-bool gbnf_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
 
 class Parser {
  public:
@@ -112,30 +109,27 @@ class Parser {
   // One code point of a literal or class, escapes decoded.
   uint32_t parse_char() {
     if (done()) fail("unexpected end of the grammar");
+    if (peek() == '\\') return parse_escape();
+    return parse_utf8_char();
+  }
+
+  // The character a backslash escape stands for.
+  uint32_t parse_escape() {
+    ++at_;  // the backslash
+    const char e = peek();
+    ++at_;
+    if (e == 'x') return parse_hex(2);
+    if (e == 'u') return parse_hex(4);
+    if (e == 'U') return parse_hex(8);
+    // Escapes of one character, and what each stands for.
+    constexpr std::string_view kEscaped = "ntr\\\"'[]-^/", kMeant = "\n\t\r\\\"'[]-^/";
+    if (const size_t i = kEscaped.find(e); i != std::string_view::npos) return static_cast<unsigned char>(kMeant[i]);
+    --at_, fail(std::string("unknown escape '\\") + e + "'");
+  }
+
+  // UTF-8 in the grammar text itself.
+  uint32_t parse_utf8_char() {
     const auto c = static_cast<unsigned char>(peek());
-    if (c == '\\') {
-      ++at_;
-      const char e = peek();
-      ++at_;
-      switch (e) {
-        case 'n': return '\n';
-        case 't': return '\t';
-        case 'r': return '\r';
-        case '\\': return '\\';
-        case '"': return '"';
-        case '\'': return '\'';
-        case '[': return '[';
-        case ']': return ']';
-        case '-': return '-';
-        case '^': return '^';
-        case '/': return '/';
-        case 'x': return parse_hex(2);
-        case 'u': return parse_hex(4);
-        case 'U': return parse_hex(8);
-        default: --at_, fail(std::string("unknown escape '\\") + e + "'");
-      }
-    }
-    // UTF-8 in the grammar text itself.
     const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     if (len == 0 || at_ + static_cast<size_t>(len) > s_.size()) fail("the grammar is not valid UTF-8");
     uint32_t cp = len == 1 ? c : c & (0x7F >> len);
@@ -552,43 +546,6 @@ class Parser {
 };
 
 }  // namespace
-
-std::string prefix_rule_names(std::string_view text, std::string_view prefix) {
-  std::string out;
-  out.reserve(text.size() * 5 / 4);
-  const size_t n = text.size();
-  // Copies text[i, up to and including `close`), skipping escaped characters.
-  auto quoted = [&](size_t i, char close) {
-    size_t j = i + 1;
-    while (j < n && text[j] != close) j += text[j] == '\\' ? 2 : 1;
-    j = std::min(j + 1, n);
-    out.append(text.substr(i, j - i));
-    return j;
-  };
-  for (size_t i = 0; i < n;) {
-    const char c = text[i];
-    if (c == '"') {
-      i = quoted(i, '"');
-    } else if (c == '[') {
-      i = quoted(i, ']');
-    } else if (c == '{') {  // a repetition's counts
-      i = quoted(i, '}');
-    } else if (c == '#') {
-      const size_t end = std::min(text.find('\n', i), n);
-      out.append(text.substr(i, end - i));
-      i = end;
-    } else if (gbnf_name_char(c)) {
-      size_t j = i;
-      while (j < n && gbnf_name_char(text[j])) ++j;
-      out.append(prefix).append(text.substr(i, j - i));
-      i = j;
-    } else {
-      out.push_back(c);
-      ++i;
-    }
-  }
-  return out;
-}
 
 std::shared_ptr<const Grammar> compile_gbnf(std::string_view text, const GrammarLimits& limits, std::string_view root) {
   if (text.size() > limits.max_text_bytes)
