@@ -7,9 +7,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-ops/setup.sh
-ops/build.sh
-ops/models.sh qwen2.5-coder-0.5b >/dev/null
+# Only what serving needs; the model downloads while troupe compiles.
+ops/setup.sh --serve
+ops/models.sh qwen2.5-coder-0.5b >/dev/null &
+models=$!
+ops/build.sh --serve
+wait $models
 
 troupe="${BUILD_DIR:-$root/build}/troupe"
 endpoint="${TROUPE_ENDPOINT:-tcp://127.0.0.1:7700}"

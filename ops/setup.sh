@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages troupe builds with, if any is missing.
 # Idempotent: when all are installed it only checks them.
+#   ops/setup.sh           everything the test suite needs (ops/test.sh)
+#   ops/setup.sh --serve   only what building and serving `troupe` needs (ops/demo.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -8,13 +10,18 @@ PACKAGES=(
   libboost-dev nlohmann-json3-dev  # the HTTP gateway: Boost.Asio and Boost.Beast (header-only), JSON
   libsodium-dev  # HTTP bearer tokens (SHA-256), as libzmq's CURVE uses it
   libcaf-dev libzmq3-dev cppzmq-dev libflatbuffers-dev flatbuffers-compiler
-  librocksdb-dev catch2 libpcre2-dev libcli11-dev libspdlog-dev
+  librocksdb-dev libpcre2-dev libcli11-dev libspdlog-dev
   libtomlplusplus-dev  # troupe serve --config
-  clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes
-  chromium  # tests/http/test_web_page.py: the web page's browser test (headless)
-  iproute2  # tests/e2e/hosts.test.cpp: hosts simulated by network namespaces
-  json-schema-test-suite  # tests/engine/json_schema_test_suite.test.cpp: the schema converter's oracle
 )
+if [ "${1:-}" != "--serve" ]; then
+  PACKAGES+=(
+    catch2
+    clang libclang-rt-14-dev  # ops/fuzz.sh: libFuzzer and the sanitizers' runtimes
+    chromium  # tests/http/test_web_page.py: the web page's browser test (headless)
+    iproute2  # tests/e2e/hosts.test.cpp: hosts simulated by network namespaces
+    json-schema-test-suite  # tests/engine/json_schema_test_suite.test.cpp: the schema converter's oracle
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
