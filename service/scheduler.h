@@ -33,10 +33,16 @@
 #include "service/metrics.h"
 #include "service/outbound.h"
 #include "service/placement.h"
+#include "service/recent_requests.h"
 #include "service/response_stream.h"
+#include "service/scheduled_sequence.h"
+#include "service/scheduler_counters.h"
 #include "service/speculation_planner.h"
+#include "service/worker_health.h"
 
 namespace troupe::service {
+
+struct SliceOutcome;
 
 struct SchedulerConfig {
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -120,13 +126,13 @@ class Scheduler {
   // The worker behind the verifier was lost (its connection dropped, it did
   // not answer, or it came back as a new process): its requests move to
   // another replica (failover) or end with `unavailable`, and this side
-  // forgets every page: a worker comes back empty. Until worker_back(),
+  // forgets every page: a worker comes back empty. Until it answers a probe,
   // nothing is stepped and new requests go elsewhere (or are refused).
   void worker_lost(const std::string& why);
   // A heartbeat's answer (the worker's reply to an empty StepPlan, or the
   // link's worker_lost result): notices a loss, or a lost worker that is back.
   void probed(const std::string& result);
-  bool worker_down() const { return worker_down_; }
+  bool worker_down() const { return health_.down(); }
   // What a heartbeat sends the worker: an empty StepPlan, or the release of
   // a draining worker whose requests all moved away (once).
   messages::Bytes probe_plan();
@@ -142,38 +148,7 @@ class Scheduler {
  private:
   enum class Phase : uint8_t { ready, drafting, drafted, stepping, fetching };
   enum class Built : uint8_t { step, nothing, retry };
-  // One sequence: the request's, or one of its n samples.
-  struct Sequence {
-    Sequence(ResponseStream s, messages::SamplingFields f) : stream(std::move(s)), sampling(std::move(f)) {}
-    ResponseStream stream;
-    messages::SamplingFields sampling;
-    int32_t verifier_generation = -1;  // planner preemptions when the verifier last got its sampling
-    int32_t forks_pending = 0;         // samples to fork once the prompt is computed
-    std::string session_id;            // a session turn: committed before its Done
-    std::vector<ChatMessage> turn_messages;
-    int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
-    int32_t window_first_turn = 0;     // the first stored turn its prompt kept
-    std::string tenant;                // its request's fair-share tenant
-    wire::ResponseCacheOutcome cache = wire::ResponseCacheOutcome::not_asked;
-    std::string cache_key;             // a miss: its answer is stored under it
-    // Cascade: its route, the watch that may escalate it, what the next tier needs.
-    Route route;
-    std::optional<EscalationWatch> watch;
-    // escalate's hold: the stream as it was before its first held token, and
-    // the frames of the held tokens, sent only when the watch releases them.
-    struct Held {
-      explicit Held(const ResponseStream& s) : before(s) {}
-      ResponseStream before;
-      Outbound out;
-      int32_t tokens = 0;
-    };
-    std::optional<Held> held;
-    uint32_t weight = 1;
-    Priority priority = Priority::interactive;
-    int32_t first_prompt_tokens = -1;  // escalated here: the prompt its client sent
-    int32_t session_escalations = 0;
-    std::vector<std::string> restore_pages;  // the last tier's stored pages, kept for it
-  };
+  using Sequence = ScheduledSequence;
   using RequestKey = std::pair<std::string, uint64_t>;  // (peer, client request id)
 
   int64_t now() const { return cfg_.clock(); }
@@ -184,7 +159,9 @@ class Scheduler {
   Built build_step(SchedulerPlan& plan);
   std::vector<messages::SliceSpec> slice_specs(const std::vector<PlannedSlice>& slices, const Batch& batch);
   std::vector<PreemptedPages> swaps_for_step();
+  bool prepare_step(SchedulerPlan& plan);
   void take_tokens(const wire::step::StepResult& result);
+  void take_slice(const SliceOutcome& outcome, int32_t window_drafts);
   void take_swapped(SwappedPages pages);
   void deliver(uint64_t seq, int32_t token, float logprob, std::span<const int32_t> top_ids = {},
                std::span<const float> top_logprobs = {});
@@ -199,22 +176,24 @@ class Scheduler {
   void drop(uint64_t seq, bool moved = false);
   void escalate(uint64_t seq, int32_t unsent);
   void release_held(Sequence& s, int64_t t);
-  void unhold(Sequence& s);
-  std::vector<int32_t> sent_tokens(Sequence& s, const PlannedSequence& p, int32_t unsent);
   bool ends_after_step(uint64_t seq) const;  // a cancel or a gone client waits for the step out
-  AdmitRequest carry(uint64_t seq, const Sequence& s, std::vector<int32_t> prompt);
+  AdmitRequest carry(uint64_t seq, Sequence& s, int32_t unsent);
+  bool admit_cancelled(AdmitRequest& a);
+  bool refuse_unplaceable(AdmitRequest& a);
+  bool add_to_planner(AdmitRequest& a, uint64_t seq, const std::string& tenant);
+  Sequence make_sequence(AdmitRequest& a, uint64_t seq, std::string tenant, std::vector<std::string> foreign_pages);
   void move(uint64_t seq);  // failover: to another replica of this tier
-  bool check_instance(uint64_t instance, std::string& why);
   void push_figures();
   void ended(const std::string& peer, uint64_t client_id, RouteOutcome outcome = {});
   void release_session(const std::string& session_id);
   TenantId tenant_id(const std::string& tenant);
   void release_tenant(const std::string& tenant);
-  void account();
+  void account() { counters_.account(!planner_->idle(), now()); }
+  void fresh_pages();
 
   SchedulerConfig cfg_;
   // Owned through pointers: a worker that comes back after it was lost
-  // comes back empty, and so do they (worker_back()).
+  // comes back empty, and so do they (fresh_pages()).
   std::unique_ptr<PagePool> pool_;
   std::unique_ptr<BatchPlanner> planner_;
   SpeculationPlanner speculation_;
@@ -223,11 +202,9 @@ class Scheduler {
   std::unordered_map<uint64_t, Sequence> sequences_;        // by sequence id
   std::map<RequestKey, std::vector<uint64_t>> requests_;  // a request's sequences: one, or one per sample
   // Cancels that overtook their request (control frames skip queued prompts,
-  // service/intake.h): when, so the request ends at once on arrival.
-  std::map<RequestKey, int64_t> early_cancels_;
-  std::map<RequestKey, int64_t> escalated_;  // handed to the next tier: later cancels follow them
-  static constexpr int64_t kEarlyCancelNs = 30'000'000'000;
-  static constexpr size_t kMaxEarlyCancels = 4096;
+  // service/intake.h), so the request ends at once on arrival; requests
+  // handed to the next tier, so later cancels follow them.
+  RecentRequests early_cancels_, escalated_;
   // Fair-share tenants by name, numbered for the planner while they have requests.
   struct TenantSlot {
     TenantId id = 0;
@@ -243,26 +220,14 @@ class Scheduler {
   std::vector<uint64_t> in_step_;                     // sequences of the step in flight
   std::vector<uint64_t> forget_;                      // ended sequences the verifier may drop
   std::vector<std::pair<uint64_t, bool>> deferred_;  // (sequence, tell the client) ended while a plan was out
-  uint64_t tokens_generated_ = 0;
-  uint64_t requests_in_ = 0, escalated_in_ = 0, escalations_out_ = 0, forward_tokens_ = 0, forward_steps_ = 0;
-  uint64_t drafted_ = 0, accepted_ = 0;
-  uint64_t pages_restored_ = 0, pages_swapped_out_ = 0, pages_swapped_in_ = 0, tokens_shifted_ = 0;
-  std::vector<uint64_t> expert_tokens_;  // the worker's latest StepResult.expert_tokens
+  SchedulerCounters counters_;
   bool draining_ = false;
-  // Failover: the worker's process id as it last answered (0: not yet), and whether it is lost.
-  uint64_t worker_instance_ = 0, worker_model_ = 0;
-  bool worker_down_ = false;
+  WorkerHealth health_;
   // The worker is shutting down (StepResult.draining): nothing new goes
   // there, and once the session pages it owes the store are out, its
   // requests move away and it is released.
   bool worker_draining_ = false, release_due_ = false;
   void worker_drains();
-  std::string down_reason_;
-  uint64_t moved_in_ = 0, moved_out_ = 0, workers_lost_ = 0;
-  double step_ms_avg_ = 0;  // the worker's recent step time, for placement
-  double engine_ms_ = 0;      // sum of the verifier's step times
-  double busy_ms_ = 0;        // wall time with requests in the system
-  int64_t busy_since_ns_ = 0;  // 0 while idle
 };
 
 }  // namespace troupe::service
