@@ -90,10 +90,10 @@ void ClientGateway::route(zmq::message_t& id, const zmq::message_t& body) {
         caf::anon_send(ingestion_, gone_atom::value, id.to_string());
       return;
     case service::IntakeLane::prompt:
-      return caf::anon_send(ingestion_, request_atom::value, id.to_string(), client_name(body), bytes, true);
+      return caf::anon_send(ingestion_, request_atom::value, ClientFrame{id.to_string(), client_name(body), bytes, true});
     case service::IntakeLane::control:
-      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, id.to_string(), client_name(body),
-                                                         bytes, false);
+      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value,
+                                                         ClientFrame{id.to_string(), client_name(body), bytes, false});
   }
 }
 

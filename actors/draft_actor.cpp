@@ -6,7 +6,7 @@ draft_actor::behavior_type drafter(draft_actor::stateful_pointer<DraftState> sel
                                    std::string name) {
   self->state.runner = std::make_unique<worker::DraftRunner>(std::move(backend), std::move(name));
   return {
-      [self](propose_atom, const std::string& plan) { return self->state.runner->run(plan); },
+      [self](propose_atom, const DraftPlanBytes& plan) { return DraftResultBytes{self->state.runner->run(plan.bytes)}; },
   };
 }
 

@@ -123,9 +123,9 @@ bool HttpGateway::submit(const std::string& peer, const std::string& client, con
   service::IntakeDecision d = service::classify_frame(bytes, options_.limits, *backlog_);
   if (d.lane == service::IntakeLane::answered) return refusal = d.reply, false;
   if (d.lane == service::IntakeLane::prompt)
-    caf::anon_send(ingestion_, request_atom::value, peer, client, bytes, true);
+    caf::anon_send(ingestion_, request_atom::value, ClientFrame{peer, client, bytes, true});
   else
-    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, peer, client, bytes, false);
+    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, ClientFrame{peer, client, bytes, false});
   return true;
 }
 

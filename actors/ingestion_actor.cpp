@@ -144,10 +144,11 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
   self->state.gate = std::make_unique<service::RequestGate>(std::move(config));
   self->state.links = std::move(links);
   return {
-      [self](request_atom, const std::string& peer, const std::string& client, const std::string& bytes, bool counted) {
-        service::Admission what = self->state.gate->to_admit(peer, bytes, service::steady_ns(), client);
+      [self](request_atom, const ClientFrame& frame) {
+        const std::string& peer = frame.peer;
+        service::Admission what = self->state.gate->to_admit(peer, frame.bytes, service::steady_ns(), frame.client);
         // Read and tokenized: its bytes leave the backlog (the tokens are the scheduler's to bound).
-        if (counted && self->state.links.backlog) self->state.links.backlog->release(bytes.size());
+        if (frame.counted && self->state.links.backlog) self->state.links.backlog->release(frame.bytes.size());
         if (self->state.draining && !std::holds_alternative<service::Query>(what) &&
             !std::holds_alternative<messages::Rejection>(what)) {
           const uint64_t id = std::visit([](const auto& w) -> uint64_t {

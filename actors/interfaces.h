@@ -2,7 +2,7 @@
 // Each role's interface as a typed actor: what it accepts and what it
 // answers, so sending a role a message it does not take is a compile error,
 // not a silent drop. Anything that may cross a process (scheduler ↔
-// verifier and draft model) travels as FlatBuffers bytes in a std::string,
+// verifier and draft model) travels as FlatBuffers bytes (StepPlanBytes, ...),
 // so those hops work over ZeroMQ unchanged; hops inside the front end carry
 // the plain structs of service/ and persistence/.
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -28,8 +28,7 @@ namespace troupe::actors {
 // The step: StepPlan → StepResult, DraftPlan → DraftResult (bytes).
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using propose_atom = caf::atom_constant<caf::atom("propose")>;
-// Clients, through the gateway and ingestion.
-// (peer, the client's CURVE name or "", bytes, counted in the intake backlog)
+// Clients, through the gateway and ingestion (a ClientFrame).
 using request_atom = caf::atom_constant<caf::atom("request")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;        // (peer): unreachable
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
@@ -89,6 +88,30 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;          // the next 
 using jobs_swept_atom = caf::atom_constant<caf::atom("jswept")>;   // (job ids) the store no longer holds
 using store_health_atom = caf::atom_constant<caf::atom("storehlth")>;  // the store's health, on a timer
 
+// The hops that may cross a process carry FlatBuffers bytes, named by what
+// they hold (messages/step_frames.h, messages/draft_frames.h): a result can
+// never be sent where a plan is taken.
+struct StepPlanBytes {
+  messages::Bytes bytes;
+};
+struct StepResultBytes {
+  messages::Bytes bytes;
+};
+struct DraftPlanBytes {
+  messages::Bytes bytes;
+};
+struct DraftResultBytes {
+  messages::Bytes bytes;
+};
+
+// A client's frame on its way from a gateway (ZeroMQ or HTTP) to ingestion.
+struct ClientFrame {
+  std::string peer;       // the gateway's id for the client's connection
+  std::string client;     // the client's CURVE name, or ""
+  messages::Bytes bytes;  // a client Request
+  bool counted = false;   // a prompt counted in the intake backlog (service/intake.h); control frames are not
+};
+
 // The jobs the store holds, and why any could not be read ("" when none).
 struct JobRecords {
   std::vector<persistence::JobRecord> jobs;
@@ -96,10 +119,10 @@ struct JobRecords {
 };
 
 // The target verifier, in process or a `troupe worker` behind a socket.
-using verifier_actor = caf::typed_actor<caf::replies_to<step_atom, std::string>::with<std::string>>;
+using verifier_actor = caf::typed_actor<caf::replies_to<step_atom, StepPlanBytes>::with<StepResultBytes>>;
 
 // The draft model, in process or a `troupe worker --role draft`.
-using draft_actor = caf::typed_actor<caf::replies_to<propose_atom, std::string>::with<std::string>>;
+using draft_actor = caf::typed_actor<caf::replies_to<propose_atom, DraftPlanBytes>::with<DraftResultBytes>>;
 
 // Batch jobs (declared before persistence, which tells it of swept jobs).
 using job_actor = caf::typed_actor<
@@ -175,12 +198,17 @@ using tier_router_actor = scheduler_actor::extend<
     caf::reacts_to<tiers_atom, TierSchedulers>>;
 
 using ingestion_actor = caf::typed_actor<
-    caf::reacts_to<request_atom, std::string, std::string, std::string, bool>,
+    caf::reacts_to<request_atom, ClientFrame>,
     caf::reacts_to<drain_atom>,
     caf::reacts_to<gone_atom, std::string>>;
 
 }  // namespace troupe::actors
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepPlanBytes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResultBytes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DraftPlanBytes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DraftResultBytes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::ClientFrame)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::Outbound::Ended>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TierSchedulers)

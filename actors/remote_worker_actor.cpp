@@ -103,7 +103,8 @@ verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<R
                                               std::chrono::milliseconds timeout) {
   connect(self->state, std::move(address), timeout);
   return {
-      [self](step_atom, const std::string& plan) {
+      [self](step_atom, const StepPlanBytes& step) {
+        const std::string& plan = step.bytes;
         // A heartbeat (an empty plan) is answered at once by a live worker:
         // it waits no longer than kProbeTimeout.
         const auto* p = messages::check_step_plan(plan);
@@ -112,7 +113,7 @@ verifier_actor::behavior_type remote_verifier(verifier_actor::stateful_pointer<R
         std::string why;
         auto reply =
             call(self->state, plan, [](const std::string& r) { return messages::check_step_result(r) != nullptr; }, why, timeout);
-        return reply ? *reply : messages::worker_lost_result(why);
+        return StepResultBytes{reply ? *reply : messages::worker_lost_result(why)};
       },
   };
 }
@@ -121,11 +122,11 @@ draft_actor::behavior_type remote_drafter(draft_actor::stateful_pointer<RemoteWo
                                           std::chrono::milliseconds timeout) {
   connect(self->state, std::move(address), timeout);
   return {
-      [self](propose_atom, const std::string& plan) {
+      [self](propose_atom, const DraftPlanBytes& plan) {
         std::string why;
-        auto reply = call(self->state, plan, [](const std::string& r) { return messages::check_draft_result(r) != nullptr; }, why,
+        auto reply = call(self->state, plan.bytes, [](const std::string& r) { return messages::check_draft_result(r) != nullptr; }, why,
                           self->state.timeout);
-        return reply ? *reply : messages::draft_result(0, {}, why, 0, 0, {});
+        return DraftResultBytes{reply ? *reply : messages::draft_result(0, {}, why, 0, 0, {})};
       },
   };
 }

@@ -57,15 +57,16 @@ void pump(Self self) {
   deliver(self, s.take_outbound());
   auto render = [self](const caf::error& e) { return self->system().render(e); };
   if (!plan.draft_forget.empty())  // no answer awaited
-    self->request(to.drafter, caf::infinite, propose_atom::value, plan.draft_forget).then([](std::string&) {}, [](caf::error&) {});
+    self->request(to.drafter, caf::infinite, propose_atom::value, DraftPlanBytes{std::move(plan.draft_forget)})
+        .then([](DraftResultBytes&) {}, [](caf::error&) {});
   if (plan.kind == service::SchedulerPlan::Kind::drafts)
-    self->request(to.drafter, caf::infinite, propose_atom::value, std::move(plan.bytes))
-        .then([self](std::string& r) { self->state.scheduler->apply_drafts(r, ""); pump(self); },
+    self->request(to.drafter, caf::infinite, propose_atom::value, DraftPlanBytes{std::move(plan.bytes)})
+        .then([self](DraftResultBytes& r) { self->state.scheduler->apply_drafts(r.bytes, ""); pump(self); },
               [self, render](caf::error& e) { self->state.scheduler->apply_drafts("", "unreachable: " + render(e)); pump(self); });
   if (plan.kind == service::SchedulerPlan::Kind::step)
-    self->request(to.verifier, caf::infinite, step_atom::value, std::move(plan.bytes))
-        .then([self](std::string& r) {
-                self->state.scheduler->apply(r, "");
+    self->request(to.verifier, caf::infinite, step_atom::value, StepPlanBytes{std::move(plan.bytes)})
+        .then([self](StepResultBytes& r) {
+                self->state.scheduler->apply(r.bytes, "");
                 if (self->state.links.router && self->state.replica >= 0) {
                   const auto [tier, worker] = coordinates(self);
                   self->send(self->state.links.router, load_atom::value, tier, worker, self->state.scheduler->load());
@@ -77,9 +78,9 @@ void pump(Self self) {
 
 // What a drafting round costs, before the first one.
 void ask_draft_cost(Self self) {
-  self->request(self->state.links.drafter, caf::infinite, propose_atom::value, messages::draft_plan(0, {}, {}))
-      .then([self](std::string& bytes) {
-              const auto* r = messages::check_draft_result(bytes);
+  self->request(self->state.links.drafter, caf::infinite, propose_atom::value, DraftPlanBytes{messages::draft_plan(0, {}, {})})
+      .then([self](DraftResultBytes& result) {
+              const auto* r = messages::check_draft_result(result.bytes);
               if (r && r->round_ms() > 0) self->state.scheduler->set_draft_round_ms(r->round_ms());
             },
             [](caf::error&) {});
@@ -89,8 +90,8 @@ void ask_draft_cost(Self self) {
 // tells a lost worker that is back, or a loss while idle.
 void heartbeat(Self self) {
   if (!self->state.scheduler->plan_out())
-    self->request(self->state.links.verifier, caf::infinite, step_atom::value, self->state.scheduler->probe_plan())
-        .then([self](std::string& r) { self->state.scheduler->probed(r); pump(self); },
+    self->request(self->state.links.verifier, caf::infinite, step_atom::value, StepPlanBytes{self->state.scheduler->probe_plan()})
+        .then([self](StepResultBytes& r) { self->state.scheduler->probed(r.bytes); pump(self); },
               [self](caf::error& e) {
                 self->state.scheduler->probed(messages::worker_lost_result("unreachable: " + self->system().render(e)));
                 pump(self);
