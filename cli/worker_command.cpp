@@ -30,6 +30,7 @@
 #include "messages/step_frames.h"
 #include "worker/draft_runner.h"
 #include "worker/join_announcer.h"
+#include "worker/step_loop.h"
 #include "worker/step_runner.h"
 
 namespace troupe::cli {
@@ -37,9 +38,6 @@ namespace {
 
 std::atomic<int> stop_signals{0};
 void on_stop_signal(int) { stop_signals.fetch_add(1); }
-
-// A draining worker with no step for this long has no front end waiting on it.
-constexpr auto kDrainIdle = std::chrono::seconds(1);
 
 struct WorkerArgs {
   std::string model;
@@ -54,67 +52,6 @@ struct WorkerArgs {
   double drain_timeout = 30;
   int32_t fronts = 1;
   int32_t max_running = 64;  // the front end's (serve --max-running): sliding-window KV is sized for them
-};
-
-// The step socket's loop: each plan answered in turn. The first SIGTERM (or
-// SIGINT) starts a drain: results say `draining`, and the worker leaves when
-// every front end released it, when no step came for kDrainIdle, or when the
-// drain time is up; a second signal leaves at once.
-struct StepLoop {
-  zmq::socket_t& socket;
-  std::function<std::string(const std::string&)> answer;
-  std::shared_ptr<worker::StepRunner> runner;  // null: a draft worker, which does not drain
-  std::vector<std::unique_ptr<worker::JoinAnnouncer>>* announcers = nullptr;
-  std::chrono::duration<double> drain_timeout{30};
-  std::atomic<bool>* refused = nullptr;
-
-  void run() {
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    auto last_step = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point drain_until{};
-    bool draining = false;
-    while (stop_signals < 2) {
-      if (refused && *refused) return;
-      const auto now = std::chrono::steady_clock::now();
-      if (stop_signals == 1 && !draining) {
-        if (!runner || drain_timeout.count() <= 0) return;
-        draining = true;
-        runner->set_draining(true);
-        if (announcers)
-          for (auto& a : *announcers) a->stop();
-        drain_until = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(drain_timeout);
-        last_step = now;
-        std::fprintf(stderr, "troupe worker: draining (up to %.0f s): the front end moves its requests away\n",
-                     drain_timeout.count());
-        std::fflush(stderr);
-      }
-      if (draining && (now >= drain_until || now - last_step >= kDrainIdle)) return;
-      try {
-        if (zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0) continue;
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        throw;
-      }
-      zmq::message_t id, plan;
-      if (!socket.recv(id, zmq::recv_flags::dontwait) || !socket.get(zmq::sockopt::rcvmore)) continue;
-      if (!socket.recv(plan, zmq::recv_flags::none)) continue;
-      const std::string bytes = plan.to_string();
-      const auto* p = runner ? messages::check_step_plan(bytes) : nullptr;
-      // Heartbeats (empty plans) do not keep a draining worker: work does.
-      if (!p || p->step() != 0 || (p->slices() && p->slices()->size() > 0)) last_step = std::chrono::steady_clock::now();
-      const std::string result = answer(bytes);
-      try {
-        socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        socket.send(zmq::buffer(result), zmq::send_flags::dontwait);
-      } catch (const zmq::error_t&) {
-        // The front end went away mid-step; it will start over with a new connection.
-      }
-      if (draining && p && p->release() && runner->fronts_held() == 0) {
-        std::fprintf(stderr, "troupe worker: every front end released this worker\n");
-        return;
-      }
-    }
-  }
 };
 
 int run_worker(WorkerArgs& a) {
@@ -186,7 +123,8 @@ int run_worker(WorkerArgs& a) {
       refused = true;
     }));
   }
-  StepLoop loop{socket, answer, steps, &announcers, std::chrono::duration<double>(a.drain_timeout), &refused};
+  worker::StepLoop loop(socket, answer, steps, &announcers, std::chrono::duration<double>(a.drain_timeout), &refused,
+                        &stop_signals);
   loop.run();
   announcers.clear();
   if (refused) {
