@@ -178,21 +178,18 @@ std::vector<messages::WorkerStatsFields> ServiceMetrics::workers() const {
   return out;
 }
 
-std::string ServiceMetrics::prometheus(const Snapshot& now) const {
-  const messages::StatsFields& g = now.stats;
-  std::lock_guard lock(mutex_);
-  std::string out;
-  out.reserve(8192);
-  histogram(out, "troupe_time_to_first_token_seconds", "Request accepted to its first token", ttft_);
-  histogram(out, "troupe_inter_token_seconds", "Time between a stream's tokens after the first", itl_);
-  histogram(out, "troupe_queue_wait_seconds", "Request accepted to first scheduled", queue_);
-  histogram(out, "troupe_step_seconds", "One engine step (forward pass and sampling of the batch)", step_);
-  header(out, "troupe_requests_total", "counter", "Requests (samples) ended, by finish reason or error code");
-  for (const auto& [outcome, n] : outcomes_) sample(out, "troupe_requests_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
-  counter(out, "troupe_prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
-  counter(out, "troupe_cached_prompt_tokens_total", "Of those, served from cached or restored KV pages", cached_tokens_);
-  counter(out, "troupe_completion_tokens_total", "Tokens generated for ended requests", completion_tokens_);
-  counter(out, "troupe_step_tokens_total", "Tokens computed by engine steps (prefill and decode)", step_tokens_);
+namespace {
+
+// One counter series per key of `counts` (label `label`="key").
+template <typename Map, typename Value>
+void labelled(std::string& out, const char* name, const char* help, const char* label, const Map& counts, Value value) {
+  header(out, name, "counter", help);
+  for (const auto& [key, v] : counts)
+    sample(out, name, std::string(label) + "=\"" + key + "\"", static_cast<double>(value(v)));
+}
+
+// What the engine's steps did, from the scheduler's figures.
+void engine_counters(std::string& out, const messages::StatsFields& g) {
   counter(out, "troupe_steps_total", "Engine steps", g.steps);
   counter(out, "troupe_generated_tokens_total", "Tokens sampled by engine steps", g.tokens_generated);
   counter(out, "troupe_preemptions_total", "Sequences preempted to free KV pages", g.preemptions);
@@ -201,26 +198,13 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   counter(out, "troupe_kv_pages_swapped_out_total", "Preempted sequences' KV pages kept in host memory", g.pages_swapped_out);
   counter(out, "troupe_kv_pages_swapped_in_total", "... and put back instead of computed", g.pages_swapped_in);
   counter(out, "troupe_kv_tokens_shifted_total", "KV positions moved by context shifts instead of computed", g.tokens_shifted);
-  if (!g.expert_tokens.empty()) {
-    header(out, "troupe_expert_tokens_total", "counter", "Tokens each expert of the mixture of experts ran, over its layers");
-    for (size_t e = 0; e < g.expert_tokens.size(); ++e)
-      sample(out, "troupe_expert_tokens_total", "expert=\"" + std::to_string(e) + "\"", static_cast<double>(g.expert_tokens[e]));
-  }
-  header(out, "troupe_speculation_drafted_tokens_total", "counter", "Tokens proposed by speculation, by source");
-  for (const auto& [source, da] : speculation_)
-    sample(out, "troupe_speculation_drafted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.first));
-  header(out, "troupe_speculation_accepted_tokens_total", "counter", "Of those, kept by the target model");
-  for (const auto& [source, da] : speculation_)
-    sample(out, "troupe_speculation_accepted_tokens_total", "source=\"" + source + "\"", static_cast<double>(da.second));
-  header(out, "troupe_job_items_total", "counter", "Batch-job items ended, by outcome");
-  for (const auto& [outcome, n] : job_items_) sample(out, "troupe_job_items_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
-  header(out, "troupe_response_cache_total", "counter", "Requests that asked for the response cache tier, by outcome");
-  for (const auto& [outcome, n] : response_cache_)
-    sample(out, "troupe_response_cache_total", "outcome=\"" + outcome + "\"", static_cast<double>(n));
-  header(out, "troupe_http_requests_total", "counter", "HTTP requests answered, by route and status");
-  for (const auto& [key, n] : http_)
-    sample(out, "troupe_http_requests_total", "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
-           static_cast<double>(n));
+  if (g.expert_tokens.empty()) return;
+  header(out, "troupe_expert_tokens_total", "counter", "Tokens each expert of the mixture of experts ran, over its layers");
+  for (size_t e = 0; e < g.expert_tokens.size(); ++e)
+    sample(out, "troupe_expert_tokens_total", "expert=\"" + std::to_string(e) + "\"", static_cast<double>(g.expert_tokens[e]));
+}
+
+void pool_gauges(std::string& out, const messages::StatsFields& g) {
   gauge(out, "troupe_requests_running", "Sequences in the running batch", g.running);
   gauge(out, "troupe_requests_waiting", "Requests queued for admission", g.waiting);
   gauge(out, "troupe_kv_pages_total", "KV pages of the pool", g.pages_total);
@@ -231,6 +215,84 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
     gauge(out, "troupe_kv_local_pages_total", "Local (sliding-window) layers' page slots", g.local_pages_total);
     gauge(out, "troupe_kv_local_pages_used", "Of those, held for pages a window still reaches", g.local_pages_used);
   }
+}
+
+// Cascade tiers, one series each (label tier = the model's name).
+void tier_series(std::string& out, const std::vector<messages::TierStatsFields>& tiers) {
+  using Field = uint64_t messages::TierStatsFields::*;
+  const std::tuple<const char*, Field, const char*> counters[] = {
+      {"requests", &messages::TierStatsFields::requests, "Requests that started on the tier"},
+      {"escalated_in", &messages::TierStatsFields::escalated_in,
+       "Requests continued on the tier after a smaller one escalated them"},
+      {"escalations", &messages::TierStatsFields::escalations, "Requests the tier handed to the next one mid-stream"},
+      {"tokens", &messages::TierStatsFields::tokens, "Tokens the tier wrote"},
+      {"forward_tokens", &messages::TierStatsFields::forward_tokens,
+       "Positions the tier's model computed (prompts, decode, verify windows)"},
+      {"steps", &messages::TierStatsFields::steps, "The tier's forward passes"},
+      {"drafted_tokens", &messages::TierStatsFields::drafted, "Drafted tokens the tier verified"},
+      {"accepted_tokens", &messages::TierStatsFields::accepted, "Of those, kept"}};
+  if (tiers.empty()) return;
+  for (const auto& [suffix, field, help] : counters) {
+    const std::string name = std::string("troupe_tier_") + suffix + "_total";
+    header(out, name.c_str(), "counter", help);
+    for (const auto& t : tiers) sample(out, name, "tier=\"" + t.name + "\"", static_cast<double>(t.*field));
+  }
+}
+
+// Data-parallel workers, one series each (label worker = its endpoint).
+void worker_series(std::string& out, const std::vector<messages::WorkerStatsFields>& workers) {
+  using Field = uint64_t messages::WorkerStatsFields::*;
+  const std::tuple<const char*, Field, const char*> counters[] = {
+      {"requests", &messages::WorkerStatsFields::requests, "Requests placed on the worker"},
+      {"moved_in", &messages::WorkerStatsFields::moved_in, "Requests the worker continued after another worker was lost"},
+      {"moved_out", &messages::WorkerStatsFields::moved_out, "Requests that left the worker when it was lost"},
+      {"lost", &messages::WorkerStatsFields::lost, "Times the worker was lost (connection dropped, silent, or restarted)"},
+      {"tokens", &messages::WorkerStatsFields::tokens, "Tokens the worker wrote"},
+      {"forward_tokens", &messages::WorkerStatsFields::forward_tokens, "Positions the worker computed"},
+      {"steps", &messages::WorkerStatsFields::steps, "The worker's forward passes"}};
+  const auto label = [](const messages::WorkerStatsFields& w) {
+    return "worker=\"" + w.endpoint + "\"" + (w.tier.empty() ? std::string() : ",tier=\"" + w.tier + "\"");
+  };
+  if (workers.empty()) return;
+  for (const auto& [suffix, field, help] : counters) {
+    const std::string name = std::string("troupe_worker_") + suffix + "_total";
+    header(out, name.c_str(), "counter", help);
+    for (const auto& w : workers) sample(out, name, label(w), static_cast<double>(w.*field));
+  }
+  header(out, "troupe_worker_up", "gauge", "1 while the worker answers, 0 while it is lost");
+  for (const auto& w : workers) sample(out, "troupe_worker_up", label(w), w.up ? 1 : 0);
+}
+
+}  // namespace
+
+std::string ServiceMetrics::prometheus(const Snapshot& now) const {
+  const messages::StatsFields& g = now.stats;
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out.reserve(8192);
+  histogram(out, "troupe_time_to_first_token_seconds", "Request accepted to its first token", ttft_);
+  histogram(out, "troupe_inter_token_seconds", "Time between a stream's tokens after the first", itl_);
+  histogram(out, "troupe_queue_wait_seconds", "Request accepted to first scheduled", queue_);
+  histogram(out, "troupe_step_seconds", "One engine step (forward pass and sampling of the batch)", step_);
+  const auto count = [](uint64_t n) { return n; };
+  labelled(out, "troupe_requests_total", "Requests (samples) ended, by finish reason or error code", "outcome", outcomes_, count);
+  counter(out, "troupe_prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
+  counter(out, "troupe_cached_prompt_tokens_total", "Of those, served from cached or restored KV pages", cached_tokens_);
+  counter(out, "troupe_completion_tokens_total", "Tokens generated for ended requests", completion_tokens_);
+  counter(out, "troupe_step_tokens_total", "Tokens computed by engine steps (prefill and decode)", step_tokens_);
+  engine_counters(out, g);
+  labelled(out, "troupe_speculation_drafted_tokens_total", "Tokens proposed by speculation, by source", "source", speculation_,
+           [](const auto& da) { return da.first; });
+  labelled(out, "troupe_speculation_accepted_tokens_total", "Of those, kept by the target model", "source", speculation_,
+           [](const auto& da) { return da.second; });
+  labelled(out, "troupe_job_items_total", "Batch-job items ended, by outcome", "outcome", job_items_, count);
+  labelled(out, "troupe_response_cache_total", "Requests that asked for the response cache tier, by outcome", "outcome",
+           response_cache_, count);
+  header(out, "troupe_http_requests_total", "counter", "HTTP requests answered, by route and status");
+  for (const auto& [key, n] : http_)
+    sample(out, "troupe_http_requests_total", "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
+           static_cast<double>(n));
+  pool_gauges(out, g);
   if (sessions_ >= 0) gauge(out, "troupe_sessions", "Stored sessions", sessions_);
   if (jobs_running_ >= 0) gauge(out, "troupe_jobs_running", "Batch jobs running", jobs_running_);
   if (store_.known) {
@@ -239,49 +301,8 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
     counter(out, "troupe_store_write_failures_total", "Store writes refused for storage errors",
             static_cast<uint64_t>(store_.write_failures));
   }
-  // Cascade tiers, one series each (label tier = the model's name).
-  using Field = uint64_t messages::TierStatsFields::*;
-  const std::pair<const char*, Field> tier_counters[] = {
-      {"requests", &messages::TierStatsFields::requests},
-      {"escalated_in", &messages::TierStatsFields::escalated_in},
-      {"escalations", &messages::TierStatsFields::escalations},
-      {"tokens", &messages::TierStatsFields::tokens},
-      {"forward_tokens", &messages::TierStatsFields::forward_tokens},
-      {"steps", &messages::TierStatsFields::steps},
-      {"drafted_tokens", &messages::TierStatsFields::drafted},
-      {"accepted_tokens", &messages::TierStatsFields::accepted}};
-  const char* tier_help[] = {"Requests that started on the tier", "Requests continued on the tier after a smaller one escalated them",
-                             "Requests the tier handed to the next one mid-stream", "Tokens the tier wrote",
-                             "Positions the tier's model computed (prompts, decode, verify windows)", "The tier's forward passes",
-                             "Drafted tokens the tier verified", "Of those, kept"};
-  if (!g.tiers.empty())
-    for (size_t i = 0; i < std::size(tier_counters); ++i) {
-      const std::string name = std::string("troupe_tier_") + tier_counters[i].first + "_total";
-      header(out, name.c_str(), "counter", tier_help[i]);
-      for (const auto& t : g.tiers) sample(out, name, "tier=\"" + t.name + "\"", static_cast<double>(t.*tier_counters[i].second));
-    }
-  // Data-parallel workers, one series each (label worker = its endpoint).
-  using WorkerField = uint64_t messages::WorkerStatsFields::*;
-  const std::tuple<const char*, WorkerField, const char*> worker_counters[] = {
-      {"requests", &messages::WorkerStatsFields::requests, "Requests placed on the worker"},
-      {"moved_in", &messages::WorkerStatsFields::moved_in, "Requests the worker continued after another worker was lost"},
-      {"moved_out", &messages::WorkerStatsFields::moved_out, "Requests that left the worker when it was lost"},
-      {"lost", &messages::WorkerStatsFields::lost, "Times the worker was lost (connection dropped, silent, or restarted)"},
-      {"tokens", &messages::WorkerStatsFields::tokens, "Tokens the worker wrote"},
-      {"forward_tokens", &messages::WorkerStatsFields::forward_tokens, "Positions the worker computed"},
-      {"steps", &messages::WorkerStatsFields::steps, "The worker's forward passes"}};
-  const auto worker_label = [](const messages::WorkerStatsFields& w) {
-    return "worker=\"" + w.endpoint + "\"" + (w.tier.empty() ? std::string() : ",tier=\"" + w.tier + "\"");
-  };
-  if (!g.workers.empty()) {
-    for (const auto& [suffix, field, help] : worker_counters) {
-      const std::string name = std::string("troupe_worker_") + suffix + "_total";
-      header(out, name.c_str(), "counter", help);
-      for (const auto& w : g.workers) sample(out, name, worker_label(w), static_cast<double>(w.*field));
-    }
-    header(out, "troupe_worker_up", "gauge", "1 while the worker answers, 0 while it is lost");
-    for (const auto& w : g.workers) sample(out, "troupe_worker_up", worker_label(w), w.up ? 1 : 0);
-  }
+  tier_series(out, g.tiers);
+  worker_series(out, g.workers);
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;
 }

@@ -85,24 +85,27 @@ ApiError api_error(wire::ErrorCode code, const std::string& message) {
   return ApiError{status, message, "", wire::EnumNameErrorCode(code)};
 }
 
-std::variant<CompletionCall, ApiError> parse_completion(const std::string& text, bool chat, const std::string& session_header,
-                                                        const std::vector<std::string>& models, int32_t max_tokens) {
-  json body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) return ApiError{400, "the body is not valid JSON", "", "malformed"};
-  if (!body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
-  CompletionCall call;
-  call.chat = chat;
+namespace {
+
+// Each reader takes its fields from the body, in the order a client's first
+// error is told; none: they were absent or fine.
+using Problem = std::optional<ApiError>;
+
+Problem read_model(const json& body, const std::vector<std::string>& models, CompletionCall& call) {
   call.model = models.empty() ? "" : models.front();
-  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
-    if (!m->is_string()) return bad("model", "model must be a string");
-    const std::string name = m->get<std::string>();
-    if (std::find(models.begin(), models.end(), name) == models.end())
-      return ApiError{404, "the model '" + name + "' does not exist; this server serves " + call.model, "model",
-                      "model_not_found"};
-    call.model = name;
-  }
-  // OpenAI's defaults: temperature 1 and top_p 1 with no top-k or min-p cut.
-  messages::SamplingFields s;
+  auto m = body.find("model");
+  if (m == body.end() || m->is_null()) return std::nullopt;
+  if (!m->is_string()) return bad("model", "model must be a string");
+  const std::string name = m->get<std::string>();
+  if (std::find(models.begin(), models.end(), name) == models.end())
+    return ApiError{404, "the model '" + name + "' does not exist; this server serves " + call.model, "model",
+                    "model_not_found"};
+  call.model = name;
+  return std::nullopt;
+}
+
+// OpenAI's defaults: temperature 1 and top_p 1 with no top-k or min-p cut.
+Problem read_numbers(const json& body, int32_t max_tokens, messages::SamplingFields& s, CompletionCall& call) {
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
   s.max_tokens = std::min(max_tokens, 1024);
   int64_t seed = 0;
@@ -114,104 +117,161 @@ std::variant<CompletionCall, ApiError> parse_completion(const std::string& text,
                    number(body, "max_tokens", s.max_tokens, 1, max_tokens), number(body, "top_k", s.top_k, 0, 1 << 20),
                    number(body, "n", call.n, 1, 16), number(body, "seed", seed, -9.2e18, 9.2e18),
                    number(body, "troupe_accept_ratio", s.accept_ratio, 1e-6, 1)})
-    if (err) return *err;
+    if (err) return err;
   if (s.top_p == 0.0f) s.top_p = 1e-6f;  // OpenAI's 0 means the top token only; troupe's range is (0, 1]
   s.seed = static_cast<uint64_t>(seed);
-  if (auto st = body.find("stop"); st != body.end() && !st->is_null()) {
-    if (st->is_string()) s.stop.push_back(st->get<std::string>());
-    else if (st->is_array() && st->size() <= 4) {
-      for (const auto& x : *st) {
-        if (!x.is_string()) return bad("stop", "stop must be a string or an array of up to 4 strings");
-        s.stop.push_back(x.get<std::string>());
-      }
-    } else return bad("stop", "stop must be a string or an array of up to 4 strings");
-    for (const auto& x : s.stop)
-      if (x.empty()) return bad("stop", "a stop string is empty");
-  }
-  if (auto lb = body.find("logit_bias"); lb != body.end() && !lb->is_null()) {
-    if (!lb->is_object()) return bad("logit_bias", "logit_bias must map token ids to biases");
-    for (const auto& [key, v] : lb->items()) {
-      char* end = nullptr;
-      const long token = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || token < 0 || token > INT32_MAX || !v.is_number())
-        return bad("logit_bias", "logit_bias keys are token ids and values numbers, not '" + key + "'");
-      const double b = v.get<double>();
-      if (!(b >= -100 && b <= 100)) return bad("logit_bias", "a bias is outside [-100, 100]");
-      s.logit_bias.emplace_back(static_cast<int32_t>(token), static_cast<float>(b));
+  return std::nullopt;
+}
+
+Problem read_stop(const json& body, messages::SamplingFields& s) {
+  auto st = body.find("stop");
+  if (st == body.end() || st->is_null()) return std::nullopt;
+  const char* why = "stop must be a string or an array of up to 4 strings";
+  if (st->is_string()) s.stop.push_back(st->get<std::string>());
+  else if (!st->is_array() || st->size() > 4) return bad("stop", why);
+  else
+    for (const auto& x : *st) {
+      if (!x.is_string()) return bad("stop", why);
+      s.stop.push_back(x.get<std::string>());
     }
+  for (const auto& x : s.stop)
+    if (x.empty()) return bad("stop", "a stop string is empty");
+  return std::nullopt;
+}
+
+Problem read_logit_bias(const json& body, messages::SamplingFields& s) {
+  auto lb = body.find("logit_bias");
+  if (lb == body.end() || lb->is_null()) return std::nullopt;
+  if (!lb->is_object()) return bad("logit_bias", "logit_bias must map token ids to biases");
+  for (const auto& [key, v] : lb->items()) {
+    char* end = nullptr;
+    const long token = std::strtol(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || token < 0 || token > INT32_MAX || !v.is_number())
+      return bad("logit_bias", "logit_bias keys are token ids and values numbers, not '" + key + "'");
+    const double b = v.get<double>();
+    if (!(b >= -100 && b <= 100)) return bad("logit_bias", "a bias is outside [-100, 100]");
+    s.logit_bias.emplace_back(static_cast<int32_t>(token), static_cast<float>(b));
   }
-  if (auto e = read_constraint(body, s.constraint)) return bad(e->param, e->message);
-  // Chat: logprobs true and top_logprobs N; completions: logprobs N.
+  return std::nullopt;
+}
+
+// Chat: logprobs true and top_logprobs N; completions: logprobs N.
+Problem read_logprobs(const json& body, bool chat, CompletionCall& call) {
   if (auto lp = body.find("logprobs"); lp != body.end() && !lp->is_null()) {
-    if (chat) {
-      if (!lp->is_boolean()) return bad("logprobs", "logprobs must be a boolean");
-      call.logprobs = lp->get<bool>();
-    } else {
-      if (auto err = number(body, "logprobs", call.top_logprobs, 0, 20)) return *err;
+    if (!chat) {
+      if (auto err = number(body, "logprobs", call.top_logprobs, 0, 20)) return err;
       call.logprobs = true;
+    } else if (!lp->is_boolean()) {
+      return bad("logprobs", "logprobs must be a boolean");
+    } else {
+      call.logprobs = lp->get<bool>();
     }
   }
-  if (chat) {
-    if (auto err = number(body, "top_logprobs", call.top_logprobs, 0, 20)) return *err;
-    if (call.top_logprobs > 0 && !call.logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
-  }
-  if (auto st = body.find("stream"); st != body.end() && !st->is_null()) {
-    if (!st->is_boolean()) return bad("stream", "stream must be a boolean");
-    call.stream = st->get<bool>();
-  }
+  if (!chat) return std::nullopt;
+  if (auto err = number(body, "top_logprobs", call.top_logprobs, 0, 20)) return err;
+  if (call.top_logprobs > 0 && !call.logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
+  return std::nullopt;
+}
+
+// A boolean field, if present.
+Problem flag(const json& body, const char* key, const char* why, bool& into) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return bad(key, why);
+  into = it->get<bool>();
+  return std::nullopt;
+}
+
+Problem read_speculation(const json& body, wire::Speculation& spec) {
+  auto sp = body.find("troupe_speculation");
+  if (sp == body.end() || sp->is_null()) return std::nullopt;
+  const std::string v = sp->is_string() ? sp->get<std::string>() : "";
+  if (v == "off") spec = wire::Speculation::off;
+  else if (v == "ngram") spec = wire::Speculation::ngram;
+  else if (v == "draft") spec = wire::Speculation::draft;
+  else if (v == "auto") spec = wire::Speculation::auto_;
+  else return bad("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
+  return std::nullopt;
+}
+
+// The fields a chat and a completion share, read into the call.
+struct CommonFields {
+  messages::SamplingFields sampling;
+  wire::Speculation speculation = wire::Speculation::server_default;
+  bool cache = false;  // troupe's extension: the response cache tier (greedy or seeded requests)
+  std::string session;
+};
+
+Problem read_common(const json& body, bool chat, const std::vector<std::string>& models, int32_t max_tokens,
+                    CompletionCall& call, CommonFields& f) {
+  if (auto err = read_model(body, models, call)) return err;
+  if (auto err = read_numbers(body, max_tokens, f.sampling, call)) return err;
+  if (auto err = read_stop(body, f.sampling)) return err;
+  if (auto err = read_logit_bias(body, f.sampling)) return err;
+  if (auto e = read_constraint(body, f.sampling.constraint)) return bad(e->param, e->message);
+  if (auto err = read_logprobs(body, chat, call)) return err;
+  if (auto err = flag(body, "stream", "stream must be a boolean", call.stream)) return err;
   if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
     call.include_usage = so->value("include_usage", false);
-  wire::Speculation spec = wire::Speculation::server_default;
-  if (auto sp = body.find("troupe_speculation"); sp != body.end() && !sp->is_null()) {
-    const std::string v = sp->is_string() ? sp->get<std::string>() : "";
-    if (v == "off") spec = wire::Speculation::off;
-    else if (v == "ngram") spec = wire::Speculation::ngram;
-    else if (v == "draft") spec = wire::Speculation::draft;
-    else if (v == "auto") spec = wire::Speculation::auto_;
-    else return bad("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
-  }
-  bool cache = false;  // troupe's extension: the response cache tier (greedy or seeded requests)
-  if (auto rc = body.find("troupe_response_cache"); rc != body.end() && !rc->is_null()) {
-    if (!rc->is_boolean()) return bad("troupe_response_cache", "troupe_response_cache must be true or false");
-    cache = rc->get<bool>();
-  }
-  std::string session = session_header;
+  if (auto err = read_speculation(body, f.speculation)) return err;
+  if (auto err = flag(body, "troupe_response_cache", "troupe_response_cache must be true or false", f.cache)) return err;
   if (auto se = body.find("session"); se != body.end() && !se->is_null()) {
     if (!se->is_string()) return bad("session", "session must be a string");
-    session = se->get<std::string>();
+    f.session = se->get<std::string>();
   }
-  if (chat) {
-    auto m = body.find("messages");
-    if (m == body.end() || !m->is_array() || m->empty()) return bad("messages", "messages must be a non-empty array");
-    messages::ChatTurnFields turn;
-    turn.session_id = session;
-    for (size_t i = 0; i < m->size(); ++i) {
-      turn.messages.emplace_back();
-      if (auto err = read_openai_message((*m)[i], i, turn.messages.back())) return bad(err->param, err->message);
-    }
-    if (auto err = read_openai_tools(body, turn.tools)) return bad(err->param, err->message);
-    call.tools = !turn.tools.tools.empty() && turn.tools.choice != wire::ToolChoice::none;
-    turn.sampling = s;
-    turn.speculation = spec;
-    turn.n = call.n;
-    turn.response_cache = cache;
-    turn.logprobs = call.logprobs;
-    turn.top_logprobs = call.top_logprobs;
-    call.request = messages::chat_request(1, turn);
-    call.turn = std::move(turn);
-  } else {
-    if (!session.empty()) return bad("session", "sessions are for chat completions");
-    auto p = body.find("prompt");
-    std::string prompt;
-    if (p != body.end() && p->is_string()) prompt = p->get<std::string>();
-    else if (p != body.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) prompt = (*p)[0].get<std::string>();
-    else return bad("prompt", "prompt must be a string (one prompt per request)");
-    bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
-    if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
-    call.request = messages::generate_request(1, prompt, s, wire::Priority::interactive, false, call.logprobs, ignore_eos,
-                                              call.n, spec, 0, {}, wire::ContextPolicy::server_default, cache,
-                                              call.top_logprobs);
+  return std::nullopt;
+}
+
+Problem chat_call(const json& body, CommonFields f, CompletionCall& call) {
+  auto m = body.find("messages");
+  if (m == body.end() || !m->is_array() || m->empty()) return bad("messages", "messages must be a non-empty array");
+  messages::ChatTurnFields turn;
+  turn.session_id = f.session;
+  for (size_t i = 0; i < m->size(); ++i) {
+    turn.messages.emplace_back();
+    if (auto err = read_openai_message((*m)[i], i, turn.messages.back())) return bad(err->param, err->message);
   }
+  if (auto err = read_openai_tools(body, turn.tools)) return bad(err->param, err->message);
+  call.tools = !turn.tools.tools.empty() && turn.tools.choice != wire::ToolChoice::none;
+  turn.sampling = std::move(f.sampling);
+  turn.speculation = f.speculation;
+  turn.n = call.n;
+  turn.response_cache = f.cache;
+  turn.logprobs = call.logprobs;
+  turn.top_logprobs = call.top_logprobs;
+  call.request = messages::chat_request(1, turn);
+  call.turn = std::move(turn);
+  return std::nullopt;
+}
+
+Problem completion_call(const json& body, const CommonFields& f, CompletionCall& call) {
+  if (!f.session.empty()) return bad("session", "sessions are for chat completions");
+  auto p = body.find("prompt");
+  std::string prompt;
+  if (p != body.end() && p->is_string()) prompt = p->get<std::string>();
+  else if (p != body.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) prompt = (*p)[0].get<std::string>();
+  else return bad("prompt", "prompt must be a string (one prompt per request)");
+  bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
+  if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
+  call.request = messages::generate_request(1, prompt, f.sampling, wire::Priority::interactive, false, call.logprobs,
+                                            ignore_eos, call.n, f.speculation, 0, {}, wire::ContextPolicy::server_default,
+                                            f.cache, call.top_logprobs);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<CompletionCall, ApiError> parse_completion(const std::string& text, bool chat, const std::string& session_header,
+                                                        const std::vector<std::string>& models, int32_t max_tokens) {
+  json body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) return ApiError{400, "the body is not valid JSON", "", "malformed"};
+  if (!body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
+  CompletionCall call;
+  call.chat = chat;
+  CommonFields f;
+  f.session = session_header;  // the body's `session` wins
+  if (auto err = read_common(body, chat, models, max_tokens, call, f)) return *err;
+  if (auto err = chat ? chat_call(body, std::move(f), call) : completion_call(body, f, call)) return *err;
   return call;
 }
 
@@ -291,59 +351,8 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
     case wire::ResponseBody::Accepted:
       for (auto& s : tool_streams_) s.seed(r->body_as_Accepted()->tool_call_seed());
       return Step::more;
-    case wire::ResponseBody::Tokens: {
-      const auto* t = r->body_as_Tokens();
-      const int32_t i = t->sample();
-      if (i < 0 || i >= call_.n) return Step::more;
-      const std::string piece = t->text() ? t->text()->str() : "";
-      const size_t offset = text_[static_cast<size_t>(i)].size();
-      text_[static_cast<size_t>(i)] += piece;
-      // This frame's tokens' logprobs (a token whose text is not whole yet has its own).
-      std::vector<json> entries;
-      if (call_.logprobs && t->token_ids() && t->logprobs() && t->logprobs()->size() == t->token_ids()->size()) {
-        const auto top = static_cast<int32_t>(call_.top_logprobs);
-        const bool tops = t->top_ids() && t->top_logprobs() && t->top_ids()->size() == t->token_ids()->size() * top &&
-                          t->top_logprobs()->size() == t->top_ids()->size();
-        for (uint32_t k = 0; k < t->token_ids()->size(); ++k)
-          entries.push_back(entry(t->token_ids()->Get(k), t->logprobs()->Get(k), tops ? t->top_ids()->data() + k * top : nullptr,
-                                  tops ? t->top_logprobs()->data() + k * top : nullptr, tops ? top : 0));
-        auto& all = logprobs_[static_cast<size_t>(i)];
-        all.insert(all.end(), entries.begin(), entries.end());
-      }
-      if (call_.stream && (!piece.empty() || !entries.empty())) {
-        start(i, sse);
-        std::vector<std::string> deltas;
-        if (call_.tools) deltas = tool_streams_[static_cast<size_t>(i)].take(piece);  // content and calls, apart
-        else if (!piece.empty()) deltas.push_back(call_.chat ? json{{"content", piece}}.dump() : piece);
-        if (deltas.empty() && !entries.empty()) deltas.push_back(call_.chat ? json{{"content", ""}}.dump() : "");
-        const json lp = choice_logprobs(entries, offset);
-        for (size_t k = 0; k < deltas.size(); ++k)
-          sse += chunk(i, deltas[k], nullptr, k == 0 && !entries.empty() ? &lp : nullptr);
-      }
-      return Step::more;
-    }
-    case wire::ResponseBody::Done: {
-      const auto* d = r->body_as_Done();
-      const int32_t i = d->sample();
-      if (i < 0 || i >= call_.n) return Step::more;
-      finish_[static_cast<size_t>(i)] = finish_name(d->finish_reason());
-      if (const auto* u = d->usage()) {
-        prompt_tokens_ = u->prompt_tokens();  // the samples share one prompt
-        cached_tokens_ = u->cached_prompt_tokens();
-        completion_tokens_ += u->completion_tokens();
-      }
-      if (const auto* calls = d->tool_calls())
-        for (const auto* c : *calls)
-          calls_[static_cast<size_t>(i)].push_back({c->id() ? c->id()->str() : "", c->name() ? c->name()->str() : "",
-                                                   c->arguments() ? c->arguments()->str() : ""});
-      if (call_.stream) {
-        start(i, sse);
-        if (call_.tools)
-          for (const std::string& delta : tool_streams_[static_cast<size_t>(i)].finish()) sse += chunk(i, delta, nullptr);
-        sse += chunk(i, call_.chat ? "{}" : "", finish_[static_cast<size_t>(i)].c_str());
-      }
-      return ++done_ >= call_.n ? Step::done : Step::more;
-    }
+    case wire::ResponseBody::Tokens: return take_tokens(*r->body_as_Tokens(), sse);
+    case wire::ResponseBody::Done: return take_done(*r->body_as_Done(), sse);
     case wire::ResponseBody::Error: {
       const auto* e = r->body_as_Error();
       error_ = api_error(e->code(), e->message() ? e->message()->str() : "");
@@ -351,6 +360,62 @@ CompletionReply::Step CompletionReply::take(const std::string& frame, std::strin
     }
     default: return Step::more;
   }
+}
+
+// This frame's tokens' logprobs (a token whose text is not whole yet has its own).
+std::vector<json> CompletionReply::frame_logprobs(const wire::Tokens& t) const {
+  std::vector<json> entries;
+  if (!call_.logprobs || !t.token_ids() || !t.logprobs() || t.logprobs()->size() != t.token_ids()->size()) return entries;
+  const auto top = static_cast<int32_t>(call_.top_logprobs);
+  const bool tops = t.top_ids() && t.top_logprobs() && t.top_ids()->size() == t.token_ids()->size() * top &&
+                    t.top_logprobs()->size() == t.top_ids()->size();
+  for (uint32_t k = 0; k < t.token_ids()->size(); ++k)
+    entries.push_back(entry(t.token_ids()->Get(k), t.logprobs()->Get(k), tops ? t.top_ids()->data() + k * top : nullptr,
+                            tops ? t.top_logprobs()->data() + k * top : nullptr, tops ? top : 0));
+  return entries;
+}
+
+CompletionReply::Step CompletionReply::take_tokens(const wire::Tokens& t, std::string& sse) {
+  const int32_t i = t.sample();
+  if (i < 0 || i >= call_.n) return Step::more;
+  const auto at = static_cast<size_t>(i);
+  const std::string piece = t.text() ? t.text()->str() : "";
+  const size_t offset = text_[at].size();
+  text_[at] += piece;
+  const std::vector<json> entries = frame_logprobs(t);
+  logprobs_[at].insert(logprobs_[at].end(), entries.begin(), entries.end());
+  if (!call_.stream || (piece.empty() && entries.empty())) return Step::more;
+  start(i, sse);
+  std::vector<std::string> deltas;
+  if (call_.tools) deltas = tool_streams_[at].take(piece);  // content and calls, apart
+  else if (!piece.empty()) deltas.push_back(call_.chat ? json{{"content", piece}}.dump() : piece);
+  if (deltas.empty() && !entries.empty()) deltas.push_back(call_.chat ? json{{"content", ""}}.dump() : "");
+  const json lp = choice_logprobs(entries, offset);
+  for (size_t k = 0; k < deltas.size(); ++k) sse += chunk(i, deltas[k], nullptr, k == 0 && !entries.empty() ? &lp : nullptr);
+  return Step::more;
+}
+
+CompletionReply::Step CompletionReply::take_done(const wire::Done& d, std::string& sse) {
+  const int32_t i = d.sample();
+  if (i < 0 || i >= call_.n) return Step::more;
+  const auto at = static_cast<size_t>(i);
+  finish_[at] = finish_name(d.finish_reason());
+  if (const auto* u = d.usage()) {
+    prompt_tokens_ = u->prompt_tokens();  // the samples share one prompt
+    cached_tokens_ = u->cached_prompt_tokens();
+    completion_tokens_ += u->completion_tokens();
+  }
+  if (const auto* calls = d.tool_calls())
+    for (const auto* c : *calls)
+      calls_[at].push_back({c->id() ? c->id()->str() : "", c->name() ? c->name()->str() : "",
+                            c->arguments() ? c->arguments()->str() : ""});
+  if (call_.stream) {
+    start(i, sse);
+    if (call_.tools)
+      for (const std::string& delta : tool_streams_[at].finish()) sse += chunk(i, delta, nullptr);
+    sse += chunk(i, call_.chat ? "{}" : "", finish_[at].c_str());
+  }
+  return ++done_ >= call_.n ? Step::done : Step::more;
 }
 
 // A chat answer: its text, or (tools) the content before its calls and the calls.

@@ -91,6 +91,9 @@ class CompletionReply : public FrameReply {
   nlohmann::ordered_json entry(int32_t token, float logprob, const int32_t* top_ids, const float* top_lps, int32_t top) const;
   nlohmann::ordered_json choice_logprobs(const std::vector<nlohmann::ordered_json>& entries, size_t offset) const;
   void start(int32_t index, std::string& sse);
+  Step take_tokens(const wire::Tokens& tokens, std::string& sse);
+  Step take_done(const wire::Done& done, std::string& sse);
+  std::vector<nlohmann::ordered_json> frame_logprobs(const wire::Tokens& tokens) const;
   nlohmann::ordered_json message(size_t index) const;
   CompletionCall call_;
   std::string id_;

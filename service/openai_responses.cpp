@@ -278,19 +278,20 @@ std::string new_chain() {
   return buf;
 }
 
-std::variant<ResponsesCall, ApiError> parse_responses(const std::string& text, const std::vector<std::string>& models,
-                                                      int32_t max_tokens) {
-  const json body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) return ApiError{400, "the body is not valid JSON", "", "malformed"};
-  if (!body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
-  // What troupe does not do is refused, never ignored.
+namespace {
+
+// What troupe does not do is refused, never ignored.
+std::optional<ApiError> refuse_unsupported(const json& body) {
   if (auto b = body.find("background"); b != body.end() && b->is_boolean() && b->get<bool>())
     return bad("background", "background responses are not supported; troupe's batch jobs run work in the background");
   for (const char* key : {"conversation", "prompt"})
     if (auto it = body.find(key); it != body.end() && !it->is_null())
       return bad(key, std::string(key) + " is not supported: continue a chain with previous_response_id");
-  ResponsesCall call;
-  json chat = json::object();
+  return std::nullopt;
+}
+
+// The fields a chat completion reads as they are, renamed where the APIs differ.
+std::optional<ApiError> read_sampling(const json& body, json& chat) {
   for (const char* key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "min_p",
                           "repeat_penalty", "presence_penalty", "frequency_penalty", "troupe_speculation",
                           "troupe_accept_ratio"})
@@ -306,6 +307,11 @@ std::variant<ResponsesCall, ApiError> parse_responses(const std::string& text, c
     chat["top_logprobs"] = *tl;
     if (tl->is_number() && tl->get<double>() > 0) chat["logprobs"] = true;
   }
+  return std::nullopt;
+}
+
+// The chain's own fields: store, previous_response_id, metadata.
+std::optional<ApiError> read_chain(const json& body, ResponsesCall& call) {
   if (auto s = body.find("store"); s != body.end() && !s->is_null()) {
     if (!s->is_boolean()) return bad("store", "store must be a boolean");
     call.store = s->get<bool>();
@@ -317,14 +323,35 @@ std::variant<ResponsesCall, ApiError> parse_responses(const std::string& text, c
   }
   if (auto m = body.find("metadata"); m != body.end() && !m->is_null() && (!m->is_object() || m->size() > 16))
     return bad("metadata", "metadata must be an object of at most 16 keys");
+  return std::nullopt;
+}
+
+// instructions and input, as the chat's messages.
+std::optional<ApiError> read_messages(const json& body, json& chat) {
   json messages = json::array();
   if (auto in = body.find("instructions"); in != body.end() && !in->is_null()) {
     if (!in->is_string()) return bad("instructions", "instructions must be a string");
     messages.push_back({{"role", "system"}, {"content", *in}});
   }
   if (!body.contains("input")) return bad("input", "input is required");
-  if (auto e = read_input(body["input"], messages)) return *e;
+  if (auto e = read_input(body["input"], messages)) return e;
   chat["messages"] = std::move(messages);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<ResponsesCall, ApiError> parse_responses(const std::string& text, const std::vector<std::string>& models,
+                                                      int32_t max_tokens) {
+  const json body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) return ApiError{400, "the body is not valid JSON", "", "malformed"};
+  if (!body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
+  if (auto e = refuse_unsupported(body)) return *e;
+  ResponsesCall call;
+  json chat = json::object();
+  if (auto e = read_sampling(body, chat)) return *e;
+  if (auto e = read_chain(body, call)) return *e;
+  if (auto e = read_messages(body, chat)) return *e;
   if (auto e = read_tools(body, chat)) return *e;
   if (auto e = read_format(body, chat)) return *e;
   auto parsed = parse_completion(chat.dump(), true, "", models, max_tokens);

@@ -66,6 +66,29 @@ std::optional<ToolsError> read_openai_tools(const json& body, messages::ChatTool
   return std::nullopt;
 }
 
+namespace {
+
+// An assistant message's tool_calls, as OpenAI writes them.
+std::optional<ToolsError> read_message_calls(const json& calls, const std::string& at,
+                                             std::vector<messages::ToolCallFields>& into) {
+  if (!calls.is_array()) return bad("messages", at + ": tool_calls must be an array");
+  for (const auto& c : calls) {
+    const auto fn = c.is_object() ? c.find("function") : c.end();
+    if (!c.is_object() || fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+      return bad("messages", at + ": each tool call needs function.name");
+    messages::ToolCallFields call;
+    call.id = c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
+    call.name = (*fn)["name"].get<std::string>();
+    const json args = fn->contains("arguments") ? (*fn)["arguments"] : json("{}");
+    // OpenAI's arguments are a JSON text; some clients send the object.
+    call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+    into.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ToolsError> read_openai_message(const json& m, size_t index, messages::ChatMessageFields& into) {
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) return bad("messages", "each message needs a role");
   into = {};
@@ -75,19 +98,7 @@ std::optional<ToolsError> read_openai_message(const json& m, size_t index, messa
   const std::string at = "message " + std::to_string(index);
   if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
     if (into.role != "assistant") return bad("messages", at + ": only an assistant message has tool_calls");
-    if (!calls->is_array()) return bad("messages", at + ": tool_calls must be an array");
-    for (const auto& c : *calls) {
-      const auto fn = c.is_object() ? c.find("function") : c.end();
-      if (!c.is_object() || fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-        return bad("messages", at + ": each tool call needs function.name");
-      messages::ToolCallFields call;
-      call.id = c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
-      call.name = (*fn)["name"].get<std::string>();
-      const json args = fn->contains("arguments") ? (*fn)["arguments"] : json("{}");
-      // OpenAI's arguments are a JSON text; some clients send the object.
-      call.arguments = args.is_string() ? args.get<std::string>() : args.dump();
-      into.tool_calls.push_back(std::move(call));
-    }
+    if (auto err = read_message_calls(*calls, at, into.tool_calls)) return err;
   }
   if (into.role == "tool") {
     const auto id = m.find("tool_call_id");

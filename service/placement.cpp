@@ -63,6 +63,9 @@ int32_t Placement::up_count() const {
   return static_cast<int32_t>(std::count_if(replicas_.begin(), replicas_.end(), [](const Replica& r) { return r.up; }));
 }
 
+// In order: the session's last worker unless it is overloaded, the worker
+// holding the longest prefix of the prompt (the cheaper on a tie), the
+// cheapest worker. Overloaded: more than `slack` requests over the least loaded.
 Placement::Choice Placement::place(std::span<const int32_t> prompt, const std::string& session_id, int32_t avoid) {
   const auto start = std::chrono::steady_clock::now();
   Choice c;
@@ -71,42 +74,57 @@ Placement::Choice Placement::place(std::span<const int32_t> prompt, const std::s
   for (size_t i = 0; i < replicas_.size(); ++i)
     if (usable(i)) min_live = std::min(min_live, replicas_[i].live);
   if (min_live == std::numeric_limits<int32_t>::max()) return c;  // none up
-  const auto not_overloaded = [&](size_t i) { return replicas_[i].live <= min_live + cfg_.slack; };
+  const auto eligible = [&](size_t i) { return usable(i) && replicas_[i].live <= min_live + cfg_.slack; };
   const std::vector<uint64_t> chain = page_chain(prompt);
-
-  int32_t session_home = kNone;
-  if (!session_id.empty()) {
-    if (auto it = sessions_.find(session_id); it != sessions_.end()) session_home = it->second;
-    else if (auto old = old_sessions_.find(session_id); old != old_sessions_.end()) session_home = old->second;
-  }
-  if (session_home != kNone && usable(static_cast<size_t>(session_home)) && not_overloaded(static_cast<size_t>(session_home))) {
-    c.replica = session_home;
-    c.why = Choice::Why::session;
-  }
-  if (c.replica == kNone && !chain.empty()) {
-    double best_cost = 0;
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      if (!usable(i) || !not_overloaded(i)) continue;
-      const int32_t m = matched_pages(replicas_[i], chain);
-      const double k = cost(replicas_[i], static_cast<int64_t>(prompt.size()));
-      if (m > 0 && (m > c.prefix_pages || (m == c.prefix_pages && k < best_cost))) {
-        c.replica = static_cast<int32_t>(i), c.prefix_pages = m, best_cost = k;
-        c.why = Choice::Why::prefix;
-      }
-    }
-  }
-  if (c.replica == kNone) {
-    double best_cost = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      if (!usable(i)) continue;
-      const double k = cost(replicas_[i], static_cast<int64_t>(prompt.size()));
-      if (k < best_cost) c.replica = static_cast<int32_t>(i), best_cost = k;
-    }
-    c.why = Choice::Why::load;
-  }
+  const int32_t home = session_home(session_id);
+  if (home != kNone && eligible(static_cast<size_t>(home))) c = {home, 0, Choice::Why::session, false};
+  if (c.replica == kNone) c = by_prefix(chain, static_cast<int64_t>(prompt.size()), eligible);
+  if (c.replica == kNone) c = by_load(static_cast<int64_t>(prompt.size()), usable);
   if (c.why != Choice::Why::prefix) c.prefix_pages = matched_pages(replicas_[static_cast<size_t>(c.replica)], chain);
-  c.moved_session = session_home != kNone && session_home != c.replica;
+  c.moved_session = home != kNone && home != c.replica;
+  record(c, chain, session_id);
+  counters_.place_ns +=
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  return c;
+}
 
+int32_t Placement::session_home(const std::string& session_id) const {
+  if (session_id.empty()) return kNone;
+  if (auto it = sessions_.find(session_id); it != sessions_.end()) return it->second;
+  if (auto old = old_sessions_.find(session_id); old != old_sessions_.end()) return old->second;
+  return kNone;
+}
+
+Placement::Choice Placement::by_prefix(const std::vector<uint64_t>& chain, int64_t prompt_tokens,
+                                       const std::function<bool(size_t)>& eligible) const {
+  Choice c;
+  double best_cost = 0;
+  for (size_t i = 0; i < replicas_.size() && !chain.empty(); ++i) {
+    if (!eligible(i)) continue;
+    const int32_t m = matched_pages(replicas_[i], chain);
+    const double k = cost(replicas_[i], prompt_tokens);
+    if (m > 0 && (m > c.prefix_pages || (m == c.prefix_pages && k < best_cost))) {
+      c.replica = static_cast<int32_t>(i), c.prefix_pages = m, best_cost = k;
+      c.why = Choice::Why::prefix;
+    }
+  }
+  return c;
+}
+
+Placement::Choice Placement::by_load(int64_t prompt_tokens, const std::function<bool(size_t)>& usable) const {
+  Choice c;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (!usable(i)) continue;
+    const double k = cost(replicas_[i], prompt_tokens);
+    if (k < best_cost) c.replica = static_cast<int32_t>(i), best_cost = k;
+  }
+  c.why = Choice::Why::load;
+  return c;
+}
+
+// The request is the chosen worker's now: its load, its prefix, its session.
+void Placement::record(const Choice& c, const std::vector<uint64_t>& chain, const std::string& session_id) {
   Replica& r = replicas_[static_cast<size_t>(c.replica)];
   ++r.live;
   for (uint64_t h : chain) r.prefixes.insert(h, cfg_.prefix_pages_per_replica);
@@ -121,9 +139,6 @@ Placement::Choice Placement::place(std::span<const int32_t> prompt, const std::s
   counters_.by_prefix += c.why == Choice::Why::prefix;
   counters_.by_load += c.why == Choice::Why::load;
   counters_.sessions_moved += c.moved_session;
-  counters_.place_ns +=
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  return c;
 }
 
 void Placement::pin(int32_t replica) {

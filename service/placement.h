@@ -16,6 +16,7 @@
 // what this class sent, not what the workers hold (they may have evicted
 // it): an approximate, bounded record per worker, as cache-aware routers do.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -91,6 +92,11 @@ class Placement {
   };
   double cost(const Replica& r, int64_t prompt_tokens) const;
   int32_t matched_pages(const Replica& r, const std::vector<uint64_t>& chain) const;
+  int32_t session_home(const std::string& session_id) const;  // its last turn's replica, or kNone
+  Choice by_prefix(const std::vector<uint64_t>& chain, int64_t prompt_tokens,
+                   const std::function<bool(size_t)>& eligible) const;
+  Choice by_load(int64_t prompt_tokens, const std::function<bool(size_t)>& usable) const;
+  void record(const Choice& c, const std::vector<uint64_t>& chain, const std::string& session_id);
 
   PlacementConfig cfg_;
   std::vector<Replica> replicas_;

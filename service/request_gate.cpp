@@ -226,31 +226,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         if (auto r = read_generate(*req->body_as_Generate(), a)) return *r;
         resolve_response_cache(a, req->body_as_Generate()->response_cache());
         return a;
-      case wire::RequestBody::ChatTurn: {
-        const auto* t = req->body_as_ChatTurn();
-        std::vector<ChatMessage> chat;
-        if (auto r = read_chat(*t, a, chat)) return *r;
-        if (t->session_id() && t->session_id()->size() > 0) {
-          a.session_id = t->session_id()->str();
-          a.turn_messages = std::move(chat);
-          return SessionTurn{std::move(a), {}, t->expected_turns()};
-        }
-        if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
-          const auto messages = with_tools(cfg_.chat_format, chat, a.tools, cfg_.tokenizer->vocabulary().chat_template);
-          a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, messages, true);
-          resolve_response_cache(a, t->response_cache());
-          return a;
-        }
-        // A one-off conversation under window: each earlier message is a turn that may go.
-        persistence::SessionStart earlier;
-        for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
-        const ChatMessage last[] = {chat.back()};
-        a.prompt = fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window,
-                               a.tools)
-                       .prompt;
-        resolve_response_cache(a, t->response_cache());
-        return a;
-      }
+      case wire::RequestBody::ChatTurn: return chat_turn(*req->body_as_ChatTurn(), std::move(a));
       case wire::RequestBody::ListSessions: return query(Query::Kind::list_sessions, peer, id);
       case wire::RequestBody::TakeSession: {
         Query q = query(Query::Kind::take_session, peer, id, 0, req->body_as_TakeSession()->session_id()->str());
@@ -261,24 +237,7 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
         return query(Query::Kind::show_session, peer, id, 0, req->body_as_ShowSession()->session_id()->str());
       case wire::RequestBody::DeleteSession:
         return query(Query::Kind::delete_session, peer, id, 0, req->body_as_DeleteSession()->session_id()->str());
-      case wire::RequestBody::SubmitJob: {
-        JobSubmission sub = submission(*req->body_as_SubmitJob(), peer, id);
-        // A job of requests: each one is refused now as it would be alone, never part way.
-        for (size_t i = 0; i < sub.requests.size(); ++i) {
-          auto item = job_item(sub.requests[i], now);
-          if (auto* r = std::get_if<messages::Rejection>(&item))
-            return rejection(id, r->code, "SubmitJob.requests[" + std::to_string(i) + "]: " + r->message);
-        }
-        if (!sub.requests.empty()) return sub;
-        // A job's schema is refused at submission, not item by item.
-        if (auto why = lower_constraint(sub.sampling, false, *grammars_))
-          return rejection(id, wire::ErrorCode::invalid_field, *why);
-        // Its items take the route the job asks for: a bad tier is refused now, not per item.
-        static const TierTable kNone;
-        auto route = resolve_route(cfg_.tiers ? *cfg_.tiers : kNone, sub.sampling, 1);
-        if (auto* why = std::get_if<std::string>(&route)) return rejection(id, wire::ErrorCode::invalid_field, *why);
-        return sub;
-      }
+      case wire::RequestBody::SubmitJob: return submit_job(*req->body_as_SubmitJob(), peer, id, now);
       case wire::RequestBody::PutFile:
       case wire::RequestBody::GetFile:
       case wire::RequestBody::ListFiles:
@@ -300,6 +259,50 @@ Admission RequestGate::read(const std::string& peer, std::string_view bytes, int
     return rejection(id, wire::ErrorCode::invalid_field, std::string("prompt: ") + e.what());
   }
   return rejection(id, wire::ErrorCode::invalid_field, "body: not a request this server answers");
+}
+
+// A chat turn: a session's (its history is the store's), or a one-off
+// conversation tokenized here, fitted to the context by the window policy.
+Admission RequestGate::chat_turn(const wire::ChatTurn& t, AdmitRequest a) const {
+  std::vector<ChatMessage> chat;
+  if (auto r = read_chat(t, a, chat)) return *r;
+  if (t.session_id() && t.session_id()->size() > 0) {
+    a.session_id = t.session_id()->str();
+    a.turn_messages = std::move(chat);
+    return SessionTurn{std::move(a), {}, t.expected_turns()};
+  }
+  if (a.policy == ContextPolicy::refuse || chat.size() < 2) {
+    const auto messages = with_tools(cfg_.chat_format, chat, a.tools, cfg_.tokenizer->vocabulary().chat_template);
+    a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, messages, true);
+    resolve_response_cache(a, t.response_cache());
+    return a;
+  }
+  // A one-off conversation under window: each earlier message is a turn that may go.
+  persistence::SessionStart earlier;
+  for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
+  const ChatMessage last[] = {chat.back()};
+  a.prompt =
+      fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window, a.tools).prompt;
+  resolve_response_cache(a, t.response_cache());
+  return a;
+}
+
+Admission RequestGate::submit_job(const wire::SubmitJob& job, const std::string& peer, uint64_t id, int64_t now) const {
+  JobSubmission sub = submission(job, peer, id);
+  // A job of requests: each one is refused now as it would be alone, never part way.
+  for (size_t i = 0; i < sub.requests.size(); ++i) {
+    auto item = job_item(sub.requests[i], now);
+    if (auto* r = std::get_if<messages::Rejection>(&item))
+      return rejection(id, r->code, "SubmitJob.requests[" + std::to_string(i) + "]: " + r->message);
+  }
+  if (!sub.requests.empty()) return sub;
+  // A job's schema is refused at submission, not item by item.
+  if (auto why = lower_constraint(sub.sampling, false, *grammars_)) return rejection(id, wire::ErrorCode::invalid_field, *why);
+  // Its items take the route the job asks for: a bad tier is refused now, not per item.
+  static const TierTable kNone;
+  auto route = resolve_route(cfg_.tiers ? *cfg_.tiers : kNone, sub.sampling, 1);
+  if (auto* why = std::get_if<std::string>(&route)) return rejection(id, wire::ErrorCode::invalid_field, *why);
+  return sub;
 }
 
 // A request that asks for the response cache gets its key, or bypasses the

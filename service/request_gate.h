@@ -107,6 +107,8 @@ class RequestGate {
   Admission read(const std::string& peer, std::string_view bytes, int64_t now) const;
   std::optional<messages::Rejection> read_generate(const wire::Generate& g, AdmitRequest& a) const;
   std::optional<messages::Rejection> read_chat(const wire::ChatTurn& t, AdmitRequest& a, std::vector<ChatMessage>& chat) const;
+  Admission chat_turn(const wire::ChatTurn& t, AdmitRequest a) const;
+  Admission submit_job(const wire::SubmitJob& job, const std::string& peer, uint64_t id, int64_t now) const;
   std::optional<std::string> bias_problem(const messages::SamplingFields& s) const;
   void resolve_response_cache(AdmitRequest& a, bool asked) const;
   std::optional<std::string> resolve_speculation(AdmitRequest& a, wire::Speculation s, int32_t max_draft,
