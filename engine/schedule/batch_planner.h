@@ -213,7 +213,17 @@ class BatchPlanner {
   bool window_intact(std::span<const int32_t> table, int32_t next) const;
   // The last page of that window without local rows, or -1.
   int64_t missing_local(std::span<const int32_t> table, int32_t next) const;
+  struct StepBudget;
+  struct PrefillRound;
   void plan_once(bool admit_waiting);
+  void plan_decodes(StepBudget& budget);
+  PrefillRound prefill_round(bool admit_waiting);
+  bool yields(const PlannedSequence& s, const PrefillRound& round, const StepBudget& budget) const;
+  void prefill(PlannedSequence& s, StepBudget& budget, PrefillRound& round);
+  bool continue_prefill(PlannedSequence& s, StepBudget& budget, PrefillRound& round);
+  bool admit_prefill(PlannedSequence& s, StepBudget& budget, PrefillRound& round);
+  void refund(StepBudget& budget);  // the budget of slices a preemption removed, back
+  double weighted_load(TenantId t) const;  // its sequences over its weight
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
