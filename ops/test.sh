@@ -23,6 +23,20 @@ ops/setup.sh
 python="$(ops/python-env.sh)"
 ops/models.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m >/dev/null
 
+# Everything a run's tests write (synthetic models, server logs, stores)
+# goes into one folder of its own, removed after a green run and named
+# after a red one, so runs leave nothing behind in /tmp.
+run_ctest() {
+  local tmp
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/troupe-tests.XXXXXX")"
+  if TMPDIR="$tmp" ctest "$@"; then
+    rm -rf "$tmp"
+  else
+    echo "[test] the failed run's files: $tmp" >&2
+    return 1
+  fi
+}
+
 # One instrumented build serves both the sanitizer run and the fuzz targets:
 # clang (libFuzzer is clang's), CUDA off (nvcc does not take its flags).
 sanitized() {
@@ -37,7 +51,7 @@ sanitized() {
   # ASan on an AVX2-only EPYC, past its 300 s limit) and the byte cap's 192 MiB of writes
   # (16 s plain, 191 s instrumented; its code runs instrumented in the storage tests):
   # docs/TESTING.md, "Sanitizers".
-  ctest --output-on-failure -j"$(nproc)" --timeout 900 -L "unit|service|fuzz" -LE slow \
+  run_ctest --output-on-failure -j"$(nproc)" --timeout 900 -L "unit|service|fuzz" -LE slow \
         -E "oracle|qwen2.5|gemma3-270m|docs:|300 turns|max-store-bytes" "$@"
   echo "[sanitize] built and tested in $((SECONDS - t0)) s" >&2
 }
@@ -54,7 +68,7 @@ filter=(-LE slow)
 for a in "$@"; do
   case "$a" in -L|-LE|-R|-E|--label-regex|--label-exclude|--tests-regex|--exclude-regex) filter=() ;; esac
 done
-ctest --output-on-failure -j"$(nproc)" --timeout 900 "${filter[@]}" "$@"
+run_ctest --output-on-failure -j"$(nproc)" --timeout 900 "${filter[@]}" "$@"
 # CI's run (no arguments) goes on with the sanitizers and the fuzz targets.
 if (($# == 0)); then
   cd "$root"
