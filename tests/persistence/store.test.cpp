@@ -1,5 +1,6 @@
-// The RocksDB store and the session and job books, on a real store in a
-// temporary directory: what is written is there after reopening.
+// The RocksDB store and the session book, on a real store in a temporary
+// directory: what is written is there after reopening, and what check and
+// repair make of a store. Jobs and KV pages have their own files.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -9,11 +10,9 @@
 #include <fstream>
 
 #include <algorithm>
-#include <numeric>
 
 #include "messages/client_validation.h"
 #include "persistence/jobs.h"
-#include "persistence/kv_pages.h"
 #include "persistence/sessions.h"
 #include "persistence/store.h"
 #include "persistence/store_check.h"
@@ -92,32 +91,6 @@ TEST_CASE("a store of another schema version is refused with a clear error", "[p
   CHECK_THROWS_WITH(Store(dir.path), Catch::Contains("schema version 99") && Catch::Contains("reads version 1"));
 }
 
-TEST_CASE("a job of requests keeps them, its annotation and labels, and deleting it takes them", "[persistence]") {
-  TempDir dir("requests");
-  JobRecord job;
-  job.id = "j1";
-  job.items = {"a", "b"};
-  job.requests = {std::string("\0req one", 8), "req two"};
-  job.annotation = "{\"input_file_id\":\"f\"}";
-  {
-    Store store(dir.path);
-    JobBook(store).create(job);
-  }
-  Store store(dir.path);
-  const auto got = JobBook(store).load("j1");
-  REQUIRE(got);
-  CHECK(got->requests == job.requests);
-  CHECK(got->annotation == job.annotation);
-  CHECK(got->summary().annotation == job.annotation);
-  Batch b;
-  CHECK(JobBook(store).erase("j1", b) > 0);
-  store.write(b);
-  CHECK_FALSE(JobBook(store).load("j1"));
-  int left = 0;
-  store.scan(Family::jobs, "", [&](std::string_view, std::string_view) { return ++left, true; });
-  CHECK(left == 0);  // its requests went with it
-}
-
 TEST_CASE("a data directory in use by another store is refused", "[persistence]") {
   TempDir dir("lock");
   Store first(dir.path);
@@ -129,68 +102,6 @@ TEST_CASE("a data directory that cannot be created is a clear error", "[persiste
   std::filesystem::create_directories(dir.path);
   { std::ofstream(dir.path / "plain-file") << "x"; }
   CHECK_THROWS_WITH(Store(dir.path / "plain-file" / "store"), Catch::Contains("cannot create the data directory"));
-}
-
-TEST_CASE("a job's items and results survive reopening, and prompts fill the template", "[persistence]") {
-  TempDir dir("jobs");
-  JobRecord job;
-  job.id = "j1";
-  job.item_template = "Summarize {item} now. ({item})";
-  job.items = {"paper one", "paper two", "paper three"};
-  job.sampling.max_tokens = 17;
-  {
-    Store store(dir.path);
-    JobBook book(store);
-    book.create(job);
-    messages::JobItemFields r;
-    r.index = 1;
-    r.text = "a summary";
-    r.completion_tokens = 5;
-    job.results[1] = r;
-    book.record_result(job, r);
-  }
-  Store store(dir.path);
-  JobBook book(store);
-  CHECK(book.ids() == std::vector<std::string>{"j1"});
-  const auto got = book.load("j1");
-  REQUIRE(got);
-  CHECK(got->items == job.items);
-  CHECK(got->sampling.max_tokens == 17);
-  REQUIRE(got->results.size() == 1);
-  CHECK(got->results.at(1).text == "a summary");
-  CHECK(got->summary().finished_items == 1);
-  CHECK(got->summary().completion_tokens == 5);
-  CHECK(got->prompt(2) == "Summarize paper three now. (paper three)");
-  JobRecord plain;
-  plain.items = {"just this"};
-  CHECK(plain.prompt(0) == "just this");
-  CHECK_FALSE(book.load("j2"));
-}
-
-TEST_CASE("stored KV pages are found only for the same identity and tokens, up to the first gap", "[persistence]") {
-  TempDir dir("kv");
-  Store store(dir.path);
-  const KvIdentity id{1, 2};
-  KvPageStore pages(store, id, 4, 10);
-  std::vector<int32_t> tokens(12);
-  std::iota(tokens.begin(), tokens.end(), 1);
-  {
-    Batch b;
-    pages.put(tokens, 0, std::vector<std::string>{std::string(10, 'a'), std::string(10, 'b')}, b);
-    store.write(b, false);
-  }
-  CHECK(pages.get(tokens, 3) == std::vector<std::string>{std::string(10, 'a'), std::string(10, 'b')});
-  CHECK(pages.get(tokens, 1).size() == 1);
-  auto other = tokens;
-  other[5] = 99;  // the second page differs: only the first is there
-  CHECK(pages.get(other, 3).size() == 1);
-  CHECK(KvPageStore(store, KvIdentity{1, 3}, 4, 10).get(tokens, 3).empty());  // another layout
-  CHECK(KvPageStore(store, KvIdentity{9, 2}, 4, 10).get(tokens, 3).empty());  // another model file
-  CHECK(KvPageStore(store, id, 4, 11).get(tokens, 3).empty());                // another page size in bytes
-  Batch b;
-  pages.erase(tokens, 2, b);
-  store.write(b, false);
-  CHECK(pages.get(tokens, 3).empty());
 }
 
 namespace {
@@ -275,20 +186,6 @@ TEST_CASE("a damaged block fails the jobs it holds, not the listing of the other
   CHECK(JobBook(store).ids(&damage).size() == static_cast<size_t>(after.jobs));
   CHECK(damage.empty());
   std::filesystem::remove_all(r.original);
-}
-
-TEST_CASE("a damaged block among the job headers costs the listing only the jobs in it", "[persistence]") {
-  TempDir dir("damaged-headers");
-  store_jobs(dir.path, 400);
-  damage_table(dir.path, 0.02);
-  Store store(dir.path);
-  std::string damage;
-  const auto ids = JobBook(store).ids(&damage);
-  CHECK(ids.size() < 400);
-  CHECK(ids.size() > 300);  // the listing went on past the bad block
-  CHECK_THAT(damage, Catch::Contains("Corruption") && Catch::Contains("1 damaged blocks skipped"));
-  CHECK(std::is_sorted(ids.begin(), ids.end()));
-  CHECK_THROWS_AS(JobBook(store).ids(), StoreError);
 }
 
 TEST_CASE("a header whose turn count is damaged to 2^31 - 1 fails its session, allocating nothing", "[persistence]") {
