@@ -6,7 +6,6 @@
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
 #include "service/openai_api.h"
-#include "service/troupe_api.h"
 
 using namespace troupe;
 using nlohmann::json;
@@ -168,25 +167,4 @@ TEST_CASE("an Error frame fails the reply with its status") {
         service::CompletionReply::Step::failed);
   CHECK(reply.error().status == 413);
   CHECK(reply.error().message == "the prompt has 9 tokens");
-}
-
-TEST_CASE("job bodies become a SubmitJob with the completion's sampling, and answers become JSON") {
-  auto parsed = service::parse_job_submission(R"({"items":["a","b"],"template":"Sum: {item}","max_tokens":9,
-                                                 "temperature":0})",
-                                              4096);
-  REQUIRE(std::holds_alternative<messages::Bytes>(parsed));
-  const auto* j = request_of(std::get<messages::Bytes>(parsed))->body_as_SubmitJob();
-  REQUIRE(j);
-  CHECK(j->items()->size() == 2);
-  CHECK(j->template_()->str() == "Sum: {item}");
-  CHECK(j->sampling()->max_tokens() == 9);
-  CHECK(j->sampling()->temperature() == 0.0f);
-  auto bad = service::parse_job_submission(R"({"items":[]})", 4096);
-  REQUIRE(std::holds_alternative<service::ApiError>(bad));
-  CHECK(std::get<service::ApiError>(bad).param == "items");
-  const service::HttpAnswer unknown =
-      service::troupe_answer(messages::error_response(1, wire::ErrorCode::unknown_job, "no job x"));
-  CHECK(unknown.status == 404);
-  CHECK(json::parse(unknown.json)["error"]["message"] == "no job x");
-  CHECK(service::troupe_answer("").status == 504);
 }
