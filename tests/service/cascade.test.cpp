@@ -1,7 +1,7 @@
-// Cascade routing's decisions (service/cascade.h, service/tier_router.h) and
-// a request escalating between two tiers' schedulers with fabricated step
-// results: the tokens before the switch are the small tier's, the rest the
-// large tier's continuation of exactly that prefix, in one stream.
+// Cascade routing's decisions (service/cascade.h) and a request escalating
+// between two tiers' schedulers with fabricated step results: the tokens
+// before the switch are the small tier's, the rest the large tier's
+// continuation of exactly that prefix, in one stream.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +11,6 @@
 #include "service/response_stream.h"
 #include "service/route_request.h"
 #include "service/scheduler.h"
-#include "service/tier_router.h"
 #include "tests/service/harness.h"
 
 using namespace troupe;
@@ -82,24 +81,6 @@ TEST_CASE("routes: fixed tiers by role or name, the policies, the server's defau
   const TierTable none;
   CHECK(route_of(none, with_tier("")).tier == -1);
   CHECK_THAT(refusal(none, with_tier("small")), Catch::Contains("runs one model"));
-}
-
-TEST_CASE("a routed request's speculation: off under escalate, the draft model under verify, n-grams off the last tier") {
-  const auto t = two_tiers();
-  AdmitRequest a;
-  a.sampling = with_tier("escalate");
-  a.speculation = SpeculationMode::draft;
-  REQUIRE_FALSE(route_request(t.get(), a));
-  CHECK(a.speculation == SpeculationMode::off);
-  a.sampling = with_tier("verify");
-  REQUIRE_FALSE(route_request(t.get(), a));
-  CHECK(a.speculation == SpeculationMode::draft);
-  a.sampling = with_tier("small");
-  a.speculation = SpeculationMode::automatic;
-  REQUIRE_FALSE(route_request(t.get(), a));
-  CHECK(a.speculation == SpeculationMode::ngram);
-  a.sampling = with_tier("nope");
-  CHECK(route_request(t.get(), a));
 }
 
 TEST_CASE("the escalation watch trips on the mean of a full window, not on one unsure token") {
@@ -183,103 +164,6 @@ TEST_CASE("auto tries both policies in a class, then keeps the one that costs th
   CHECK(verify_after == 6);  // every 4th choice re-measures the other
   // Another class has learned nothing.
   CHECK(a.cost(AutoChooser::workload(1, 100), RouteKind::verify) < 0);
-}
-
-TEST_CASE("the router: duplicates refused, auto settled, sessions kept on the last tier after N escalations") {
-  const auto table = two_tiers();
-  TierRouter r(table);
-  AdmitRequest a;
-  a.peer = "p";
-  a.client_id = 1;
-  a.sampling = with_tier("escalate");
-  REQUIRE_FALSE(route_request(table.get(), a));
-  CHECK(r.admit(a, 0).tier == 0);
-  CHECK(r.where("p", 1).tier == 0);
-  AdmitRequest again = a;
-  CHECK(r.admit(again, 0).tier == TierRouter::kDuplicate);
-  // It escalates: now found on tier 1; then it ends.
-  AdmitRequest moved = a;
-  moved.route.tier = 1;
-  CHECK(r.moved(moved).tier == 1);
-  CHECK(r.where("p", 1).tier == 1);
-  r.ended("p", 1, {});
-  CHECK(r.where("p", 1).tier == -1);
-  CHECK(r.live() == 0);
-  // A client gone while its request moved: the move reports it.
-  CHECK(r.admit(a, 0).tier == 0);
-  r.gone("p");
-  CHECK(r.moved(moved).tier == TierRouter::kGone);
-
-  AdmitRequest session = a;
-  session.client_id = 2;
-  session.session_id = "s";
-  session.session_escalations = 2;
-  CHECK(r.admit(session, 0).tier == 1);
-  CHECK(session.route.kind == RouteKind::fixed);
-
-  AdmitRequest au = a;
-  au.client_id = 3;
-  au.sampling = with_tier("auto");
-  REQUIRE_FALSE(route_request(table.get(), au));
-  const int32_t tier = r.admit(au, 0).tier;
-  CHECK(au.route.chosen_by_auto);
-  CHECK(au.route.kind != RouteKind::automatic);
-  CHECK(tier == (au.route.kind == RouteKind::verify ? 1 : 0));
-  CHECK(au.speculation == (au.route.kind == RouteKind::verify ? SpeculationMode::draft : SpeculationMode::off));
-
-  // A cancel ahead of its request sends the request where the cancel waits.
-  AdmitRequest late = a;
-  late.client_id = 4;
-  late.sampling = with_tier("large");
-  REQUIRE_FALSE(route_request(table.get(), late));
-  r.cancel_ahead("p", 4, 0);
-  CHECK(r.admit(late, 1000).tier == 0);
-}
-
-TEST_CASE("the router: workers of a tier, a lost worker's requests moved to another, none up") {
-  const auto table = two_tiers();
-  TierRouter r(table);
-  PlacementConfig pc;
-  pc.page_size = 4;
-  r.set_workers(1, 2, pc);
-  auto request = [](uint64_t id, std::vector<int32_t> prompt) {
-    AdmitRequest a;
-    a.peer = std::string(1, 'p');  // not = "p": GCC 12 reports a false -Wrestrict there
-    a.client_id = id;
-    a.sampling = with_tier("large");
-    a.prompt = std::move(prompt);
-    return a;
-  };
-  AdmitRequest a = request(1, {1, 2, 3, 4, 5});
-  REQUIRE_FALSE(route_request(table.get(), a));
-  const auto first = r.admit(a, 0);
-  AdmitRequest b = request(2, {9, 9, 9, 9, 9});
-  REQUIRE_FALSE(route_request(table.get(), b));
-  const auto second = r.admit(b, 0);
-  CHECK(first.tier == 1);
-  CHECK(second.tier == 1);
-  CHECK(first.worker != second.worker);  // spread by load
-  // The first one's worker is lost: its request continues on the other.
-  r.worker_down(1, first.worker);
-  a.moved_from = first.worker;
-  const auto moved = r.moved(a);
-  CHECK(moved.tier == 1);
-  CHECK(moved.worker == second.worker);
-  CHECK(r.where("p", 1) == moved);
-  CHECK(r.placement(1).live(first.worker) == 0);
-  CHECK(r.placement(1).live(second.worker) == 2);
-  // Now the other is lost too: nowhere to go.
-  r.worker_down(1, second.worker);
-  b.moved_from = second.worker;
-  CHECK(r.moved(b).tier == TierRouter::kUnavailable);
-  CHECK(r.where("p", 2).tier == -1);
-  AdmitRequest c = request(3, {1});
-  REQUIRE_FALSE(route_request(table.get(), c));
-  CHECK(r.admit(c, 0).tier == TierRouter::kUnavailable);
-  // One comes back: new requests go to it; the first tier never had more than one.
-  r.worker_up(1, first.worker);
-  CHECK(r.admit(c, 0) == TierRouter::Place{1, first.worker});
-  CHECK(r.placement(0).replicas() == 1);
 }
 
 namespace {
