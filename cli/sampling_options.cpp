@@ -55,16 +55,7 @@ void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
 
 messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   messages::SamplingFields f;
-  f.temperature = o.params.temperature;
-  f.top_k = o.params.top_k;
-  f.top_p = o.params.top_p;
-  f.min_p = o.params.min_p;
-  f.repeat_penalty = o.params.repetition_penalty;
-  f.presence_penalty = o.params.presence_penalty;
-  f.frequency_penalty = o.params.frequency_penalty;
-  f.penalty_last_n = o.params.penalty_last_n;
-  f.seed = o.params.seed;
-  f.accept_ratio = o.params.accept_ratio;
+  static_cast<SamplingParams&>(f) = o.params;
   f.max_tokens = o.max_tokens;
   f.stop = o.stop;
   f.tier = o.tier;

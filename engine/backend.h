@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/batch.h"
+#include "engine/kv_shift.h"
 #include "engine/kv_type.h"
 #include "engine/model_config.h"
 
@@ -75,15 +76,6 @@ struct PageCopy {
 // `delta` positions of RoPE (their new position less their old one).
 // Overlapping moves within one table are done in the order that reads each
 // slot before it is written.
-struct KvShift {
-  std::span<const int32_t> src_table;
-  int32_t src_start = 0;
-  std::span<const int32_t> dst_table;
-  int32_t dst_start = 0;
-  int32_t count = 0;
-  int32_t delta = 0;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;

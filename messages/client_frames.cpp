@@ -19,7 +19,7 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
                                         s.constraint.text.empty() ? 0 : fbb.CreateString(s.constraint.text),
                                         choices.empty() ? 0 : fbb.CreateVector(choices));
   }
-  return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.presence_penalty,
+  return wire::CreateSampling(fbb, s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, s.presence_penalty,
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
                               bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio,
@@ -49,7 +49,7 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   f.top_k = s->top_k();
   f.top_p = s->top_p();
   f.min_p = s->min_p();
-  f.repeat_penalty = s->repeat_penalty();
+  f.repetition_penalty = s->repeat_penalty();
   f.presence_penalty = s->presence_penalty();
   f.frequency_penalty = s->frequency_penalty();
   f.penalty_last_n = s->penalty_last_n();

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sampling_params.h"
 #include "messages/client_generated.h"
 
 namespace troupe::messages {
@@ -26,20 +27,11 @@ struct ConstraintFields {
   bool operator==(const ConstraintFields&) const = default;
 };
 
-struct SamplingFields {
-  float temperature = 0.8f;
-  int32_t top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  int32_t penalty_last_n = 64;
-  uint64_t seed = 0;
+// The engine's SamplingParams (the wire's repeat_penalty is repetition_penalty
+// here), and what a request adds to them.
+struct SamplingFields : SamplingParams {
   int32_t max_tokens = 256;
   std::vector<std::string> stop;
-  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias)
-  float accept_ratio = 1.0f;  // verifying greedy drafts (SamplingParams::accept_ratio)
   std::string tier;                // cascade routing (service/cascade.h); empty: the server's default
   float escalate_threshold = 0.0f;  // 0: the server's default
   ConstraintFields constraint;

@@ -36,7 +36,7 @@ flatbuffers::Offset<wire::step::SequenceSampling> build_sequence_sampling(flatbu
   for (const auto& [token, b] : f.logit_bias) bias.emplace_back(token, b);
   const auto biases = bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size());
   const auto gbnf = f.grammar.empty() ? 0 : fbb.CreateString(f.grammar);
-  return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repeat_penalty,
+  return wire::step::CreateSequenceSampling(fbb, f.temperature, f.top_k, f.top_p, f.min_p, f.repetition_penalty,
                                             f.presence_penalty, f.frequency_penalty, f.penalty_last_n, f.seed, logprobs,
                                             biases, f.accept_ratio, gbnf, grammar.start, grammar.jump_forward,
                                             top_logprobs);
@@ -112,7 +112,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::step::KvShift>>> shift_list;
   if (!kv.shifts.empty()) {
     std::vector<flatbuffers::Offset<wire::step::KvShift>> shifts;
-    for (const ShiftSpec& sh : kv.shifts)
+    for (const KvShift& sh : kv.shifts)
       shifts.push_back(wire::step::CreateKvShift(fbb, fbb.CreateVector(sh.src_table.data(), sh.src_table.size()), sh.src_start,
                                                  fbb.CreateVector(sh.dst_table.data(), sh.dst_table.size()), sh.dst_start,
                                                  sh.count, sh.delta));

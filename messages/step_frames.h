@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kv_shift.h"
 #include "messages/client_frames.h"
 #include "messages/step_generated.h"
 
@@ -54,15 +55,6 @@ struct PageBytes {
   std::string data;  // engine/kv_page_codec.h format
 };
 
-// A context shift of one sequence (engine/backend.h KvShift).
-struct ShiftSpec {
-  std::span<const int32_t> src_table;
-  int32_t src_start = 0;
-  std::span<const int32_t> dst_table;
-  int32_t dst_start = 0;
-  int32_t count = 0;
-  int32_t delta = 0;
-};
 
 // What a step does to KV pages besides its forward, in this order: exports
 // and swap-outs read, imports written, copies (src, dst), shifts (see StepPlan).
@@ -72,7 +64,7 @@ struct StepKv {
   std::span<const PageBytes> imports;
   std::span<const int32_t> swap_outs;
   uint8_t export_codec = 0;
-  std::span<const ShiftSpec> shifts;
+  std::span<const KvShift> shifts;  // engine/kv_shift.h
   std::span<const std::pair<int32_t, int32_t>> local_slots;  // (page, slot or -1), StepPlan.local_slots
 };
 

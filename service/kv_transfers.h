@@ -27,7 +27,7 @@ struct StepPages {
   std::vector<int32_t> exports;
   std::vector<messages::PageBytes> imports;
   std::vector<int32_t> swap_outs;
-  std::vector<messages::ShiftSpec> shifts;  // views into KvTransfers, valid until step_done()
+  std::vector<KvShift> shifts;  // views into KvTransfers, valid until step_done()
 };
 
 // A context shift's moves into pages adopted for `tokens` (a prompt), read
@@ -35,8 +35,9 @@ struct StepPages {
 struct PlannedShift {
   std::vector<int32_t> tokens;  // the prompt whose prefix the destination pages hold
   std::vector<int32_t> source;  // held pages: the history's block table
+  // Positions into one destination page (a KvShift whose dst_table is that page).
   struct Move {
-    std::vector<int32_t> dst_table;  // one page
+    int32_t dst_page = 0;
     int32_t src_start = 0, dst_start = 0, count = 0, delta = 0;
   };
   std::vector<Move> moves;

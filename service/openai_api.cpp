@@ -112,7 +112,7 @@ Problem read_numbers(const json& body, int32_t max_tokens, messages::SamplingFie
   for (auto err : {number(body, "temperature", s.temperature, 0, 2), number(body, "top_p", s.top_p, 0, 1),
                    number(body, "presence_penalty", s.presence_penalty, -2, 2),
                    number(body, "frequency_penalty", s.frequency_penalty, -2, 2),
-                   number(body, "repeat_penalty", s.repeat_penalty, 0.01, 10), number(body, "min_p", s.min_p, 0, 1),
+                   number(body, "repeat_penalty", s.repetition_penalty, 0.01, 10), number(body, "min_p", s.min_p, 0, 1),
                    number(body, "max_completion_tokens", s.max_tokens, 1, max_tokens),
                    number(body, "max_tokens", s.max_tokens, 1, max_tokens), number(body, "top_k", s.top_k, 0, 1 << 20),
                    number(body, "n", call.n, 1, 16), number(body, "seed", seed, -9.2e18, 9.2e18),

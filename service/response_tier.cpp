@@ -56,7 +56,7 @@ std::optional<std::string> response_cache_key(const CacheableRequest& r) {
   c.add(greedy ? 0.0f : s.top_p);
   c.add(greedy ? 0.0f : s.min_p);
   c.add(greedy ? uint64_t{0} : s.seed);
-  c.add(s.repeat_penalty);
+  c.add(s.repetition_penalty);
   c.add(s.presence_penalty);
   c.add(s.frequency_penalty);
   c.add(s.penalty_last_n);

@@ -87,10 +87,10 @@ void Scheduler::plan_reuse(std::span<const int32_t> history, std::span<const int
   for (const auto& [index, page] : fill) {
     const int32_t p0 = index * ps, p1 = p0 + ps;
     if (p0 < r.dst_begin)  // the shared prefix's part of the page: the same positions
-      sh.moves.push_back({{page}, p0, 0, std::min(p1, r.dst_begin) - p0, 0});
+      sh.moves.push_back({page, p0, 0, std::min(p1, r.dst_begin) - p0, 0});
     if (p1 > r.dst_begin) {
       const int32_t a = std::max(p0, r.dst_begin);
-      sh.moves.push_back({{page}, a + gap, a - p0, p1 - a, -gap});
+      sh.moves.push_back({page, a + gap, a - p0, p1 - a, -gap});
       counters_.tokens_shifted += static_cast<uint64_t>(p1 - a);
     }
   }

@@ -64,7 +64,7 @@ TEST_CASE("a cached greedy answer streams again at once, token for token, withou
     stopped.stop = {"zz"};
     CHECK(ask(server.endpoint, prompt, stopped).usage.response_cache == Outcome::miss);
     auto penalized = greedy(24);
-    penalized.repeat_penalty = 1.3f;
+    penalized.repetition_penalty = 1.3f;
     CHECK(ask(server.endpoint, prompt, penalized).usage.response_cache == Outcome::miss);
   }
   SECTION("a request that does not ask is answered by the model, as ever") {

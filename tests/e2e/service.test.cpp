@@ -176,7 +176,7 @@ TEST_CASE("bad input gets its Error while a well-behaved client is served", "[se
                  wire::ErrorCode::invalid_field, "without a body");
   }
   messages::SamplingFields harsh = greedy(4);
-  harsh.repeat_penalty = 20;
+  harsh.repetition_penalty = 20;
   expect_error(messages::generate_request(12, "hi", harsh), wire::ErrorCode::invalid_field, "repeat_penalty");
 
   // A flood: every request is answered, Done, queue_full or overloaded, none lost.

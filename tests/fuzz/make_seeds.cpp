@@ -181,7 +181,7 @@ void worker_seeds() {
   // and a shift; and a draft plan of two sequences.
   messages::SamplingFields sampled;
   sampled.temperature = 0.7f;
-  sampled.repeat_penalty = 1.1f;
+  sampled.repetition_penalty = 1.1f;
   const std::vector<int32_t> prompt{10, 11, 12, 13, 14, 15}, window{16, 17, 18}, history{1, 2, 3, 4};
   const std::vector<int32_t> table_a{0, 1}, table_b{2, 3, 4};
   const std::vector<messages::DraftDistribution> q{{{17, 0.75f}, {20, 0.25f}}, {{18, 1.0f}}};
@@ -194,7 +194,7 @@ void worker_seeds() {
   const int32_t swaps[] = {3};
   const std::string page = export_kv_page(*verifier, 2, KvPageCodec::int8);
   const messages::PageBytes imports[] = {{6, page}};
-  const messages::ShiftSpec shifts[] = {{table_b, 4, table_a, 0, 4, -4}};
+  const KvShift shifts[] = {{table_b, 4, table_a, 0, 4, -4}};
   messages::StepKv kv;
   kv.copies = copies, kv.exports = exports, kv.imports = imports, kv.swap_outs = swaps, kv.shifts = shifts;
   const uint64_t forget[] = {9};

@@ -91,7 +91,7 @@ TEST_CASE("a body type without its body is refused before anything reads it") {
 
 TEST_CASE("sampling ranges are the engine's own, so a passed request never fails a step") {
   SamplingFields s;
-  s.repeat_penalty = 20;
+  s.repetition_penalty = 20;
   CHECK_THAT(reject(generate_request(1, "hi", s)).message, Catch::Contains("repeat_penalty: 20 is outside [0.01, 10]"));
   s = {};
   s.presence_penalty = -11;

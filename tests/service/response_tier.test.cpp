@@ -43,7 +43,7 @@ TEST_CASE("the response cache key changes with the model, the prompt and every f
   bias.logit_bias = {{5, 1.0f}};
   CHECK(key_of(bias) != k);
   auto penalty = base;
-  penalty.repeat_penalty = 1.1f;
+  penalty.repetition_penalty = 1.1f;
   CHECK(key_of(penalty) != k);
   // A constraint shapes the answer: its grammar is part of the key.
   auto constrained = base;
