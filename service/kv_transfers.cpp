@@ -1,5 +1,6 @@
 #include "service/kv_transfers.h"
 
+#include <unordered_map>
 #include <utility>
 
 namespace troupe::service {
@@ -8,6 +9,29 @@ namespace {
 std::string page_data(const wire::step::PageData* p) {
   const auto* d = p ? p->data() : nullptr;
   return d ? std::string(reinterpret_cast<const char*>(d->data()), d->size()) : std::string();
+}
+
+// A result's pages with data, by page id: each transfer finds its own pages
+// whatever the order, and one page missing or foreign spoils only its own.
+template <typename Pages>
+std::unordered_map<int32_t, const wire::step::PageData*> by_page(const Pages* pages) {
+  std::unordered_map<int32_t, const wire::step::PageData*> out;
+  if (pages)
+    for (const auto* p : *pages)
+      if (p->data()) out.emplace(p->page(), p);
+  return out;
+}
+
+// The data of every page of `wanted`, or nothing if any did not come back.
+std::vector<std::string> whole(const std::vector<int32_t>& wanted,
+                               const std::unordered_map<int32_t, const wire::step::PageData*>& got) {
+  std::vector<std::string> data;
+  for (int32_t page : wanted) {
+    auto it = got.find(page);
+    if (it == got.end()) return {};
+    data.push_back(page_data(it->second));
+  }
+  return data;
 }
 
 }  // namespace
@@ -37,37 +61,28 @@ StepPages KvTransfers::take(std::vector<PreemptedPages> swaps) {
   shifts_in_step_ = std::exchange(shifts_, {});
   swaps_in_step_ = std::move(swaps);
   for (const PlannedShift& sh : shifts_in_step_)
-    for (const auto& m : sh.moves) out.shifts.push_back({sh.source, m.src_start, m.dst_table, m.dst_start, m.count, m.delta});
+    for (const auto& m : sh.moves)
+      out.shifts.push_back({sh.source, m.src_start, std::span(&m.dst_page, 1), m.dst_start, m.count, m.delta});
   return out;
 }
 
 std::vector<persistence::KvSpill> KvTransfers::exported(const wire::step::StepResult& result) {
   std::vector<persistence::KvSpill> out;
-  const auto* pages = result.exported();
-  uint32_t next = 0;
+  const auto got = by_page(result.exported());
   for (auto& sp : spills_in_step_) {
-    persistence::KvSpill k{sp.session_id, std::move(sp.tokens), sp.first, {}};
-    for (size_t i = 0; i < sp.pages.size() && pages && next < pages->size(); ++i, ++next) {
-      const auto* p = pages->Get(next);
-      if (p->page() != sp.pages[i] || !p->data()) break;
-      k.data.push_back(page_data(p));
-    }
-    if (k.data.size() == sp.pages.size()) out.push_back(std::move(k));
+    std::vector<std::string> data = whole(sp.pages, got);
+    if (data.size() == sp.pages.size())
+      out.push_back({sp.session_id, std::move(sp.tokens), sp.first, std::move(data)});
   }
   return out;
 }
 
 std::vector<SwappedPages> KvTransfers::swapped(const wire::step::StepResult& result) {
   std::vector<SwappedPages> out;
-  const auto* pages = result.swapped();
-  uint32_t next = 0;
+  const auto got = by_page(result.swapped());
   for (auto& sw : swaps_in_step_) {
-    SwappedPages s{sw.id, std::move(sw.tokens), {}};
-    for (size_t i = 0; i < sw.pages.size() && pages && next < pages->size(); ++i, ++next) {
-      if (!pages->Get(next)->data()) break;
-      s.data.push_back(page_data(pages->Get(next)));
-    }
-    if (s.data.size() == sw.pages.size()) out.push_back(std::move(s));
+    std::vector<std::string> data = whole(sw.pages, got);
+    if (data.size() == sw.pages.size()) out.push_back({sw.id, std::move(sw.tokens), std::move(data)});
   }
   return out;
 }

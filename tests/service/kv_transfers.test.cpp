@@ -149,6 +149,24 @@ TEST_CASE("kv transfers: swapped pages the result does not carry leave their seq
   CHECK(none.swapped(*result({})).empty());
 }
 
+TEST_CASE("kv transfers: pages are matched by id, so a page missing from a result never lends a sequence another's "
+          "data") {
+  KvTransfers t;
+  t.spill("a", {1, 2}, 0, {5, 6});
+  t.spill("b", {3, 4}, 2, {7});
+  t.take({preempted(7, {1, 2, 3, 4, 5, 6, 7, 8}, {3, 4}), preempted(9, {9, 9, 9, 9}, {8})});
+  // Page 4 is missing: sequence 7 is recomputed, and page 8 stays sequence 9's.
+  const auto swapped = t.swapped(*result({}, {page(3, "three"), page(8, "eight")}));
+  REQUIRE(swapped.size() == 1);
+  CHECK(swapped[0].sequence == 9);
+  CHECK(swapped[0].data == std::vector<std::string>{"eight"});
+  // A foreign page among the first spill's spoils that spill alone; order does not matter.
+  const auto spills = t.exported(*result({page(7, "7"), page(9, "9"), page(5, "5")}));
+  REQUIRE(spills.size() == 1);
+  CHECK(spills[0].session_id == "b");
+  CHECK(spills[0].data == std::vector<std::string>{"7"});
+}
+
 TEST_CASE("kv transfers: a context shift's moves ride the next step, hold their source pages until it is done") {
   KvTransfers t;
   PlannedShift shift;
