@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "service/cascade.h"
+#include "tests/service/tiers.h"
 #include "service/response_stream.h"
 #include "service/route_request.h"
 #include "service/scheduler.h"
@@ -16,26 +17,10 @@
 using namespace troupe;
 using namespace troupe::service;
 
+using test::two_tiers;
+using test::with_tier;
+
 namespace {
-
-std::shared_ptr<TierTable> two_tiers() {
-  auto t = std::make_shared<TierTable>();
-  t->names = {"mini", "maxi"};
-  t->aliases = {{"mini", "mini-q8"}, {"maxi"}};
-  t->default_threshold = 0.5f;
-  t->window = 4;
-  t->within = 0;
-  t->hold = 0;  // the switch rule; the hold rule's tests set it
-  t->escalate_for_good = 2;
-  return t;
-}
-
-messages::SamplingFields with_tier(const std::string& tier, float temperature = 0) {
-  messages::SamplingFields s;
-  s.temperature = temperature;
-  s.tier = tier;
-  return s;
-}
 
 Route route_of(const TierTable& t, const messages::SamplingFields& s, int32_t n = 1) {
   auto r = resolve_route(t, s, n);

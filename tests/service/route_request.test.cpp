@@ -8,31 +8,16 @@
 
 #include "service/admit_request.h"
 #include "service/cascade.h"
+#include "tests/service/tiers.h"
 #include "service/route_request.h"
 
 using namespace troupe;
 using namespace troupe::service;
 
+using test::two_tiers;
+using test::with_tier;
+
 namespace {
-
-std::shared_ptr<TierTable> two_tiers() {
-  auto t = std::make_shared<TierTable>();
-  t->names = {"mini", "maxi"};
-  t->aliases = {{"mini", "mini-q8"}, {"maxi"}};
-  t->default_threshold = 0.5f;
-  t->window = 4;
-  t->within = 0;
-  t->hold = 0;
-  t->escalate_for_good = 2;
-  return t;
-}
-
-messages::SamplingFields with_tier(const std::string& tier, float temperature = 0) {
-  messages::SamplingFields s;
-  s.temperature = temperature;
-  s.tier = tier;
-  return s;
-}
 
 AdmitRequest request(const std::string& tier, SpeculationMode speculation = SpeculationMode::automatic) {
   AdmitRequest a;
