@@ -307,100 +307,126 @@ int HttpGateway::job_events(const std::string& id, messages::HttpResponder& res,
   }
 }
 
-namespace {
-
-
-}  // namespace
-
 void HttpGateway::serve(const messages::HttpRequest& req, messages::HttpResponder& res) {
   const int status = route(req, res);
   if (status == 0) send_error(res, service::ApiError{404, "no such endpoint", "", "not_found"});
 }
 
 int HttpGateway::route(const messages::HttpRequest& q, messages::HttpResponder& r) {
+  if (const int status = open_route(q, r)) return status;
+  if (!q.path.starts_with("/v1/")) return 0;
+  // Every /v1/ route: the bearer token's client (under --auth), counted by route.
+  V1Call call{q, r, {}};
+  return q.path.starts_with("/v1/troupe/") ? troupe_route(call) : openai_route(call);
+}
+
+// Open, as vLLM's and llama-server's are: aggregate figures, no client's content.
+int HttpGateway::open_route(const messages::HttpRequest& q, messages::HttpResponder& r) {
+  if (q.method != "GET") return 0;
+  if (q.path == "/metrics") return count("/metrics", metrics(r));
+  if (q.path == "/healthz") return r.send(200, "text/plain", "ok\n"), 200;
+  if (q.path == "/readyz") return readiness(r);
+  // The page is public; what it shows comes from /v1/, with the token typed into it.
+  if (q.path == "/") return r.send(200, "text/html; charset=utf-8", web_page()), 200;
+  return 0;
+}
+
+// A store that refuses writes leaves the server ready: it still streams
+// every answer that needs no write (docs/DECISIONS.md, "Storage errors").
+int HttpGateway::readiness(messages::HttpResponder& r) {
+  const bool ok = ready_ && !draining_;
+  std::string body = ok ? "ready\n" : draining_ ? "draining\n" : "starting\n";
+  if (const auto store = metrics_ ? metrics_->store_state() : service::StoreState{}; store.known && !store.writable)
+    body += "store degraded: " + store.reason + "\n";
+  r.send(ok ? 200 : 503, "text/plain", body);
+  return ok ? 200 : 503;
+}
+
+int HttpGateway::api(V1Call& call, const char* name, const std::function<int()>& handler) {
+  return count(name, authorize(call.q, call.r, call.client) ? handler() : 401);
+}
+
+// Sessions and jobs: answered as the client (its own, or all for an admin).
+int HttpGateway::answer(V1Call& call, const std::string& request) {
+  const service::HttpAnswer a = service::troupe_answer(ask(request, call.client));
+  call.r.send(a.status, "application/json", a.json);
+  return a.status;
+}
+
+int HttpGateway::openai_route(V1Call& call) {
+  const messages::HttpRequest& q = call.q;
+  messages::HttpResponder& r = call.r;
   const std::string& path = q.path;
   const bool get = q.method == "GET", post = q.method == "POST", del = q.method == "DELETE";
-  // Open, as vLLM's and llama-server's are: aggregate figures, no client's content.
-  if (get && path == "/metrics") return count("/metrics", metrics(r));
-  if (get && path == "/healthz") return r.send(200, "text/plain", "ok\n"), 200;
-  // A store that refuses writes leaves the server ready: it still streams
-  // every answer that needs no write (docs/DECISIONS.md, "Storage errors").
-  if (get && path == "/readyz") {
-    const bool ok = ready_ && !draining_;
-    std::string body = ok ? "ready\n" : draining_ ? "draining\n" : "starting\n";
-    if (const auto store = metrics_ ? metrics_->store_state() : service::StoreState{}; store.known && !store.writable)
-      body += "store degraded: " + store.reason + "\n";
-    r.send(ok ? 200 : 503, "text/plain", body);
-    return ok ? 200 : 503;
-  }
-  // The page is public; what it shows comes from /v1/, with the token typed into it.
-  if (get && path == "/") return r.send(200, "text/html; charset=utf-8", web_page()), 200;
-  if (path.rfind("/v1/", 0) != 0) return 0;
-
-  // Every /v1/ route: the bearer token's client (under --auth), counted by route.
-  std::string client;
-  const auto api = [&](const char* name, const std::function<int()>& handler) {
-    return count(name, authorize(q, r, client) ? handler() : 401);
-  };
-  // Sessions and jobs: answered as the client (its own, or all for an admin).
-  const auto answer = [&](const std::string& request) {
-    const service::HttpAnswer a = service::troupe_answer(ask(request, client));
-    r.send(a.status, "application/json", a.json);
-    return a.status;
-  };
-  if (post && path == "/v1/chat/completions") return api("/v1/chat/completions", [&] { return completion(q, r, client, true); });
-  if (post && path == "/v1/responses") return api("/v1/responses", [&] { return respond(q, r, client); });
+  if (post && path == "/v1/chat/completions")
+    return api(call, "/v1/chat/completions", [&] { return completion(q, r, call.client, true); });
+  if (post && path == "/v1/responses") return api(call, "/v1/responses", [&] { return respond(q, r, call.client); });
   if (const std::string rid = path_id(path, "/v1/responses/"); !rid.empty() && (get || del))
-    return api("/v1/responses/ID", [&] { return stored_response(rid, del, r, client); });
-  if (path.starts_with("/v1/files") || path.starts_with("/v1/batches")) {
-    std::string who;
-    if (!authorize(q, r, who)) return count(path.starts_with("/v1/files") ? "/v1/files" : "/v1/batches", 401);
-    const int status = batch_api(q, r, who);
-    return status == 0 ? 0 : count(path.starts_with("/v1/files") ? "/v1/files" : "/v1/batches", status);
-  }
-  if (post && path == "/v1/completions") return api("/v1/completions", [&] { return completion(q, r, client, false); });
-  if (get && path == "/v1/models")
-    return api("/v1/models", [&] {
-      json data = json::array();
-      for (const auto& m : options_.models) data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
-      r.send(200, "application/json", json{{"object", "list"}, {"data", data}}.dump());
-      return 200;
-    });
-  if (get && path == "/v1/troupe/stats")
-    return api("/v1/troupe/stats", [&] {
-      const std::string frame = ask(messages::stats_request(1), client);
-      const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
-      if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
-        return send_error(r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
-      messages::StatsFields stats = messages::read_stats(*resp->body_as_StatsReply());
-      stats.draining = draining_.load();
-      r.send(200, "application/json", service::stats_json(stats));
-      return 200;
-    });
+    return api(call, "/v1/responses/ID", [&] { return stored_response(rid, del, r, call.client); });
+  if (path.starts_with("/v1/files") || path.starts_with("/v1/batches")) return files_or_batches(q, r);
+  if (post && path == "/v1/completions")
+    return api(call, "/v1/completions", [&] { return completion(q, r, call.client, false); });
+  if (get && path == "/v1/models") return api(call, "/v1/models", [&] { return list_models(r); });
+  return 0;
+}
+
+int HttpGateway::files_or_batches(const messages::HttpRequest& q, messages::HttpResponder& r) {
+  const char* name = q.path.starts_with("/v1/files") ? "/v1/files" : "/v1/batches";
+  std::string who;
+  if (!authorize(q, r, who)) return count(name, 401);
+  const int status = batch_api(q, r, who);
+  return status == 0 ? 0 : count(name, status);
+}
+
+int HttpGateway::list_models(messages::HttpResponder& r) {
+  json data = json::array();
+  for (const auto& m : options_.models) data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}});
+  r.send(200, "application/json", json{{"object", "list"}, {"data", data}}.dump());
+  return 200;
+}
+
+int HttpGateway::troupe_route(V1Call& call) {
+  const messages::HttpRequest& q = call.q;
+  const std::string& path = q.path;
+  const bool get = q.method == "GET", post = q.method == "POST", del = q.method == "DELETE";
+  if (get && path == "/v1/troupe/stats") return api(call, "/v1/troupe/stats", [&] { return troupe_stats(call); });
   if (get && path == "/v1/troupe/sessions")
-    return api("/v1/troupe/sessions", [&] { return answer(messages::list_sessions_request(1)); });
+    return api(call, "/v1/troupe/sessions", [&] { return answer(call, messages::list_sessions_request(1)); });
   if (const std::string sid = path_id(path, "/v1/troupe/sessions/"); !sid.empty()) {
-    if (get) return api("/v1/troupe/sessions/ID", [&] { return answer(messages::show_session_request(1, sid)); });
-    if (del) return api("/v1/troupe/sessions/ID", [&] { return answer(messages::delete_session_request(1, sid)); });
+    if (get) return api(call, "/v1/troupe/sessions/ID", [&] { return answer(call, messages::show_session_request(1, sid)); });
+    if (del) return api(call, "/v1/troupe/sessions/ID", [&] { return answer(call, messages::delete_session_request(1, sid)); });
   }
-  if (post && path == "/v1/troupe/jobs")
-    return api("/v1/troupe/jobs", [&] {
-      if (draining_) return send_error(r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
-      auto parsed = service::parse_job_submission(q.body, options_.limits.max_tokens);
-      if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(r, *e);
-      return answer(std::get<messages::Bytes>(parsed));
-    });
-  if (get && path == "/v1/troupe/jobs") return api("/v1/troupe/jobs", [&] { return answer(messages::list_jobs_request(1)); });
+  if (post && path == "/v1/troupe/jobs") return api(call, "/v1/troupe/jobs", [&] { return submit_job(call); });
+  if (get && path == "/v1/troupe/jobs")
+    return api(call, "/v1/troupe/jobs", [&] { return answer(call, messages::list_jobs_request(1)); });
   if (const std::string jid = path_id(path, "/v1/troupe/jobs/", "/events"); !jid.empty() && get) {
     std::string who;
-    if (!authorize(q, r, who)) return 401;
-    return job_events(jid, r, who);
+    if (!authorize(q, call.r, who)) return 401;
+    return job_events(jid, call.r, who);
   }
   if (const std::string jid = path_id(path, "/v1/troupe/jobs/"); !jid.empty()) {
-    if (get) return api("/v1/troupe/jobs/ID", [&] { return answer(messages::job_results_request(1, jid)); });
-    if (del) return api("/v1/troupe/jobs/ID", [&] { return answer(messages::cancel_job_request(1, jid)); });
+    if (get) return api(call, "/v1/troupe/jobs/ID", [&] { return answer(call, messages::job_results_request(1, jid)); });
+    if (del) return api(call, "/v1/troupe/jobs/ID", [&] { return answer(call, messages::cancel_job_request(1, jid)); });
   }
   return 0;
+}
+
+int HttpGateway::troupe_stats(V1Call& call) {
+  const std::string frame = ask(messages::stats_request(1), call.client);
+  const auto* resp = frame.empty() ? nullptr : messages::check_response(frame);
+  if (!resp || resp->body_type() != wire::ResponseBody::StatsReply)
+    return send_error(call.r, service::api_error(wire::ErrorCode::internal, "the scheduler did not answer"));
+  messages::StatsFields stats = messages::read_stats(*resp->body_as_StatsReply());
+  stats.draining = draining_.load();
+  call.r.send(200, "application/json", service::stats_json(stats));
+  return 200;
+}
+
+int HttpGateway::submit_job(V1Call& call) {
+  if (draining_) return send_error(call.r, service::api_error(wire::ErrorCode::shutting_down, "the server is draining"));
+  auto parsed = service::parse_job_submission(call.q.body, options_.limits.max_tokens);
+  if (auto* e = std::get_if<service::ApiError>(&parsed)) return send_error(call.r, *e);
+  return answer(call, std::get<messages::Bytes>(parsed));
 }
 
 int HttpGateway::count(const char* route, int status) {

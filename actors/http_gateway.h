@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,25 @@ class HttpGateway {
   void serve(const messages::HttpRequest& req, messages::HttpResponder& res);
   // The answer's status, or 0 when nothing was sent.
   int route(const messages::HttpRequest& req, messages::HttpResponder& res);
+  // One /v1/ request, and the client its bearer token names once authorized.
+  struct V1Call {
+    const messages::HttpRequest& q;
+    messages::HttpResponder& r;
+    std::string client;
+  };
+  // GET /metrics, /healthz, /readyz and the web page: no token asked.
+  int open_route(const messages::HttpRequest& req, messages::HttpResponder& res);
+  int readiness(messages::HttpResponder& res);
+  int openai_route(V1Call& call);  // OpenAI's /v1/ API
+  int troupe_route(V1Call& call);  // /v1/troupe/: stats, sessions, jobs
+  // `handler`'s status once the call is authorized (else 401), counted as `name`.
+  int api(V1Call& call, const char* name, const std::function<int()>& handler);
+  // A troupe control request's answer, relayed as JSON.
+  int answer(V1Call& call, const std::string& request);
+  int files_or_batches(const messages::HttpRequest& req, messages::HttpResponder& res);
+  int list_models(messages::HttpResponder& res);
+  int troupe_stats(V1Call& call);
+  int submit_job(V1Call& call);
   int completion(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client, bool chat);
   // POST /v1/responses (service/openai_responses.h), and GET and DELETE of one.
   int respond(const messages::HttpRequest& req, messages::HttpResponder& res, const std::string& client);
