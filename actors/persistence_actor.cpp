@@ -178,13 +178,19 @@ bool spills_held_back(Self self) {
   return cap > 0 && st.store->approximate_bytes() > static_cast<int64_t>(cap * kSpillCeiling);
 }
 
-}  // namespace
+void send_reply(Self self, const std::string& peer, uint64_t id, const messages::Bytes& b) {
+  self->state.replies->send(peer, id, b);
+}
 
-persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
-                                                  std::shared_ptr<persistence::Store> store,
-                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
-                                                  RetentionOptions retention,
-                                                  std::shared_ptr<service::ServiceMetrics> metrics) {
+// A session's records changed: retention counts its age from now.
+void note_written(Self self, const std::string& id) {
+  if (self->state.sweeper) self->state.sweeper->session_written(id);
+}
+
+// The store, its books and (when enabled) the response cache and the sweeper.
+void open_books(Self self, std::shared_ptr<persistence::Store> store, std::shared_ptr<Replies> replies,
+                persistence::SessionPolicy policy, const RetentionOptions& retention,
+                std::shared_ptr<service::ServiceMetrics> metrics) {
   PersistenceState& st = self->state;
   st.metrics = std::move(metrics);
   st.store = std::move(store);
@@ -201,15 +207,12 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
                             ? retention.interval
                             : std::chrono::milliseconds(persistence::default_sweep_interval_ms(retention.policy));
   }
-  const auto written = [self](const std::string& id) {
-    if (self->state.sweeper) self->state.sweeper->session_written(id);
-  };
-  // An error message (say, a reply some peer could not handle) must never
-  // stop the one actor that keeps the store: log it and go on.
-  self->set_error_handler([self](caf::error& err) {
-    std::fprintf(stderr, "troupe serve: persistence: %s\n", self->system().render(err).c_str());
-  });
-  auto reply = [self](const std::string& peer, uint64_t id, const messages::Bytes& b) { self->state.replies->send(peer, id, b); };
+}
+
+// What the store holds, read through once, its health, and the first of the
+// health checks that repeat every second.
+void start_up(Self self) {
+  PersistenceState& st = self->state;
   try {
     report_damaged_sessions(*st.store);
   } catch (const std::exception& e) {
@@ -218,77 +221,142 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
   count_sessions(self);
   check_store(self);
   self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
+}
+
+persistence::SessionStart begin_session(Self self, const std::string& id, const persistence::Principal& who) {
+  self->state.sessions->expire_hand_offs(steady_ms());
+  return self->state.sessions->begin(id, steady_ms(), who);
+}
+
+// Another front end's hand-off of a session held here: ask, done or abort.
+void hand_off_session(Self self, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
+  persistence::SessionTurns& turns = *self->state.sessions;
+  turns.expire_hand_offs(steady_ms());
+  if (t.step == wire::HandOffStep::abort) {
+    turns.hand_off_abort(t.session_id, t.to);
+    return send_reply(self, peer, id, messages::ack_response(id, "session '" + t.session_id + "' stays here"));
+  }
+  if (t.step == wire::HandOffStep::done) {
+    const std::string why = turns.hand_off_done(t.session_id, t.to);
+    count_sessions(self);
+    return send_reply(self, peer, id,
+                 why.empty() ? messages::ack_response(id, "session '" + t.session_id + "' handed over")
+                             : messages::error_response(id, wire::ErrorCode::storage_failed, why));
+  }
+  const persistence::SessionHandOff h = turns.hand_off(t.session_id, t.to, {t.owner, t.admin}, steady_ms());
+  if (h.error != wire::ErrorCode::none) return send_reply(self, peer, id, messages::error_response(id, h.error, h.message));
+  send_reply(self, peer, id, messages::session_records_response(id, {t.session_id, h.records.header, h.records.turns, h.kv_data}));
+}
+
+// A session taken over from another front end, then begun here.
+persistence::SessionStart adopt_session(Self self, const std::string& id, const persistence::SessionHandOff& h,
+                                        const persistence::Principal& who) {
+  persistence::SessionTurns& turns = *self->state.sessions;
+  turns.release(id);  // begun as new, before the peers were asked
+  const std::string why = turns.take(id, h);
+  if (!why.empty()) {
+    persistence::SessionStart failed;
+    failed.error = wire::ErrorCode::storage_failed;
+    failed.message = "session '" + id + "' could not be taken over from another front end: " + why;
+    return failed;
+  }
+  note_written(self, id);
+  count_sessions(self);
+  persistence::SessionStart start = turns.begin(id, steady_ms(), who);
+  start.adopted = true;
+  return start;
+}
+
+void commit_turn(Self self, persistence::SessionCommit& c) {
+  const std::string peer = c.peer, session = c.session_id;
+  const uint64_t id = c.client_id;
+  send_reply(self, peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
+  note_written(self, session);
+  count_sessions(self);
+  sweep_if_due(self);
+}
+
+int32_t spill_pages(Self self, const persistence::KvSpill& spill) {
+  if (spills_held_back(self)) {
+    sweep_if_due(self);
+    return int32_t{0};  // the pages stay recomputable: a later turn prefills them
+  }
+  const int32_t stored = self->state.sessions->spill(spill);
+  if (stored > 0) note_written(self, spill.session_id);
+  sweep_if_due(self);
+  return stored;
+}
+
+JobRecords load_job(Self self, const std::string& id) {
+  JobRecords one;
+  try {
+    if (auto j = self->state.jobs->load(id)) one.jobs.push_back(std::move(*j));
+  } catch (const std::exception& e) {
+    one.damage = e.what();
+  }
+  return one;
+}
+
+// A store that cannot be read or written makes the cache miss, never the request fail.
+persistence::CacheLookup find_response(Self self, const std::string& key) {
+  persistence::CacheLookup r;
+  if (!self->state.responses) return r;
+  try {
+    if (auto a = self->state.responses->find(key, service::unix_ms())) r = {true, std::move(*a)};
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
+  }
+  return r;
+}
+
+void store_response(Self self, const std::string& key, const persistence::CachedAnswer& a) {
+  if (!self->state.responses) return;
+  try {
+    self->state.responses->put(key, a, service::unix_ms());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
+  }
+}
+
+// The job actor asks to be told of the jobs retention deletes; sweeps start then.
+void start_sweeps(Self self, job_actor& watcher) {
+  if (!self->state.sweeper) return;
+  self->state.job_watcher = std::move(watcher);
+  sweep(self);
+}
+
+void on_health_tick(Self self) {
+  check_store(self);
+  sweep_if_due(self);
+  self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
+}
+
+persistence_actor::behavior_type persistence_behavior(Self self) {
   return {
       [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
-        self->state.sessions->expire_hand_offs(steady_ms());
-        return self->state.sessions->begin(id, steady_ms(), who);
+        return begin_session(self, id, who);
       },
-      [self, reply](take_session_atom, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
-        persistence::SessionTurns& turns = *self->state.sessions;
-        turns.expire_hand_offs(steady_ms());
-        if (t.step == wire::HandOffStep::abort) {
-          turns.hand_off_abort(t.session_id, t.to);
-          return reply(peer, id, messages::ack_response(id, "session '" + t.session_id + "' stays here"));
-        }
-        if (t.step == wire::HandOffStep::done) {
-          const std::string why = turns.hand_off_done(t.session_id, t.to);
-          count_sessions(self);
-          return reply(peer, id, why.empty() ? messages::ack_response(id, "session '" + t.session_id + "' handed over")
-                                             : messages::error_response(id, wire::ErrorCode::storage_failed, why));
-        }
-        const persistence::SessionHandOff h = turns.hand_off(t.session_id, t.to, {t.owner, t.admin}, steady_ms());
-        if (h.error != wire::ErrorCode::none) return reply(peer, id, messages::error_response(id, h.error, h.message));
-        reply(peer, id, messages::session_records_response(id, {t.session_id, h.records.header, h.records.turns, h.kv_data}));
+      [self](take_session_atom, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
+        hand_off_session(self, peer, id, t);
       },
-      [self, written](session_adopt_atom, const std::string& id, const persistence::SessionHandOff& h,
-                      const persistence::Principal& who) {
-        persistence::SessionTurns& turns = *self->state.sessions;
-        turns.release(id);  // begun as new, before the peers were asked
-        const std::string why = turns.take(id, h);
-        if (!why.empty()) {
-          persistence::SessionStart failed;
-          failed.error = wire::ErrorCode::storage_failed;
-          failed.message = "session '" + id + "' could not be taken over from another front end: " + why;
-          return failed;
-        }
-        written(id);
-        count_sessions(self);
-        persistence::SessionStart start = turns.begin(id, steady_ms(), who);
-        start.adopted = true;
-        return start;
-      },
+      [self](session_adopt_atom, const std::string& id, const persistence::SessionHandOff& h,
+             const persistence::Principal& who) { return adopt_session(self, id, h, who); },
       [self](session_release_atom, const std::string& id) { self->state.sessions->release(id); },
-      [self, reply, written](session_commit_atom, persistence::SessionCommit& c) {
-        const std::string peer = c.peer, session = c.session_id;
-        const uint64_t id = c.client_id;
-        reply(peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
-        written(session);
-        count_sessions(self);
-        sweep_if_due(self);
+      [self](session_commit_atom, persistence::SessionCommit& c) { commit_turn(self, c); },
+      [self](kv_spill_atom, const persistence::KvSpill& spill) { return spill_pages(self, spill); },
+      [self](list_sessions_atom, const std::string& peer, uint64_t id, const persistence::Principal& who) {
+        send_reply(self, peer, id, self->state.sessions->list(id, who));
       },
-      [self, written](kv_spill_atom, const persistence::KvSpill& spill) {
-        if (spills_held_back(self)) {
-          sweep_if_due(self);
-          return int32_t{0};  // the pages stay recomputable: a later turn prefills them
-        }
-        const int32_t stored = self->state.sessions->spill(spill);
-        if (stored > 0) written(spill.session_id);
-        sweep_if_due(self);
-        return stored;
-      },
-      [self, reply](list_sessions_atom, const std::string& peer, uint64_t id, const persistence::Principal& who) {
-        reply(peer, id, self->state.sessions->list(id, who));
-      },
-      [self, reply](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
-                    const persistence::Principal& who) { reply(peer, id, self->state.sessions->show(id, sid, who)); },
-      [self, reply](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
-                    const persistence::Principal& who) {
-        reply(peer, id, self->state.sessions->remove(id, sid, who));
+      [self](show_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
+             const persistence::Principal& who) { send_reply(self, peer, id, self->state.sessions->show(id, sid, who)); },
+      [self](delete_session_atom, const std::string& peer, uint64_t id, const std::string& sid,
+             const persistence::Principal& who) {
+        send_reply(self, peer, id, self->state.sessions->remove(id, sid, who));
         count_sessions(self);
       },
-      [self, reply](file_atom, const std::string& peer, uint64_t id, const std::string& request,
-                    const persistence::Principal& who) {
-        reply(peer, id, self->state.files->answer(request, who, service::unix_ms()));
+      [self](file_atom, const std::string& peer, uint64_t id, const std::string& request,
+             const persistence::Principal& who) {
+        send_reply(self, peer, id, self->state.files->answer(request, who, service::unix_ms()));
       },
       [self](job_create_atom, const persistence::JobRecord& job) {
         return failure_of([&] { self->state.jobs->create(job); });
@@ -302,51 +370,37 @@ persistence_actor::behavior_type persistence_role(persistence_actor::stateful_po
         return failure_of([&] { self->state.jobs->write_header(job); });
       },
       [self](job_load_atom) { return load_jobs(*self->state.jobs); },
-      [self](job_get_atom, const std::string& id) {
-        JobRecords one;
-        try {
-          if (auto j = self->state.jobs->load(id)) one.jobs.push_back(std::move(*j));
-        } catch (const std::exception& e) {
-          one.damage = e.what();
-        }
-        return one;
-      },
-      [self, written](session_summary_atom, const service::SummaryResult& s) {
+      [self](job_get_atom, const std::string& id) { return load_job(self, id); },
+      [self](session_summary_atom, const service::SummaryResult& s) {
         self->state.sessions->summarize(s.session_id, s.text, s.through);
-        written(s.session_id);
+        note_written(self, s.session_id);
       },
-      // A store that cannot be read or written makes the cache miss, never the request fail.
-      [self](response_find_atom, const std::string& key) {
-        persistence::CacheLookup r;
-        if (!self->state.responses) return r;
-        try {
-          if (auto a = self->state.responses->find(key, service::unix_ms())) r = {true, std::move(*a)};
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
-        }
-        return r;
-      },
+      [self](response_find_atom, const std::string& key) { return find_response(self, key); },
       [self](response_store_atom, const std::string& key, const persistence::CachedAnswer& a) {
-        if (!self->state.responses) return;
-        try {
-          self->state.responses->put(key, a, service::unix_ms());
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "troupe serve: response cache: %s\n", e.what());
-        }
+        store_response(self, key, a);
       },
-      [self](sweep_atom, job_actor& watcher) {
-        if (!self->state.sweeper) return;
-        self->state.job_watcher = std::move(watcher);
-        sweep(self);
-      },
+      [self](sweep_atom, job_actor& watcher) { start_sweeps(self, watcher); },
       [self](sweep_atom) { sweep(self); },
-      [self](store_health_atom) {
-        check_store(self);
-        sweep_if_due(self);
-        self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
-      },
+      [self](store_health_atom) { on_health_tick(self); },
       [](drain_atom) { return true; },  // FIFO: everything before it is written
   };
+}
+
+}  // namespace
+
+persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
+                                                  std::shared_ptr<persistence::Store> store,
+                                                  std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,
+                                                  RetentionOptions retention,
+                                                  std::shared_ptr<service::ServiceMetrics> metrics) {
+  open_books(self, std::move(store), std::move(replies), std::move(policy), retention, std::move(metrics));
+  // An error message (say, a reply some peer could not handle) must never
+  // stop the one actor that keeps the store: log it and go on.
+  self->set_error_handler([self](caf::error& err) {
+    std::fprintf(stderr, "troupe serve: persistence: %s\n", self->system().render(err).c_str());
+  });
+  start_up(self);
+  return persistence_behavior(self);
 }
 
 }  // namespace troupe::actors
