@@ -84,6 +84,14 @@ class CudaBackend final : public Backend {
     bool graphed = false;
   };
 
+  // The constructor's steps, in order.
+  void refuse_unsupported(const BackendOptions& o) const;
+  void open_stream();
+  void upload_model(const BackendOptions& o);
+  int64_t largest_quantized() const;
+  void allocate_activations(const BackendOptions& o);
+  void allocate_kv_cache(const BackendOptions& o);
+  std::string describe_device() const;
   void allocate_inputs(int64_t table_entries);
   Step stage(const Batch& batch, std::span<const TokenChoice> choices, bool choose);
   void stage_choices(const Step& st, std::span<const TokenChoice> choices);
@@ -128,6 +136,19 @@ class CudaBackend final : public Backend {
 
 CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
     : file_(GgufFile::open(path)), config_(read_model_config(file_, o.overrides)), page_size_(o.page_size) {
+  refuse_unsupported(o);
+  open_stream();
+  upload_model(o);
+  allocate_activations(o);
+  allocate_kv_cache(o);
+  // Uploads and memsets ran on the legacy stream, which stream_ (non-blocking)
+  // does not wait for: finish them before the first step.
+  TROUPE_CUDA_CHECK(cudaDeviceSynchronize());
+  description_ = describe_device();
+}
+
+// What this backend does not run yet, each pointed at the CPU backend.
+void CudaBackend::refuse_unsupported(const BackendOptions& o) const {
   if (o.kv_type != KvType::f16)
     throw std::runtime_error(std::string("the CUDA backend keeps its KV cache in f16; --kv-type ") + kv_type_name(o.kv_type) +
                              " runs on the CPU backend");
@@ -142,26 +163,46 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
                              std::to_string(config_.n_expert) + " experts) runs on the CPU backend");
   std::string why;
   if (!device_available(&why)) throw std::runtime_error("CUDA backend: " + why);
-  const auto& c = config_;
-  if (c.head_dim != 64 && c.head_dim != 128)
-    throw std::runtime_error("CUDA backend: head_dim " + std::to_string(c.head_dim) + " is not supported (64 or 128)");
+  if (config_.head_dim != 64 && config_.head_dim != 128)
+    throw std::runtime_error("CUDA backend: head_dim " + std::to_string(config_.head_dim) + " is not supported (64 or 128)");
   if (page_size_ <= 0) throw std::invalid_argument("KV page size must be positive");
+}
+
+void CudaBackend::open_stream() {
   TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   check_cublas(cublasCreate(&cublas_), "cublasCreate");
   check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
   // A fixed workspace keeps cuBLAS from allocating, which graph capture forbids.
   cublas_workspace_.ensure(64 << 20);
   check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()), "cublasSetWorkspace");
+}
 
+// The weights, and RoPE's frequencies (as cpu::Rope's).
+void CudaBackend::upload_model(const BackendOptions& o) {
   {
     const ModelWeights host = bind_weights(file_, config_);
     w_ = upload_weights(host, config_, o.weights, std::max(1, o.threads));
   }
-  const std::vector<float> inv = rope_frequencies(c.head_dim, c.rope_freq_base, c.rope_scaling);  // as cpu::Rope
+  const ModelConfig& c = config_;
+  const std::vector<float> inv = rope_frequencies(c.head_dim, c.rope_freq_base, c.rope_scaling);
   inv_freq_.ensure(inv.size() * sizeof(float));
   TROUPE_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
 
-  // Activations for the largest batch, then KV pages from what is left.
+// Values in the largest matrix not kept in bf16 (dequantized into wtmp_ for cuBLAS).
+int64_t CudaBackend::largest_quantized() const {
+  int64_t largest = 0;
+  auto note = [&](const DeviceMatrix& m) {
+    if (m.format != DeviceFormat::bf16) largest = std::max(largest, m.rows * m.cols);
+  };
+  note(w_.output);
+  for (const auto& l : w_.layers) note(l.qkv), note(l.wo), note(l.gate_up), note(l.down);
+  return largest;
+}
+
+// Activations for the largest batch, before the KV pages take what is left.
+void CudaBackend::allocate_activations(const BackendOptions& o) {
+  const ModelConfig& c = config_;
   cap_rows_ = std::max<int64_t>(o.max_batch_tokens, kMaxGraphRows);
   if (cap_rows_ > 65535)  // rows are gridDim.y of the attention kernel
     throw std::invalid_argument("max_batch_tokens above 65535 is not supported by the CUDA backend");
@@ -172,19 +213,17 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
   attn_.ensure(cap_rows_ * c.q_dim() * 4);
   ff_.ensure(cap_rows_ * 2 * c.n_ff * 4);
   xb_.ensure(cap_rows_ * std::max({c.n_embd, c.q_dim(), c.n_ff}) * 2);
-  int64_t largest_quantized = 0;
-  auto note = [&](const DeviceMatrix& m) {
-    if (m.format != DeviceFormat::bf16) largest_quantized = std::max(largest_quantized, m.rows * m.cols);
-  };
-  note(w_.output);
-  for (const auto& l : w_.layers) note(l.qkv), note(l.wo), note(l.gate_up), note(l.down);
-  if (largest_quantized) wtmp_.ensure(largest_quantized * 2);
+  if (const int64_t largest = largest_quantized()) wtmp_.ensure(largest * 2);
   gathered_.ensure(cap_logits_ * c.n_embd * 4);
   logits_.ensure(cap_logits_ * c.n_vocab * 4);
   out_tokens_.ensure(cap_logits_ * 4);
   host_tokens_.ensure(cap_logits_ * 4);
   mask_words_ = (static_cast<int64_t>(c.n_vocab) + 63) / 64;
+}
 
+// The pages asked for, or as many as the free memory's fraction holds.
+void CudaBackend::allocate_kv_cache(const BackendOptions& o) {
+  const ModelConfig& c = config_;
   layer_cache_values_ = 0;
   const int64_t page_bytes = c.n_layer * page_size_ * c.kv_dim() * 2 * 2;
   if (o.kv_pages > 0) {
@@ -203,19 +242,18 @@ CudaBackend::CudaBackend(const std::string& path, const BackendOptions& o)
   TROUPE_CUDA_CHECK(cudaMemset(v_cache_.get(), 0, v_cache_.bytes()));
   pages_ = PagePool(kv_pages_);
   allocate_inputs(static_cast<int64_t>(kv_pages_) + 1024);
-  // Uploads and memsets ran on the legacy stream, which stream_ (non-blocking)
-  // does not wait for: finish them before the first step.
-  TROUPE_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
+std::string CudaBackend::describe_device() const {
   cudaDeviceProp prop{};
   int dev = 0;
   TROUPE_CUDA_CHECK(cudaGetDevice(&dev));
   TROUPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  description_ = std::string("cuda: ") + prop.name + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
-                 "), weights " + device_format_name(w_.layers.empty() ? w_.output.format : w_.layers[0].gate_up.format) +
-                 " " + std::to_string(w_.bytes >> 20) + " MiB, KV " + std::to_string(kv_pages_) + " pages x " +
-                 std::to_string(page_size_) + " tokens (" +
-                 std::to_string((k_cache_.bytes() + v_cache_.bytes()) >> 20) + " MiB)";
+  return std::string("cuda: ") + prop.name + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+         "), weights " + device_format_name(w_.layers.empty() ? w_.output.format : w_.layers[0].gate_up.format) + " " +
+         std::to_string(w_.bytes >> 20) + " MiB, KV " + std::to_string(kv_pages_) + " pages x " +
+         std::to_string(page_size_) + " tokens (" + std::to_string((k_cache_.bytes() + v_cache_.bytes()) >> 20) +
+         " MiB)";
 }
 
 CudaBackend::~CudaBackend() {
