@@ -253,6 +253,108 @@ void run_chunks(MatmulScratch::Impl& s, int thread) {
   }
 }
 
+// The distinct input (pointer, width, tokens) a job reads, added when new.
+size_t input_index(MatmulScratch::Impl& s, const MatmulJob& j) {
+  size_t in = 0;
+  while (in < s.inputs.size() &&
+         !(s.inputs[in].x == j.x && s.inputs[in].cols == j.w.cols && s.inputs[in].n_tokens == j.n_tokens))
+    ++in;
+  if (in == s.inputs.size()) {
+    s.inputs.push_back({j.x, j.w.cols, j.n_tokens});
+    s.needed.emplace_back().fill(false);
+  }
+  return in;
+}
+
+// Kernel choices, and the distinct inputs with the layouts they need. The
+// packed kernels' scratch rows are as wide as their widest input, padded
+// to whole groups of 512: 0 when no job runs one.
+int64_t choose_kernels(MatmulScratch::Impl& s, std::span<const MatmulJob> jobs) {
+  s.choices.clear();
+  bool any_packed = false;
+  int64_t padded = 0;
+  for (const MatmulJob& j : jobs) {
+    validate(std::span<const WeightMatrix>(&j.w, 1), j.x, j.n_tokens, std::span<float* const>(&j.y, 1));
+    s.choices.push_back(choose(j.w, j.n_tokens));
+    const size_t in = input_index(s, j);
+    s.input_of.push_back(in);
+    if (j.n_tokens == 0 || j.w.rows == 0) continue;
+    s.needed[in][static_cast<int>(s.choices.back().layout)] = true;
+    if (s.choices.back().packed) {
+      any_packed = true;
+      padded = std::max(padded, (j.w.cols + 511) / 512 * 512);
+    }
+  }
+  // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min
+  // (rows from lane-layout weights take whole groups of 512 values).
+  return any_packed ? (detail::kPackedRows * (padded + 12 * (padded / 16)) + 63) / 64 * 64 : 0;
+}
+
+// Every input's layouts placed in one buffer, and the (input, token) items
+// that quantize them.
+void place_inputs(MatmulScratch::Impl& s) {
+  if (s.views.size() < s.inputs.size()) s.views.resize(s.inputs.size());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    bytes += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, nullptr);
+  uint8_t* p = s.activations.reserve(bytes);
+  s.preps.clear();
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    p += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, p);
+    if (std::find(s.needed[i].begin(), s.needed[i].end(), true) == s.needed[i].end()) continue;
+    for (int t = 0; t < s.inputs[i].n_tokens; ++t) s.preps.push_back({static_cast<uint32_t>(i), t});
+  }
+}
+
+// A task per job with work to do; returns the bytes of weights times tokens
+// they read in all.
+int64_t plan_tasks(MatmulScratch::Impl& s, std::span<const MatmulJob> jobs, uint8_t* work, int64_t work_stride) {
+  int64_t total_work = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const MatmulJob& j = jobs[i];
+    if (j.w.rows == 0 || j.n_tokens == 0) continue;
+    const Choice& choice = s.choices[i];
+    KernelArgs args{};
+    args.type = j.w.type;
+    args.w = static_cast<const uint8_t*>(choice.data);
+    args.row_bytes = choice.row_bytes;
+    args.cols = j.w.cols;
+    args.act = &s.views[s.input_of[i]][static_cast<int>(choice.layout)];
+    args.n_tokens = j.n_tokens;
+    args.y = j.y;
+    args.y_stride = j.w.rows;
+    args.work = work;
+    args.work_stride = work_stride;
+    s.tasks.push_back({args, choice.fn, 0, 0});
+    total_work += args.row_bytes * j.w.rows * j.n_tokens;
+  }
+  return total_work;
+}
+
+void run_tasks(MatmulScratch::Impl& s, ThreadPool& pool, int64_t total_work) {
+  // Below this much weight data a second thread costs more to wake than it saves.
+  const bool parallel = pool.size() > 1 && total_work >= (64 << 10);
+  plan_chunks(s, parallel ? pool.size() : 1);
+  s.next_chunk.store(0, std::memory_order_relaxed);
+  // A small matrix can still have a long input (a prefill's tokens): from
+  // 16K values, quantizing it is worth a region of its own.
+  int64_t prep_values = 0;
+  for (const auto& prep : s.preps) prep_values += s.inputs[prep.input].cols;
+  if (pool.size() == 1 || (!(parallel && s.total_chunks > 1) && prep_values < 16384)) {
+    const detail::QuantizeFn quantize = quantizer_for(active_isa());
+    for (const auto& prep : s.preps) prepare_token_layouts(s, prep.input, prep.token, quantize);
+    run_chunks(s, 0);
+    return;
+  }
+  s.prepared.store(0, std::memory_order_relaxed);
+  MatmulScratch::Impl* sp = &s;
+  const int threads = pool.size();
+  pool.run([sp, threads](int thread) {
+    prepare_in_region(*sp, thread, threads);
+    run_chunks(*sp, thread);
+  });
+}
+
 }  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, int n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
@@ -275,86 +377,12 @@ void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratc
   s.needed.clear();
   s.input_of.clear();
   s.tasks.clear();
-  // Kernel choices, and the distinct inputs with the layouts they need.
-  std::vector<Choice>& choices = s.choices;
-  choices.clear();
-  bool any_packed = false;
-  int64_t padded = 0;
-  for (const MatmulJob& j : jobs) {
-    validate(std::span<const WeightMatrix>(&j.w, 1), j.x, j.n_tokens, std::span<float* const>(&j.y, 1));
-    choices.push_back(choose(j.w, j.n_tokens));
-    size_t in = 0;
-    while (in < s.inputs.size() &&
-           !(s.inputs[in].x == j.x && s.inputs[in].cols == j.w.cols && s.inputs[in].n_tokens == j.n_tokens))
-      ++in;
-    if (in == s.inputs.size()) {
-      s.inputs.push_back({j.x, j.w.cols, j.n_tokens});
-      s.needed.emplace_back().fill(false);
-    }
-    s.input_of.push_back(in);
-    if (j.n_tokens == 0 || j.w.rows == 0) continue;
-    s.needed[in][static_cast<int>(choices.back().layout)] = true;
-    if (choices.back().packed) {
-      any_packed = true;
-      padded = std::max(padded, (j.w.cols + 511) / 512 * 512);
-    }
-  }
-  if (s.views.size() < s.inputs.size()) s.views.resize(s.inputs.size());
-  int64_t bytes = 0;
-  for (size_t i = 0; i < s.inputs.size(); ++i)
-    bytes += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, nullptr);
-  uint8_t* p = s.activations.reserve(bytes);
-  s.preps.clear();
-  for (size_t i = 0; i < s.inputs.size(); ++i) {
-    p += place_input(s.views[i], s.needed[i], s.inputs[i].x, s.inputs[i].cols, s.inputs[i].n_tokens, p);
-    if (std::find(s.needed[i].begin(), s.needed[i].end(), true) == s.needed[i].end()) continue;
-    for (int t = 0; t < s.inputs[i].n_tokens; ++t) s.preps.push_back({static_cast<uint32_t>(i), t});
-  }
-  // Codes of kPackedRows rows, then per 16 values of each: scale, bias, min
-  // (rows from lane-layout weights take whole groups of 512 values).
-  const int64_t work_stride = any_packed ? (detail::kPackedRows * (padded + 12 * (padded / 16)) + 63) / 64 * 64 : 0;
+  const int64_t work_stride = choose_kernels(s, jobs);
+  place_inputs(s);
   uint8_t* work = s.work.reserve(work_stride * pool.size());
-
-  int64_t total_work = 0;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const MatmulJob& j = jobs[i];
-    if (j.w.rows == 0 || j.n_tokens == 0) continue;
-    KernelArgs args{};
-    args.type = j.w.type;
-    args.w = static_cast<const uint8_t*>(choices[i].data);
-    args.row_bytes = choices[i].row_bytes;
-    args.cols = j.w.cols;
-    args.act = &s.views[s.input_of[i]][static_cast<int>(choices[i].layout)];
-    args.n_tokens = j.n_tokens;
-    args.y = j.y;
-    args.y_stride = j.w.rows;
-    args.work = work;
-    args.work_stride = work_stride;
-    s.tasks.push_back({args, choices[i].fn, 0, 0});
-    total_work += args.row_bytes * j.w.rows * j.n_tokens;
-  }
+  const int64_t total_work = plan_tasks(s, jobs, work, work_stride);
   if (s.tasks.empty()) return;
-  // Below this much weight data a second thread costs more to wake than it saves.
-  const bool parallel = pool.size() > 1 && total_work >= (64 << 10);
-  plan_chunks(s, parallel ? pool.size() : 1);
-  s.next_chunk.store(0, std::memory_order_relaxed);
-  // A small matrix can still have a long input (a prefill's tokens): from
-  // 16K values, quantizing it is worth a region of its own.
-  int64_t prep_values = 0;
-  for (const auto& prep : s.preps) prep_values += s.inputs[prep.input].cols;
-  if (pool.size() == 1 || (!(parallel && s.total_chunks > 1) && prep_values < 16384)) {
-    const detail::QuantizeFn quantize = quantizer_for(active_isa());
-    for (const auto& prep : s.preps) prepare_token_layouts(s, prep.input, prep.token, quantize);
-    run_chunks(s, 0);
-    return;
-  }
-  s.prepared.store(0, std::memory_order_relaxed);
-  MatmulScratch::Impl* sp = &s;
-  const int threads = pool.size();
-  pool.run([sp, threads](int thread) {
-    prepare_in_region(*sp, thread, threads);
-    run_chunks(*sp, thread);
-  });
+  run_tasks(s, pool, total_work);
 }
 
 }  // namespace troupe::cpu
