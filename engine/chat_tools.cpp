@@ -230,65 +230,82 @@ std::string assistant_text(ChatFormat format, std::string_view content, std::spa
   return out;
 }
 
-std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools, ToolChoice choice,
-                              std::string_view name, bool parallel, std::string_view answer) {
-  if (!supports_tools(format))
-    throw ChatTemplateError("this model's chat format (" + std::string(chat_format_name(format)) + ") has no tool format");
-  ojson schema;
+namespace {
+
+// The schema of one call: of the named tool, the only one, or any of them.
+ojson calls_schema(std::span<const ToolSpec> tools, ToolChoice choice, std::string_view name) {
   if (choice == ToolChoice::named) {
     const ToolSpec* t = nullptr;
     for (const ToolSpec& x : tools)
       if (x.name == name) t = &x;
     if (!t) throw ChatTemplateError("tool_choice names '" + std::string(name) + "', which is not among the tools");
-    schema = call_schema(*t, "");
-  } else if (tools.size() == 1) {
-    schema = call_schema(tools.front(), "");
-  } else {
-    ojson any = ojson::array();
-    for (size_t i = 0; i < tools.size(); ++i) any.push_back(call_schema(tools[i], "/anyOf/" + std::to_string(i)));
-    schema = ojson{{"anyOf", std::move(any)}};
+    return call_schema(*t, "");
   }
+  if (tools.size() == 1) return call_schema(tools.front(), "");
+  ojson any = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) any.push_back(call_schema(tools[i], "/anyOf/" + std::to_string(i)));
+  return ojson{{"anyOf", std::move(any)}};
+}
+
+// The converter's error, told of the tool: its name and the keyword's place
+// within its parameters.
+grammar::SchemaError tool_schema_error(const grammar::SchemaError& e, std::span<const ToolSpec> tools, ToolChoice choice,
+                                       std::string_view name) {
+  std::string where = e.pointer();
+  std::string tool;
+  if (tools.size() > 1 && choice != ToolChoice::named && where.starts_with("/anyOf/")) {
+    const size_t i = std::stoul(where.substr(7));
+    tool = i < tools.size() ? tools[i].name : "";
+    where = where.substr(where.find('/', 7));
+  } else {
+    tool = choice == ToolChoice::named ? std::string(name) : tools.front().name;
+  }
+  if (where.starts_with("/properties/arguments")) where = where.substr(21);
+  const std::string said = e.what(), head = (e.pointer().empty() ? std::string("/") : e.pointer()) + ": " + e.keyword() + ": ";
+  return grammar::SchemaError(e.keyword(), "/tools/" + tool + "/parameters" + where,
+                              said.starts_with(head) ? said.substr(head.size()) : said);
+}
+
+// The call object's rule becomes `tool_call`; names with '_' are never the
+// converter's, so the rules added after it cannot collide with its.
+void rename_root_to_tool_call(std::string& g) {
+  const size_t root = g.starts_with("root ::=") ? 0 : g.find("\nroot ::=");
+  if (root == std::string::npos) throw std::logic_error("tool_call_grammar: the schema grammar has no root");
+  g.replace(root == 0 ? 0 : root + 1, 4, "tool_call");
+}
+
+// The answer's root: the calls alone, or text (or the response format's
+// answer) with or without them, as the choice asks.
+std::string answer_rules(ToolChoice choice, const std::string& calls, std::string_view answer) {
+  switch (choice) {
+    case ToolChoice::required:
+    case ToolChoice::named: return "root ::= " + calls + "\n";
+    case ToolChoice::auto_:
+      if (!answer.empty())  // the response format's own rules, renamed apart from these
+        return grammar::prefix_rule_names(answer, "answer_") + "\nroot ::= answer_root | " + calls + "\n";
+      return text_without(kOpen, "tool_text_") + "root ::= tool_text_0 ( " + calls + " )?\n";
+    case ToolChoice::none: return "root ::= tool_text_0\n" + text_without(kOpen, "tool_text_");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string tool_call_grammar(ChatFormat format, std::span<const ToolSpec> tools, ToolChoice choice,
+                              std::string_view name, bool parallel, std::string_view answer) {
+  if (!supports_tools(format))
+    throw ChatTemplateError("this model's chat format (" + std::string(chat_format_name(format)) + ") has no tool format");
+  const ojson schema = calls_schema(tools, choice, name);
   std::string g;
   try {
     g = grammar::json_schema_to_gbnf(schema.dump(-1, ' ', false, ojson::error_handler_t::replace));
   } catch (const grammar::SchemaError& e) {
-    // Name the tool and the keyword's place within its parameters.
-    std::string where = e.pointer();
-    std::string tool;
-    if (tools.size() > 1 && choice != ToolChoice::named && where.starts_with("/anyOf/")) {
-      const size_t i = std::stoul(where.substr(7));
-      tool = i < tools.size() ? tools[i].name : "";
-      where = where.substr(where.find('/', 7));
-    } else {
-      tool = choice == ToolChoice::named ? std::string(name) : tools.front().name;
-    }
-    if (where.starts_with("/properties/arguments")) where = where.substr(21);
-    const std::string said = e.what(), head = (e.pointer().empty() ? std::string("/") : e.pointer()) + ": " + e.keyword() + ": ";
-    throw grammar::SchemaError(e.keyword(), "/tools/" + tool + "/parameters" + where,
-                               said.starts_with(head) ? said.substr(head.size()) : said);
+    throw tool_schema_error(e, tools, choice, name);
   }
-  // The call object's rule becomes `tool_call`; names with '_' are never the
-  // converter's, so the rules below cannot collide with its.
-  const size_t root = g.starts_with("root ::=") ? 0 : g.find("\nroot ::=");
-  if (root == std::string::npos) throw std::logic_error("tool_call_grammar: the schema grammar has no root");
-  g.replace(root == 0 ? 0 : root + 1, 4, "tool_call");
+  rename_root_to_tool_call(g);
   g += "tool_block ::= \"<tool_call>\\n\" tool_call \"\\n</tool_call>\"\n";
   const std::string calls = parallel && choice != ToolChoice::named ? "tool_block ( \"\\n\" tool_block )*" : "tool_block";
-  switch (choice) {
-    case ToolChoice::required:
-    case ToolChoice::named: g += "root ::= " + calls + "\n"; break;
-    case ToolChoice::auto_:
-      if (!answer.empty()) {  // the response format's own rules, renamed apart from these
-        g += grammar::prefix_rule_names(answer, "answer_");
-        g += "\nroot ::= answer_root | " + calls + "\n";
-        break;
-      }
-      g += text_without(kOpen, "tool_text_");
-      g += "root ::= tool_text_0 ( " + calls + " )?\n";
-      break;
-    case ToolChoice::none: g += "root ::= tool_text_0\n" + text_without(kOpen, "tool_text_"); break;
-  }
-  return g;
+  return g + answer_rules(choice, calls, answer);
 }
 
 std::optional<ToolCall> read_call(std::string_view json_text) {
@@ -320,91 +337,113 @@ std::vector<ToolCallStream::Event> ToolCallStream::take(std::string_view delta) 
 
 std::vector<ToolCallStream::Event> ToolCallStream::finish() { return drain(true); }
 
+namespace {
+
+using Event = ToolCallStream::Event;
+
+// Content joins the content event before it, if the last one is.
+void add_content(std::vector<Event>& out, int32_t index, std::string_view s) {
+  if (s.empty()) return;
+  if (!out.empty() && out.back().kind == Event::Kind::content) out.back().text.append(s);
+  else out.push_back({Event::Kind::content, index, std::string(s), 0});
+}
+
+// The call's name once `seen` (its text so far) holds it whole, in the
+// grammar's layout; nullopt before then, or in any other layout.
+std::optional<std::string> streamed_name(std::string_view seen) {
+  if (!seen.starts_with(kCallPrefix)) return std::nullopt;
+  const size_t args = seen.find(kArgsKey);
+  if (args == std::string_view::npos) return std::nullopt;
+  const ojson n = ojson::parse(seen.substr(kCallPrefix.size() - 1, args - kCallPrefix.size() + 1), nullptr, false);
+  if (!n.is_string()) return std::nullopt;
+  return n.get<std::string>();
+}
+
+// The arguments' text in a call body of the grammar's layout.
+std::string_view after_args_key(std::string_view body) { return body.substr(body.find(kArgsKey) + kArgsKey.size()); }
+
+}  // namespace
+
 std::vector<ToolCallStream::Event> ToolCallStream::drain(bool at_end) {
   std::vector<Event> out;
-  auto content = [&](std::string_view s) {
-    if (s.empty()) return;
-    if (!out.empty() && out.back().kind == Event::Kind::content) out.back().text.append(s);
-    else out.push_back({Event::Kind::content, calls_, std::string(s), 0});
-  };
-  for (;;) {
-    if (!in_call_) {
-      const size_t open = pending_.find(kOpen);
-      if (open != std::string::npos) {
-        // The space before a call is the layout's: it is content only if no call follows.
-        const std::string_view before = std::string_view(pending_).substr(0, open);
-        content(rtrim(before));
-        held_space_ = before.substr(rtrim(before).size());
-        call_offset_ = taken_ - pending_.size() + open;
-        pending_.erase(0, open + kOpen.size());
-        in_call_ = true, named_ = false, call_text_.clear(), args_sent_ = 0;
-        continue;
-      }
-      if (at_end) {
-        // After calls, only their layout's whitespace may follow.
-        content(calls_ > 0 ? trim(pending_) : std::string_view(pending_));
-        pending_.clear();
-        return out;
-      }
-      const size_t keep_from = rtrim(std::string_view(pending_).substr(0, pending_.size() - partial_suffix(pending_, kOpen))).size();
-      content(std::string_view(pending_).substr(0, keep_from));
-      pending_.erase(0, keep_from);
-      return out;
-    }
-    call_text_ += pending_;
-    pending_.clear();
-    const size_t close = call_text_.find(kClose);
-    const std::string_view body = trim(std::string_view(call_text_).substr(0, close));
-    if (!named_) {
-      // The grammar's layout: the name is out as soon as it is whole. While
-      // the call is open, its text may end in the first bytes of the close
-      // (and the key's space may yet turn out to be the layout's): only what
-      // the whole call's body will hold names it.
-      const std::string_view seen =
-          close != std::string::npos || at_end ? body
-                                               : trim(std::string_view(call_text_).substr(0, call_text_.size() - partial_suffix(call_text_, kClose)));
-      if (seen.starts_with(kCallPrefix)) {
-        const size_t args = seen.find(kArgsKey);
-        if (args != std::string_view::npos) {
-          const ojson n = ojson::parse(seen.substr(kCallPrefix.size() - 1, args - kCallPrefix.size() + 1), nullptr, false);
-          if (n.is_string()) {
-            named_ = true;
-            out.push_back({Event::Kind::call, calls_, n.get<std::string>(), call_offset_});
-          }
-        }
-      }
-    }
-    if (close == std::string::npos && !at_end) {
-      if (named_) {
-        const std::string_view args = arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()), true);
-        if (args.size() > args_sent_) {
-          out.push_back({Event::Kind::arguments, calls_, std::string(args.substr(args_sent_)), 0});
-          args_sent_ = args.size();
-        }
-      }
-      return out;
-    }
-    // The call is whole (or cut off at the end). In the grammar's layout its
-    // arguments are what was streamed, and the rest; otherwise it is read whole.
-    const std::optional<ToolCall> call = named_ || close == std::string::npos ? std::nullopt : read_call(body);
-    if (call || named_) {
-      if (!named_) out.push_back({Event::Kind::call, calls_, call->name, call_offset_});
-      const std::string args =
-          call ? call->arguments : std::string(arguments_so_far(body.substr(body.find(kArgsKey) + kArgsKey.size()), false));
-      if (args.size() > args_sent_) out.push_back({Event::Kind::arguments, calls_, args.substr(args_sent_), 0});
-      ++calls_;
-    } else {
-      // Not a call after all: the text is content, as written.
-      std::string text = held_space_;
-      text += kOpen;
-      text += call_text_.substr(0, close == std::string::npos ? call_text_.size() : close + kClose.size());
-      content(text);
-    }
-    pending_ = close == std::string::npos ? std::string() : call_text_.substr(close + kClose.size());
-    call_text_.clear();
-    in_call_ = false;
-    if (at_end && pending_.empty()) return out;
+  for (bool more = true; more;) more = in_call_ ? drain_call(at_end, out) : drain_text(at_end, out);
+  return out;
+}
+
+bool ToolCallStream::drain_text(bool at_end, std::vector<Event>& out) {
+  const size_t open = pending_.find(kOpen);
+  if (open != std::string::npos) {
+    // The space before a call is the layout's: it is content only if no call follows.
+    const std::string_view before = std::string_view(pending_).substr(0, open);
+    add_content(out, calls_, rtrim(before));
+    held_space_ = before.substr(rtrim(before).size());
+    call_offset_ = taken_ - pending_.size() + open;
+    pending_.erase(0, open + kOpen.size());
+    in_call_ = true, named_ = false, call_text_.clear(), args_sent_ = 0;
+    return true;
   }
+  if (at_end) {
+    // After calls, only their layout's whitespace may follow.
+    add_content(out, calls_, calls_ > 0 ? trim(pending_) : std::string_view(pending_));
+    pending_.clear();
+    return false;
+  }
+  const size_t keep_from = rtrim(std::string_view(pending_).substr(0, pending_.size() - partial_suffix(pending_, kOpen))).size();
+  add_content(out, calls_, std::string_view(pending_).substr(0, keep_from));
+  pending_.erase(0, keep_from);
+  return false;
+}
+
+bool ToolCallStream::drain_call(bool at_end, std::vector<Event>& out) {
+  call_text_ += pending_;
+  pending_.clear();
+  const size_t close = call_text_.find(kClose);
+  const std::string_view body = trim(std::string_view(call_text_).substr(0, close));
+  if (!named_) {
+    // The grammar's layout: the name is out as soon as it is whole. While
+    // the call is open, its text may end in the first bytes of the close
+    // (and the key's space may yet turn out to be the layout's): only what
+    // the whole call's body will hold names it.
+    const std::string_view seen =
+        close != std::string::npos || at_end ? body
+                                             : trim(std::string_view(call_text_).substr(0, call_text_.size() - partial_suffix(call_text_, kClose)));
+    if (auto name = streamed_name(seen)) {
+      named_ = true;
+      out.push_back({Event::Kind::call, calls_, std::move(*name), call_offset_});
+    }
+  }
+  if (close == std::string::npos && !at_end) {
+    if (named_) send_arguments(std::string(arguments_so_far(after_args_key(body), true)), out);
+    return false;
+  }
+  end_call(body, close, out);
+  return !(at_end && pending_.empty());
+}
+
+void ToolCallStream::send_arguments(const std::string& args, std::vector<Event>& out) {
+  if (args.size() <= args_sent_) return;
+  out.push_back({Event::Kind::arguments, calls_, args.substr(args_sent_), 0});
+  args_sent_ = args.size();
+}
+
+// The call is whole (or cut off at the end). In the grammar's layout its
+// arguments are what was streamed, and the rest; otherwise it is read whole.
+void ToolCallStream::end_call(std::string_view body, size_t close, std::vector<Event>& out) {
+  const std::optional<ToolCall> call = named_ || close == std::string::npos ? std::nullopt : read_call(body);
+  if (call || named_) {
+    if (!named_) out.push_back({Event::Kind::call, calls_, call->name, call_offset_});
+    send_arguments(call ? call->arguments : std::string(arguments_so_far(after_args_key(body), false)), out);
+    ++calls_;
+  } else {
+    // Not a call after all: the text is content, as written.
+    std::string text = held_space_;
+    text += kOpen;
+    text += call_text_.substr(0, close == std::string::npos ? call_text_.size() : close + kClose.size());
+    add_content(out, calls_, text);
+  }
+  pending_ = close == std::string::npos ? std::string() : call_text_.substr(close + kClose.size());
+  call_text_.clear();
+  in_call_ = false;
 }
 
 ParsedAnswer parse_tool_calls(ChatFormat format, std::string_view text) {

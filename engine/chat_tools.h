@@ -100,6 +100,12 @@ class ToolCallStream {
 
  private:
   std::vector<Event> drain(bool at_end);
+  // drain's steps; each returns whether there is more to drain.
+  bool drain_text(bool at_end, std::vector<Event>& out);  // outside a call: content, up to an opener
+  bool drain_call(bool at_end, std::vector<Event>& out);  // inside one: its name and arguments
+  // The arguments' text beyond what was sent of it.
+  void send_arguments(const std::string& args, std::vector<Event>& out);
+  void end_call(std::string_view body, size_t close, std::vector<Event>& out);
   ChatFormat format_;
   size_t taken_ = 0;       // bytes taken; outside a call, pending_ is their tail
   size_t call_offset_ = 0; // the current call's opener
