@@ -90,59 +90,85 @@ void CpuBackend::write_page_bytes(int32_t page, std::string_view bytes) {
   cache_.write_page(page, reinterpret_cast<const uint8_t*>(bytes.data()));
 }
 
+namespace {
+
+// Refused before any slot of the shift moves.
+void check_shift(const KvCache& cache, const KvShift& s) {
+  const int32_t ps = cache.page_size();
+  const auto covers = [&](std::span<const int32_t> table, int32_t start) {
+    return start >= 0 && static_cast<int64_t>(start) + s.count <= static_cast<int64_t>(table.size()) * ps;
+  };
+  if (!covers(s.src_table, s.src_start) || !covers(s.dst_table, s.dst_start))
+    throw std::out_of_range("KV shift outside its block tables");
+  for (int32_t p : s.src_table)
+    if (p < 0 || p >= cache.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
+  for (int32_t p : s.dst_table)
+    if (p < 0 || p >= cache.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
+}
+
+// A slot's keys of one layer, every KV head, decoded into `k` as the keys
+// themselves: a rotated row turned back to RoPE's basis, its offset added back.
+void read_keys(const KvCache& cache, const ModelConfig& c, int64_t l, int32_t page, int32_t slot, float* k) {
+  const KvRowFormat kf = cache.key_format(l);
+  const float* m = cache.key_offset(l);
+  for (int64_t h = 0; h < c.n_head_kv; ++h) {
+    float* row = k + h * c.head_dim;
+    decode_kv_row(kf, cache.key_row(l, page, slot, h), c.head_dim, row);
+    if (kv_rotated(kf)) {
+      kv_rotate(row, c.head_dim);
+      for (int64_t i = 0; i < c.head_dim; ++i) row[i] += m[h * c.head_dim + i];
+    }
+  }
+}
+
+// The keys in `k` stored into a slot, as KvCache::store writes them.
+void write_keys(KvCache& cache, const ModelConfig& c, int64_t l, int32_t page, int32_t slot, float* k) {
+  const KvRowFormat kf = cache.key_format(l);
+  if (kf == KvRowFormat::f16) {
+    for (int64_t h = 0; h < c.n_head_kv; ++h) encode_kv_row(kf, k + h * c.head_dim, c.head_dim, cache.key_row(l, page, slot, h));
+    return;
+  }
+  const float* m = cache.key_offset(l);
+  for (int64_t h = 0; h < c.n_head_kv; ++h) {
+    float* row = k + h * c.head_dim;
+    for (int64_t i = 0; i < c.head_dim; ++i) row[i] -= m[h * c.head_dim + i];
+    kv_rotate(row, c.head_dim);
+    encode_kv_row(kf, row, c.head_dim, cache.key_row(l, page, slot, h));
+  }
+}
+
+}  // namespace
+
 // Each moved key is decoded, turned by the shift's distance and encoded
 // again (exact for f16 but for the rounding back to half; a requantization
 // for q8_0 keys); values move as they are.
 void CpuBackend::shift_kv(std::span<const KvShift> shifts) {
-  const ModelConfig& c = model_->config();
   const int32_t ps = cache_.page_size();
-  std::vector<float> k(static_cast<size_t>(c.kv_dim()));
+  std::vector<float> k(static_cast<size_t>(model_->config().kv_dim()));
   for (const KvShift& s : shifts) {
     if (s.count <= 0) continue;
-    const auto covers = [&](std::span<const int32_t> table, int32_t start) {
-      return start >= 0 && static_cast<int64_t>(start) + s.count <= static_cast<int64_t>(table.size()) * ps;
-    };
-    if (!covers(s.src_table, s.src_start) || !covers(s.dst_table, s.dst_start))
-      throw std::out_of_range("KV shift outside its block tables");
-    for (int32_t p : s.src_table)
-      if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
-    for (int32_t p : s.dst_table)
-      if (p < 0 || p >= cache_.pool().capacity()) throw std::out_of_range("KV shift page " + std::to_string(p) + " out of range");
-    const int32_t delta = s.delta;
+    check_shift(cache_, s);
     const bool backwards = s.src_table.data() == s.dst_table.data() && s.dst_start > s.src_start;  // read before written
     for (int32_t n = 0; n < s.count; ++n) {
       const int32_t i = backwards ? s.count - 1 - n : n;
       const int32_t sp = s.src_start + i, dp = s.dst_start + i;
-      const int32_t src_page = s.src_table[sp / ps], src_slot = sp % ps, dst_page = s.dst_table[dp / ps], dst_slot = dp % ps;
-      for (int64_t l = 0; l < c.n_layer; ++l) {
-        if (!cache_.holds(l, dst_page)) continue;  // behind the new window: never read
-        const KvRowFormat kf = cache_.key_format(l);
-        const float* m = cache_.key_offset(l);
-        for (int64_t h = 0; h < c.n_head_kv; ++h) {
-          float* row = k.data() + h * c.head_dim;
-          decode_kv_row(kf, cache_.key_row(l, src_page, src_slot, h), c.head_dim, row);
-          if (kv_rotated(kf)) {  // back to the key itself: RoPE's basis, its offset added back
-            kv_rotate(row, c.head_dim);
-            for (int64_t i = 0; i < c.head_dim; ++i) row[i] += m[h * c.head_dim + i];
-          }
-        }
-        if (!c.alibi()) model_->rope(l).shift(k.data(), c.n_head_kv, delta);  // ALiBi: a move is the whole shift
-        if (kf == KvRowFormat::f16) {
-          for (int64_t h = 0; h < c.n_head_kv; ++h)
-            encode_kv_row(kf, k.data() + h * c.head_dim, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));
-        } else {
-          for (int64_t h = 0; h < c.n_head_kv; ++h) {  // as KvCache::store
-            float* row = k.data() + h * c.head_dim;
-            for (int64_t i = 0; i < c.head_dim; ++i) row[i] -= m[h * c.head_dim + i];
-            kv_rotate(row, c.head_dim);
-            encode_kv_row(kf, row, c.head_dim, cache_.key_row(l, dst_page, dst_slot, h));
-          }
-        }
-        for (int64_t h = 0; h < c.n_head_kv; ++h)
-          std::memmove(cache_.value_row(l, dst_page, dst_slot, h), cache_.value_row(l, src_page, src_slot, h),
-                       static_cast<size_t>(cache_.value_row_bytes()));
-      }
+      move_slot(s.src_table[sp / ps], sp % ps, s.dst_table[dp / ps], dp % ps, s.delta, k.data());
     }
+  }
+}
+
+// One slot's keys and values, every layer the destination page holds.
+void CpuBackend::move_slot(int32_t src_page, int32_t src_slot, int32_t dst_page, int32_t dst_slot, int32_t delta,
+                           float* k) {
+  const ModelConfig& c = model_->config();
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (!cache_.holds(l, dst_page)) continue;  // behind the new window: never read
+    read_keys(cache_, c, l, src_page, src_slot, k);
+    if (!c.alibi()) model_->rope(l).shift(k, c.n_head_kv, delta);  // ALiBi: a move is the whole shift
+    write_keys(cache_, c, l, dst_page, dst_slot, k);
+    for (int64_t h = 0; h < c.n_head_kv; ++h)
+      std::memmove(cache_.value_row(l, dst_page, dst_slot, h), cache_.value_row(l, src_page, src_slot, h),
+                   static_cast<size_t>(cache_.value_row_bytes()));
   }
 }
 

@@ -40,6 +40,8 @@ class CpuBackend final : public Backend {
   KvCache& cache() { return cache_; }
 
  private:
+  void move_slot(int32_t src_page, int32_t src_slot, int32_t dst_page, int32_t dst_slot, int32_t delta, float* k);
+
   std::unique_ptr<Model> model_;
   KvCache cache_;
 };
