@@ -115,19 +115,19 @@ void read_experts(const GgufFile& f, ModelConfig& c) {
   c.expert_weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
 }
 
-}  // namespace
-
-ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
-  ModelConfig c;
+std::string read_architecture(const GgufFile& f) {
   auto arch = f.get_string("general.architecture");
   if (!arch) throw GgufError(f.name() + ": missing metadata key 'general.architecture'");
-  c.architecture = *arch;
-  if (c.architecture != "qwen2" && c.architecture != "qwen2moe" && c.architecture != "llama" && c.architecture != "gemma3" &&
-      c.architecture != "bloom" && c.architecture != "mpt")
-    throw GgufError(f.name() + ": architecture '" + c.architecture +
-                    "' is not supported (qwen2, qwen2moe, llama, gemma3, bloom, mpt)");
-  c.name = f.get_string("general.name").value_or(c.architecture);
-  const std::string p = c.architecture + ".";
+  if (*arch != "qwen2" && *arch != "qwen2moe" && *arch != "llama" && *arch != "gemma3" && *arch != "bloom" &&
+      *arch != "mpt")
+    throw GgufError(f.name() + ": architecture '" + *arch + "' is not supported (qwen2, qwen2moe, llama, gemma3, bloom, mpt)");
+  return *arch;
+}
+
+bool alibi_family(const ModelConfig& c) { return c.architecture == "bloom" || c.architecture == "mpt"; }
+
+// The widths, depth and head counts, the training context, and the norms' epsilon.
+void read_dimensions(const GgufFile& f, const std::string& p, ModelConfig& c) {
   c.n_embd = required(f, p + "embedding_length");
   c.n_layer = required(f, p + "block_count");
   c.n_head = required(f, p + "attention.head_count");
@@ -136,12 +136,16 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   c.n_ctx_train = static_cast<int64_t>(f.get_uint(p + "context_length").value_or(4096));
   if (c.n_ctx_train <= 0 || c.n_ctx_train > (int64_t{1} << 31))
     throw GgufError(f.name() + ": '" + p + "context_length' is out of range (1 to 2^31)");
-  const bool alibi_family = c.architecture == "bloom" || c.architecture == "mpt";
-  const std::string eps_key = alibi_family ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
-  const double eps = f.get_float(p + eps_key).value_or(alibi_family ? 1e-5 : 1e-6);
+  const std::string eps_key = alibi_family(c) ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+  const double eps = f.get_float(p + eps_key).value_or(alibi_family(c) ? 1e-5 : 1e-6);
   if (!std::isfinite(eps) || eps <= 0 || eps > 1)
     throw GgufError(f.name() + ": " + eps_key + " = " + std::to_string(eps) + " is out of range (0, 1]");
   c.rms_eps = static_cast<float>(eps);
+}
+
+// RoPE's base, its scaling (the file's, or the overrides'), and the order
+// of the pairs it turns.
+void read_rope(const GgufFile& f, const std::string& p, const ModelOverrides& overrides, ModelConfig& c) {
   const double base = f.get_float(p + "rope.freq_base").value_or(10000.0);
   if (!std::isfinite(base) || base <= 1)
     throw GgufError(f.name() + ": rope.freq_base = " + std::to_string(base) + " must be a finite number above 1");
@@ -155,7 +159,9 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
   }
   if (c.rope_scaling.type == RopeScalingType::linear) c.rope_freq_scale = static_cast<float>(1.0 / c.rope_scaling.factor);
   c.rope_order = c.architecture == "llama" ? RopeOrder::adjacent : RopeOrder::halves;  // gemma3, qwen2moe: NEOX, halves
+}
 
+void read_heads(const GgufFile& f, const std::string& p, ModelConfig& c) {
   if (c.n_embd % c.n_head != 0)
     throw GgufError(f.name() + ": embedding_length " + std::to_string(c.n_embd) + " is not divisible by head_count");
   c.head_dim = f.get_uint(p + "attention.key_length").value_or(c.n_embd / c.n_head);
@@ -164,7 +170,10 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
                     std::to_string(c.n_head_kv));
   if (c.head_dim <= 0 || c.head_dim > 1024 || c.head_dim % 2 != 0)
     throw GgufError(f.name() + ": head dimension " + std::to_string(c.head_dim) + " must be even, 2 to 1024");
+}
 
+// The vocabulary's size: the embedding's rows, which the tokenizer's tokens must match.
+void read_vocabulary_size(const GgufFile& f, ModelConfig& c) {
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->dims.size() != 2) throw GgufError(f.name() + ": missing or malformed tensor 'token_embd.weight'");
   if (embd->dims[0] != c.n_embd)
@@ -177,9 +186,22 @@ ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides
                                                                   static_cast<int64_t>(tokens->as_array()->items.size()) != c.n_vocab)
     throw GgufError(f.name() + ": the vocabulary has " + std::to_string(tokens->as_array()->items.size()) +
                     " tokens but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const GgufFile& f, const ModelOverrides& overrides) {
+  ModelConfig c;
+  c.architecture = read_architecture(f);
+  c.name = f.get_string("general.name").value_or(c.architecture);
+  const std::string p = c.architecture + ".";
+  read_dimensions(f, p, c);
+  read_rope(f, p, overrides, c);
+  read_heads(f, p, c);
+  read_vocabulary_size(f, c);
   c.wide_key_layers = wide_key_layers(f, c);
   if (c.architecture == "gemma3") read_gemma3(f, c);
-  if (alibi_family) read_alibi_family(f, c);
+  if (alibi_family(c)) read_alibi_family(f, c);
   read_experts(f, c);
   return c;
 }
