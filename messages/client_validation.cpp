@@ -68,6 +68,33 @@ bool check_constraint(Check& c, const std::string& f, const wire::Constraint* k)
   return true;
 }
 
+bool check_logit_bias(Check& c, const std::string& f, const flatbuffers::Vector<const wire::TokenBias*>* bias) {
+  if (!bias) return true;
+  if (bias->size() > 1024) return c.fail(f + "logit_bias", std::to_string(bias->size()) + " tokens, at most 1024");
+  for (const auto* b : *bias) {
+    if (b->token() < 0) return c.fail(f + "logit_bias", "token " + std::to_string(b->token()) + " is negative");
+    if (!in_range(c, f + "logit_bias[" + std::to_string(b->token()) + "]", b->bias(), -100, 100, "[-100, 100]"))
+      return false;
+  }
+  return true;
+}
+
+bool check_stop(Check& c, const std::string& f, const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* stop,
+                const ClientLimits& l) {
+  if (!stop) return true;
+  if (stop->size() > l.max_stop_strings)
+    return c.fail(f + "stop", std::to_string(stop->size()) + " strings, at most " + std::to_string(l.max_stop_strings));
+  for (uint32_t i = 0; i < stop->size(); ++i) {
+    const auto* str = stop->Get(i);
+    if (!str || str->size() == 0) return c.fail(f + "stop[" + std::to_string(i) + "]", "is empty");
+    if (str->size() > l.max_stop_bytes)
+      return c.fail(f + "stop[" + std::to_string(i) + "]", "longer than " + std::to_string(l.max_stop_bytes) + " bytes");
+  }
+  return true;
+}
+
+// A flat list of independent checks, in the order they are told
+// (the first that fails is the refusal).
 bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s, const ClientLimits& l) {
   if (!s) return true;  // defaults apply
   const std::string f = where + ".sampling.";
@@ -88,26 +115,10 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (s->tier() && s->tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
   if (!(s->escalate_threshold() >= 0.0f && s->escalate_threshold() < 1.0f))
     return c.fail(f + "escalate_threshold", std::to_string(s->escalate_threshold()) + " is outside (0, 1) (0: the server's default)");
-  if (const auto* bias = s->logit_bias()) {
-    if (bias->size() > 1024) return c.fail(f + "logit_bias", std::to_string(bias->size()) + " tokens, at most 1024");
-    for (const auto* b : *bias) {
-      if (b->token() < 0) return c.fail(f + "logit_bias", "token " + std::to_string(b->token()) + " is negative");
-      if (!in_range(c, f + "logit_bias[" + std::to_string(b->token()) + "]", b->bias(), -100, 100, "[-100, 100]"))
-        return false;
-    }
-  }
+  if (!check_logit_bias(c, f, s->logit_bias())) return false;
   if (s->max_tokens() < 1 || s->max_tokens() > l.max_tokens)
     return c.fail(f + "max_tokens", std::to_string(s->max_tokens()) + " is outside [1, " + std::to_string(l.max_tokens) + "]");
-  if (const auto* stop = s->stop()) {
-    if (stop->size() > l.max_stop_strings)
-      return c.fail(f + "stop", std::to_string(stop->size()) + " strings, at most " + std::to_string(l.max_stop_strings));
-    for (uint32_t i = 0; i < stop->size(); ++i) {
-      const auto* str = stop->Get(i);
-      if (!str || str->size() == 0) return c.fail(f + "stop[" + std::to_string(i) + "]", "is empty");
-      if (str->size() > l.max_stop_bytes)
-        return c.fail(f + "stop[" + std::to_string(i) + "]", "longer than " + std::to_string(l.max_stop_bytes) + " bytes");
-    }
-  }
+  if (!check_stop(c, f, s->stop(), l)) return false;
   return check_constraint(c, f + "constraint", s->constraint());
 }
 
@@ -231,6 +242,42 @@ bool check_tools(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   return true;
 }
 
+// An assistant message's calls; their names and arguments count toward `total`.
+bool check_calls(Check& c, const wire::ChatMessage* m, std::string_view role, const std::string& f, size_t& total) {
+  const auto* calls = m->tool_calls();
+  if (!calls || calls->size() == 0) return true;
+  if (role != "assistant") return c.fail(f + ".tool_calls", "only an assistant message makes calls");
+  if (calls->size() > kMaxToolCalls)
+    return c.fail(f + ".tool_calls", std::to_string(calls->size()) + " calls, at most " + std::to_string(kMaxToolCalls));
+  for (uint32_t k = 0; k < calls->size(); ++k) {
+    const auto* call = calls->Get(k);
+    const std::string g = f + ".tool_calls[" + std::to_string(k) + "]";
+    if (!call->name() || call->name()->size() == 0 || call->name()->size() > kMaxToolName)
+      return c.fail(g + ".name", "must be 1 to 64 characters");
+    if (!call->arguments()) return c.fail(g + ".arguments", "is missing (a JSON object's text)");
+    total += call->arguments()->size() + call->name()->size();
+  }
+  return true;
+}
+
+// One message of a turn, `f` its field; its content counts toward `total`.
+bool check_message(Check& c, const wire::ChatMessage* m, const std::string& f, size_t& total) {
+  if (!m || !m->role() || !m->content()) return c.fail(f, "needs a role and content");
+  const auto role = m->role()->string_view();
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+    std::string problem = "'";  // built by append: GCC 12 warns falsely (-Wrestrict) on "'" + std::string
+    problem.append(role.substr(0, 32)).append("' is not system, user, assistant or tool");
+    return c.fail(f + ".role", problem);
+  }
+  total += m->content()->size();
+  if (!check_calls(c, m, role, f, total)) return false;
+  if (role == "tool" && m->tool_call_id() && m->tool_call_id()->size() > kMaxToolName * 4)
+    return c.fail(f + ".tool_call_id", "is longer than 256 bytes");
+  return true;
+}
+
+// A flat list of independent checks, in the order they are told
+// (the first that fails is the refusal).
 bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (!check_id(c, "ChatTurn.session_id", t->session_id(), l, false)) return false;
   const auto* msgs = t->messages();
@@ -238,34 +285,8 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   if (msgs->size() > l.max_chat_messages)
     return c.too_long("ChatTurn.messages", std::to_string(msgs->size()) + " messages, at most " + std::to_string(l.max_chat_messages));
   size_t total = 0;
-  for (uint32_t i = 0; i < msgs->size(); ++i) {
-    const auto* m = msgs->Get(i);
-    const std::string f = "ChatTurn.messages[" + std::to_string(i) + "]";
-    if (!m || !m->role() || !m->content()) return c.fail(f, "needs a role and content");
-    const auto role = m->role()->string_view();
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-    {
-      std::string problem = "'";  // built by append: GCC 12 warns falsely (-Wrestrict) on "'" + std::string
-      problem.append(role.substr(0, 32)).append("' is not system, user, assistant or tool");
-      return c.fail(f + ".role", problem);
-    }
-    total += m->content()->size();
-    if (const auto* calls = m->tool_calls(); calls && calls->size() > 0) {
-      if (role != "assistant") return c.fail(f + ".tool_calls", "only an assistant message makes calls");
-      if (calls->size() > kMaxToolCalls)
-        return c.fail(f + ".tool_calls", std::to_string(calls->size()) + " calls, at most " + std::to_string(kMaxToolCalls));
-      for (uint32_t k = 0; k < calls->size(); ++k) {
-        const auto* call = calls->Get(k);
-        const std::string g = f + ".tool_calls[" + std::to_string(k) + "]";
-        if (!call->name() || call->name()->size() == 0 || call->name()->size() > kMaxToolName)
-          return c.fail(g + ".name", "must be 1 to 64 characters");
-        if (!call->arguments()) return c.fail(g + ".arguments", "is missing (a JSON object's text)");
-        total += call->arguments()->size() + call->name()->size();
-      }
-    }
-    if (role == "tool" && m->tool_call_id() && m->tool_call_id()->size() > kMaxToolName * 4)
-      return c.fail(f + ".tool_call_id", "is longer than 256 bytes");
-  }
+  for (uint32_t i = 0; i < msgs->size(); ++i)
+    if (!check_message(c, msgs->Get(i), "ChatTurn.messages[" + std::to_string(i) + "]", total)) return false;
   if (total > l.max_prompt_bytes)
     return c.fail("ChatTurn.messages", std::to_string(total) + " bytes of content, at most " + std::to_string(l.max_prompt_bytes));
   if (t->n() < 1 || t->n() > 16) return c.fail("ChatTurn.n", std::to_string(t->n()) + " is outside [1, 16]");
@@ -280,11 +301,60 @@ bool check_chat(Check& c, const wire::ChatTurn* t, const ClientLimits& l) {
   return check_priority(c, "ChatTurn.priority", t->priority()) && check_sampling(c, "ChatTurn", t->sampling(), l);
 }
 
-}  // namespace
+bool check_take_session(Check& c, const wire::TakeSession* t, const ClientLimits& l) {
+  if (!check_id(c, "TakeSession.session_id", t->session_id(), l, true)) return false;
+  if (t->step() != wire::HandOffStep::ask && t->step() != wire::HandOffStep::done && t->step() != wire::HandOffStep::abort)
+    return c.fail("TakeSession.step", "unknown step " + std::to_string(static_cast<int>(t->step())));
+  if (!t->to() || t->to()->size() == 0 || t->to()->size() > 1024)
+    return c.fail("TakeSession.to", "needs the taker's endpoint (at most 1,024 bytes)");
+  if (t->owner() && t->owner()->size() > 1024) return c.fail("TakeSession.owner", "longer than 1,024 bytes");
+  return true;
+}
 
-const wire::Request* check_request(std::string_view text, const ClientLimits& limits, Rejection& why) {
+bool check_put_file(Check& c, const wire::PutFile* f) {
+  if (!f->purpose() || f->purpose()->size() == 0 || f->purpose()->size() > 64)
+    return c.fail("PutFile.purpose", "needs a purpose of at most 64 bytes");
+  if (f->filename() && f->filename()->size() > 256) return c.fail("PutFile.filename", "longer than 256 bytes");
+  if (!f->data() || f->data()->size() == 0) return c.fail("PutFile.data", "is empty");
+  return true;
+}
+
+// The body's own checks, by its type: one case per request body.
+bool check_body(Check& c, const wire::Request* req, const ClientLimits& limits) {
+  switch (req->body_type()) {
+    case wire::RequestBody::Generate: return check_generate(c, req->body_as_Generate(), limits);
+    case wire::RequestBody::ChatTurn: return check_chat(c, req->body_as_ChatTurn(), limits);
+    case wire::RequestBody::ShowSession:
+      return check_id(c, "ShowSession.session_id", req->body_as_ShowSession()->session_id(), limits, true);
+    case wire::RequestBody::DeleteSession:
+      return check_id(c, "DeleteSession.session_id", req->body_as_DeleteSession()->session_id(), limits, true);
+    case wire::RequestBody::TakeSession: return check_take_session(c, req->body_as_TakeSession(), limits);
+    case wire::RequestBody::SubmitJob: return check_job(c, req->body_as_SubmitJob(), limits);
+    case wire::RequestBody::JobStatus:
+      return check_id(c, "JobStatus.job_id", req->body_as_JobStatus()->job_id(), limits, true);
+    case wire::RequestBody::JobResults:
+      return check_id(c, "JobResults.job_id", req->body_as_JobResults()->job_id(), limits, true);
+    case wire::RequestBody::CancelJob:
+      return check_id(c, "CancelJob.job_id", req->body_as_CancelJob()->job_id(), limits, true);
+    case wire::RequestBody::PutFile: return check_put_file(c, req->body_as_PutFile());
+    case wire::RequestBody::GetFile: return check_id(c, "GetFile.file_id", req->body_as_GetFile()->file_id(), limits, true);
+    case wire::RequestBody::DeleteFile:
+      return check_id(c, "DeleteFile.file_id", req->body_as_DeleteFile()->file_id(), limits, true);
+    case wire::RequestBody::ListFiles:
+    case wire::RequestBody::Cancel:
+    case wire::RequestBody::Stats:
+    case wire::RequestBody::Ping:
+    case wire::RequestBody::ListSessions:
+    case wire::RequestBody::ListJobs: return true;
+    case wire::RequestBody::NONE:
+    default:
+      return c.fail("Request.body", "missing or unknown body type " + std::to_string(static_cast<int>(req->body_type())));
+  }
+}
+
+// The buffer's size and FlatBuffers' verification, before anything reads it.
+const wire::Request* verified_request(std::string_view text, const ClientLimits& limits, Rejection& why) {
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-  why = Rejection{};
   if (bytes.size() > limits.max_message_bytes) {
     why = {wire::ErrorCode::too_long, "message of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
                                           std::to_string(limits.max_message_bytes)};
@@ -298,73 +368,24 @@ const wire::Request* check_request(std::string_view text, const ClientLimits& li
     why = {wire::ErrorCode::malformed, "not a valid Request buffer (" + std::to_string(bytes.size()) + " bytes failed verification)"};
     return nullptr;
   }
-  const auto* req = flatbuffers::GetRoot<wire::Request>(bytes.data());
+  return flatbuffers::GetRoot<wire::Request>(bytes.data());
+}
+
+}  // namespace
+
+const wire::Request* check_request(std::string_view text, const ClientLimits& limits, Rejection& why) {
+  why = Rejection{};
+  const auto* req = verified_request(text, limits, why);
+  if (!req) return nullptr;
   why.client_request_id = req->client_request_id();
   Check c{why};
-  bool ok = true;
   // The verifier accepts a union type with no table behind it: reject it
   // here, before anything reads the body.
   if (req->body_type() != wire::RequestBody::NONE && req->body() == nullptr) {
     c.fail("Request.body", "body type " + std::to_string(static_cast<int>(req->body_type())) + " without a body");
     return nullptr;
   }
-  switch (req->body_type()) {
-    case wire::RequestBody::Generate: ok = check_generate(c, req->body_as_Generate(), limits); break;
-    case wire::RequestBody::ChatTurn: ok = check_chat(c, req->body_as_ChatTurn(), limits); break;
-    case wire::RequestBody::ShowSession:
-      ok = check_id(c, "ShowSession.session_id", req->body_as_ShowSession()->session_id(), limits, true);
-      break;
-    case wire::RequestBody::DeleteSession:
-      ok = check_id(c, "DeleteSession.session_id", req->body_as_DeleteSession()->session_id(), limits, true);
-      break;
-    case wire::RequestBody::TakeSession: {
-      const auto* t = req->body_as_TakeSession();
-      ok = check_id(c, "TakeSession.session_id", t->session_id(), limits, true);
-      if (ok && t->step() != wire::HandOffStep::ask && t->step() != wire::HandOffStep::done &&
-          t->step() != wire::HandOffStep::abort)
-        ok = c.fail("TakeSession.step", "unknown step " + std::to_string(static_cast<int>(t->step())));
-      if (ok && (!t->to() || t->to()->size() == 0 || t->to()->size() > 1024))
-        ok = c.fail("TakeSession.to", "needs the taker's endpoint (at most 1,024 bytes)");
-      if (ok && t->owner() && t->owner()->size() > 1024) ok = c.fail("TakeSession.owner", "longer than 1,024 bytes");
-      break;
-    }
-    case wire::RequestBody::SubmitJob: ok = check_job(c, req->body_as_SubmitJob(), limits); break;
-    case wire::RequestBody::JobStatus:
-      ok = check_id(c, "JobStatus.job_id", req->body_as_JobStatus()->job_id(), limits, true);
-      break;
-    case wire::RequestBody::JobResults:
-      ok = check_id(c, "JobResults.job_id", req->body_as_JobResults()->job_id(), limits, true);
-      break;
-    case wire::RequestBody::CancelJob:
-      ok = check_id(c, "CancelJob.job_id", req->body_as_CancelJob()->job_id(), limits, true);
-      break;
-    case wire::RequestBody::PutFile: {
-      const auto* f = req->body_as_PutFile();
-      if (!f->purpose() || f->purpose()->size() == 0 || f->purpose()->size() > 64)
-        ok = c.fail("PutFile.purpose", "needs a purpose of at most 64 bytes");
-      else if (f->filename() && f->filename()->size() > 256)
-        ok = c.fail("PutFile.filename", "longer than 256 bytes");
-      else if (!f->data() || f->data()->size() == 0)
-        ok = c.fail("PutFile.data", "is empty");
-      break;
-    }
-    case wire::RequestBody::GetFile:
-      ok = check_id(c, "GetFile.file_id", req->body_as_GetFile()->file_id(), limits, true);
-      break;
-    case wire::RequestBody::DeleteFile:
-      ok = check_id(c, "DeleteFile.file_id", req->body_as_DeleteFile()->file_id(), limits, true);
-      break;
-    case wire::RequestBody::ListFiles:
-    case wire::RequestBody::Cancel:
-    case wire::RequestBody::Stats:
-    case wire::RequestBody::Ping:
-    case wire::RequestBody::ListSessions:
-    case wire::RequestBody::ListJobs: break;
-    case wire::RequestBody::NONE:
-    default:
-      ok = c.fail("Request.body", "missing or unknown body type " + std::to_string(static_cast<int>(req->body_type())));
-  }
-  return ok ? req : nullptr;
+  return check_body(c, req, limits) ? req : nullptr;
 }
 
 const wire::Response* check_response(std::string_view text, size_t max_bytes) {
