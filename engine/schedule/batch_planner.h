@@ -31,6 +31,8 @@
 // → commit(sampled tokens); finish() or cancel() ends a sequence. Not
 // thread-safe, and batch()'s spans point into the planner: the scheduler
 // calls cancel()/finish() only between commit() and the next plan().
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -224,6 +226,10 @@ class BatchPlanner {
   bool admit_prefill(PlannedSequence& s, StepBudget& budget, PrefillRound& round);
   void refund(StepBudget& budget);  // the budget of slices a preemption removed, back
   double weighted_load(TenantId t) const;  // its sequences over its weight
+  // A share of a whole, at least one.
+  static int32_t share_of(int32_t whole, double share) {
+    return std::max<int32_t>(1, static_cast<int32_t>(std::ceil(static_cast<double>(whole) * share)));
+  }
   bool reserve(PlannedSequence& s, int32_t n_tokens);
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
