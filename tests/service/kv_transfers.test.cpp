@@ -172,7 +172,7 @@ TEST_CASE("kv transfers: a context shift's moves ride the next step, hold their 
   PlannedShift shift;
   shift.tokens = {1, 2, 3, 4, 5, 6, 7, 8};
   shift.source = {20, 21, 22};
-  shift.moves = {{{30}, 4, 0, 4, -4}, {{31}, 8, 0, 2, -4}};
+  shift.moves = {{30, 4, 0, 4, -4}, {31, 8, 0, 2, -4}};
   t.shift(shift);
   CHECK(t.pending());
   const StepPages p = t.take({});
