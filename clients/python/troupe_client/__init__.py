@@ -7,6 +7,10 @@ build writes them to build/python), and a streaming iterator API.
         for text in c.generate("def fib(n):", max_tokens=64, temperature=0):
             print(text, end="", flush=True)
 """
-from .client import Client, Stream, TroupeError, parse_job_event, read_key_file, subscribe_events
+from .client import Client
+from .errors import TroupeError
+from .events import parse_job_event, subscribe_events
+from .keys import read_key_file
+from .stream import Stream
 
 __all__ = ["Client", "Stream", "TroupeError", "parse_job_event", "read_key_file", "subscribe_events"]
