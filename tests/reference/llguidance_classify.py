@@ -1,0 +1,207 @@
+"""Why the engines differ (check_llguidance_masks.py, part 2): a JSON prefix's lexical state and
+path, the byte where one engine refuses a token, and the class that difference falls in."""
+from llguidance_instances import InstanceGenerator
+
+WS = b" \t\n\r"
+MAX_CLASSIFIED = 400  # tokens per mask; past that a fixed sample is classified
+
+
+class JsonScan:
+    """The lexical state of a JSON text prefix and the path to where it ends."""
+
+    def __init__(self, data):
+        self.stack = []          # [kind, key or index, keys seen]
+        self.mode = "value"      # value | value_or_close | key_or_close | key | colon | after | string | number | literal | done
+        self.is_key = False
+        self.escape = b""        # the escape being read inside a string
+        self.buf = bytearray()   # the current string or number
+        for b in data:
+            self.feed(b)
+
+    def feed(self, b):
+        c = bytes([b])
+        m = self.mode
+        if m == "string":
+            if self.escape:
+                self.escape += c
+                if self.escape[1:2] != b"u":
+                    self.buf += {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"b": b"\b", b"f": b"\f"}.get(c, c)
+                    self.escape = b""
+                elif len(self.escape) == 6:
+                    self.buf += chr(int(self.escape[2:], 16)).encode("utf-8", "surrogatepass")
+                    self.escape = b""
+            elif c == b"\\":
+                self.escape = c
+            elif c == b'"':
+                if self.is_key:
+                    self.stack[-1][1] = self.buf.decode("utf-8", "replace")
+                    self.stack[-1][2].add(self.stack[-1][1])
+                    self.mode = "colon"
+                else:
+                    self.end_value()
+            else:
+                self.buf += c
+            return
+        if m in ("number", "literal"):
+            if (m == "number" and c in b"0123456789.eE+-") or (m == "literal" and c.isalpha()):
+                self.buf += c
+                return
+            self.end_value()
+            m = self.mode
+        if c in WS:
+            return
+        if m in ("value", "value_or_close"):
+            if c == b"]" and m == "value_or_close":
+                self.stack.pop()
+                self.end_value()
+            elif c == b"{":
+                self.stack.append(["obj", None, set()])
+                self.mode = "key_or_close"
+            elif c == b"[":
+                self.stack.append(["arr", 0, None])
+                self.mode = "value_or_close"
+            elif c == b'"':
+                self.mode, self.is_key, self.buf = "string", False, bytearray()
+            elif c in b"-0123456789":
+                self.mode, self.buf = "number", bytearray(c)
+            else:
+                self.mode, self.buf = "literal", bytearray(c)
+        elif m in ("key", "key_or_close"):
+            if c == b"}" and m == "key_or_close":
+                self.stack.pop()
+                self.end_value()
+            elif c == b'"':
+                self.mode, self.is_key, self.buf = "string", True, bytearray()
+        elif m == "colon" and c == b":":
+            self.mode = "value"
+        elif m == "after":
+            if c == b",":
+                if self.stack[-1][0] == "obj":
+                    self.stack[-1][1] = None
+                    self.mode = "key"
+                else:
+                    self.stack[-1][1] += 1
+                    self.mode = "value"
+            elif c in b"}]":
+                self.stack.pop()
+                self.end_value()
+
+    def end_value(self):
+        self.mode = "after" if self.stack else "done"
+
+    def path(self):
+        return [f[1] for f in self.stack if f[1] is not None]
+
+
+def schemas_at(root, path):
+    """The subschemas (anyOf/oneOf branches spread, $refs resolved) a path can lead to."""
+    gen = InstanceGenerator(root, None)
+
+    def spread(s):
+        s = gen.resolve(s)
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                rest = {k: v for k, v in s.items() if k != key}
+                return [x for b in s[key] for x in spread({**rest, **b})]
+        return [s]
+
+    cur = spread(root)
+    for p in path:
+        nxt = []
+        for s in cur:
+            if isinstance(p, int) and "items" in s:
+                nxt += spread(s["items"])
+            elif isinstance(p, str) and p in s.get("properties", {}):
+                nxt += spread(s["properties"][p])
+        cur = nxt
+    return cur
+
+
+def rejection_point(vocab, base, data, memo):
+    """How many bytes of `data` the matcher `base` takes one at a time (len(data): all of them)."""
+    memo.setdefault(b"", base)
+    for i in range(len(data)):
+        key = data[:i + 1]
+        if key not in memo:
+            parent = memo[data[:i]]
+            m = parent.deep_copy()
+            memo[key] = m if m.consume_token(vocab.byte_token[data[i]]) else False
+        if memo[key] is False:
+            return i
+    return len(data)
+
+
+def classify(vocab, token, prefix, schema, other, memo):
+    """Why one engine allows `token` after `prefix` and the other (matcher `other`) does not."""
+    if token in vocab.eog_set:
+        return "end of generation where the text is whole"
+    b = vocab.bytes[token]
+    if not b:
+        return "special token"
+    i = rejection_point(vocab, other, b, memo)
+    if i == len(b):
+        return "token refused whole, its bytes taken one by one"
+    scan = JsonScan(prefix + b[:i])
+    c = b[i:i + 1]
+    subs = schemas_at(schema, scan.path())
+    has = lambda k: any(k in s for s in subs)
+    m = scan.mode
+    if m == "string" and scan.is_key:
+        return "escapes in property names" if scan.escape or c == b"\\" else "property names (additional, order)"
+    if m == "string":
+        if scan.escape or c == b"\\":
+            esc = (scan.escape + c).decode("latin-1")
+            what = [k for k in ("format", "pattern", "enum", "const") if has(k)]
+            if what:
+                return f"string escapes in {'/'.join(what)} strings"
+            if esc == "\\":
+                return "string escapes (a backslash at all)"
+            if esc.startswith("\\u"):
+                h = esc[2:]
+                surrogate = h[:1] in ("d", "D") and len(h) > 1 and h[1] in "89abcdefABCDEF"
+                return "string escapes (\\u surrogates)" if surrogate else "string escapes (\\u)"
+            return f"string escapes ({esc[:2]})"
+        if c == b"\x7f":
+            return "raw DEL (0x7F) in strings"
+        if c < b"\x20":
+            return "raw control characters in strings"
+        for k in ("format", "pattern"):
+            if has(k):
+                return f"string {k} " + ", ".join(sorted({str(s[k]) for s in subs if k in s}))
+        if has("enum") or has("const"):
+            return "enum / const strings"
+        if has("minLength") or has("maxLength"):
+            return "string length"
+        return "non-ASCII string content" if c >= b"\x80" else "string content"
+    if c in (b" ", b"\t", b"\n", b"\r"):
+        return "whitespace"
+    if m == "number" or (m in ("value", "value_or_close") and c in b"-0123456789"):
+        ints = [s for s in subs if s.get("type") == "integer" or "integer" in (s.get("type") or [])]
+        mins = [s["minimum"] for s in subs if "minimum" in s]
+        kind = "integer" if ints else "number"
+        if mins and min(mins) >= 0 and (c == b"-" or scan.buf == b"-"):
+            return f"-0 where minimum >= 0 ({kind})"
+        if ints and any("minimum" in s or "maximum" in s for s in ints):
+            return "integer bounds"
+        if c in b"eE+" or (c == b"-" and scan.buf[-1:] in (b"e", b"E")):
+            return "number exponent" + (" (number with minimum)" if mins else "")
+        if c == b".":
+            return "number fraction"
+        if scan.buf in (b"-0", b"0") and c in b"0123456789":
+            return "number leading zero"
+        return "number format"
+    if m in ("key", "key_or_close"):
+        return "object end (required properties)" if c == b"}" else "property names (additional, order)"
+    if m == "after":
+        if c == b",":
+            return "another property or item (additionalProperties, maxItems)"
+        return "object/array end (required properties, minItems)"
+    if m in ("value", "value_or_close"):
+        if c == b'"':
+            return "string where the schema has another type"
+        if c == b"]":
+            return "array end (minItems)"
+        return "value type (const, enum, literal, object, array)"
+    if m == "literal":
+        return "literal"
+    return f"after the value ({m})"
