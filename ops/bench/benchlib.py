@@ -8,7 +8,7 @@ Imported by the helpers (`import benchlib`: a helper's own folder is on its path
   http_ready(HOSTPORT, P)  the same as a callable, for Server's `ready`
   Server(...)           a child server: started, waited for until ready, stopped (TERM, then KILL)
                         by stop(), kill(), Server.stop_all() or at the interpreter's exit
-  ratio(A, B), best(VALUES)
+  ratio(A, B), best(VALUES), pct(XS, P), med(XS)
 
 Run by the shell drivers (lib.sh: `bench_py NAME ARGS...`), one table or figure each:
   port                                 free_port()
@@ -35,6 +35,7 @@ import json
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -140,6 +141,20 @@ def ratio(a, b, digits=2):
 
 def best(values):
     return max(float(v) for v in values)
+
+
+def pct(xs, p):
+    """Nearest-rank percentile (p in 0..100); None for no data."""
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = max(0, min(len(xs) - 1, int(-(-p * len(xs) // 100)) - 1))
+    return xs[k]
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 # -------------------------------------------------------------------------- the drivers' tables
