@@ -3,6 +3,8 @@
 #include <memory>
 #include <variant>
 
+#include <caf/send.hpp>
+
 #include "actors/replies.h"
 #include "service/clock.h"
 #include "service/response_tier.h"
@@ -144,7 +146,7 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
   self->state.gate = std::make_unique<service::RequestGate>(std::move(config));
   self->state.links = std::move(links);
   return {
-      [self](request_atom, const ClientFrame& frame) {
+      [self](request_atom, const gateways::ClientFrame& frame) {
         const std::string& peer = frame.peer;
         service::Admission what = self->state.gate->to_admit(peer, frame.bytes, service::steady_ns(), frame.client);
         // Read and tokenized: its bytes leave the backlog (the tokens are the scheduler's to bound).
@@ -170,6 +172,29 @@ ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, 
       [self](drain_atom) { self->state.draining = true; },
       [self](gone_atom, const std::string& peer) { self->send(self->state.links.scheduler, gone_atom::value, peer); },
   };
+}
+
+namespace {
+
+class IngestionIntake final : public gateways::FrameIntake {
+ public:
+  explicit IngestionIntake(ingestion_actor ingestion) : ingestion_(std::move(ingestion)) {}
+  void frame(gateways::ClientFrame frame) override {
+    if (frame.counted)
+      caf::anon_send(ingestion_, request_atom::value, std::move(frame));
+    else
+      caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, std::move(frame));
+  }
+  void gone(const std::string& peer) override { caf::anon_send(ingestion_, gone_atom::value, peer); }
+
+ private:
+  ingestion_actor ingestion_;
+};
+
+}  // namespace
+
+std::shared_ptr<gateways::FrameIntake> frame_intake(ingestion_actor ingestion) {
+  return std::make_shared<IngestionIntake>(std::move(ingestion));
 }
 
 }  // namespace troupe::actors

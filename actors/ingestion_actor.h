@@ -36,4 +36,8 @@ struct IngestionState {
 ingestion_actor::behavior_type ingestion(ingestion_actor::stateful_pointer<IngestionState> self, service::GateConfig config,
                                          IngestionLinks links);
 
+// The gateways' intake (gateways/frame_intake.h): frames and gone peers as
+// messages to `ingestion`, control frames at high priority.
+std::shared_ptr<gateways::FrameIntake> frame_intake(ingestion_actor ingestion);
+
 }  // namespace troupe::actors

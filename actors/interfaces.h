@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gateways/frame_intake.h"
 #include "persistence/jobs.h"
 #include "persistence/session_turns.h"
 #include "service/admit_request.h"
@@ -104,13 +105,6 @@ struct DraftResultBytes {
   messages::Bytes bytes;
 };
 
-// A client's frame on its way from a gateway (ZeroMQ or HTTP) to ingestion.
-struct ClientFrame {
-  std::string peer;       // the gateway's id for the client's connection
-  std::string client;     // the client's CURVE name, or ""
-  messages::Bytes bytes;  // a client Request
-  bool counted = false;   // a prompt counted in the intake backlog (service/intake.h); control frames are not
-};
 
 // The jobs the store holds, and why any could not be read ("" when none).
 struct JobRecords {
@@ -198,7 +192,7 @@ using tier_router_actor = scheduler_actor::extend<
     caf::reacts_to<tiers_atom, TierSchedulers>>;
 
 using ingestion_actor = caf::typed_actor<
-    caf::reacts_to<request_atom, ClientFrame>,
+    caf::reacts_to<request_atom, gateways::ClientFrame>,
     caf::reacts_to<drain_atom>,
     caf::reacts_to<gone_atom, std::string>>;
 
@@ -208,7 +202,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepPlanBytes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepResultBytes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DraftPlanBytes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::DraftResultBytes)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::ClientFrame)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::gateways::ClientFrame)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::service::AdmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::service::Outbound::Ended>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TierSchedulers)

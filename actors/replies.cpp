@@ -2,8 +2,8 @@
 
 #include <caf/send.hpp>
 
-#include "actors/client_gateway.h"
-#include "actors/http_gateway.h"
+#include "gateways/client_gateway.h"
+#include "gateways/http_gateway.h"
 
 namespace troupe::actors {
 
@@ -12,7 +12,7 @@ void Replies::send(const std::string& peer, uint64_t client_id, const messages::
     if (jobs_) caf::anon_send(jobs_, job_item_atom::value, client_id, bytes);
     return;
   }
-  if (is_http_peer(peer)) {
+  if (gateways::is_http_peer(peer)) {
     if (http_) http_->deliver(peer, bytes);
     return;
   }

@@ -54,10 +54,10 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                                                 s.store->approximate_bytes());
       !short_of.empty())
     std::fprintf(stderr, "troupe serve: warning: %s\n", short_of.c_str());
-  s.gateway = std::make_shared<ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
+  s.gateway = std::make_shared<gateways::ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
   if (!s.options.http.empty()) {
-    HttpOptions ho;
+    gateways::HttpOptions ho;
     ho.address = s.options.http;
     // Requests name the model as `troupe serve -m` was given it; a path by its file name.
     const std::filesystem::path given(s.options.model_name.empty() ? "troupe" : s.options.model_name);
@@ -67,7 +67,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     ho.clients = s.clients;
     ho.tokenizer = s.tokenizer;
     ho.chat_format = detect_chat_format(s.tokenizer->vocabulary(), v.config.architecture);
-    s.http = std::make_shared<HttpGateway>(std::move(ho));
+    s.http = std::make_shared<gateways::HttpGateway>(std::move(ho));
     s.replies->set_http(s.http);
   }
   s.events = std::make_shared<EventSocket>();
@@ -85,8 +85,9 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     s.serving = true;
   }
   s.backend_text = v.text + (s.join_listener ? "; workers join at " + s.options.join_listen : std::string());
-  s.gateway->start(s.ingestion_handle, s.backlog, s.options.client);
-  if (s.http) s.http->start(s.ingestion_handle, s.backlog, s.metrics);
+  const auto intake = frame_intake(s.ingestion_handle);
+  s.gateway->start(intake, s.backlog, s.options.client);
+  if (s.http) s.http->start(intake, s.backlog, s.metrics);
 }
 
 Service::~Service() {

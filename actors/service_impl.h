@@ -13,13 +13,10 @@
 #include <thread>
 #include <utility>
 
-#include "actors/client_gateway.h"
 #include "actors/service.h"
-#include "actors/http_gateway.h"
 #include "actors/draft_actor.h"
 #include "actors/ingestion_actor.h"
 #include "actors/job_actor.h"
-#include "actors/join_listener.h"
 #include "actors/kv_allocator_actor.h"
 #include "actors/persistence_actor.h"
 #include "actors/remote_worker_actor.h"
@@ -28,6 +25,9 @@
 #include "actors/session_peers.h"
 #include "actors/tier_router_actor.h"
 #include "actors/verifier_actor.h"
+#include "gateways/client_gateway.h"
+#include "gateways/http_gateway.h"
+#include "gateways/join_listener.h"
 #include "engine/chat_template.h"
 #include "engine/gguf_file.h"
 #include "engine/kv_page_codec.h"
@@ -71,8 +71,8 @@ struct Service::Impl {
   std::shared_ptr<const Tokenizer> tokenizer;
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
-  std::shared_ptr<ClientGateway> gateway;
-  std::shared_ptr<HttpGateway> http;
+  std::shared_ptr<gateways::ClientGateway> gateway;
+  std::shared_ptr<gateways::HttpGateway> http;
   std::shared_ptr<service::ServiceMetrics> metrics = std::make_shared<service::ServiceMetrics>();
   std::shared_ptr<Replies> replies;
   std::shared_ptr<persistence::Store> store;
@@ -111,7 +111,7 @@ struct Service::Impl {
   std::vector<Replica> replicas;
   // Workers that join by themselves (--join-listen). The lock guards
   // `replicas` and `pool` against the listener's thread.
-  std::unique_ptr<JoinListener> join_listener;
+  std::unique_ptr<gateways::JoinListener> join_listener;
   session_peers_actor peers;  // other front ends to take sessions from (--peer); null: none
   std::mutex workers_lock;
   std::condition_variable first_join;

@@ -46,7 +46,7 @@ VerifierSide Service::Impl::open_verifier() {
   v.config = read_model_config(*file, options.backend.overrides);
   pool.emplace(options.model_path, file_fingerprint(*file), v.config.n_vocab);
   if (!options.join_listen.empty())
-    join_listener = std::make_unique<JoinListener>(
+    join_listener = std::make_unique<gateways::JoinListener>(
         options.join_listen, [this](const std::string& e, uint64_t i) { return admit_worker(e, i); }, curve, clients);
   if (options.workers.empty()) {  // --join-listen alone: the first worker to join
     std::unique_lock<std::mutex> g(workers_lock);

@@ -2,7 +2,7 @@
 # returning std::string_view. At configure time, include() this file and call
 #
 #   troupe_embed_file(INPUT page.html OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/page.cpp
-#                     HEADER actors/web/web_page.h NAMESPACE troupe::actors FUNCTION web_page)
+#                     HEADER gateways/web/web_page.h NAMESPACE troupe::gateways FUNCTION web_page)
 #
 # and add OUTPUT to a target's sources. The .cpp is written at build time by
 # this same file in script mode (cmake -P), so editing INPUT rebuilds it.

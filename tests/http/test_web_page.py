@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The built-in web page (GET /, actors/web/index.html) in a real browser:
+"""The built-in web page (GET /, gateways/web/index.html) in a real browser:
 headless Chromium, driven over the Chrome DevTools Protocol on a pipe, against
 a live `troupe serve --http` on a synthetic model. It chats (streamed text
 appears), chats in a new server-side session, submits a job of 3 items and

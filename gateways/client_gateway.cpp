@@ -1,9 +1,6 @@
-#include "actors/client_gateway.h"
+#include "gateways/client_gateway.h"
 
-#include <caf/send.hpp>
-
-
-namespace troupe::actors {
+namespace troupe::gateways {
 namespace {
 
 // The socket reads frames up to 4x the protocol's limit, so one over it is
@@ -34,9 +31,11 @@ ClientGateway::ClientGateway(const std::string& endpoint, const messages::Socket
 
 ClientGateway::~ClientGateway() { stop(); }
 
-void ClientGateway::start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+std::string ClientGateway::endpoint() { return router_.get(zmq::sockopt::last_endpoint); }
+
+void ClientGateway::start(std::shared_ptr<FrameIntake> intake, std::shared_ptr<service::IntakeBacklog> backlog,
                           const messages::ClientLimits& limits) {
-  ingestion_ = std::move(ingestion);
+  intake_ = std::move(intake);
   backlog_ = std::move(backlog);
   limits_ = limits;
   thread_ = std::thread([this] { loop(); });
@@ -46,7 +45,7 @@ void ClientGateway::stop() {
   if (stopping_.exchange(true)) return;
   send("", "");  // wakes the socket thread
   if (thread_.joinable()) thread_.join();
-  ingestion_ = ingestion_actor();
+  intake_.reset();  // the last hold on the ingestion actor: the actor system can stop
 }
 
 void ClientGateway::send(const std::string& peer, const messages::Bytes& payload) {
@@ -75,7 +74,7 @@ void ClientGateway::loop() {
       while (inbox_.recv(peer, zmq::recv_flags::dontwait)) {
         (void)inbox_.recv(body, zmq::recv_flags::none);
         if (peer.size() == 0) continue;  // the stop wake-up
-        if (!deliver(peer, body)) caf::anon_send(ingestion_, gone_atom::value, peer.to_string());
+        if (!deliver(peer, body)) intake_->gone(peer.to_string());
       }
     }
   }
@@ -87,13 +86,12 @@ void ClientGateway::route(zmq::message_t& id, const zmq::message_t& body) {
   switch (d.lane) {
     case service::IntakeLane::answered:
       if (!deliver(id, zmq::message_t(d.reply.data(), d.reply.size())))
-        caf::anon_send(ingestion_, gone_atom::value, id.to_string());
+        intake_->gone(id.to_string());
       return;
     case service::IntakeLane::prompt:
-      return caf::anon_send(ingestion_, request_atom::value, ClientFrame{id.to_string(), client_name(body), bytes, true});
+      return intake_->frame(ClientFrame{id.to_string(), client_name(body), bytes, true});
     case service::IntakeLane::control:
-      return caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value,
-                                                         ClientFrame{id.to_string(), client_name(body), bytes, false});
+      return intake_->frame(ClientFrame{id.to_string(), client_name(body), bytes, false});
   }
 }
 
@@ -114,4 +112,4 @@ bool ClientGateway::deliver(const zmq::message_t& peer, const zmq::message_t& bo
   }
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

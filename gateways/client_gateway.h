@@ -1,7 +1,7 @@
 #pragma once
 // The service's one client socket: a ROUTER owned by its own thread, so
 // socket I/O never runs on an actor's or the engine's thread. Incoming
-// frames go to the ingestion actor as (request, peer, bytes); anything may
+// frames go to the service's intake (gateways/frame_intake.h); anything may
 // send responses from any thread through send(), which hands them to the
 // socket thread over an inproc pipe. A peer the ROUTER can no longer reach
 // (heartbeat timeout, closed connection) is reported as (gone, peer).
@@ -13,14 +13,14 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "actors/interfaces.h"
+#include "gateways/frame_intake.h"
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
 #include "messages/curve_auth.h"
 #include "messages/zmq_sockets.h"
 #include "service/intake.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 class ClientGateway {
  public:
@@ -34,9 +34,11 @@ class ClientGateway {
   // Begins reading; frames before this wait in the socket. Each frame is
   // classified first (service/intake.h): Pings and overload refusals are
   // answered here, on the socket thread.
-  void start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+  void start(std::shared_ptr<FrameIntake> intake, std::shared_ptr<service::IntakeBacklog> backlog,
              const messages::ClientLimits& limits);
   void stop();
+  // Where it listens ("tcp://127.0.0.1:*" bound to a free port says which); before start().
+  std::string endpoint();
   // Thread-safe: queues one response frame for `peer`.
   void send(const std::string& peer, const messages::Bytes& payload);
 
@@ -54,11 +56,11 @@ class ClientGateway {
   zmq::socket_t outbox_;  // PUSH, shared by senders under mutex_
   std::mutex mutex_;
   std::string inbox_endpoint_;
-  ingestion_actor ingestion_;
+  std::shared_ptr<FrameIntake> intake_;
   std::shared_ptr<service::IntakeBacklog> backlog_;
   messages::ClientLimits limits_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

@@ -16,7 +16,7 @@
 
 #include "messages/curve_auth.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 class JoinListener {
  public:
@@ -40,4 +40,4 @@ class JoinListener {
   std::thread thread_;
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

@@ -1,18 +1,18 @@
 // The Files and Batch APIs' routes of the HTTP gateway (service/openai_batch.h
 // translates; files and jobs live in the store and the job actor).
-#include "actors/http_gateway.h"
+#include "gateways/http_gateway.h"
 
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
-#include "actors/http_answers.h"
+#include "gateways/http_answers.h"
 #include "messages/client_validation.h"
 #include "messages/file_frames.h"
 #include "messages/job_frames.h"
 #include "service/openai_batch.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 namespace {
 
@@ -170,4 +170,4 @@ int HttpGateway::batch_api(const messages::HttpRequest& q, messages::HttpRespond
   return 0;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

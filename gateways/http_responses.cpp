@@ -1,14 +1,14 @@
 // The Responses API's routes of the HTTP gateway (service/openai_responses.h
 // translates; here the chain is resolved against the session store).
-#include "actors/http_gateway.h"
+#include "gateways/http_gateway.h"
 
-#include "actors/http_answers.h"
+#include "gateways/http_answers.h"
 #include "messages/client_validation.h"
 #include "messages/session_frames.h"
 #include "service/openai_responses.h"
 #include "service/troupe_api.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 namespace {
 
@@ -98,4 +98,4 @@ int HttpGateway::stored_response(const std::string& id, bool remove, messages::H
   return 200;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

@@ -1,8 +1,7 @@
-#include "actors/http_gateway.h"
+#include "gateways/http_gateway.h"
 
-#include "actors/http_answers.h"
+#include "gateways/http_answers.h"
 
-#include <caf/send.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -20,9 +19,9 @@
 #include "service/openai_api.h"
 #include "service/request_gate.h"
 #include "service/troupe_api.h"
-#include "actors/web/web_page.h"
+#include "gateways/web/web_page.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 namespace {
 
 using nlohmann::json;
@@ -64,9 +63,9 @@ HttpGateway::HttpGateway(HttpOptions options) : options_(std::move(options)) {
 
 HttpGateway::~HttpGateway() { stop(); }
 
-void HttpGateway::start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+void HttpGateway::start(std::shared_ptr<FrameIntake> intake, std::shared_ptr<service::IntakeBacklog> backlog,
                         std::shared_ptr<service::ServiceMetrics> metrics) {
-  ingestion_ = std::move(ingestion);
+  intake_ = std::move(intake);
   backlog_ = std::move(backlog);
   metrics_ = std::move(metrics);
   ready_ = true;
@@ -80,7 +79,7 @@ void HttpGateway::stop() {
     for (auto& [peer, box] : mailboxes_) box->arrived.notify_all();
   }
   server_->stop();
-  ingestion_ = ingestion_actor();
+  intake_.reset();  // the last hold on the ingestion actor: the actor system can stop
 }
 
 std::pair<std::string, std::shared_ptr<HttpGateway::Mailbox>> HttpGateway::open() {
@@ -99,7 +98,7 @@ void HttpGateway::close(const std::string& peer, bool cancel) {
   }
   // The connection went before its answer ended: as a dead ZeroMQ client,
   // its request ends and its pages go back.
-  if (cancel && ingestion_) caf::anon_send(ingestion_, gone_atom::value, peer);
+  if (cancel && intake_) intake_->gone(peer);
 }
 
 void HttpGateway::deliver(const std::string& peer, const messages::Bytes& frame) {
@@ -116,16 +115,13 @@ void HttpGateway::deliver(const std::string& peer, const messages::Bytes& frame)
 }
 
 // As the ZeroMQ gateway routes a frame (service/intake.h): refused at once
-// when the backlog is full, else to ingestion.
+// when the backlog is full, else to the intake.
 bool HttpGateway::submit(const std::string& peer, const std::string& client, const std::string& bytes,
                          std::string& refusal) {
   if (stopping()) return refusal = messages::error_response(1, wire::ErrorCode::shutting_down, "the server is stopping"), false;
   service::IntakeDecision d = service::classify_frame(bytes, options_.limits, *backlog_);
   if (d.lane == service::IntakeLane::answered) return refusal = d.reply, false;
-  if (d.lane == service::IntakeLane::prompt)
-    caf::anon_send(ingestion_, request_atom::value, ClientFrame{peer, client, bytes, true});
-  else
-    caf::anon_send<caf::message_priority::high>(ingestion_, request_atom::value, ClientFrame{peer, client, bytes, false});
+  intake_->frame(ClientFrame{peer, client, bytes, d.lane == service::IntakeLane::prompt});
   return true;
 }
 
@@ -434,4 +430,4 @@ int HttpGateway::count(const char* route, int status) {
   return status;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

@@ -1,5 +1,5 @@
 #pragma once
-// What the HTTP gateway's handlers (actors/http_gateway*.cpp) share: an
+// What the HTTP gateway's handlers (gateways/http_*.cpp) share: an
 // error answered as OpenAI's error object, Unix time, and a path's id.
 #include <chrono>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "messages/http_server.h"
 #include "service/openai_api.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 inline int send_error(messages::HttpResponder& res, const service::ApiError& e, const messages::HttpHeaders& extra = {}) {
   res.send(e.status, "application/json", e.json(), extra);
@@ -30,4 +30,4 @@ inline std::string path_id(const std::string& path, std::string_view prefix, std
   return id.find('/') == std::string::npos ? id : std::string();
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

@@ -1,9 +1,9 @@
-#include "actors/join_listener.h"
+#include "gateways/join_listener.h"
 
 #include "messages/join_frames.h"
 #include "messages/zmq_sockets.h"
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 JoinListener::JoinListener(const std::string& endpoint, Admit admit, const messages::CurveKeys& curve,
                            std::shared_ptr<const messages::ClientDirectory> clients)
@@ -51,4 +51,4 @@ void JoinListener::loop() {
   }
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways

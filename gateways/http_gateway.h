@@ -2,7 +2,7 @@
 // The HTTP port beside the ZeroMQ socket (docs/HTTP.md): OpenAI's chat and
 // completions API, Prometheus /metrics, health, and the web page. Each HTTP
 // request becomes the client Request a ZeroMQ client would send, under a
-// peer id of its own, and goes to the ingestion actor as socket frames do;
+// peer id of its own, and goes to the service's intake as socket frames do;
 // the responses come back through Replies into that request's mailbox. So
 // the scheduler never knows HTTP, and a dropped connection is a gone peer:
 // its request is cancelled and its pages freed. The connections themselves
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/interfaces.h"
+#include "gateways/frame_intake.h"
 #include "engine/chat_template.h"
 #include "messages/client_validation.h"
 #include "messages/http_server.h"
@@ -38,7 +38,7 @@ namespace troupe::service {
 class FrameReply;
 }
 
-namespace troupe::actors {
+namespace troupe::gateways {
 
 // HTTP peers: "\0http/N", never a ZeroMQ routing id (see admit_request.h).
 inline bool is_http_peer(const std::string& peer) { return peer.rfind(std::string("\0http/", 6), 0) == 0; }
@@ -62,7 +62,7 @@ class HttpGateway {
   HttpGateway(const HttpGateway&) = delete;
   HttpGateway& operator=(const HttpGateway&) = delete;
 
-  void start(ingestion_actor ingestion, std::shared_ptr<service::IntakeBacklog> backlog,
+  void start(std::shared_ptr<FrameIntake> intake, std::shared_ptr<service::IntakeBacklog> backlog,
              std::shared_ptr<service::ServiceMetrics> metrics);
   void stop();
   // Thread-safe: one response frame for an HTTP peer (dropped if it is gone).
@@ -131,11 +131,11 @@ class HttpGateway {
   int job_events(const std::string& id, messages::HttpResponder& res, const std::string& client);
   int metrics(messages::HttpResponder& res);
   int count(const char* route, int status);  // recorded for /metrics; returns `status`
-  bool stopping() const { return stopping_ || !ingestion_; }
+  bool stopping() const { return stopping_ || !intake_; }
 
   HttpOptions options_;
   std::unique_ptr<messages::HttpServer> server_;
-  ingestion_actor ingestion_;
+  std::shared_ptr<FrameIntake> intake_;
   std::shared_ptr<service::IntakeBacklog> backlog_;
   std::shared_ptr<service::ServiceMetrics> metrics_;
   std::mutex mutex_;
@@ -144,4 +144,4 @@ class HttpGateway {
   std::atomic<bool> draining_{false}, ready_{false}, stopping_{false};
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::gateways
