@@ -35,56 +35,47 @@ class Stream:
             r, arrived = self._client._next_for(self.request_id, with_time=True)
             kind = r.BodyType()
             if kind == ResponseBody.ResponseBody.Accepted:
-                a = Accepted.Accepted()
-                a.Init(r.Body().Bytes, r.Body().Pos)
-                self.prompt_tokens = a.PromptTokens()
+                self.prompt_tokens = _body(r, Accepted.Accepted()).PromptTokens()
             elif kind == ResponseBody.ResponseBody.Tokens:
-                t = Tokens.Tokens()
-                t.Init(r.Body().Bytes, r.Body().Pos)
-                ids = [t.TokenIds(i) for i in range(t.TokenIdsLength())]
-                if 0 <= t.Sample() < self.n:
-                    self.samples[t.Sample()].extend(ids)
-                if t.Sample() != 0:
-                    continue
-                text = (t.Text() or b"").decode("utf-8")
-                self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
-                self.token_times.extend([arrived] * t.TokenIdsLength())
-                self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
-                if t.TopIdsLength() and t.TokenIdsLength():
-                    n = t.TopIdsLength() // t.TokenIdsLength()
-                    for k in range(t.TokenIdsLength()):
-                        self.top_logprobs.append([(t.TopIds(k * n + j), t.TopLogprobs(k * n + j)) for j in range(n)])
-                self.text += text
+                text = self._take_tokens(_body(r, Tokens.Tokens()), arrived)
                 if text:
                     yield text
             elif kind == ResponseBody.ResponseBody.Done:
-                d = Done.Done()
-                d.Init(r.Body().Bytes, r.Body().Pos)
-                self._done += 1
-                if d.Sample() != 0:
-                    continue
-                self.finish_reason = _FINISH_NAMES.get(d.FinishReason(), str(d.FinishReason()))
-                self.response_cache = _CACHE_OUTCOMES.get(d.ResponseCache(), str(d.ResponseCache()))
-                u, t = d.Usage(), d.Timings()
-                self.usage = {"prompt_tokens": u.PromptTokens(), "cached_prompt_tokens": u.CachedPromptTokens(),
-                              "completion_tokens": u.CompletionTokens()} if u else {}
-                self.timings = {"queue_ms": t.QueueMs(), "ttft_ms": t.TtftMs(), "per_token_ms": t.PerTokenMs(),
-                                "total_ms": t.TotalMs()} if t else {}
-                self.tiers = [{"tier": (d.Tiers(i).Tier() or b"").decode(), "tokens": d.Tiers(i).Tokens()}
-                              for i in range(d.TiersLength())]
-                self.tool_calls = [{"id": (d.ToolCalls(i).Id() or b"").decode(),
-                                    "name": (d.ToolCalls(i).Name() or b"").decode(),
-                                    "arguments": (d.ToolCalls(i).Arguments() or b"").decode()}
-                                   for i in range(d.ToolCallsLength())]
-                sp = d.Speculation()
-                self.speculation = {"source": (sp.Source() or b"").decode(), "drafted": sp.Drafted(),
-                                    "accepted": sp.Accepted(), "windows": sp.Windows(),
-                                    "mean_accepted": sp.MeanAccepted()} if sp else None
+                self._take_done(_body(r, Done.Done()))
             elif kind == ResponseBody.ResponseBody.Error:
-                e = Error.Error()
-                e.Init(r.Body().Bytes, r.Body().Pos)
+                e = _body(r, Error.Error())
                 self.finish_reason = "error"
                 raise TroupeError(_ERROR_NAMES.get(e.Code(), str(e.Code())), (e.Message() or b"").decode())
+
+    def _take_tokens(self, t, arrived):
+        """Records one Tokens message; returns sample 0's new text (None for
+        another sample, whose text is not decoded: only its ids are kept)."""
+        ids = [t.TokenIds(i) for i in range(t.TokenIdsLength())]
+        if 0 <= t.Sample() < self.n:
+            self.samples[t.Sample()].extend(ids)
+        if t.Sample() != 0:
+            return None
+        text = (t.Text() or b"").decode("utf-8")
+        self.tokens.extend(t.TokenIds(i) for i in range(t.TokenIdsLength()))
+        self.token_times.extend([arrived] * t.TokenIdsLength())
+        self.logprobs.extend(t.Logprobs(i) for i in range(t.LogprobsLength()))
+        self.top_logprobs.extend(_top_logprobs(t))
+        self.text += text
+        return text
+
+    def _take_done(self, d):
+        """Counts one sample as finished; sample 0's Done fills the summary."""
+        self._done += 1
+        if d.Sample() != 0:
+            return
+        self.finish_reason = _FINISH_NAMES.get(d.FinishReason(), str(d.FinishReason()))
+        self.response_cache = _CACHE_OUTCOMES.get(d.ResponseCache(), str(d.ResponseCache()))
+        self.usage = _usage(d.Usage())
+        self.timings = _timings(d.Timings())
+        self.tiers = [{"tier": (d.Tiers(i).Tier() or b"").decode(), "tokens": d.Tiers(i).Tokens()}
+                      for i in range(d.TiersLength())]
+        self.tool_calls = _tool_calls(d)
+        self.speculation = _speculation(d.Speculation())
 
     def read(self):
         """The whole answer (consumes the stream)."""
@@ -94,3 +85,47 @@ class Stream:
 
     def cancel(self):
         self._client.cancel(self.request_id)
+
+
+def _body(r, table):
+    """The response's body read as `table` (the flatbuffers union is untyped)."""
+    table.Init(r.Body().Bytes, r.Body().Pos)
+    return table
+
+
+def _top_logprobs(t):
+    """Per token, its alternatives [(id, logprob), ...] (none without top_logprobs)."""
+    if not (t.TopIdsLength() and t.TokenIdsLength()):
+        return []
+    n = t.TopIdsLength() // t.TokenIdsLength()
+    return [[(t.TopIds(k * n + j), t.TopLogprobs(k * n + j)) for j in range(n)]
+            for k in range(t.TokenIdsLength())]
+
+
+def _usage(u):
+    if not u:
+        return {}
+    return {"prompt_tokens": u.PromptTokens(), "cached_prompt_tokens": u.CachedPromptTokens(),
+            "completion_tokens": u.CompletionTokens()}
+
+
+def _timings(t):
+    if not t:
+        return {}
+    return {"queue_ms": t.QueueMs(), "ttft_ms": t.TtftMs(), "per_token_ms": t.PerTokenMs(),
+            "total_ms": t.TotalMs()}
+
+
+def _tool_calls(d):
+    return [{"id": (d.ToolCalls(i).Id() or b"").decode(),
+             "name": (d.ToolCalls(i).Name() or b"").decode(),
+             "arguments": (d.ToolCalls(i).Arguments() or b"").decode()}
+            for i in range(d.ToolCallsLength())]
+
+
+def _speculation(sp):
+    if not sp:
+        return None
+    return {"source": (sp.Source() or b"").decode(), "drafted": sp.Drafted(),
+            "accepted": sp.Accepted(), "windows": sp.Windows(),
+            "mean_accepted": sp.MeanAccepted()}
