@@ -41,10 +41,13 @@ def events_of(sock, seconds):
     return out
 
 
-def main(troupe, work):
-    work = os.path.join(work, f"curve-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.join(work, "clients"))
+def keyed(keys, name):
+    """The Client / subscribe_events arguments that sign in as `name`."""
+    return {"client_key": os.path.join(keys, f"{name}.secret"), "server_key": os.path.join(keys, "server.key")}
+
+
+def make_keys(troupe, work):
+    """Keys for the server and four clients; alice and bob admitted, root as admin, mallory not."""
     keys = os.path.join(work, "keys")
     for name in ("server", "alice", "bob", "root", "mallory"):
         subprocess.run([troupe, "keygen", "--http-token", os.path.join(keys, name)], check=True, capture_output=True)
@@ -52,72 +55,96 @@ def main(troupe, work):
         shutil.copy(os.path.join(keys, f"{name}.key"), os.path.join(work, "clients"))
     with open(os.path.join(work, "clients", "root.key"), "w") as f:
         f.write(open(os.path.join(keys, "root.key")).read() + "admin = true\n")
+    return keys
+
+
+def start_server(troupe, work, keys, model, endpoint, port, log):
+    return subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1", "--kv-tokens", "8192",
+                             "--http", f"127.0.0.1:{port}",
+                             "--data-dir", os.path.join(work, "data"), "--auth", "curve",
+                             "--server-key", os.path.join(keys, "server.secret"),
+                             "--clients-dir", os.path.join(work, "clients")], stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_listening(log):
+    for _ in range(1200):  # 60 s: CI runs other servers beside this one
+        if "listening on" in open(log.name).read():
+            return
+        time.sleep(0.05)
+    raise SystemExit("server did not start: " + open(log.name).read())
+
+
+def check_who_gets_in(endpoint, keys):
+    for who, kw in (("no key", {}), ("an unknown key", keyed(keys, "mallory"))):
+        try:
+            Client(endpoint, connect_timeout=1.0, **kw).close()
+            check(False, f"{who} got in")
+        except ConnectionError:
+            pass
+
+
+def wait_jobs_done(alice, *job_ids):
+    for _ in range(600):
+        if all(alice.job_status(j)["state"] != "running" for j in job_ids):
+            return
+        time.sleep(0.1)
+
+
+def check_job_events(alice, bob, events, keys, ctx):
+    """Job events reach the owner and the admin only; bob can neither list nor read alice's job.
+    Returns alice's first job's id."""
+    job = alice.submit_job(["one", "two", "three"], "Say: {item}", max_tokens=8, temperature=0)
+    job_id = job["job_id"]
+    check(job["owner"] == "alice", f"the job is alice's: {job}")
+    mine = subscribe_events(events, job_id, context=ctx, **keyed(keys, "alice"))
+    peek = subscribe_events(events, job_id, context=ctx, **keyed(keys, "bob"))
+    everything = subscribe_events(events, "", context=ctx, **keyed(keys, "bob"))
+    admin = subscribe_events(events, "", context=ctx, **keyed(keys, "root"))
+    anonymous = subscribe_events(events, "", context=ctx)
+    time.sleep(0.5)  # subscriptions are admitted every 50 ms
+    # A second job, submitted with every subscriber in place, so its events are all after them.
+    second = alice.submit_job(["four", "five"], "Say: {item}", max_tokens=8, temperature=0)["job_id"]
+    mine.setsockopt(zmq.SUBSCRIBE, second.encode())
+    peek.setsockopt(zmq.SUBSCRIBE, second.encode())
+    wait_jobs_done(alice, second, job_id)
+    got = {name: events_of(sock, 1.5) for name, sock in
+           (("alice", mine), ("bob", peek), ("bob all", everything), ("admin", admin), ("anonymous", anonymous))}
+    finished = [e for e in got["alice"] if e["kind"] == "job_finished"]
+    check(any(e["job"]["job_id"] == second for e in finished), f"alice hears her job finish: {got['alice']}")
+    check(not got["bob"] and not got["bob all"], f"bob hears nothing of alice's jobs: {got['bob']} {got['bob all']}")
+    check(not got["anonymous"], "a subscriber without a key hears nothing")
+    check(any(e["job"]["job_id"] == second for e in got["admin"]), f"the admin hears every job: {got['admin']}")
+    # Listings and reads.
+    check([j["job_id"] for j in bob.list_jobs()] == [], "bob lists no job")
+    try:
+        bob.job_status(job_id)
+        check(False, "bob reads alice's job")
+    except TroupeError as e:
+        check(e.code == "forbidden", f"bob's read: {e}")
+    for s in (mine, peek, everything, admin, anonymous):
+        s.close(0)
+    return job_id
+
+
+def main(troupe, work):
+    work = os.path.join(work, f"curve-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "clients"))
+    keys = make_keys(troupe, work)
     model = os.path.join(work, "m.gguf")
     subprocess.run([troupe, "make-model", "-o", model, "--embd", "128", "--ff", "256", "--seed", "5"], check=True,
                    capture_output=True)
     endpoint, events = f"ipc://{work}/s.sock", f"ipc://{work}/s.sock.events"
     port = free_port()
     log = open(os.path.join(work, "serve.log"), "w")
-    server = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "1", "--kv-tokens", "8192",
-                               "--http", f"127.0.0.1:{port}",
-                               "--data-dir", os.path.join(work, "data"), "--auth", "curve",
-                               "--server-key", os.path.join(keys, "server.secret"),
-                               "--clients-dir", os.path.join(work, "clients")], stdout=log, stderr=subprocess.STDOUT)
+    server = start_server(troupe, work, keys, model, endpoint, port, log)
     try:
-        for _ in range(1200):  # 60 s: CI runs other servers beside this one
-            if "listening on" in open(log.name).read():
-                break
-            time.sleep(0.05)
-        else:
-            raise SystemExit("server did not start: " + open(log.name).read())
-        server_key = os.path.join(keys, "server.key")
-
-        def keyed(name):
-            return {"client_key": os.path.join(keys, f"{name}.secret"), "server_key": server_key}
-
-        # Who gets in.
-        for who, kw in (("no key", {}), ("an unknown key", keyed("mallory"))):
-            try:
-                Client(endpoint, connect_timeout=1.0, **kw).close()
-                check(False, f"{who} got in")
-            except ConnectionError:
-                pass
+        wait_listening(log)
+        check_who_gets_in(endpoint, keys)
         ctx = zmq.Context()
-        with Client(endpoint, **keyed("alice")) as alice, Client(endpoint, **keyed("bob")) as bob:
+        with Client(endpoint, **keyed(keys, "alice")) as alice, Client(endpoint, **keyed(keys, "bob")) as bob:
             check(alice.ping() is not None, "alice pings")
-            job = alice.submit_job(["one", "two", "three"], "Say: {item}", max_tokens=8, temperature=0)
-            job_id = job["job_id"]
-            check(job["owner"] == "alice", f"the job is alice's: {job}")
-            mine = subscribe_events(events, job_id, context=ctx, **keyed("alice"))
-            peek = subscribe_events(events, job_id, context=ctx, **keyed("bob"))
-            everything = subscribe_events(events, "", context=ctx, **keyed("bob"))
-            admin = subscribe_events(events, "", context=ctx, **keyed("root"))
-            anonymous = subscribe_events(events, "", context=ctx)
-            time.sleep(0.5)  # subscriptions are admitted every 50 ms
-            # A second job, submitted with every subscriber in place, so its events are all after them.
-            second = alice.submit_job(["four", "five"], "Say: {item}", max_tokens=8, temperature=0)["job_id"]
-            mine.setsockopt(zmq.SUBSCRIBE, second.encode())
-            peek.setsockopt(zmq.SUBSCRIBE, second.encode())
-            for _ in range(600):
-                if alice.job_status(second)["state"] != "running" and alice.job_status(job_id)["state"] != "running":
-                    break
-                time.sleep(0.1)
-            got = {name: events_of(sock, 1.5) for name, sock in
-                   (("alice", mine), ("bob", peek), ("bob all", everything), ("admin", admin), ("anonymous", anonymous))}
-            finished = [e for e in got["alice"] if e["kind"] == "job_finished"]
-            check(any(e["job"]["job_id"] == second for e in finished), f"alice hears her job finish: {got['alice']}")
-            check(not got["bob"] and not got["bob all"], f"bob hears nothing of alice's jobs: {got['bob']} {got['bob all']}")
-            check(not got["anonymous"], "a subscriber without a key hears nothing")
-            check(any(e["job"]["job_id"] == second for e in got["admin"]), f"the admin hears every job: {got['admin']}")
-            # Listings and reads.
-            check([j["job_id"] for j in bob.list_jobs()] == [], "bob lists no job")
-            try:
-                bob.job_status(job_id)
-                check(False, "bob reads alice's job")
-            except TroupeError as e:
-                check(e.code == "forbidden", f"bob's read: {e}")
-            for s in (mine, peek, everything, admin, anonymous):
-                s.close(0)
+            job_id = check_job_events(alice, bob, events, keys, ctx)
             check_http(port, keys, alice, bob, job_id)
         ctx.term()
         print("curve: ok")

@@ -89,105 +89,133 @@ def closed_by_server(s, wait):
         return True
 
 
+def raise_fd_limit():
+    """The parts below hold over a thousand sockets at once."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192) if hard != resource.RLIM_INFINITY else 8192, hard))
+
+
+def check_partial_requests(server, port):
+    """1. A thousand connections holding partial requests."""
+    base = rss_kib(server.pid)
+    conns = open_partial(port, 1000)
+    worst = real_requests(port)
+    held = rss_kib(server.pid)
+    check(worst < 1.0, f"with 1,000 partial requests held, real requests took at most {worst:.3f} s")
+    print(f"RSS: {base} KiB before, {held} KiB holding 1,000 partial requests "
+          f"({(held - base) / 1000:.1f} KiB a connection)")
+    closed = sum(closed_by_server(s, HEADER_TIMEOUT + 3) for s in conns)
+    check(closed == 1000, f"{closed} of 1,000 partial requests closed at the {HEADER_TIMEOUT} s header deadline")
+    for s in conns:
+        s.close()
+    time.sleep(0.5)
+    after = rss_kib(server.pid)
+    print(f"RSS after they closed: {after} KiB")
+
+
+def trickle_once(alive):
+    """One more header line on each connection still open; returns those the server has not cut,
+    and how many it has."""
+    still, cut = [], 0
+    for s in alive:
+        try:
+            s.sendall(b"X-Trickle: 1\r\n")
+            s.setblocking(False)
+            try:
+                if s.recv(4096) == b"":
+                    cut += 1
+                    continue
+            except BlockingIOError:
+                pass
+            finally:
+                s.setblocking(True)
+            still.append(s)
+        except OSError:
+            cut += 1
+    return still, cut
+
+
+def check_trickling_headers(server, port):
+    """2. Two hundred connections trickling header lines, one every 0.5 s."""
+    trickle = open_partial(port, 200, first_source=40)
+    for s in trickle:
+        s.sendall(b"TP/1.1\r\nHost: x\r\n")
+    started = time.monotonic()
+    worst = 0.0
+    alive = list(trickle)
+    cut = 0
+    while alive and time.monotonic() - started < HEADER_TIMEOUT + 5:
+        alive, newly_cut = trickle_once(alive)
+        cut += newly_cut
+        worst = max(worst, real_requests(port))
+        time.sleep(0.5)
+    elapsed = time.monotonic() - started
+    check(worst < 1.0, f"with 200 connections trickling headers, real requests took at most {worst:.3f} s")
+    check(not alive, f"all 200 trickling connections were cut ({cut} seen cut, within {elapsed:.1f} s)")
+    print(f"RSS after the trickle: {rss_kib(server.pid)} KiB")
+    for s in trickle:
+        s.close()
+
+
+def check_pipelining(port):
+    """3. Pipelining: three requests in one write, three answers in order."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    text = data.decode()
+    answers = text.count("HTTP/1.1 200")
+    order = [text.find("ok\n"), text.find('"object":"list"'), text.find("ready\n")]
+    check(answers == 3 and -1 not in order and order == sorted(order),
+          f"three pipelined requests answered in order ({answers} answers, at {order})")
+
+
+def check_huge_body(port):
+    """4. A 100 GB body announced: 413 at once, the body never read."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    t0 = time.monotonic()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100000000000\r\n\r\n{")
+    reply = s.recv(65536).decode()
+    took = time.monotonic() - t0
+    s.close()
+    check(reply.startswith("HTTP/1.1 413") and took < 1.0, f"a 100 GB Content-Length: {reply[:12]!r} in {took:.3f} s")
+
+
+def check_per_address_cap(port):
+    """5. The per-address cap: the connection past it is answered 503 and closed."""
+    mine = [socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.99", 0))
+            for _ in range(PER_ADDRESS)]
+    time.sleep(0.2)
+    extra = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.99", 0))
+    reply = extra.recv(65536).decode()
+    check(reply.startswith("HTTP/1.1 503") and "connections" in reply,
+          f"connection {PER_ADDRESS + 1} from one address: {reply[:12]!r}")
+    status, _ = http_get(port, "/healthz")
+    check(status == 200, "another address is still served")
+    for s in mine + [extra]:
+        s.close()
+
+
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192) if hard != resource.RLIM_INFINITY else 8192, hard))
+    raise_fd_limit()
     port = free_port()
     server = start(troupe, work, port)
     try:
-        base = rss_kib(server.pid)
-        # 1. A thousand connections holding partial requests.
-        conns = open_partial(port, 1000)
-        worst = real_requests(port)
-        held = rss_kib(server.pid)
-        check(worst < 1.0, f"with 1,000 partial requests held, real requests took at most {worst:.3f} s")
-        print(f"RSS: {base} KiB before, {held} KiB holding 1,000 partial requests "
-              f"({(held - base) / 1000:.1f} KiB a connection)")
-        closed = sum(closed_by_server(s, HEADER_TIMEOUT + 3) for s in conns)
-        check(closed == 1000, f"{closed} of 1,000 partial requests closed at the {HEADER_TIMEOUT} s header deadline")
-        for s in conns:
-            s.close()
-        time.sleep(0.5)
-        after = rss_kib(server.pid)
-        print(f"RSS after they closed: {after} KiB")
-
-        # 2. Two hundred connections trickling header lines, one every 0.5 s.
-        trickle = open_partial(port, 200, first_source=40)
-        for s in trickle:
-            s.sendall(b"TP/1.1\r\nHost: x\r\n")
-        started = time.monotonic()
-        worst = 0.0
-        alive = list(trickle)
-        cut = 0
-        while alive and time.monotonic() - started < HEADER_TIMEOUT + 5:
-            still = []
-            for s in alive:
-                try:
-                    s.sendall(b"X-Trickle: 1\r\n")
-                    s.setblocking(False)
-                    try:
-                        if s.recv(4096) == b"":
-                            cut += 1
-                            continue
-                    except BlockingIOError:
-                        pass
-                    finally:
-                        s.setblocking(True)
-                    still.append(s)
-                except OSError:
-                    cut += 1
-            alive = still
-            worst = max(worst, real_requests(port))
-            time.sleep(0.5)
-        elapsed = time.monotonic() - started
-        check(worst < 1.0, f"with 200 connections trickling headers, real requests took at most {worst:.3f} s")
-        check(not alive, f"all 200 trickling connections were cut ({cut} seen cut, within {elapsed:.1f} s)")
-        print(f"RSS after the trickle: {rss_kib(server.pid)} KiB")
-        for s in trickle:
-            s.close()
-
-        # 3. Pipelining: three requests in one write, three answers in order.
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                  b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
-                  b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        text = data.decode()
-        answers = text.count("HTTP/1.1 200")
-        order = [text.find("ok\n"), text.find('"object":"list"'), text.find("ready\n")]
-        check(answers == 3 and -1 not in order and order == sorted(order),
-              f"three pipelined requests answered in order ({answers} answers, at {order})")
-
-        # 4. A 100 GB body announced: 413 at once, the body never read.
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        t0 = time.monotonic()
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 100000000000\r\n\r\n{")
-        reply = s.recv(65536).decode()
-        took = time.monotonic() - t0
-        s.close()
-        check(reply.startswith("HTTP/1.1 413") and took < 1.0, f"a 100 GB Content-Length: {reply[:12]!r} in {took:.3f} s")
-
-        # 5. The per-address cap: the connection past it is answered 503 and closed.
-        mine = [socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.99", 0))
-                for _ in range(PER_ADDRESS)]
-        time.sleep(0.2)
-        extra = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.99", 0))
-        reply = extra.recv(65536).decode()
-        check(reply.startswith("HTTP/1.1 503") and "connections" in reply,
-              f"connection {PER_ADDRESS + 1} from one address: {reply[:12]!r}")
-        status, _ = http_get(port, "/healthz")
-        check(status == 200, "another address is still served")
-        for s in mine + [extra]:
-            s.close()
+        check_partial_requests(server, port)
+        check_trickling_headers(server, port)
+        check_pipelining(port)
+        check_huge_body(port)
+        check_per_address_cap(port)
         _, metrics = http_get(port, "/metrics")
         check("troupe_http_connections_refused_total" in metrics and 'reason="header_timeout"' in metrics,
               "/metrics counts the front door's refusals")

@@ -115,6 +115,124 @@ def tiers_in_metrics(troupe, work):
         server.wait(timeout=60)
 
 
+PROMPT = "The fox and the dog"
+
+
+def check_same_as_zmq(api, model, endpoint):
+    """Greedy text over HTTP equals the ZeroMQ path's, byte for byte; returns the HTTP answer."""
+    whole = api.completions.create(model=model, prompt=PROMPT, max_tokens=16, temperature=0)
+    zmq = Client(endpoint).generate(PROMPT, max_tokens=16, temperature=0, top_k=0, top_p=1.0, min_p=0.0)
+    zmq.read()
+    check(whole.choices[0].text == zmq.text, f"greedy HTTP text equals ZeroMQ's: {whole.choices[0].text!r}")
+    check(whole.usage.completion_tokens == 16 and whole.usage.prompt_tokens > 0, f"usage {whole.usage}")
+    check(whole.choices[0].finish_reason == "length", "finish_reason length")
+    return whole
+
+
+def check_streaming(api, model, whole):
+    """The deltas add up to the whole; usage comes last when asked for."""
+    chunks = list(api.completions.create(model=model, prompt=PROMPT, max_tokens=16, temperature=0, stream=True,
+                                         stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    check(text == whole.choices[0].text, "streamed completion equals the whole one")
+    check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 16, "usage chunk at the end")
+
+
+def check_chat(api, model):
+    """Chat, whole and streamed, n = 2 (greedy: both samples alike)."""
+    msgs = [{"role": "user", "content": "Say something"}]
+    chat = api.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, n=2)
+    check(len(chat.choices) == 2 and chat.choices[0].message.content == chat.choices[1].message.content,
+          "n = 2 gives two greedy choices alike")
+    check(chat.usage.completion_tokens == sum(12 if c.finish_reason == "length" else 0 for c in chat.choices)
+          or chat.usage.completion_tokens > 0, "chat usage counts both samples")
+    streamed = "".join(c.choices[0].delta.content or "" for c in
+                       api.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0,
+                                                   stream=True) if c.choices)
+    check(streamed == chat.choices[0].message.content, "streamed chat equals the whole one")
+
+
+def check_stop_string(api, model, whole):
+    """A stop string: the text ends before it, finish_reason stop."""
+    full = whole.choices[0].text
+    stop = full[len(full) // 2:len(full) // 2 + 3]
+    if stop.strip():
+        cut = api.completions.create(model=model, prompt=PROMPT, max_tokens=16, temperature=0, stop=[stop])
+        check(cut.choices[0].text == full[:full.index(stop)] and cut.choices[0].finish_reason == "stop",
+              f"stop string {stop!r} ends the text before it")
+
+
+def check_errors(api, port, model):
+    """OpenAI's exceptions with the right status, error objects on raw HTTP, and serving goes on."""
+    try:
+        api.completions.create(model=model, prompt=PROMPT, max_tokens=4, temperature=7)
+        check(False, "temperature 7 refused")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and "temperature" in str(e), "temperature 7: 400 naming the field")
+    try:
+        api.completions.create(model="gpt-4", prompt=PROMPT, max_tokens=4)
+        check(False, "unknown model refused")
+    except openai.NotFoundError as e:
+        check(e.status_code == 404, "an unknown model: 404")
+    status, body = raw(port, "POST", "/v1/chat/completions", "{not json")
+    check(status == 400 and json.loads(body)["error"]["code"] == "malformed", "malformed JSON: 400, error object")
+    status, body = raw(port, "POST", "/v1/completions", "x" * (5 << 20))
+    check(status == 413 and "error" in json.loads(body), "an oversized body: 413, error object")
+    status, body = raw(port, "POST", "/v1/completions", json.dumps({"prompt": "a " * 20000, "max_tokens": 4}))
+    check(status == 413 and json.loads(body)["error"]["code"] == "too_long", "a prompt past the context: 413")
+    check(api.completions.create(model=model, prompt=PROMPT, max_tokens=2, temperature=0).choices[0].text != None,
+          "the server goes on serving after bad input")
+
+
+def check_disconnect(api, port, model):
+    """A client that disconnects mid-stream: its request ends, its pages come back.
+    Returns the pages in use before it, the baseline the gauge must come back to."""
+    baseline = stats(port)["pages_used"]
+    s = api.completions.create(model=model, prompt=PROMPT, max_tokens=4000, temperature=0.8, stream=True,
+                               extra_body={"ignore_eos": True})
+    for i, _ in enumerate(s):
+        if i == 3:
+            break
+    s.close()
+    for _ in range(200):
+        st = stats(port)
+        if st["running"] == 0 and st["pages_used"] == baseline:
+            break
+        time.sleep(0.05)
+    check(st["running"] == 0 and st["pages_used"] == baseline, f"a disconnect frees its pages: {st}")
+    return baseline
+
+
+def check_counters(port, before, baseline):
+    """The counters moved as the requests above say."""
+    after = metrics(port)
+    def moved(name, labels=()):
+        key = (name, tuple(sorted(labels)))
+        return after.get(key, 0) - before.get(key, 0)
+    check(moved("troupe_requests_total", [("outcome", "client_gone")]) >= 1, "client_gone counted")
+    check(moved("troupe_requests_total", [("outcome", "length")]) >= 4, "length outcomes counted")
+    check(moved("troupe_requests_total", [("outcome", "too_long")]) == 1, "the too-long prompt counted")
+    check(moved("troupe_time_to_first_token_seconds_count") >= 6, "TTFT observed per request")
+    check(moved("troupe_http_requests_total", [("route", "/v1/completions"), ("status", "200")]) >= 4,
+          "HTTP routes counted")
+    check(after[("troupe_kv_pages_used", ())] == baseline, "the pages gauge is back to baseline")
+
+
+def check_gauges(api, port, model):
+    """A session and a job: the gauges count them; the dashboard's series are all exported."""
+    api.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                temperature=0, extra_body={"session": "gauge"})
+    status, body = raw(port, "POST", "/v1/troupe/jobs",
+                       json.dumps({"items": ["a", "b"], "template": "Say {item}", "max_tokens": 2}))
+    check(status == 200, f"a job over HTTP: {status} {body}")
+
+    names = set()
+    later = metrics(port, names)
+    check(later.get(("troupe_sessions", ()), 0) >= 1, "the sessions gauge counts the stored session")
+    check(("troupe_jobs_running", ()) in later, "the jobs gauge is exported")
+    check_dashboard(names)
+
+
 def main():
     troupe, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -123,102 +241,14 @@ def main():
         api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
         check([m.id for m in api.models.list().data] == [model], "models lists the served model")
         before = metrics(port)
-
-        # Greedy text over HTTP equals the ZeroMQ path's, byte for byte.
-        prompt = "The fox and the dog"
-        whole = api.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0)
-        zmq = Client(endpoint).generate(prompt, max_tokens=16, temperature=0, top_k=0, top_p=1.0, min_p=0.0)
-        zmq.read()
-        check(whole.choices[0].text == zmq.text, f"greedy HTTP text equals ZeroMQ's: {whole.choices[0].text!r}")
-        check(whole.usage.completion_tokens == 16 and whole.usage.prompt_tokens > 0, f"usage {whole.usage}")
-        check(whole.choices[0].finish_reason == "length", "finish_reason length")
-
-        # Streaming: the deltas add up to the whole; usage comes last when asked for.
-        chunks = list(api.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0, stream=True,
-                                             stream_options={"include_usage": True}))
-        text = "".join(c.choices[0].text for c in chunks if c.choices)
-        check(text == whole.choices[0].text, "streamed completion equals the whole one")
-        check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 16, "usage chunk at the end")
-
-        # Chat, whole and streamed, n = 2 (greedy: both samples alike).
-        msgs = [{"role": "user", "content": "Say something"}]
-        chat = api.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, n=2)
-        check(len(chat.choices) == 2 and chat.choices[0].message.content == chat.choices[1].message.content,
-              "n = 2 gives two greedy choices alike")
-        check(chat.usage.completion_tokens == sum(12 if c.finish_reason == "length" else 0 for c in chat.choices)
-              or chat.usage.completion_tokens > 0, "chat usage counts both samples")
-        streamed = "".join(c.choices[0].delta.content or "" for c in
-                           api.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0,
-                                                       stream=True) if c.choices)
-        check(streamed == chat.choices[0].message.content, "streamed chat equals the whole one")
-
-        # A stop string: the text ends before it, finish_reason stop.
-        full = whole.choices[0].text
-        stop = full[len(full) // 2:len(full) // 2 + 3]
-        if stop.strip():
-            cut = api.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=0, stop=[stop])
-            check(cut.choices[0].text == full[:full.index(stop)] and cut.choices[0].finish_reason == "stop",
-                  f"stop string {stop!r} ends the text before it")
-
-        # Errors: OpenAI's exceptions with the right status.
-        try:
-            api.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=7)
-            check(False, "temperature 7 refused")
-        except openai.BadRequestError as e:
-            check(e.status_code == 400 and "temperature" in str(e), "temperature 7: 400 naming the field")
-        try:
-            api.completions.create(model="gpt-4", prompt=prompt, max_tokens=4)
-            check(False, "unknown model refused")
-        except openai.NotFoundError as e:
-            check(e.status_code == 404, "an unknown model: 404")
-        status, body = raw(port, "POST", "/v1/chat/completions", "{not json")
-        check(status == 400 and json.loads(body)["error"]["code"] == "malformed", "malformed JSON: 400, error object")
-        status, body = raw(port, "POST", "/v1/completions", "x" * (5 << 20))
-        check(status == 413 and "error" in json.loads(body), "an oversized body: 413, error object")
-        status, body = raw(port, "POST", "/v1/completions", json.dumps({"prompt": "a " * 20000, "max_tokens": 4}))
-        check(status == 413 and json.loads(body)["error"]["code"] == "too_long", "a prompt past the context: 413")
-        check(api.completions.create(model=model, prompt=prompt, max_tokens=2, temperature=0).choices[0].text != None,
-              "the server goes on serving after bad input")
-
-        # A client that disconnects mid-stream: its request ends, its pages come back.
-        baseline = stats(port)["pages_used"]
-        s = api.completions.create(model=model, prompt=prompt, max_tokens=4000, temperature=0.8, stream=True,
-                                   extra_body={"ignore_eos": True})
-        for i, _ in enumerate(s):
-            if i == 3:
-                break
-        s.close()
-        for _ in range(200):
-            st = stats(port)
-            if st["running"] == 0 and st["pages_used"] == baseline:
-                break
-            time.sleep(0.05)
-        check(st["running"] == 0 and st["pages_used"] == baseline, f"a disconnect frees its pages: {st}")
-
-        # The counters moved as the requests above say.
-        after = metrics(port)
-        def moved(name, labels=()):
-            key = (name, tuple(sorted(labels)))
-            return after.get(key, 0) - before.get(key, 0)
-        check(moved("troupe_requests_total", [("outcome", "client_gone")]) >= 1, "client_gone counted")
-        check(moved("troupe_requests_total", [("outcome", "length")]) >= 4, "length outcomes counted")
-        check(moved("troupe_requests_total", [("outcome", "too_long")]) == 1, "the too-long prompt counted")
-        check(moved("troupe_time_to_first_token_seconds_count") >= 6, "TTFT observed per request")
-        check(moved("troupe_http_requests_total", [("route", "/v1/completions"), ("status", "200")]) >= 4,
-              "HTTP routes counted")
-        check(after[("troupe_kv_pages_used", ())] == baseline, "the pages gauge is back to baseline")
-        # A session and a job: the gauges count them.
-        api.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
-                                    temperature=0, extra_body={"session": "gauge"})
-        status, body = raw(port, "POST", "/v1/troupe/jobs",
-                           json.dumps({"items": ["a", "b"], "template": "Say {item}", "max_tokens": 2}))
-        check(status == 200, f"a job over HTTP: {status} {body}")
-
-        names = set()
-        later = metrics(port, names)
-        check(later.get(("troupe_sessions", ()), 0) >= 1, "the sessions gauge counts the stored session")
-        check(("troupe_jobs_running", ()) in later, "the jobs gauge is exported")
-        check_dashboard(names)
+        whole = check_same_as_zmq(api, model, endpoint)
+        check_streaming(api, model, whole)
+        check_chat(api, model)
+        check_stop_string(api, model, whole)
+        check_errors(api, port, model)
+        baseline = check_disconnect(api, port, model)
+        check_counters(port, before, baseline)
+        check_gauges(api, port, model)
     finally:
         server.terminate()
         server.wait(timeout=60)
