@@ -63,29 +63,35 @@ def llama_ignored(schema, out: set, depth=0):
     if depth > 200 or not isinstance(schema, dict):
         return out
     for k, v in schema.items():
-        if k in VALIDATION_KEYWORDS and k not in LLAMA_ENFORCED:
-            if k == "additionalItems" and not isinstance(schema.get("items"), list):
-                pass
-            else:
-                out.add(k)
-        if k == "format" and isinstance(v, str) and v not in LLAMA_FORMATS and schema.get("type") in (None, "string"):
-            out.add("format")
-        if k in ("minLength", "maxLength") and ("pattern" in schema or "format" in schema):
-            out.add(k)
-        if k == "dependencies" or (k in SCHEMA_KEYS and isinstance(v, dict)):
-            if isinstance(v, dict):
-                for x in v.values():
-                    llama_ignored(x, out, depth + 1)
-        elif k in SCHEMA_LISTS and isinstance(v, list):
-            for x in v:
-                llama_ignored(x, out, depth + 1)
-        elif k in SCHEMA_ONE:
-            if isinstance(v, list):
-                for x in v:
-                    llama_ignored(x, out, depth + 1)
-            else:
-                llama_ignored(v, out, depth + 1)
+        out.update(dropped_keywords(schema, k, v))
+        for x in subschemas(k, v):
+            llama_ignored(x, out, depth + 1)
     return out
+
+
+def dropped_keywords(schema, k, v):
+    """What of the schema's keyword `k` (value `v`) llama.cpp's converter drops."""
+    dropped = set()
+    # additionalItems means something only beside a list of items
+    if k in VALIDATION_KEYWORDS and k not in LLAMA_ENFORCED and (
+            k != "additionalItems" or isinstance(schema.get("items"), list)):
+        dropped.add(k)
+    if k == "format" and isinstance(v, str) and v not in LLAMA_FORMATS and schema.get("type") in (None, "string"):
+        dropped.add("format")
+    if k in ("minLength", "maxLength") and ("pattern" in schema or "format" in schema):
+        dropped.add(k)
+    return dropped
+
+
+def subschemas(k, v):
+    """The schemas the keyword `k` holds in `v` (none when it holds no schema)."""
+    if k == "dependencies" or (k in SCHEMA_KEYS and isinstance(v, dict)):
+        return list(v.values()) if isinstance(v, dict) else []
+    if k in SCHEMA_LISTS and isinstance(v, list):
+        return v
+    if k in SCHEMA_ONE:
+        return v if isinstance(v, list) else [v]
+    return []
 
 
 # ---- reading the bench -------------------------------------------------------------------------
@@ -278,9 +284,7 @@ def pct(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def main():
-    if sys.argv[1:] == ["--llama-worker"]:
-        return llama_worker()
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("troupe")
     ap.add_argument("bench")
@@ -293,77 +297,89 @@ def main():
     ap.add_argument("--refusals", help="write `subset name keyword` lines for troupe's refusals here")
     ap.add_argument("--timing-tests", help="troupe_engine_tests: time troupe in-process with its hidden "
                                            "[.schema_timing] case (else: process wall time less start-up)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    bench = Bench(args.bench)
-    subsets = args.subset or bench.subsets()
-    # Process start-up, to separate from compile time.
+
+def troupe_startup(binary):
+    """Process start-up, to separate from compile time: the median of `troupe grammar` on `{}`."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write("{}")
         empty = f.name
-    startup = statistics.median(troupe_compile(args.troupe, empty)[2] for _ in range(10))
+    startup = statistics.median(troupe_compile(binary, empty)[2] for _ in range(10))
     os.unlink(empty)
+    return startup
 
-    rows, per_schema, refusal_lines = [], [], []
-    all_t, all_l = [], []
-    totals = collections.Counter()
-    pool = LlamaPool()
-    with tempfile.TemporaryDirectory() as tmp:
-        for subset in subsets:
-            schemas = bench.schemas(subset)
-            if args.limit:
-                schemas = schemas[: args.limit]
-            paths = []
-            for name, text in schemas:
-                p = os.path.join(tmp, f"{subset}__{name}")
-                with open(p, "w", encoding="utf-8") as f:
-                    f.write(text)
-                paths.append(p)
-            with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-                troupe_results = list(ex.map(lambda p: troupe_compile(args.troupe, p), paths))
-            in_process = troupe_timings(args.timing_tests, paths) if args.timing_tests else {}
-            llama_results = [] if args.no_llama else [pool.compile(text) for _, text in schemas]
-            refusals = collections.Counter()
-            t_times, l_times = [], []
-            ignoring = 0
-            ignored_kw = collections.Counter()
-            for i, (name, text) in enumerate(schemas):
-                ok, kw, dt = troupe_results[i]
-                t_times.append(in_process[paths[i]] if paths[i] in in_process else max(dt - startup, 0.0))
-                if not ok:
-                    refusals[kw] += 1
-                    refusal_lines.append(f"{subset} {name} {kw}")
-                rec = {"subset": subset, "name": name, "troupe": ok, "refusal": kw, "troupe_s": dt}
-                if llama_results:
-                    lok, ldt = llama_results[i]
-                    if ldt == ldt:
-                        l_times.append(ldt)
-                    rec.update(llama=lok, llama_s=ldt)
-                    if lok:
-                        try:
-                            ign = llama_ignored(json.loads(text), set())
-                        except (ValueError, RecursionError):
-                            ign = set()
-                        if ign:
-                            ignoring += 1
-                            ignored_kw.update(ign)
-                            rec["llama_ignores"] = sorted(ign)
-                per_schema.append(rec)
-            n = len(schemas)
-            t_ok = sum(r[0] for r in troupe_results)
-            l_ok = sum(r[0] for r in llama_results)
-            rows.append(dict(subset=subset, n=n, t_ok=t_ok, l_ok=l_ok, ignoring=ignoring, refusals=refusals,
-                             ignored=ignored_kw, t_times=t_times, l_times=l_times))
-            all_t += t_times
-            all_l += l_times
-            totals.update(n=n, t_ok=t_ok, l_ok=l_ok, ignoring=ignoring)
-            print(f"{subset}: {n} schemas, troupe {t_ok}, llama.cpp {l_ok}", file=sys.stderr, flush=True)
 
-    pool.close()
+def write_schemas(tmp, subset, schemas):
+    """Each schema in a file of its own (troupe reads a file); their paths."""
+    paths = []
+    for name, text in schemas:
+        p = os.path.join(tmp, f"{subset}__{name}")
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        paths.append(p)
+    return paths
 
-    def ms(v):
-        return f"{1000 * v:.1f}"
 
+def add_llama(rec, result, text, l_times):
+    """llama.cpp's result into the schema's record; returns the keywords it dropped (if covered)."""
+    lok, ldt = result
+    if ldt == ldt:  # nan: a crash or a time-out, no time to count
+        l_times.append(ldt)
+    rec.update(llama=lok, llama_s=ldt)
+    if not lok:
+        return set()
+    try:
+        ign = llama_ignored(json.loads(text), set())
+    except (ValueError, RecursionError):
+        ign = set()
+    if ign:
+        rec["llama_ignores"] = sorted(ign)
+    return ign
+
+
+def cover_subset(args, bench, pool, tmp, subset, startup):
+    """One subset through both converters: (its table row, per-schema records, refusal lines)."""
+    schemas = bench.schemas(subset)
+    if args.limit:
+        schemas = schemas[: args.limit]
+    paths = write_schemas(tmp, subset, schemas)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        troupe_results = list(ex.map(lambda p: troupe_compile(args.troupe, p), paths))
+    in_process = troupe_timings(args.timing_tests, paths) if args.timing_tests else {}
+    llama_results = [] if args.no_llama else [pool.compile(text) for _, text in schemas]
+    refusals = collections.Counter()
+    t_times, l_times = [], []
+    ignoring = 0
+    ignored_kw = collections.Counter()
+    records, refusal_lines = [], []
+    for i, (name, text) in enumerate(schemas):
+        ok, kw, dt = troupe_results[i]
+        t_times.append(in_process[paths[i]] if paths[i] in in_process else max(dt - startup, 0.0))
+        if not ok:
+            refusals[kw] += 1
+            refusal_lines.append(f"{subset} {name} {kw}")
+        rec = {"subset": subset, "name": name, "troupe": ok, "refusal": kw, "troupe_s": dt}
+        if llama_results:
+            ign = add_llama(rec, llama_results[i], text, l_times)
+            if ign:
+                ignoring += 1
+                ignored_kw.update(ign)
+        records.append(rec)
+    n = len(schemas)
+    t_ok = sum(r[0] for r in troupe_results)
+    l_ok = sum(r[0] for r in llama_results)
+    print(f"{subset}: {n} schemas, troupe {t_ok}, llama.cpp {l_ok}", file=sys.stderr, flush=True)
+    row = dict(subset=subset, n=n, t_ok=t_ok, l_ok=l_ok, ignoring=ignoring, refusals=refusals,
+               ignored=ignored_kw, t_times=t_times, l_times=l_times)
+    return row, records, refusal_lines
+
+
+def ms(v):
+    return f"{1000 * v:.1f}"
+
+
+def print_coverage(args, rows):
     print("\n| subset | schemas | troupe covered | llama.cpp covered | llama.cpp covered, using keywords it ignores | "
           "troupe's top refusals |")
     print("|---|---:|---:|---:|---:|---|")
@@ -372,25 +388,34 @@ def main():
         lcov = "-" if args.no_llama else f"{100 * r['l_ok'] / max(r['n'], 1):.1f} %"
         ign = "-" if args.no_llama else str(r["ignoring"])
         print(f"| {r['subset']} | {r['n']} | {100 * r['t_ok'] / max(r['n'], 1):.1f} % | {lcov} | {ign} | {top} |")
-    n = totals["n"]
+    totals = collections.Counter()
     allref = collections.Counter()
     for r in rows:
+        totals.update(n=r["n"], t_ok=r["t_ok"], l_ok=r["l_ok"], ignoring=r["ignoring"])
         allref.update(r["refusals"])
+    n = totals["n"]
     top = ", ".join(f"{k} {c}" for k, c in allref.most_common(args.top + 3)) or "-"
     lcov = "-" if args.no_llama else f"{100 * totals['l_ok'] / max(n, 1):.1f} %"
     print(f"| **all** | {n} | {100 * totals['t_ok'] / max(n, 1):.1f} % | {lcov} | "
           f"{'-' if args.no_llama else totals['ignoring']} | {top} |")
 
+
+def print_times(args, rows, startup):
     how = ("in-process, convert + compile_gbnf (troupe_engine_tests [.schema_timing])" if args.timing_tests else
            f"the process's wall time less its start-up, {ms(startup)} ms")
     print(f"\nTime to compile a schema, ms (troupe: {how}; llama.cpp: converter + GBNF parser, in-process):\n")
     print("| subset | troupe median | troupe p99 | llama.cpp median | llama.cpp p99 |")
     print("|---|---:|---:|---:|---:|")
+    all_t = [t for r in rows for t in r["t_times"]]
+    all_l = [t for r in rows for t in r["l_times"]]
     for r in rows + [dict(subset="**all**", t_times=all_t, l_times=all_l)]:
         lm = "-" if args.no_llama else ms(pct(r["l_times"], 0.5))
         lp = "-" if args.no_llama else ms(pct(r["l_times"], 0.99))
         print(f"| {r['subset']} | {ms(pct(r['t_times'], 0.5))} | {ms(pct(r['t_times'], 0.99))} | {lm} | {lp} |")
 
+
+def print_notes(args, pool, bench, rows):
+    """What the tables leave out: llama.cpp's crashes, blobs the mirror lacks, the keywords dropped."""
     if not args.no_llama and pool.failures:
         print(f"\nllama.cpp crashed or ran past 60 s on {pool.failures} schemas (counted as not covered).")
     if bench.missing:
@@ -402,6 +427,30 @@ def main():
             ign.update(r["ignored"])
         print("\nKeywords llama.cpp dropped in the schemas it covered (schemas using each): "
               + (", ".join(f"{k} {c}" for k, c in ign.most_common()) or "-"))
+
+
+def main():
+    if sys.argv[1:] == ["--llama-worker"]:
+        return llama_worker()
+    args = parse_args()
+
+    bench = Bench(args.bench)
+    subsets = args.subset or bench.subsets()
+    startup = troupe_startup(args.troupe)
+
+    rows, per_schema, refusal_lines = [], [], []
+    pool = LlamaPool()
+    with tempfile.TemporaryDirectory() as tmp:
+        for subset in subsets:
+            row, records, lines = cover_subset(args, bench, pool, tmp, subset, startup)
+            rows.append(row)
+            per_schema += records
+            refusal_lines += lines
+    pool.close()
+
+    print_coverage(args, rows)
+    print_times(args, rows, startup)
+    print_notes(args, pool, bench, rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(per_schema, f, indent=1)

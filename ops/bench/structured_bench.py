@@ -44,7 +44,7 @@ from structured_summary import summary
 from structured_timing import part_timing
 
 
-def main():
+def parse_args():
     E = os.environ.get
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--troupe", required=True)
@@ -81,6 +81,11 @@ def main():
     args = ap.parse_args()
     args.batches = [int(x) for x in args.batches.split(",") if x]
     args.jump_kinds = [k for k in args.jump_kinds.split(",") if k]
+    return args
+
+
+def main():
+    args = parse_args()
     parts = [p for p in args.parts.split(",") if p]
     bad = set(parts) - {"compliance", "timing", "decode", "jump", "peer", "coverage"}
     if bad:
@@ -97,31 +102,9 @@ def main():
     work = tempfile.mkdtemp(prefix="troupe-structured-work-")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log(f"outputs in {structured_results.OUT_DIR}")
-    comp, timing, decode, jump, peer = {}, None, [], [], []
     try:
-        chosen, outputs = [], None
-        if "compliance" in parts or "timing" in parts:
-            if not args.bench:
-                raise SystemExit("compliance/timing need JSONSchemaBench (JSONSCHEMABENCH=DIR)")
-            chosen = select_schemas(args, Bench(args.bench), work)
-        if "compliance" in parts and chosen:
-            outputs, tm, tp = part_compliance(args, work, chosen, ggufs[cmodel], cmodel)
-            comp[cmodel] = (tm, tp)
-        if "timing" in parts and chosen:
-            if outputs is None:  # troupe's outputs, for the per-token masks
-                srv = Troupe(args, cmodel, work, tag=cmodel)
-                try:
-                    outputs = generate_instances(args, "troupe", srv.endpoint, chosen, "timing_troupe.jsonl")
-                finally:
-                    srv.stop()
-            timing = part_timing(args, chosen, outputs, ggufs[cmodel], cmodel)
-        for m in models:
-            if "decode" in parts:
-                decode += part_decode(args, work, m)
-            if "jump" in parts:
-                jump += part_jump(args, work, m)
-            if "peer" in parts and args.llama_server:
-                peer += part_peer(args, work, m, ggufs[m])
+        comp, timing = schema_parts(args, parts, work, ggufs[cmodel], cmodel)
+        decode, jump, peer = speed_parts(args, parts, work, models, ggufs)
         cov = ""
         if args.coverage and os.path.exists(args.coverage):
             cov = f"Coverage of JSONSchemaBench (schema_coverage.py): see {args.coverage}."
@@ -129,6 +112,41 @@ def main():
     finally:
         Server.stop_all()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def schema_parts(args, parts, work, gguf, cmodel):
+    """compliance and timing, on one seeded choice of JSONSchemaBench schemas: (comp, timing)."""
+    comp, timing = {}, None
+    chosen, outputs = [], None
+    if "compliance" in parts or "timing" in parts:
+        if not args.bench:
+            raise SystemExit("compliance/timing need JSONSchemaBench (JSONSCHEMABENCH=DIR)")
+        chosen = select_schemas(args, Bench(args.bench), work)
+    if "compliance" in parts and chosen:
+        outputs, tm, tp = part_compliance(args, work, chosen, gguf, cmodel)
+        comp[cmodel] = (tm, tp)
+    if "timing" in parts and chosen:
+        if outputs is None:  # troupe's outputs, for the per-token masks
+            srv = Troupe(args, cmodel, work, tag=cmodel)
+            try:
+                outputs = generate_instances(args, "troupe", srv.endpoint, chosen, "timing_troupe.jsonl")
+            finally:
+                srv.stop()
+        timing = part_timing(args, chosen, outputs, gguf, cmodel)
+    return comp, timing
+
+
+def speed_parts(args, parts, work, models, ggufs):
+    """decode, jump and peer, model by model: their records, (decode, jump, peer)."""
+    decode, jump, peer = [], [], []
+    for m in models:
+        if "decode" in parts:
+            decode += part_decode(args, work, m)
+        if "jump" in parts:
+            jump += part_jump(args, work, m)
+        if "peer" in parts and args.llama_server:
+            peer += part_peer(args, work, m, ggufs[m])
+    return decode, jump, peer
 
 
 if __name__ == "__main__":

@@ -125,54 +125,7 @@ def part_jump(args, work, model):
     recs = []
     try:
         for kind in args.jump_kinds:
-            con = kinds[kind]
-            prompts = [messages_prompt(jump_messages(i)) for i in range(args.jump_prompts)]
-            for srv in (on, off):  # warm-up
-                zmq_generate(srv.endpoint, prompts[0], 8, con)
-            res = {"on": [], "off": []}
-            outputs = {"on": {}, "off": {}}
-            for _ in range(args.rounds):
-                for name, srv in (("on", on), ("off", off)):
-                    stats = zmq_client(srv.endpoint)
-                    try:
-                        for i, p in enumerate(prompts):
-                            s0 = stats.stats()
-                            r = zmq_generate(srv.endpoint, p, args.jump_max_tokens, con)
-                            s1 = stats.stats()
-                            if r.get("error"):
-                                raise SystemExit(f"jump ({kind}, {name}): {r['error']}")
-                            steps = s1["steps"] - s0["steps"]
-                            span = r["t_last"] - r["t_first"]
-                            res[name].append({"tokens": r["n"], "steps": steps, "finish": r["finish"],
-                                              "tok_s": (r["n"] - 1) / span if span > 0 else None,
-                                              "valid": validate(con["json_schema"], r["text"])[0]
-                                              if kind == "schema" and r["finish"] == "stop" else None})
-                            if i not in outputs[name]:
-                                save("jump_outputs.jsonl", {"model": model, "constraint": kind, "server": name,
-                                                            "prompt": i, "n": r["n"], "steps": steps,
-                                                            "finish": r["finish"], "text": r["text"]})
-                            outputs[name].setdefault(i, r["tokens"])
-                            if outputs[name][i] != r["tokens"]:
-                                outputs[name][i] = "differs between rounds"
-                    finally:
-                        stats.close()
-            identical = sum(outputs["on"][i] == outputs["off"][i] for i in outputs["on"])
-            on_tok, off_tok = med(x["tok_s"] for x in res["on"]), med(x["tok_s"] for x in res["off"])
-            on_steps = sum(x["steps"] for x in res["on"])
-            off_steps = sum(x["steps"] for x in res["off"])
-            toks = sum(x["tokens"] for x in res["on"])
-            rec = {"part": "jump", "model": model, "constraint": kind, "prompts": len(prompts),
-                   "tok_s_jump": on_tok, "tok_s_no_jump": off_tok,
-                   "speedup": on_tok / off_tok if on_tok and off_tok else None,
-                   "tokens": toks, "steps_jump": on_steps, "steps_no_jump": off_steps,
-                   "tokens_per_step_jump": toks / on_steps if on_steps else None,
-                   "identical": f"{identical}/{len(prompts)}",
-                   "finished": f"{sum(x['finish'] == 'stop' for x in res['on'])}/{len(res['on'])}",
-                   "valid": (f"{sum(x['valid'] is True for x in res['on'])}/"
-                             f"{sum(x['finish'] == 'stop' for x in res['on'])}") if kind == "schema" else None}
-            if identical < len(prompts):
-                with open(os.path.join(structured_results.OUT_DIR, f"jump_{kind}_mismatch.json"), "w") as f:
-                    json.dump(outputs, f)
+            rec = jump_kind(args, model, kind, kinds[kind], (("on", on), ("off", off)))
             emit(rec)
             recs.append(rec)
     finally:
@@ -181,53 +134,135 @@ def part_jump(args, work, model):
     return recs
 
 
+def jump_kind(args, model, kind, con, servers):
+    """One constraint on both servers, args.rounds times; its record (and, when the greedy
+    outputs differ, both sides in OUT for a look)."""
+    prompts = [messages_prompt(jump_messages(i)) for i in range(args.jump_prompts)]
+    for _, srv in servers:  # warm-up
+        zmq_generate(srv.endpoint, prompts[0], 8, con)
+    res = {"on": [], "off": []}
+    outputs = {"on": {}, "off": {}}
+    for _ in range(args.rounds):
+        for name, srv in servers:
+            jump_round(args, srv, prompts, con, (model, kind, name), res[name], outputs[name])
+    identical = sum(outputs["on"][i] == outputs["off"][i] for i in outputs["on"])
+    rec = jump_record(model, kind, len(prompts), res, identical)
+    if identical < len(prompts):
+        with open(os.path.join(structured_results.OUT_DIR, f"jump_{kind}_mismatch.json"), "w") as f:
+            json.dump(outputs, f)
+    return rec
+
+
+def jump_round(args, srv, prompts, con, where, res, outputs):
+    """Each prompt once on one server: a result per request into `res`, the first output per
+    prompt kept in `outputs` (marked when a later round's differs)."""
+    model, kind, name = where
+    stats = zmq_client(srv.endpoint)
+    try:
+        for i, p in enumerate(prompts):
+            s0 = stats.stats()
+            r = zmq_generate(srv.endpoint, p, args.jump_max_tokens, con)
+            s1 = stats.stats()
+            if r.get("error"):
+                raise SystemExit(f"jump ({kind}, {name}): {r['error']}")
+            steps = s1["steps"] - s0["steps"]
+            res.append(jump_result(r, steps, kind, con))
+            if i not in outputs:
+                save("jump_outputs.jsonl", {"model": model, "constraint": kind, "server": name,
+                                            "prompt": i, "n": r["n"], "steps": steps,
+                                            "finish": r["finish"], "text": r["text"]})
+            outputs.setdefault(i, r["tokens"])
+            if outputs[i] != r["tokens"]:
+                outputs[i] = "differs between rounds"
+    finally:
+        stats.close()
+
+
+def jump_result(r, steps, kind, con):
+    span = r["t_last"] - r["t_first"]
+    return {"tokens": r["n"], "steps": steps, "finish": r["finish"],
+            "tok_s": (r["n"] - 1) / span if span > 0 else None,
+            "valid": validate(con["json_schema"], r["text"])[0]
+            if kind == "schema" and r["finish"] == "stop" else None}
+
+
+def jump_record(model, kind, prompts, res, identical):
+    on_tok, off_tok = med(x["tok_s"] for x in res["on"]), med(x["tok_s"] for x in res["off"])
+    on_steps = sum(x["steps"] for x in res["on"])
+    off_steps = sum(x["steps"] for x in res["off"])
+    toks = sum(x["tokens"] for x in res["on"])
+    return {"part": "jump", "model": model, "constraint": kind, "prompts": prompts,
+            "tok_s_jump": on_tok, "tok_s_no_jump": off_tok,
+            "speedup": on_tok / off_tok if on_tok and off_tok else None,
+            "tokens": toks, "steps_jump": on_steps, "steps_no_jump": off_steps,
+            "tokens_per_step_jump": toks / on_steps if on_steps else None,
+            "identical": f"{identical}/{prompts}",
+            "finished": f"{sum(x['finish'] == 'stop' for x in res['on'])}/{len(res['on'])}",
+            "valid": (f"{sum(x['valid'] is True for x in res['on'])}/"
+                      f"{sum(x['finish'] == 'stop' for x in res['on'])}") if kind == "schema" else None}
+
+
 def part_peer(args, work, model, gguf):
-    schema = RECORDS_SCHEMA
-    schema_text = json.dumps(schema)
+    schema_text = json.dumps(RECORDS_SCHEMA)
     srv = Troupe(args, model, work, tag=model)
     top = max(args.batches)
     peer = Peer(args, gguf, work, top, top * max(2048, args.decode_max_tokens + 1024))
     recs = []
     try:
         for b in args.batches:
-            bodies = [{"messages": records_messages(i), "max_tokens": args.decode_max_tokens, "temperature": 0,
-                       "response_format": {"type": "json_schema", "json_schema": {"name": "records", "schema": schema}}}
-                      for i in range(b)]
-            for hp in (srv.hostport, peer.hostport):  # warm-up: prompts cached, grammar built
-                parallel(http_chat, [(hp, dict(x, max_tokens=8), True) for x in bodies])
-            res = {"troupe": [], "llama": []}
-            checks = {"troupe": [0, 0, 0], "llama": [0, 0, 0]}  # streams, finished, valid
-            for _ in range(args.rounds):
-                for name, hp in (("troupe", srv.hostport), ("llama", peer.hostport)):
-                    out, t0 = parallel(http_chat, [(hp, x, True) for x in bodies])
-                    errs = [r["error"] for r in out if r.get("error")]
-                    if errs:
-                        emit({"part": "peer", "model": model, "batch": b, "engine": name, "error": errs[0]})
-                    for i, r in enumerate(out):
-                        save("peer_outputs.jsonl", {"model": model, "batch": b, "engine": name, "stream": i,
-                                                    **{k: r.get(k) for k in ("n", "finish", "text", "error")}})
-                        if r.get("error"):
-                            continue
-                        checks[name][0] += 1
-                        if r["finish"] == "stop":
-                            checks[name][1] += 1
-                            checks[name][2] += validate(schema_text, r["text"])[0] is True
-                    d, e = rates(out, t0)
-                    res[name].append((d, e, sum(r.get("n") or 0 for r in out) / b))
-            t, p = med(x[0] for x in res["troupe"]), med(x[0] for x in res["llama"])
-            rec = {"part": "peer", "model": model, "batch": b, "troupe_tok_s": t, "llama_server_tok_s": p,
-                   "ratio": t / p if t and p else None,
-                   "troupe_e2e_tok_s": med(x[1] for x in res["troupe"]),
-                   "llama_server_e2e_tok_s": med(x[1] for x in res["llama"]),
-                   "troupe_mean_tokens": med(x[2] for x in res["troupe"]),
-                   "llama_server_mean_tokens": med(x[2] for x in res["llama"]),
-                   "troupe_finished_valid": f"{checks['troupe'][1]}/{checks['troupe'][0]} finished, "
-                                            f"{checks['troupe'][2]} valid",
-                   "llama_server_finished_valid": f"{checks['llama'][1]}/{checks['llama'][0]} finished, "
-                                                  f"{checks['llama'][2]} valid"}
+            rec = peer_batch(args, model, b, (("troupe", srv.hostport), ("llama", peer.hostport)), schema_text)
             emit(rec)
             recs.append(rec)
     finally:
         srv.stop()
         peer.stop()
     return recs
+
+
+def peer_batch(args, model, b, hosts, schema_text):
+    """b concurrent streams on each engine, args.rounds times; the batch's record."""
+    bodies = [{"messages": records_messages(i), "max_tokens": args.decode_max_tokens, "temperature": 0,
+               "response_format": {"type": "json_schema",
+                                   "json_schema": {"name": "records", "schema": RECORDS_SCHEMA}}}
+              for i in range(b)]
+    for _, hp in hosts:  # warm-up: prompts cached, grammar built
+        parallel(http_chat, [(hp, dict(x, max_tokens=8), True) for x in bodies])
+    res = {"troupe": [], "llama": []}
+    checks = {"troupe": [0, 0, 0], "llama": [0, 0, 0]}  # streams, finished, valid
+    for _ in range(args.rounds):
+        for name, hp in hosts:
+            out, t0 = parallel(http_chat, [(hp, x, True) for x in bodies])
+            peer_outputs(model, b, name, out, checks[name], schema_text)
+            d, e = rates(out, t0)
+            res[name].append((d, e, sum(r.get("n") or 0 for r in out) / b))
+    return peer_record(model, b, res, checks)
+
+
+def peer_outputs(model, b, name, out, checks, schema_text):
+    """Saves one engine's outputs of a round and counts them into `checks`: streams, finished, valid."""
+    errs = [r["error"] for r in out if r.get("error")]
+    if errs:
+        emit({"part": "peer", "model": model, "batch": b, "engine": name, "error": errs[0]})
+    for i, r in enumerate(out):
+        save("peer_outputs.jsonl", {"model": model, "batch": b, "engine": name, "stream": i,
+                                    **{k: r.get(k) for k in ("n", "finish", "text", "error")}})
+        if r.get("error"):
+            continue
+        checks[0] += 1
+        if r["finish"] == "stop":
+            checks[1] += 1
+            checks[2] += validate(schema_text, r["text"])[0] is True
+
+
+def peer_record(model, b, res, checks):
+    t, p = med(x[0] for x in res["troupe"]), med(x[0] for x in res["llama"])
+    return {"part": "peer", "model": model, "batch": b, "troupe_tok_s": t, "llama_server_tok_s": p,
+            "ratio": t / p if t and p else None,
+            "troupe_e2e_tok_s": med(x[1] for x in res["troupe"]),
+            "llama_server_e2e_tok_s": med(x[1] for x in res["llama"]),
+            "troupe_mean_tokens": med(x[2] for x in res["troupe"]),
+            "llama_server_mean_tokens": med(x[2] for x in res["llama"]),
+            "troupe_finished_valid": f"{checks['troupe'][1]}/{checks['troupe'][0]} finished, "
+                                     f"{checks['troupe'][2]} valid",
+            "llama_server_finished_valid": f"{checks['llama'][1]}/{checks['llama'][0]} finished, "
+                                           f"{checks['llama'][2]} valid"}
