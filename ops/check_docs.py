@@ -113,6 +113,24 @@ def clean_word(word):
     return word
 
 
+def path_word(token, kind):
+    """The word of `token` that may name a repository path; None for a URL, an anchor, a glob,
+    a placeholder, code or a build output."""
+    word = clean_word(token)
+    if kind == "link":
+        word = word.split("#")[0]
+    if not word or "://" in word or word.startswith(("mailto:", "#", "/", "~", "-", "$")):
+        return None
+    if any(c in word for c in "*?{}<>$|=@…\\,()[]\"'` ") or "..." in word:
+        return None  # globs, placeholders, variables, code
+    if not re.fullmatch(r"[\w.+/-]+", word) or re.fullmatch(r"[\d./]+", word):
+        return None
+    parts = word.rstrip("/").split("/")
+    if any(is_placeholder(p) for p in parts) or parts[0].startswith("build"):
+        return None
+    return word
+
+
 class Checker:
     def __init__(self, repo, cli):
         self.repo = repo
@@ -128,54 +146,52 @@ class Checker:
 
     def check_path(self, token, md, line, kind):
         """kind: link, code (a backtick span's word), loose (code block or prose word)."""
-        word = clean_word(token)
-        if kind == "link":
-            word = word.split("#")[0]
-        if not word or "://" in word or word.startswith(("mailto:", "#", "/", "~", "-", "$")):
-            return
-        if any(c in word for c in "*?{}<>$|=@…\\,()[]\"'` ") or "..." in word:
-            return  # globs, placeholders, variables, code
-        if not re.fullmatch(r"[\w.+/-]+", word) or re.fullmatch(r"[\d./]+", word):
-            return
-        parts = word.rstrip("/").split("/")
-        if any(is_placeholder(p) for p in parts) or parts[0].startswith("build"):
+        word = path_word(token, kind)
+        if word is None:
             return
         md_dir = os.path.dirname(md)
         whole_repo = not md_dir or md.startswith("docs/")  # README.md and docs/ name any folder
+        if not self._meant_as_path(word, kind, md_dir, whole_repo):
+            return
+        here = os.path.normpath(os.path.join(md_dir, word))
+        if here.startswith(".."):  # outside the repository (../shared/DESIGN.md): not ours
+            return
+        if self._path_exists(word, here, md_dir, whole_repo):
+            return
+        if whole_repo:
+            where = "in the repository"
+        else:
+            where = f"from the repository root or in {md_dir}/"
+        self.problem(md, line, f"`{word}` names no file or folder ({where})")
+
+    def _meant_as_path(self, word, kind, md_dir, whole_repo):
+        """Whether a path-shaped word is meant as a path of ours where it stands."""
+        parts = word.rstrip("/").split("/")
         ext = re.search(r"[\w-](\.[A-Za-z0-9]+)$", parts[-1])
         ext = ext.group(1) if ext else ""
         if "/" in word:
             # A path's first folder names a folder of the repository (tok/s, ffn_gate/up and
             # troupe/llama.cpp are not paths).
             if parts[0] not in self.repo.dir_names and parts[0] not in (".", ".."):
-                return
+                return False
             if kind == "loose" and parts[0] not in self.repo.top:
-                return
-            if kind == "code" and not (word.endswith("/") or ext in SOURCE_EXTENSIONS
-                                       or self._first_exists(parts[0], md_dir)):
-                return
-        else:
-            if kind == "loose":
-                return
-            # A bare name with a code extension is always a file of ours; one with a document
-            # extension (NOTICE.md, config.json) only in a folder's README, which names its own.
-            if ext not in CODE_EXTENSIONS and not (ext in SOURCE_EXTENSIONS and not whole_repo):
-                return
-        here = os.path.normpath(os.path.join(md_dir, word))
-        if here.startswith(".."):  # outside the repository (../shared/DESIGN.md): not ours
-            return
+                return False
+            return kind != "code" or (word.endswith("/") or ext in SOURCE_EXTENSIONS
+                                      or self._first_exists(parts[0], md_dir))
+        if kind == "loose":
+            return False
+        # A bare name with a code extension is always a file of ours; one with a document
+        # extension (NOTICE.md, config.json) only in a folder's README, which names its own.
+        return ext in CODE_EXTENSIONS or (ext in SOURCE_EXTENSIONS and not whole_repo)
+
+    def _path_exists(self, word, here, md_dir, whole_repo):
         for c in (here, os.path.normpath(word)):
             if not c.startswith("..") and self.repo.exists("" if c == "." else c):
-                return
+                return True
         if not whole_repo and "/" not in word and self.repo.exists_below(md_dir, word):
-            return  # tests/README.md: `check_forward.py` in tests/reference/
-        if whole_repo and self.repo.exists_as_suffix(word):
-            return  # docs name files by their folder in context: `cpu/repack.h`, `jobs.h`
-        if whole_repo:
-            where = "in the repository"
-        else:
-            where = f"from the repository root or in {md_dir}/"
-        self.problem(md, line, f"`{word}` names no file or folder ({where})")
+            return True  # tests/README.md: `check_forward.py` in tests/reference/
+        # docs name files by their folder in context: `cpu/repack.h`, `jobs.h`
+        return whole_repo and self.repo.exists_as_suffix(word)
 
     def _first_exists(self, first, md_dir):
         return self.repo.exists(first) or self.repo.exists(os.path.normpath(os.path.join(md_dir,
@@ -199,40 +215,48 @@ class Checker:
         for segment in re.split(seps, text):
             words = [clean_word(w) for w in segment.split()]
             words = [w for w in words if w]
-            start = None
-            leading = False  # the command line begins with troupe (a `$ ` prompt aside)
-            for i, w in enumerate(words):
-                if w == "troupe" or w.endswith("/troupe"):
-                    start = i + 1
-                    leading = i == 0 or (i == 1 and words[0] == "$")
-                    break
-            if start is None:
-                if words and words[0] in self.subs and not split_pipes:
-                    start = 0  # `serve --worker`, `chat --session`: shorthand for a troupe command
-                else:
-                    continue
-            sub = words[start] if start < len(words) else ""
-            nested = ""
-            if sub.startswith("-") or not sub:
-                sub, flags = "", self.cli[""]
-                rest = words[start:]
-            elif sub in self.subs:
-                after = words[start + 1] if start + 1 < len(words) else ""
-                if f"{sub} {after}" in self.cli:
-                    nested = after
-                flags = self.flags_of(sub, nested, "|" in words)
-                rest = words[start + 1:]
-            else:
+            found = self._troupe_start(words, split_pipes)
+            if found is None:
+                continue
+            start, leading = found
+            sub, nested, flags, rest = self._subcommand_at(words, start)
+            if flags is None:
                 if leading and re.fullmatch(r"[a-z][a-z-]+", sub):  # not prose: "troupe binary"
                     self.problem(md, line, f"`troupe {sub}`: troupe has no such subcommand")
                 continue
-            for w in rest:
-                w = w.split("=")[0].strip("[]()")
-                if re.fullmatch(r"--[a-z0-9][a-z0-9-]*|-[A-Za-z]", w):
-                    checked.add(w)
-                    if w not in flags and w not in UNIVERSAL_FLAGS:
-                        cmd = " ".join(x for x in ("troupe", sub, nested) if x)
-                        self.problem(md, line, f"`{cmd}` has no flag {w} (not in `{cmd} --help`)")
+            checked |= self._check_flags(rest, flags, sub, nested, md, line)
+        return checked
+
+    def _troupe_start(self, words, split_pipes):
+        """(index of the word after troupe, whether the line begins with troupe), or None."""
+        for i, w in enumerate(words):
+            if w == "troupe" or w.endswith("/troupe"):
+                # the command line begins with troupe (a `$ ` prompt aside)
+                return i + 1, i == 0 or (i == 1 and words[0] == "$")
+        if words and words[0] in self.subs and not split_pipes:
+            return 0, False  # `serve --worker`, `chat --session`: shorthand for a troupe command
+        return None
+
+    def _subcommand_at(self, words, start):
+        """(sub, nested, its flags, the words after it); flags None when troupe has no `sub`."""
+        sub = words[start] if start < len(words) else ""
+        if sub.startswith("-") or not sub:
+            return "", "", self.cli[""], words[start:]
+        if sub not in self.subs:
+            return sub, "", None, []
+        after = words[start + 1] if start + 1 < len(words) else ""
+        nested = after if f"{sub} {after}" in self.cli else ""
+        return sub, nested, self.flags_of(sub, nested, "|" in words), words[start + 1:]
+
+    def _check_flags(self, rest, flags, sub, nested, md, line):
+        checked = set()
+        for w in rest:
+            w = w.split("=")[0].strip("[]()")
+            if re.fullmatch(r"--[a-z0-9][a-z0-9-]*|-[A-Za-z]", w):
+                checked.add(w)
+                if w not in flags and w not in UNIVERSAL_FLAGS:
+                    cmd = " ".join(x for x in ("troupe", sub, nested) if x)
+                    self.problem(md, line, f"`{cmd}` has no flag {w} (not in `{cmd} --help`)")
         return checked
 
     # --- one markdown file -------------------------------------------------------------------
