@@ -73,218 +73,307 @@ ONLY = sys.argv[sys.argv.index("--only") + 1:] if "--only" in sys.argv else None
 
 
 def run_case(name, kind, path, troupe, vocab, rng, totals, checks_left):
-    schema = json.load(open(path)) if kind == "schema" else None
-    flag = "--json-schema" if kind == "schema" else "--grammar"
-    gbnf, err = troupe.gbnf(flag, path)
-    if gbnf is None:
-        totals.refused.append((name, err))
-        log(f"  {name}: troupe refuses it: {err}")
-        return checks_left
-    # no_forcing: where the grammar forces bytes, llguidance would otherwise allow only the first
-    # token of their canonical tokenization; troupe's mask (and the comparison) is every token
-    # the grammar allows.
-    lark = gbnf_to_lark(gbnf).replace("%llguidance {}", NO_FORCING, 1)
-    m1, e1 = matcher(vocab, llguidance.LLMatcher.grammar_from_lark(lark))
-    if e1:
-        raise SystemExit(f"{name}: llguidance cannot build troupe's grammar: {e1}")
-    g2 = None
-    if schema is not None:
-        opts = {**schema.get("x-guidance", {}), **LLG_JSON_OPTIONS}
-        g2 = llguidance.LLMatcher.grammar_from_lark(f"{NO_FORCING}\nstart: %json " + json.dumps({**schema, "x-guidance": opts}))
-        m2, e2 = matcher(vocab, g2)
-        if e2:
-            totals.refused.append((name, "llguidance: " + e2.splitlines()[0]))
-            g2 = None
+    case = Case(name, kind, path, troupe, vocab, rng, totals, checks_left)
+    case.run()
+    return case.checks_left
 
-    # Instances, laid out every way troupe's grammar takes them; one tokenize call per case.
-    cands = []  # (text bytes, spans, layout name, python value)
-    negs = []   # (text bytes of an invalid instance, what breaks it)
-    by_desc = collections.defaultdict(list)
-    if schema is not None:
-        gen = InstanceGenerator(schema, rng)
-        validator = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
-        size = 0
-        for _ in range(MAX_GENERATED):
-            if len(cands) >= MAX_INSTANCES * 3 * len(LAYOUTS) and size >= 8 * MIN_PREFIXES:
-                break  # enough text for MIN_PREFIXES (small instances, a scalar root, need more)
-            node = gen.gen(schema)
-            value = node.py()
-            errs = list(validator.iter_errors(value))
-            assert not errs, f"{name}: generated an invalid instance {value}: {errs[0].message}"
-            ascii_only = rng.random() < 0.2
-            for lay in rng.sample(LAYOUTS, len(LAYOUTS)):
-                text, spans = serialize(node, lay, ascii_only)
-                cands.append((text, spans, lay.name, value))
-            size += len(text)
-            for desc, bad in mutations(node, gen, rng):
-                by_desc[desc].append(bad)
-    else:
-        sampler = GbnfSampler(gbnf, rng)
-        for _ in range(MAX_INSTANCES * 2):
-            text = sampler.sample().encode("utf-8")
-            cands.append((text, [], "grammar", None))
-    # Every kind of break first, then more of each, while MAX_INVALID allows.
+
+def troupe_allows(tm, t):
+    return bool((tm["bits"][t >> 3] >> (t & 7)) & 1)
+
+
+def allowed_by(tm, t):
+    return "troupe" if troupe_allows(tm, t) else "llguidance"
+
+
+def p1_class(vocab, t):
+    """Why a token's masks differ under the same grammar, where that is not the grammar's doing."""
+    if t in vocab.eog_set:
+        return "end-of-generation token"
+    if t in vocab.unused or t >= len(vocab.bytes):
+        return "id past the tokenizer"
+    if t in vocab.special:
+        return "special token"
+    return "UNEXPLAINED"
+
+
+def invalid_instances(by_desc, validator):
+    """(text, what breaks it): every kind of break first, then more of each, while MAX_INVALID allows."""
+    negs = []
     for round_ in range(MAX_GENERATED):
         for desc in sorted(by_desc):
             if round_ < len(by_desc[desc]) and len(negs) < MAX_INVALID:
                 bad = by_desc[desc][round_]
                 if list(validator.iter_errors(bad.py())):
                     negs.append((serialize(bad, LAYOUTS[round_ % 2], False)[0], desc))
-    ids = troupe.tokenize([c[0].decode("utf-8") for c in cands] + [t.decode("utf-8") for t, _ in negs])
-    neg_ids, ids = ids[len(cands):], ids[:len(cands)]
-    # Invalid instances: troupe's grammar must refuse each (llguidance running it says which to ask
-    # troupe about; troupe's own answer decides).
-    suspects = []
-    for (text, desc), toks in zip(negs, neg_ids):
-        m1.reset()
-        if m1.try_consume_tokens(toks) == len(toks) and m1.is_accepting():
-            suspects.append((text, desc, toks))
-    totals.negatives += len(negs)
-    for _, desc in negs:
-        totals.neg_kinds[re.sub(r"^type .*", "wrong type", re.sub(r"(required|declared) \S+", r"\1 X", desc))] += 1
+    return negs
 
-    chosen, n_prefixes = [], 0
-    per_value = collections.defaultdict(int)
-    for (text, spans, lay, value), toks in zip(cands, ids):
-        if n_prefixes >= MIN_PREFIXES and len(chosen) >= 3:
-            break
-        key = json.dumps(value, sort_keys=True) if value is not None else text
-        if per_value[key] >= 1:
-            continue
-        assert vocab.ll.decode_bytes(toks) == text, f"{name}: troupe's tokens do not spell {short(text)}"
-        m1.reset()
-        taken = m1.try_consume_tokens(toks)
-        if taken < len(toks) or not m1.is_accepting():
-            if schema is not None and lay == "compact" or schema is None:
-                at = len(vocab.ll.decode_bytes(toks[:taken]))
-                totals.troupe_refused_instances.append((name, lay, text, at))
-            continue
-        per_value[key] += 1
-        chosen.append((text, spans, lay, value, toks))
-        n_prefixes += len(toks) + 1
-    if not chosen:
-        log(f"  {name}: troupe's grammar accepts none of the generated instances")
-        totals.unexplained += 1
-        return checks_left
 
-    prefixes = [toks[:k] for (_, _, _, _, toks) in chosen for k in range(len(toks) + 1)]
-    t_masks = troupe.masks(flag, path, prefixes + [toks for _, _, toks in suspects], vocab.n)
-    for (text, desc, toks), r in zip(suspects, t_masks[len(prefixes):]):
-        if r["taken"] == len(toks) and r["can_end"]:
-            totals.invalid.append((name, "", "", "invalid instance accepted: " + desc, "troupe's grammar takes it whole",
-                                   short(text, 200)))
+class Case:
+    """One schema or grammar, both parts; what it finds goes into `totals`, and each troupe-only
+    token it completes and validates takes one of `checks_left`."""
 
-    row = collections.Counter()
-    row["instances"] = len(chosen)
-    m1c = None  # troupe's grammar with one-character lexemes, where the masks differ
-    layouts = collections.Counter(c[2] for c in chosen)
-    base = 0  # where this instance's prefixes start in t_masks
-    for text, spans, lay, value, toks in chosen:
-        m1.reset()
-        alive2 = g2 is not None
+    def __init__(self, name, kind, path, troupe, vocab, rng, totals, checks_left):
+        self.name, self.path, self.troupe, self.vocab, self.rng, self.totals = name, path, troupe, vocab, rng, totals
+        self.checks_left = checks_left
+        self.schema = json.load(open(path)) if kind == "schema" else None
+        self.flag = "--json-schema" if kind == "schema" else "--grammar"
+        self.gbnf = None
+        self.m1 = None   # troupe's grammar in llguidance
+        self.m1c = None  # troupe's grammar with one-character lexemes, where the masks differ
+        self.g2 = None   # llguidance's own compilation of the schema (None: not part of this case)
+        self.m2 = None
+
+    def run(self):
+        totals = self.totals
+        self.gbnf, err = self.troupe.gbnf(self.flag, self.path)
+        if self.gbnf is None:
+            totals.refused.append((self.name, err))
+            log(f"  {self.name}: troupe refuses it: {err}")
+            return
+        self.build_matchers()
+        cands, negs = self.instances()
+        # one tokenize call per case
+        ids = self.troupe.tokenize([c[0].decode("utf-8") for c in cands] + [t.decode("utf-8") for t, _ in negs])
+        neg_ids, ids = ids[len(cands):], ids[:len(cands)]
+        suspects = self.suspects(negs, neg_ids)
+        chosen = self.choose(cands, ids)
+        if not chosen:
+            log(f"  {self.name}: troupe's grammar accepts none of the generated instances")
+            totals.unexplained += 1
+            return
+        prefixes = [toks[:k] for (_, _, _, _, toks) in chosen for k in range(len(toks) + 1)]
+        t_masks = self.troupe.masks(self.flag, self.path, prefixes + [toks for _, _, toks in suspects], self.vocab.n)
+        self.check_suspects(suspects, t_masks[len(prefixes):])
+        row = collections.Counter()
+        row["instances"] = len(chosen)
+        layouts = collections.Counter(c[2] for c in chosen)
+        base = 0  # where this instance's prefixes start in t_masks
+        for text, spans, lay, value, toks in chosen:
+            self.compare_instance(text, spans, lay, toks, t_masks[base:base + len(toks) + 1], row)
+            base += len(toks) + 1
+        row["layouts"] = ", ".join(f"{k} {v}" for k, v in sorted(layouts.items()))
+        totals.rows.append((self.name, row))
+
+    def build_matchers(self):
+        # no_forcing: where the grammar forces bytes, llguidance would otherwise allow only the first
+        # token of their canonical tokenization; troupe's mask (and the comparison) is every token
+        # the grammar allows.
+        lark = gbnf_to_lark(self.gbnf).replace("%llguidance {}", NO_FORCING, 1)
+        self.m1, e1 = matcher(self.vocab, llguidance.LLMatcher.grammar_from_lark(lark))
+        if e1:
+            raise SystemExit(f"{self.name}: llguidance cannot build troupe's grammar: {e1}")
+        if self.schema is None:
+            return
+        opts = {**self.schema.get("x-guidance", {}), **LLG_JSON_OPTIONS}
+        self.g2 = llguidance.LLMatcher.grammar_from_lark(
+            f"{NO_FORCING}\nstart: %json " + json.dumps({**self.schema, "x-guidance": opts}))
+        self.m2, e2 = matcher(self.vocab, self.g2)
+        if e2:
+            self.totals.refused.append((self.name, "llguidance: " + e2.splitlines()[0]))
+            self.g2 = None
+
+    # ---- instances -----------------------------------------------------------------------------
+
+    def instances(self):
+        """(cands, negs): cands (text bytes, spans, layout name, python value) laid out every way
+        troupe's grammar takes them; negs (text bytes of an invalid instance, what breaks it)."""
+        if self.schema is None:
+            sampler = GbnfSampler(self.gbnf, self.rng)
+            return [(sampler.sample().encode("utf-8"), [], "grammar", None) for _ in range(MAX_INSTANCES * 2)], []
+        gen = InstanceGenerator(self.schema, self.rng)
+        validator = jsonschema.Draft202012Validator(self.schema, format_checker=FORMATS)
+        cands, by_desc = self.schema_instances(gen, validator)
+        return cands, invalid_instances(by_desc, validator)
+
+    def schema_instances(self, gen, validator):
+        """Valid instances in every layout, and the invalid ones each breaks into, by kind of break."""
+        cands = []
+        by_desc = collections.defaultdict(list)
+        size = 0
+        for _ in range(MAX_GENERATED):
+            if len(cands) >= MAX_INSTANCES * 3 * len(LAYOUTS) and size >= 8 * MIN_PREFIXES:
+                break  # enough text for MIN_PREFIXES (small instances, a scalar root, need more)
+            node = gen.gen(self.schema)
+            value = node.py()
+            errs = list(validator.iter_errors(value))
+            assert not errs, f"{self.name}: generated an invalid instance {value}: {errs[0].message}"
+            ascii_only = self.rng.random() < 0.2
+            for lay in self.rng.sample(LAYOUTS, len(LAYOUTS)):
+                text, spans = serialize(node, lay, ascii_only)
+                cands.append((text, spans, lay.name, value))
+            size += len(text)
+            for desc, bad in mutations(node, gen, self.rng):
+                by_desc[desc].append(bad)
+        return cands, by_desc
+
+    def suspects(self, negs, neg_ids):
+        """Invalid instances: troupe's grammar must refuse each (llguidance running it says which to
+        ask troupe about; troupe's own answer decides)."""
+        suspects = []
+        for (text, desc), toks in zip(negs, neg_ids):
+            self.m1.reset()
+            if self.m1.try_consume_tokens(toks) == len(toks) and self.m1.is_accepting():
+                suspects.append((text, desc, toks))
+        self.totals.negatives += len(negs)
+        for _, desc in negs:
+            self.totals.neg_kinds[re.sub(r"^type .*", "wrong type", re.sub(r"(required|declared) \S+", r"\1 X", desc))] += 1
+        return suspects
+
+    def check_suspects(self, suspects, results):
+        for (text, desc, toks), r in zip(suspects, results):
+            if r["taken"] == len(toks) and r["can_end"]:
+                self.totals.invalid.append((self.name, "", "", "invalid instance accepted: " + desc,
+                                            "troupe's grammar takes it whole", short(text, 200)))
+
+    def choose(self, cands, ids):
+        """The instances to compare on (text, spans, layout, value, tokens): one per value, those
+        troupe's grammar (run by llguidance) takes, until MIN_PREFIXES."""
+        chosen, n_prefixes = [], 0
+        per_value = collections.defaultdict(int)
+        m1 = self.m1
+        for (text, spans, lay, value), toks in zip(cands, ids):
+            if n_prefixes >= MIN_PREFIXES and len(chosen) >= 3:
+                break
+            key = json.dumps(value, sort_keys=True) if value is not None else text
+            if per_value[key] >= 1:
+                continue
+            assert self.vocab.ll.decode_bytes(toks) == text, f"{self.name}: troupe's tokens do not spell {short(text)}"
+            m1.reset()
+            taken = m1.try_consume_tokens(toks)
+            if taken < len(toks) or not m1.is_accepting():
+                if self.schema is not None and lay == "compact" or self.schema is None:
+                    at = len(self.vocab.ll.decode_bytes(toks[:taken]))
+                    self.totals.troupe_refused_instances.append((self.name, lay, text, at))
+                continue
+            per_value[key] += 1
+            chosen.append((text, spans, lay, value, toks))
+            n_prefixes += len(toks) + 1
+        return chosen
+
+    # ---- every prefix of one instance ----------------------------------------------------------
+
+    def compare_instance(self, text, spans, lay, toks, masks, row):
+        """Both parts on each prefix of `toks`; `masks` holds troupe's answer per prefix."""
+        vocab = self.vocab
+        self.m1.reset()
+        alive2 = self.g2 is not None
         if alive2:
-            m2 = m2 if not m2.is_error() else matcher(vocab, g2)[0]  # an error state outlives reset()
-            m2.reset()
-        base += len(toks) + 1
+            self.m2 = self.m2 if not self.m2.is_error() else matcher(vocab, self.g2)[0]  # an error state outlives reset()
+            self.m2.reset()
         for k in range(len(toks) + 1):
-            tm = t_masks[base - len(toks) - 1 + k]
+            tm = masks[k]
             row["prefixes"] += 1
             prefix_bytes = vocab.ll.decode_bytes(toks[:k])
-            ctx, sub, adepth = context_at(spans, len(prefix_bytes), len(text)) if schema is not None else \
-                ("full text" if k == len(toks) else "grammar", None, 0)
-            totals.contexts[ctx] += 1
-            if adepth >= 2:
-                totals.contexts["inside nested arrays"] += 1
-            totals.us.append(tm["us"])
-            # Part 1: the same grammar in both engines.
-            l1 = bitmask(m1, vocab.n)
-            if tm["taken"] != k:
-                totals.unexplained += 1
-                totals.p1_classes["troupe refused a prefix token llguidance took"] += 1
-                totals.p1_examples.setdefault("troupe refused a prefix token llguidance took",
-                                              (name, short(prefix_bytes), vocab.show(toks[tm["taken"]]), "llguidance"))
+            self.count_context(spans, len(prefix_bytes), text, k == len(toks))
+            self.totals.us.append(tm["us"])
+            if not self.part1(tm, toks, k, prefix_bytes, row):
                 break
-            row["p1 compared"] += 1
-            d = tokens_of(tm["bits"] ^ l1, vocab.n)
-            if len(d):
-                # llguidance's lexer joins the characters of a converted terminal greedily (longest
-                # match); with one-character lexemes it runs the grammar exactly.
-                if m1c is None:
-                    m1c, e = matcher(vocab, llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark_by_char(gbnf)))
-                    assert not e, e
-                m1c.reset()
-                if m1c.consume_tokens(toks[:k]):
-                    lc = bitmask(m1c, vocab.n)
-                    if not tokens_of(tm["bits"] ^ lc, vocab.n).size:
-                        c = "llguidance lexes a converted terminal greedily (equal with one-character lexemes)"
-                        totals.p1_classes[c] += 1
-                        if c not in totals.p1_examples:
-                            t = int(d[0])
-                            who = "troupe" if (tm["bits"][t >> 3] >> (t & 7)) & 1 else "llguidance"
-                            totals.p1_examples[c] = (name, short(prefix_bytes), vocab.show(t), who)
-                        d = None
-                        row["p1 explained"] += 1
-            if d is None:
-                pass
-            elif not len(d):
-                row["p1 equal"] += 1
-            else:
-                classes = set()
-                for t in d:
-                    t = int(t)
-                    who = "troupe" if (tm["bits"][t >> 3] >> (t & 7)) & 1 else "llguidance"
-                    if t in vocab.eog_set:
-                        c = "end-of-generation token"
-                    elif t in vocab.unused or t >= len(vocab.bytes):
-                        c = "id past the tokenizer"
-                    elif t in vocab.special:
-                        c = "special token"
-                    else:
-                        c = "UNEXPLAINED"
-                    classes.add(c)
-                    totals.p1_examples.setdefault(c, (name, short(prefix_bytes), vocab.show(t), who))
-                for c in classes:
-                    totals.p1_classes[c] += 1
-                if "UNEXPLAINED" in classes:
-                    totals.unexplained += 1
-                    if VERBOSE:
-                        log(f"    part 1 {name} at {short(prefix_bytes)}: {len(d)} tokens differ, e.g. "
-                            f"{[vocab.show(int(t)) for t in d[:5]]}")
-            # Part 2: llguidance's own JSON Schema converter.
             if alive2:
-                row["p2 compared"] += 1
-                l2 = bitmask(m2, vocab.n)
-                d2 = tokens_of(tm["bits"] ^ l2, vocab.n)
-                if not len(d2):
-                    row["p2 equal"] += 1
-                else:
-                    seen = set()
-                    memo = {True: {}, False: {}}
-                    if len(d2) > MAX_CLASSIFIED:
-                        d2 = sorted(random.Random(len(d2)).sample(list(d2), MAX_CLASSIFIED))
-                    for t in d2:
-                        t = int(t)
-                        troupe_only = bool((tm["bits"][t >> 3] >> (t & 7)) & 1)
-                        c = classify(vocab, t, prefix_bytes, schema, m2 if troupe_only else m1, memo[troupe_only])
-                        key = (c, "troupe only" if troupe_only else "llguidance only")
-                        totals.p2_tokens[key] += 1
-                        if key not in seen:
-                            seen.add(key)
-                            totals.p2_classes[key] += 1
-                            totals.p2_examples.setdefault(key, (name, short(prefix_bytes), vocab.show(t)))
-                        if troupe_only and checks_left > 0 and totals.checked[(name, c)] < CHECKS_PER_CLASS:
-                            totals.checked[(name, c)] += 1
-                            checks_left -= 1
-                            check_troupe_only(name, schema, vocab, m1, t, prefix_bytes, c, totals)
+                self.part2(tm, prefix_bytes, row)
             if k < len(toks):
-                assert m1.consume_token(toks[k]), (name, k)
-                if alive2 and not m2.consume_token(toks[k]):
+                assert self.m1.consume_token(toks[k]), (self.name, k)
+                if alive2 and not self.m2.consume_token(toks[k]):
                     alive2 = False
                     at = len(vocab.ll.decode_bytes(toks[:k + 1]))
-                    totals.llg_refused_instances.append((name, lay, text, at, vocab.show(toks[k])))
-    row["layouts"] = ", ".join(f"{k} {v}" for k, v in sorted(layouts.items()))
-    totals.rows.append((name, row))
-    return checks_left
+                    self.totals.llg_refused_instances.append((self.name, lay, text, at, vocab.show(toks[k])))
+
+    def count_context(self, spans, at, text, whole):
+        ctx, sub, adepth = context_at(spans, at, len(text)) if self.schema is not None else \
+            ("full text" if whole else "grammar", None, 0)
+        self.totals.contexts[ctx] += 1
+        if adepth >= 2:
+            self.totals.contexts["inside nested arrays"] += 1
+
+    def part1(self, tm, toks, k, prefix_bytes, row):
+        """The same grammar in both engines; False where troupe refused a prefix token (the rest of
+        the instance is not compared)."""
+        vocab, totals = self.vocab, self.totals
+        l1 = bitmask(self.m1, vocab.n)
+        if tm["taken"] != k:
+            totals.unexplained += 1
+            totals.p1_classes["troupe refused a prefix token llguidance took"] += 1
+            totals.p1_examples.setdefault("troupe refused a prefix token llguidance took",
+                                          (self.name, short(prefix_bytes), vocab.show(toks[tm["taken"]]), "llguidance"))
+            return False
+        row["p1 compared"] += 1
+        d = tokens_of(tm["bits"] ^ l1, vocab.n)
+        if len(d) and self.lexed_greedily(tm, toks[:k], d, prefix_bytes):
+            row["p1 explained"] += 1
+        elif not len(d):
+            row["p1 equal"] += 1
+        else:
+            self.classify_p1(tm, d, prefix_bytes)
+        return True
+
+    def lexed_greedily(self, tm, prefix, d, prefix_bytes):
+        """Whether the masks' difference `d` is llguidance's lexer's: it joins the characters of a
+        converted terminal greedily (longest match); with one-character lexemes it runs the grammar
+        exactly, and then equals troupe."""
+        vocab, totals = self.vocab, self.totals
+        if self.m1c is None:
+            self.m1c, e = matcher(vocab, llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark_by_char(self.gbnf)))
+            assert not e, e
+        self.m1c.reset()
+        if not self.m1c.consume_tokens(prefix):
+            return False
+        lc = bitmask(self.m1c, vocab.n)
+        if tokens_of(tm["bits"] ^ lc, vocab.n).size:
+            return False
+        c = "llguidance lexes a converted terminal greedily (equal with one-character lexemes)"
+        totals.p1_classes[c] += 1
+        if c not in totals.p1_examples:
+            t = int(d[0])
+            totals.p1_examples[c] = (self.name, short(prefix_bytes), vocab.show(t), allowed_by(tm, t))
+        return True
+
+    def classify_p1(self, tm, d, prefix_bytes):
+        vocab, totals = self.vocab, self.totals
+        classes = set()
+        for t in d:
+            t = int(t)
+            c = p1_class(vocab, t)
+            classes.add(c)
+            totals.p1_examples.setdefault(c, (self.name, short(prefix_bytes), vocab.show(t), allowed_by(tm, t)))
+        for c in classes:
+            totals.p1_classes[c] += 1
+        if "UNEXPLAINED" in classes:
+            totals.unexplained += 1
+            if VERBOSE:
+                log(f"    part 1 {self.name} at {short(prefix_bytes)}: {len(d)} tokens differ, e.g. "
+                    f"{[vocab.show(int(t)) for t in d[:5]]}")
+
+    def part2(self, tm, prefix_bytes, row):
+        """llguidance's own JSON Schema converter: each differing token classified."""
+        row["p2 compared"] += 1
+        l2 = bitmask(self.m2, self.vocab.n)
+        d2 = tokens_of(tm["bits"] ^ l2, self.vocab.n)
+        if not len(d2):
+            row["p2 equal"] += 1
+            return
+        seen = set()
+        memo = {True: {}, False: {}}
+        if len(d2) > MAX_CLASSIFIED:
+            d2 = sorted(random.Random(len(d2)).sample(list(d2), MAX_CLASSIFIED))
+        for t in d2:
+            self.classify_p2(int(t), tm, prefix_bytes, seen, memo)
+
+    def classify_p2(self, t, tm, prefix_bytes, seen, memo):
+        """One token of a part-2 difference; a troupe-only one is also completed and validated,
+        while the checks allow."""
+        vocab, totals, name = self.vocab, self.totals, self.name
+        troupe_only = troupe_allows(tm, t)
+        c = classify(vocab, t, prefix_bytes, self.schema, self.m2 if troupe_only else self.m1, memo[troupe_only])
+        key = (c, "troupe only" if troupe_only else "llguidance only")
+        totals.p2_tokens[key] += 1
+        if key not in seen:
+            seen.add(key)
+            totals.p2_classes[key] += 1
+            totals.p2_examples.setdefault(key, (name, short(prefix_bytes), vocab.show(t)))
+        if troupe_only and self.checks_left > 0 and totals.checked[(name, c)] < CHECKS_PER_CLASS:
+            totals.checked[(name, c)] += 1
+            self.checks_left -= 1
+            check_troupe_only(name, self.schema, vocab, self.m1, t, prefix_bytes, c, totals)
 
 
 def check_troupe_only(name, schema, vocab, m1, token, prefix_bytes, cls, totals):

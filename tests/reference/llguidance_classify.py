@@ -20,52 +20,16 @@ class JsonScan:
 
     def feed(self, b):
         c = bytes([b])
-        m = self.mode
-        if m == "string":
-            if self.escape:
-                self.escape += c
-                if self.escape[1:2] != b"u":
-                    self.buf += {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"b": b"\b", b"f": b"\f"}.get(c, c)
-                    self.escape = b""
-                elif len(self.escape) == 6:
-                    self.buf += chr(int(self.escape[2:], 16)).encode("utf-8", "surrogatepass")
-                    self.escape = b""
-            elif c == b"\\":
-                self.escape = c
-            elif c == b'"':
-                if self.is_key:
-                    self.stack[-1][1] = self.buf.decode("utf-8", "replace")
-                    self.stack[-1][2].add(self.stack[-1][1])
-                    self.mode = "colon"
-                else:
-                    self.end_value()
-            else:
-                self.buf += c
+        if self.mode == "string":
+            self.feed_string(c)
             return
-        if m in ("number", "literal"):
-            if (m == "number" and c in b"0123456789.eE+-") or (m == "literal" and c.isalpha()):
-                self.buf += c
-                return
-            self.end_value()
-            m = self.mode
+        if self.mode in ("number", "literal") and self.feed_scalar(c):
+            return
         if c in WS:
             return
+        m = self.mode
         if m in ("value", "value_or_close"):
-            if c == b"]" and m == "value_or_close":
-                self.stack.pop()
-                self.end_value()
-            elif c == b"{":
-                self.stack.append(["obj", None, set()])
-                self.mode = "key_or_close"
-            elif c == b"[":
-                self.stack.append(["arr", 0, None])
-                self.mode = "value_or_close"
-            elif c == b'"':
-                self.mode, self.is_key, self.buf = "string", False, bytearray()
-            elif c in b"-0123456789":
-                self.mode, self.buf = "number", bytearray(c)
-            else:
-                self.mode, self.buf = "literal", bytearray(c)
+            self.feed_value(c, m)
         elif m in ("key", "key_or_close"):
             if c == b"}" and m == "key_or_close":
                 self.stack.pop()
@@ -75,16 +39,70 @@ class JsonScan:
         elif m == "colon" and c == b":":
             self.mode = "value"
         elif m == "after":
-            if c == b",":
-                if self.stack[-1][0] == "obj":
-                    self.stack[-1][1] = None
-                    self.mode = "key"
-                else:
-                    self.stack[-1][1] += 1
-                    self.mode = "value"
-            elif c in b"}]":
-                self.stack.pop()
+            self.feed_after(c)
+
+    def feed_string(self, c):
+        if self.escape:
+            self.feed_escape(c)
+        elif c == b"\\":
+            self.escape = c
+        elif c == b'"':
+            if self.is_key:
+                self.stack[-1][1] = self.buf.decode("utf-8", "replace")
+                self.stack[-1][2].add(self.stack[-1][1])
+                self.mode = "colon"
+            else:
                 self.end_value()
+        else:
+            self.buf += c
+
+    def feed_escape(self, c):
+        self.escape += c
+        if self.escape[1:2] != b"u":
+            self.buf += {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"b": b"\b", b"f": b"\f"}.get(c, c)
+            self.escape = b""
+        elif len(self.escape) == 6:
+            self.buf += chr(int(self.escape[2:], 16)).encode("utf-8", "surrogatepass")
+            self.escape = b""
+
+    def feed_scalar(self, c):
+        """Whether `c` goes on the number or literal being read; if not, that value has ended
+        (and `c` is read after it)."""
+        m = self.mode
+        if (m == "number" and c in b"0123456789.eE+-") or (m == "literal" and c.isalpha()):
+            self.buf += c
+            return True
+        self.end_value()
+        return False
+
+    def feed_value(self, c, m):
+        if c == b"]" and m == "value_or_close":
+            self.stack.pop()
+            self.end_value()
+        elif c == b"{":
+            self.stack.append(["obj", None, set()])
+            self.mode = "key_or_close"
+        elif c == b"[":
+            self.stack.append(["arr", 0, None])
+            self.mode = "value_or_close"
+        elif c == b'"':
+            self.mode, self.is_key, self.buf = "string", False, bytearray()
+        elif c in b"-0123456789":
+            self.mode, self.buf = "number", bytearray(c)
+        else:
+            self.mode, self.buf = "literal", bytearray(c)
+
+    def feed_after(self, c):
+        if c == b",":
+            if self.stack[-1][0] == "obj":
+                self.stack[-1][1] = None
+                self.mode = "key"
+            else:
+                self.stack[-1][1] += 1
+                self.mode = "value"
+        elif c in b"}]":
+            self.stack.pop()
+            self.end_value()
 
     def end_value(self):
         self.mode = "after" if self.stack else "done"
@@ -144,52 +162,76 @@ def classify(vocab, token, prefix, schema, other, memo):
     scan = JsonScan(prefix + b[:i])
     c = b[i:i + 1]
     subs = schemas_at(schema, scan.path())
-    has = lambda k: any(k in s for s in subs)
     m = scan.mode
     if m == "string" and scan.is_key:
         return "escapes in property names" if scan.escape or c == b"\\" else "property names (additional, order)"
     if m == "string":
-        if scan.escape or c == b"\\":
-            esc = (scan.escape + c).decode("latin-1")
-            what = [k for k in ("format", "pattern", "enum", "const") if has(k)]
-            if what:
-                return f"string escapes in {'/'.join(what)} strings"
-            if esc == "\\":
-                return "string escapes (a backslash at all)"
-            if esc.startswith("\\u"):
-                h = esc[2:]
-                surrogate = h[:1] in ("d", "D") and len(h) > 1 and h[1] in "89abcdefABCDEF"
-                return "string escapes (\\u surrogates)" if surrogate else "string escapes (\\u)"
-            return f"string escapes ({esc[:2]})"
-        if c == b"\x7f":
-            return "raw DEL (0x7F) in strings"
-        if c < b"\x20":
-            return "raw control characters in strings"
-        for k in ("format", "pattern"):
-            if has(k):
-                return f"string {k} " + ", ".join(sorted({str(s[k]) for s in subs if k in s}))
-        if has("enum") or has("const"):
-            return "enum / const strings"
-        if has("minLength") or has("maxLength"):
-            return "string length"
-        return "non-ASCII string content" if c >= b"\x80" else "string content"
+        return classify_string(scan, c, subs)
     if c in (b" ", b"\t", b"\n", b"\r"):
         return "whitespace"
     if m == "number" or (m in ("value", "value_or_close") and c in b"-0123456789"):
-        ints = [s for s in subs if s.get("type") == "integer" or "integer" in (s.get("type") or [])]
-        mins = [s["minimum"] for s in subs if "minimum" in s]
-        kind = "integer" if ints else "number"
-        if mins and min(mins) >= 0 and (c == b"-" or scan.buf == b"-"):
-            return f"-0 where minimum >= 0 ({kind})"
-        if ints and any("minimum" in s or "maximum" in s for s in ints):
-            return "integer bounds"
-        if c in b"eE+" or (c == b"-" and scan.buf[-1:] in (b"e", b"E")):
-            return "number exponent" + (" (number with minimum)" if mins else "")
-        if c == b".":
-            return "number fraction"
-        if scan.buf in (b"-0", b"0") and c in b"0123456789":
-            return "number leading zero"
-        return "number format"
+        return classify_number(scan, c, subs)
+    return classify_structure(m, c)
+
+
+def has(subs, k):
+    """Whether any of the subschemas has the keyword `k`."""
+    return any(k in s for s in subs)
+
+
+def classify_string(scan, c, subs):
+    """The byte `c` refused inside a string value."""
+    if scan.escape or c == b"\\":
+        return classify_escape(scan, c, subs)
+    if c == b"\x7f":
+        return "raw DEL (0x7F) in strings"
+    if c < b"\x20":
+        return "raw control characters in strings"
+    for k in ("format", "pattern"):
+        if has(subs, k):
+            return f"string {k} " + ", ".join(sorted({str(s[k]) for s in subs if k in s}))
+    if has(subs, "enum") or has(subs, "const"):
+        return "enum / const strings"
+    if has(subs, "minLength") or has(subs, "maxLength"):
+        return "string length"
+    return "non-ASCII string content" if c >= b"\x80" else "string content"
+
+
+def classify_escape(scan, c, subs):
+    """The byte `c` refused in or as the start of an escape inside a string value."""
+    esc = (scan.escape + c).decode("latin-1")
+    what = [k for k in ("format", "pattern", "enum", "const") if has(subs, k)]
+    if what:
+        return f"string escapes in {'/'.join(what)} strings"
+    if esc == "\\":
+        return "string escapes (a backslash at all)"
+    if esc.startswith("\\u"):
+        h = esc[2:]
+        surrogate = h[:1] in ("d", "D") and len(h) > 1 and h[1] in "89abcdefABCDEF"
+        return "string escapes (\\u surrogates)" if surrogate else "string escapes (\\u)"
+    return f"string escapes ({esc[:2]})"
+
+
+def classify_number(scan, c, subs):
+    """The byte `c` refused in or as the start of a number."""
+    ints = [s for s in subs if s.get("type") == "integer" or "integer" in (s.get("type") or [])]
+    mins = [s["minimum"] for s in subs if "minimum" in s]
+    kind = "integer" if ints else "number"
+    if mins and min(mins) >= 0 and (c == b"-" or scan.buf == b"-"):
+        return f"-0 where minimum >= 0 ({kind})"
+    if ints and any("minimum" in s or "maximum" in s for s in ints):
+        return "integer bounds"
+    if c in b"eE+" or (c == b"-" and scan.buf[-1:] in (b"e", b"E")):
+        return "number exponent" + (" (number with minimum)" if mins else "")
+    if c == b".":
+        return "number fraction"
+    if scan.buf in (b"-0", b"0") and c in b"0123456789":
+        return "number leading zero"
+    return "number format"
+
+
+def classify_structure(m, c):
+    """The byte `c` refused between values (scanner mode `m`): keys, separators, ends, literals."""
     if m in ("key", "key_or_close"):
         return "object end (required properties)" if c == b"}" else "property names (additional, order)"
     if m == "after":

@@ -20,21 +20,6 @@ POOL = [chr(c) for c in range(0x20, 0x7F)] + list("éüñßø中文字😀")
 def sample_regex(pattern, rng):
     out = []
 
-    def in_set(items, c):
-        for op, av in items:
-            if op == LITERAL and ord(c) == av:
-                return True
-            if op == RANGE and av[0] <= ord(c) <= av[1]:
-                return True
-            if op == CATEGORY:
-                if av == CATEGORY_DIGIT and c.isdigit() and c.isascii():
-                    return True
-                if av == CATEGORY_WORD and (c.isalnum() or c == "_") and c.isascii():
-                    return True
-                if av == CATEGORY_SPACE and c in " \t\n\r\f\v":
-                    return True
-        return False
-
     def gen(seq):
         for op, av in seq:
             if op == LITERAL:
@@ -44,20 +29,9 @@ def sample_regex(pattern, rng):
             elif op == ANY:
                 out.append(rng.choice(POOL[:95]))
             elif op == IN:
-                negate = av and av[0][0] == NEGATE
-                items = av[1:] if negate else av
-                if not negate and all(o in (LITERAL, RANGE) for o, _ in items):
-                    o, v = rng.choice(items)
-                    out.append(chr(v) if o == LITERAL else chr(rng.randint(v[0], v[1])))
-                else:
-                    cands = [c for c in POOL if in_set(items, c) != negate]
-                    out.append(rng.choice(cands))
+                out.append(sample_in(av, rng))
             elif op == CATEGORY:
-                cands = [c for c in POOL if {CATEGORY_DIGIT: c.isdigit(), CATEGORY_WORD: c.isalnum() or c == "_",
-                                             CATEGORY_SPACE: c == " ", CATEGORY_NOT_DIGIT: not c.isdigit(),
-                                             CATEGORY_NOT_WORD: not (c.isalnum() or c == "_"),
-                                             CATEGORY_NOT_SPACE: c != " "}[av] and c.isascii()]
-                out.append(rng.choice(cands))
+                out.append(rng.choice(category_chars(av)))
             elif op in (MAX_REPEAT, MIN_REPEAT):
                 lo, hi, sub = av
                 hi = lo + 3 if hi == MAXREPEAT else hi
@@ -74,6 +48,46 @@ def sample_regex(pattern, rng):
 
     gen(sre_parse.parse(pattern))
     return "".join(out)
+
+
+def in_set(items, c):
+    """Whether the character `c` is in a character class's items (negation aside)."""
+    for op, av in items:
+        if op == LITERAL and ord(c) == av:
+            return True
+        if op == RANGE and av[0] <= ord(c) <= av[1]:
+            return True
+        if op == CATEGORY and category_has(av, c):
+            return True
+    return False
+
+
+def category_has(av, c):
+    if av == CATEGORY_DIGIT and c.isdigit() and c.isascii():
+        return True
+    if av == CATEGORY_WORD and (c.isalnum() or c == "_") and c.isascii():
+        return True
+    return av == CATEGORY_SPACE and c in " \t\n\r\f\v"
+
+
+def sample_in(av, rng):
+    """One character of a character class ([...]): drawn straight from its literals and ranges,
+    or else from the pool's characters it admits."""
+    negate = av and av[0][0] == NEGATE
+    items = av[1:] if negate else av
+    if not negate and all(o in (LITERAL, RANGE) for o, _ in items):
+        o, v = rng.choice(items)
+        return chr(v) if o == LITERAL else chr(rng.randint(v[0], v[1]))
+    cands = [c for c in POOL if in_set(items, c) != negate]
+    return rng.choice(cands)
+
+
+def category_chars(av):
+    """The ASCII characters of the pool in a category (\\d, \\w, \\s and their negations)."""
+    return [c for c in POOL if {CATEGORY_DIGIT: c.isdigit(), CATEGORY_WORD: c.isalnum() or c == "_",
+                                CATEGORY_SPACE: c == " ", CATEGORY_NOT_DIGIT: not c.isdigit(),
+                                CATEGORY_NOT_WORD: not (c.isalnum() or c == "_"),
+                                CATEGORY_NOT_SPACE: c != " "}[av] and c.isascii()]
 
 
 WORDS = ("alpha bravo delta echo river stone cloud maple quartz orbit harbor velvet Ada Lovelace Grace Hopper Paris "
@@ -152,11 +166,7 @@ class InstanceGenerator:
             return Node("scalar", s, rng.choice(s["enum"]))
         for key in ("anyOf", "oneOf"):
             if key in s:
-                branches = s[key]
-                if depth > 3:  # recursion: prefer a branch without a $ref
-                    leaves = [b for b in branches if "$ref" not in b] or branches
-                    branches = leaves
-                return self.gen({**{k: v for k, v in s.items() if k != key}, **rng.choice(branches)}, depth)
+                return self.gen_branch(s, key, depth)
         t = s.get("type")
         if isinstance(t, list):
             t = rng.choice(t)
@@ -165,46 +175,69 @@ class InstanceGenerator:
         if t == "boolean":
             return Node("scalar", s, rng.random() < 0.5)
         if t == "integer":
-            lo, hi = s.get("minimum"), s.get("maximum")
-            if lo is None and hi is None:
-                v = rng.choice([0, 1, 7, 42, -3, 1234, -987654, 2 ** 31, rng.randint(-10 ** 6, 10 ** 6)])
-            else:
-                lo = lo if lo is not None else hi - 10 ** rng.randint(1, 6)
-                hi = hi if hi is not None else lo + 10 ** rng.randint(1, 6)
-                v = rng.choice([lo, hi, rng.randint(lo, hi), rng.randint(lo, hi)])
-            return Node("number", s, int(v))
+            return Node("number", s, self.gen_integer(s))
         if t == "number":
-            lo = s.get("minimum", -1e6 if rng.random() < 0.3 else 0)
-            hi = s.get("maximum", 1e6)
-            r = rng.random()
-            if r < 0.2:
-                v = float(rng.randint(int(max(lo, -1000)), int(min(hi, 1000))))
-            elif r < 0.25:
-                v = rng.choice([1.5e-7, 6.02e23, 3e20]) if lo <= 1.5e-7 else lo
-            else:
-                v = round(rng.uniform(lo, min(hi, lo + 10 ** rng.randint(1, 5))), rng.randint(1, 4))
-            v = min(max(v, lo), hi)
-            if rng.random() < 0.25 and v == int(v) and abs(v) < 1e15:
-                v = int(v)
-            return Node("number", s, v)
+            return Node("number", s, self.gen_number(s))
         if t == "string":
-            if "format" in s:
-                v = sample_format(s["format"], rng)
-            elif "pattern" in s:
-                v = sample_regex(s["pattern"], rng)
-            else:
-                v = sample_text(rng, s.get("minLength", 0), s.get("maxLength"))
-            return Node("string", s, v)
+            return Node("string", s, self.gen_string(s))
         if t == "array":
-            lo = s.get("minItems", 0)
-            hi = s.get("maxItems", lo + 3)
-            n = rng.randint(lo, min(hi, lo + (3 if depth < 2 else 1 if depth < 4 else 0)))
-            return Node("array", s, None, [self.gen(s["items"], depth + 1) for _ in range(n)])
+            return self.gen_array(s, depth)
         if t == "object" or "properties" in s:
-            req = set(s.get("required", []))
-            kids = []
-            for k, sub in s.get("properties", {}).items():
-                if k in req or rng.random() < (0.7 if depth < 3 else 0.2):
-                    kids.append((k, self.gen(sub, depth + 1)))
-            return Node("object", s, None, kids)
+            return self.gen_object(s, depth)
         raise ValueError(f"no generator for {s}")
+
+    def gen_branch(self, s, key, depth):
+        """One branch of anyOf/oneOf, merged with the keywords beside it."""
+        branches = s[key]
+        if depth > 3:  # recursion: prefer a branch without a $ref
+            leaves = [b for b in branches if "$ref" not in b] or branches
+            branches = leaves
+        return self.gen({**{k: v for k, v in s.items() if k != key}, **self.rng.choice(branches)}, depth)
+
+    def gen_integer(self, s):
+        rng = self.rng
+        lo, hi = s.get("minimum"), s.get("maximum")
+        if lo is None and hi is None:
+            v = rng.choice([0, 1, 7, 42, -3, 1234, -987654, 2 ** 31, rng.randint(-10 ** 6, 10 ** 6)])
+        else:
+            lo = lo if lo is not None else hi - 10 ** rng.randint(1, 6)
+            hi = hi if hi is not None else lo + 10 ** rng.randint(1, 6)
+            v = rng.choice([lo, hi, rng.randint(lo, hi), rng.randint(lo, hi)])
+        return int(v)
+
+    def gen_number(self, s):
+        rng = self.rng
+        lo = s.get("minimum", -1e6 if rng.random() < 0.3 else 0)
+        hi = s.get("maximum", 1e6)
+        r = rng.random()
+        if r < 0.2:
+            v = float(rng.randint(int(max(lo, -1000)), int(min(hi, 1000))))
+        elif r < 0.25:
+            v = rng.choice([1.5e-7, 6.02e23, 3e20]) if lo <= 1.5e-7 else lo
+        else:
+            v = round(rng.uniform(lo, min(hi, lo + 10 ** rng.randint(1, 5))), rng.randint(1, 4))
+        v = min(max(v, lo), hi)
+        if rng.random() < 0.25 and v == int(v) and abs(v) < 1e15:
+            v = int(v)
+        return v
+
+    def gen_string(self, s):
+        if "format" in s:
+            return sample_format(s["format"], self.rng)
+        if "pattern" in s:
+            return sample_regex(s["pattern"], self.rng)
+        return sample_text(self.rng, s.get("minLength", 0), s.get("maxLength"))
+
+    def gen_array(self, s, depth):
+        lo = s.get("minItems", 0)
+        hi = s.get("maxItems", lo + 3)
+        n = self.rng.randint(lo, min(hi, lo + (3 if depth < 2 else 1 if depth < 4 else 0)))
+        return Node("array", s, None, [self.gen(s["items"], depth + 1) for _ in range(n)])
+
+    def gen_object(self, s, depth):
+        req = set(s.get("required", []))
+        kids = []
+        for k, sub in s.get("properties", {}).items():
+            if k in req or self.rng.random() < (0.7 if depth < 3 else 0.2):
+                kids.append((k, self.gen(sub, depth + 1)))
+        return Node("object", s, None, kids)
