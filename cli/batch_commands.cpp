@@ -41,7 +41,7 @@ struct BatchArgs {
   bool watch = false;
 };
 
-std::string read_file(const std::filesystem::path& p) {
+std::string read_item_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   if (!f) throw std::runtime_error("cannot read " + p.string());
   std::stringstream s;
@@ -62,7 +62,7 @@ messages::JobSummaryFields status(messages::ClientConnection& conn, const std::s
   return messages::read_job_summary(r.response->body_as_JobReply()->job());
 }
 
-std::string duration(double s) {
+std::string format_duration(double s) {
   char buf[32];
   if (s < 0 || s > 1e7) return "?";
   if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
@@ -78,7 +78,7 @@ void draw(const messages::JobSummaryFields& j, double tokens_per_second, double 
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
   std::fprintf(stderr, "%s[%s] %d/%d items  %.1f tok/s  ETA %s%s", tty ? "\r" : "", bar.c_str(), j.finished_items, j.items,
-               tokens_per_second, eta_s >= 0 ? duration(eta_s).c_str() : "?", tty ? "   " : "\n");
+               tokens_per_second, eta_s >= 0 ? format_duration(eta_s).c_str() : "?", tty ? "   " : "\n");
   std::fflush(stderr);
 }
 
@@ -139,14 +139,14 @@ int run_watch(const BatchArgs& a, const std::string& job) {
 int run_submit(const BatchArgs& a) {
   a.sampling.params.validate();
   std::vector<std::string> items = a.items;
-  for (const auto& f : a.files) items.push_back(read_file(f));
+  for (const auto& f : a.files) items.push_back(read_item_file(f));
   if (!a.dir.empty()) {
     std::vector<std::filesystem::path> paths;
     for (const auto& e : std::filesystem::directory_iterator(a.dir))
       if (e.is_regular_file()) paths.push_back(e.path());
     std::sort(paths.begin(), paths.end());
     for (const auto& p : paths) {
-      items.push_back(read_file(p));
+      items.push_back(read_item_file(p));
       std::fprintf(stderr, "item %zu: %s\n", items.size() - 1, p.filename().c_str());
     }
   }
@@ -206,7 +206,7 @@ int run_cancel(const BatchArgs& a) {
   return 0;
 }
 
-int run_list(const BatchArgs& a) {
+int run_job_list(const BatchArgs& a) {
   auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::list_jobs_request(id), id, wire::ResponseBody::JobList, std::chrono::seconds(a.timeout_s));
@@ -259,7 +259,7 @@ Run add_batch(CLI::App& app) {
     if (watch->parsed()) return run_watch(*a, a->job);
     if (results->parsed()) return run_results(*a);
     if (cancel->parsed()) return run_cancel(*a);
-    return run_list(*a);
+    return run_job_list(*a);
   };
 }
 

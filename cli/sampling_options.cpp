@@ -66,7 +66,7 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
 
 namespace {
 
-std::string read_file(const std::string& path) {
+std::string read_constraint_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   if (!in || !(text << in.rdbuf())) throw std::invalid_argument("cannot read " + path);
@@ -81,8 +81,8 @@ messages::ConstraintFields constraint_of(const SamplingOptions& o) {
     c.kind = static_cast<uint8_t>(kind);
     c.text = std::move(text);
   };
-  if (!o.json_schema_file.empty()) set(wire::ConstraintKind::json_schema, read_file(o.json_schema_file));
-  else if (!o.grammar_file.empty()) set(wire::ConstraintKind::grammar, read_file(o.grammar_file));
+  if (!o.json_schema_file.empty()) set(wire::ConstraintKind::json_schema, read_constraint_file(o.json_schema_file));
+  else if (!o.grammar_file.empty()) set(wire::ConstraintKind::grammar, read_constraint_file(o.grammar_file));
   else if (!o.regex.empty()) set(wire::ConstraintKind::regex, o.regex);
   else if (!o.choices.empty()) set(wire::ConstraintKind::choice, ""), c.choices = o.choices;
   else if (o.json_object) set(wire::ConstraintKind::json_object, "");

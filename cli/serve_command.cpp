@@ -43,7 +43,7 @@ struct ServeArgs {
 };
 
 // 30s, 15m, 24h, 7d, or bare seconds; "off" is 0.
-CLI::Validator duration() {
+CLI::Validator duration_validator() {
   const std::map<std::string, int64_t> seconds{{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {"off", 0}};
   return CLI::AsNumberWithUnit(seconds, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION") &
          CLI::Range(int64_t{0}, int64_t{100} * 365 * 86400);
@@ -368,10 +368,10 @@ void add_retention_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--session-ttl", a.session_ttl_s,
                   "Delete a session (turns, KV pages no other session shares) this long after its last turn: "
                   "30s, 15m, 24h, 7d; 0 or off: keep (default)")
-      ->transform(duration(), kUnitsValidator);
+      ->transform(duration_validator(), kUnitsValidator);
   cmd.add_option("--job-ttl", a.job_ttl_s,
                   "Delete a batch job (items, results) this long after it ended; a running job never: 0 or off: keep (default)")
-      ->transform(duration(), kUnitsValidator);
+      ->transform(duration_validator(), kUnitsValidator);
   cmd.add_option("--max-store-bytes", a.service.max_store_bytes,
                   "Cap on the store's size (e.g. 20G): over it, orphan KV pages, then the least recently updated ended "
                   "jobs and idle sessions are deleted and the store compacted; 0: no cap (default), else at least 64M")
@@ -384,10 +384,10 @@ void add_retention_options(CLI::App& cmd, ServeArgs& a) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--response-cache-ttl", a.response_cache_ttl_s,
                   "How long a cached answer is served: 30s, 15m, 24h, 7d (default 1h)")
-      ->transform(duration(), kUnitsValidator);
+      ->transform(duration_validator(), kUnitsValidator);
   cmd.add_option("--sweep-interval", a.sweep_interval_s,
                   "Time between retention sweeps (default: a tenth of the shortest TTL, within 1s..60s)")
-      ->transform(duration(), kUnitsValidator);
+      ->transform(duration_validator(), kUnitsValidator);
 }
 
 // CURVE keys for clients (--auth) and for workers.

@@ -20,7 +20,7 @@ struct SessionArgs {
   bool json = false;
 };
 
-int run_list(const SessionArgs& a) {
+int run_session_list(const SessionArgs& a) {
   auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
   const Reply r = ask(conn, messages::list_sessions_request(id), id, wire::ResponseBody::SessionList,
@@ -96,7 +96,7 @@ Run add_sessions(CLI::App& app) {
   del->add_option("name", a->name, "Session name")->required();
   common(del);
   return [a, list, show] {
-    if (list->parsed()) return run_list(*a);
+    if (list->parsed()) return run_session_list(*a);
     if (show->parsed()) return run_show(*a);
     return run_delete(*a);
   };
