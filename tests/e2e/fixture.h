@@ -121,6 +121,20 @@ inline bool pages_return(messages::ClientConnection& c, std::chrono::millisecond
   return false;
 }
 
+// Polls until the store has confirmed at least `pages` spilled KV pages: a
+// turn's pages spill on the step after it ends, then are written.
+inline bool pages_spilled(const std::string& endpoint, uint64_t pages, std::chrono::milliseconds within = 10s) {
+  messages::ClientConnection c(endpoint);
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  messages::Bytes keep;
+  do {
+    const auto* s = stats(c, keep);
+    if (s && s->pages_spilled() >= pages) return true;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
 inline messages::SamplingFields greedy(int max_tokens) {
   messages::SamplingFields s;
   s.temperature = 0;

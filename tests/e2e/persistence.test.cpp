@@ -380,8 +380,7 @@ TEST_CASE("restore equals recompute: after kill -9, a session's next turn from s
     const auto out = turn(endpoint, "r", long_text, 8);
     REQUIRE(out.done);
     first = {long_text, out.text};
-    // The spill rides on the step after the turn: give it that step.
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(pages_spilled(endpoint, 1));  // the spill rides on the step after the turn
     server.process.stop(SIGKILL);
   }
   Server again("restore", {}, endpoint);
@@ -422,7 +421,7 @@ TEST_CASE("a quantized KV cache's pages are cached, spilled and restored as they
     REQUIRE(two.done);
     CHECK(two.usage.cached_prompt_tokens >= two.usage.prompt_tokens / 2);  // the prefix cache, in the type's pages
     all = {{"user", long_text}, {"assistant", one.text}, {"user", "And then?"}, {"assistant", two.text}};
-    std::this_thread::sleep_for(300ms);  // the spill rides on the step after the turn
+    REQUIRE(pages_spilled(endpoint, 1));  // the spill rides on the step after the turn
     server.process.stop(SIGKILL);
   }
   Server again("rawkv-" + type, {"--kv-type", type}, endpoint);
@@ -452,7 +451,7 @@ TEST_CASE("split topology: a session's pages spill from and restore into the wor
     Server front("kvfront", {"--worker", worker_endpoint});
     endpoint = front.endpoint;
     REQUIRE(turn(endpoint, "w", long_text, 6).done);
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(pages_spilled(endpoint, 1));
     front.process.stop(SIGKILL);  // the front dies; the worker (and its memory) stays
   }
   // A restarted front allocates pages afresh: the worker's old contents are

@@ -52,6 +52,16 @@ def turn(c, session, text):
         return e
 
 
+def until(condition, within=10.0):
+    """Whether `condition` holds within `within` seconds, asked every 50 ms."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def stored(c, session):
     """The user messages of a stored session's turns."""
     return [m[1] for m in c.show_session(session)["messages"]][::2]
@@ -94,8 +104,8 @@ def main():
             stream.read()
             check(stream.finish_reason in ("length", "stop"), "a stream that needs no write is served")
             check(all(stored(c, s) == [t] for s, t in acked.items()), f"all {len(acked)} acknowledged turns are there")
-            time.sleep(1.5)  # the persistence actor reports the store's state each second
-            check(c.stats()["store_degraded"] != "", "Stats says the store is degraded")
+            # The persistence actor reports the store's state each second: wait for it, not a second.
+            check(until(lambda: c.stats()["store_degraded"] != ""), "Stats says the store is degraded")
         status, body = http_get(port, "/readyz")
         check(status == 200 and "store degraded" in body, f"/readyz: {status} {body!r}")
         _, metrics = http_get(port, "/metrics")
@@ -109,13 +119,9 @@ def main():
             e = turn(c, "s0", "refused")
             check(e is not None and e.code == "storage_failed", f"restarted on the full disk: a turn is refused ({e})")
             os.remove(os.path.join(mount, "filler"))
-            ok = False
-            for _ in range(50):  # the store is opened afresh each second: no write needs to ask
-                time.sleep(0.2)
-                if c.stats()["store_degraded"] == "":
-                    ok = True
-                    break
-            check(ok, "the store takes writes again by itself once space returns")
+            # The store is opened afresh each second: no write needs to ask.
+            check(until(lambda: c.stats()["store_degraded"] == ""),
+                  "the store takes writes again by itself once space returns")
             check(turn(c, "s0", "after") is None, "a turn once space returns")
             check(stored(c, "s0") == [acked["s0"], "after"], "that turn is stored")
         _, metrics = http_get(port, "/metrics")
