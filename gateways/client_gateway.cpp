@@ -31,7 +31,7 @@ ClientGateway::ClientGateway(const std::string& endpoint, const messages::Socket
 
 ClientGateway::~ClientGateway() { stop(); }
 
-std::string ClientGateway::endpoint() { return router_.get(zmq::sockopt::last_endpoint); }
+std::string ClientGateway::endpoint() const { return router_.get(zmq::sockopt::last_endpoint); }
 
 void ClientGateway::start(std::shared_ptr<FrameIntake> intake, std::shared_ptr<service::IntakeBacklog> backlog,
                           const messages::ClientLimits& limits) {

@@ -38,7 +38,7 @@ class ClientGateway {
              const messages::ClientLimits& limits);
   void stop();
   // Where it listens ("tcp://127.0.0.1:*" bound to a free port says which); before start().
-  std::string endpoint();
+  std::string endpoint() const;
   // Thread-safe: queues one response frame for `peer`.
   void send(const std::string& peer, const messages::Bytes& payload);
 

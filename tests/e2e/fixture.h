@@ -109,30 +109,30 @@ inline const wire::StatsReply* stats(messages::ClientConnection& c, messages::By
   return nullptr;
 }
 
-// Polls until no request runs and no page is held by a sequence.
-inline bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds within) {
+// Polls the server's stats until `ok` holds (or the time is up).
+template <typename Ok>
+bool stats_until(messages::ClientConnection& c, std::chrono::milliseconds within, Ok ok) {
   const auto deadline = std::chrono::steady_clock::now() + within;
   messages::Bytes keep;
   do {
-    const auto* s = stats(c, keep);
-    if (s && s->running() == 0 && s->waiting() == 0 && s->pages_used() == 0) return true;
+    if (const auto* s = stats(c, keep); s && ok(s)) return true;
     std::this_thread::sleep_for(20ms);
   } while (std::chrono::steady_clock::now() < deadline);
   return false;
+}
+
+// Polls until no request runs and no page is held by a sequence.
+inline bool pages_return(messages::ClientConnection& c, std::chrono::milliseconds within) {
+  return stats_until(c, within, [](const wire::StatsReply* s) {
+    return s->running() == 0 && s->waiting() == 0 && s->pages_used() == 0;
+  });
 }
 
 // Polls until the store has confirmed at least `pages` spilled KV pages: a
 // turn's pages spill on the step after it ends, then are written.
 inline bool pages_spilled(const std::string& endpoint, uint64_t pages, std::chrono::milliseconds within = 10s) {
   messages::ClientConnection c(endpoint);
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  messages::Bytes keep;
-  do {
-    const auto* s = stats(c, keep);
-    if (s && s->pages_spilled() >= pages) return true;
-    std::this_thread::sleep_for(20ms);
-  } while (std::chrono::steady_clock::now() < deadline);
-  return false;
+  return stats_until(c, within, [&](const wire::StatsReply* s) { return s->pages_spilled() >= pages; });
 }
 
 inline messages::SamplingFields greedy(int max_tokens) {

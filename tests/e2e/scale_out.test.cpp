@@ -40,18 +40,6 @@ struct Worker {
   }
 };
 
-// Polls the server's stats until `ok` holds (or the time is up).
-template <typename Ok>
-bool stats_until(messages::ClientConnection& c, std::chrono::seconds within, Ok ok) {
-  const auto until = std::chrono::steady_clock::now() + within;
-  messages::Bytes keep;
-  while (std::chrono::steady_clock::now() < until) {
-    if (const auto* s = stats(c, keep); s && ok(s)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 std::vector<const wire::WorkerStats*> workers_of(const wire::StatsReply* s) {
   std::vector<const wire::WorkerStats*> out;
   if (s && s->workers())

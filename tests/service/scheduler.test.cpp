@@ -19,14 +19,12 @@
 using namespace troupe;
 using namespace troupe::service;
 using test::Frame;
-
 using test::Loop;
 using test::config;
 using test::plan_of;
 using test::request;
 using test::require_no_pages_in_use;
 using test::tokens;
-
 
 TEST_CASE("a request runs to max_tokens: Accepted, one token a step after its prompt, then Done with its usage") {
   Scheduler s(config());
