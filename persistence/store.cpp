@@ -15,6 +15,10 @@
 #include <shared_mutex>
 #include <system_error>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
 namespace troupe::persistence {
 namespace {
 
@@ -28,6 +32,22 @@ int64_t steady_ms() {
 // would let two servers share one store.
 bool held_by_another(const rocksdb::Status& st) {
   return st.IsIOError() && st.ToString().find("lock") != std::string::npos;
+}
+
+// The blocks the files directly in `dir` take on disk, as du counts them:
+// RocksDB's transient files (a compaction's outputs before its inputs go,
+// obsolete tables not yet purged, WAL preallocation) and what the file
+// system preallocates, none of which RocksDB's live-size properties see.
+int64_t allocated_bytes(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int64_t total = 0;
+  struct stat st {};
+  while (const dirent* e = ::readdir(d))
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      total += static_cast<int64_t>(st.st_blocks) * 512;
+  ::closedir(d);
+  return total;
 }
 
 }  // namespace
@@ -45,6 +65,20 @@ struct Store::Impl {
   StoreHealth health;
   int64_t last_recovery_ms = 0;
   uint64_t compaction_slice = 0;  // bytes of the deepest level a compaction takes at once; 0: all
+  // The directory's allocated bytes, read at most every kDiskEveryMs (a
+  // spill asks for the store's size; ~100 stat calls a read).
+  static constexpr int64_t kDiskEveryMs = 20;
+  mutable std::mutex disk_mutex;
+  mutable int64_t disk_bytes = 0, disk_read_ms = -kDiskEveryMs;
+  int64_t on_disk() const {
+    std::lock_guard lock(disk_mutex);
+    const int64_t now = steady_ms();
+    if (now - disk_read_ms >= kDiskEveryMs) {
+      disk_bytes = allocated_bytes(dir);
+      disk_read_ms = now;
+    }
+    return disk_bytes;
+  }
 
   ~Impl() { close(); }
   rocksdb::ColumnFamilyHandle* cf(Family f) const { return families.at(static_cast<size_t>(f)); }
@@ -308,7 +342,7 @@ int64_t Store::approximate_bytes() const {
       uint64_t v = 0;
       if (impl_->db->GetIntProperty(h, *property, &v)) total += v;
     }
-  return static_cast<int64_t>(total);
+  return std::max(static_cast<int64_t>(total), impl_->on_disk());
 }
 
 namespace {

@@ -41,6 +41,12 @@ inline void bound_transients(rocksdb::Options& o, int64_t cap) {
   // stays small, and the data settles in deeper levels, where compactions
   // take one key range at a time.
   o.max_bytes_for_level_base = share(16, 1 * MiB, 256 * MiB);
+  // Level 0 behind a busy disk: RocksDB lets 36 flushed tables pile up there
+  // before it stops writes, and the one compaction that then takes them all
+  // with level 1 holds both copies at once (~30 % of the cap). Writes slow at
+  // 8 and wait at 12 (~10 %): back-pressure on the writer, not a larger disk.
+  o.level0_slowdown_writes_trigger = 8;
+  o.level0_stop_writes_trigger = 12;
 }
 
 // The bytes of the deepest level one step of Store::compact() rewrites at once: 0, all.
