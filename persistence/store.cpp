@@ -65,6 +65,7 @@ struct Store::Impl {
   StoreHealth health;
   int64_t last_recovery_ms = 0;
   uint64_t compaction_slice = 0;  // bytes of the deepest level a compaction takes at once; 0: all
+  int64_t cap = 0;                // --max-store-bytes; 0: none
   // The directory's allocated bytes, read at most every kDiskEveryMs (a
   // spill asks for the store's size; ~100 stat calls a read).
   static constexpr int64_t kDiskEveryMs = 20;
@@ -158,6 +159,7 @@ Store::Store(const std::filesystem::path& dir, rocksdb::Env* env, int64_t max_by
   impl_->dir = dir.string();
   impl_->options = store_options(dir.string(), max_bytes);
   impl_->compaction_slice = compaction_slice_bytes(max_bytes);
+  impl_->cap = max_bytes;
   if (env) impl_->options.env = env;
   impl_->descriptors = family_descriptors(impl_->options);
   const rocksdb::Status st = impl_->open(false);
@@ -342,7 +344,7 @@ int64_t Store::approximate_bytes() const {
       uint64_t v = 0;
       if (impl_->db->GetIntProperty(h, *property, &v)) total += v;
     }
-  return std::max(static_cast<int64_t>(total), impl_->on_disk());
+  return impl_->cap > 0 ? std::max(static_cast<int64_t>(total), impl_->on_disk()) : static_cast<int64_t>(total);
 }
 
 namespace {

@@ -120,10 +120,10 @@ class Store {
   // first), so a long scan can be taken in bounded slices. Damage throws.
   void scan_after(Family f, std::string_view prefix, std::string_view after,
                   const std::function<bool(std::string_view key, std::string_view value)>& each) const;
-  // The store's size: the larger of RocksDB's live data (table files and
-  // memtables, every family) and the blocks its directory takes on disk
-  // (transient files included), so a cap holds at every moment. Deleted
-  // records count until a compaction drops them.
+  // The store's size: RocksDB's live data (table files and memtables, every
+  // family); in a capped store the blocks its directory takes on disk where
+  // they are more (transient files, preallocation), so the cap holds at every
+  // moment. Deleted records count until a compaction drops them.
   int64_t approximate_bytes() const;
   // Rewrites every family so deleted records leave the disk. Blocks for as
   // long as that takes: call it off the thread that serves writes.
