@@ -12,16 +12,16 @@
 namespace troupe::actors {
 namespace {
 
-using Self = ingestion_actor::stateful_pointer<IngestionState>;
+using IngestionSelf = ingestion_actor::stateful_pointer<IngestionState>;
 
-void reject(Self self, const std::string& peer, const messages::Rejection& r) {
+void reject(IngestionSelf self, const std::string& peer, const messages::Rejection& r) {
   if (self->state.links.metrics) self->state.links.metrics->request_done(wire::EnumNameErrorCode(r.code), 0, 0, 0);
   self->state.links.replies->send(peer, r.client_request_id,
                                   messages::error_response(r.client_request_id, r.code, r.message));
 }
 
 // The last checks, then the scheduler. A session turn refused here frees its session.
-void admit(Self self, service::AdmitRequest a) {
+void admit(IngestionSelf self, service::AdmitRequest a) {
   if (auto r = self->state.gate->check(a)) {
     reject(self, a.peer, *r);
     if (!a.session_id.empty()) self->send(self->state.links.persistence, session_release_atom::value, a.session_id);
@@ -56,7 +56,7 @@ void admit(Self self, service::AdmitRequest a) {
 }
 
 // The turn on its session's history (`start`: begun, so the session is busy).
-void continue_turn(Self self, service::SessionTurn turn, persistence::SessionStart start) {
+void continue_turn(IngestionSelf self, service::SessionTurn turn, persistence::SessionStart start) {
   const std::string sid = turn.request.session_id, peer = turn.request.peer;
   auto next = self->state.gate->with_history(std::move(turn), std::move(start));
   if (auto* r = std::get_if<messages::Rejection>(&next)) {
@@ -69,7 +69,7 @@ void continue_turn(Self self, service::SessionTurn turn, persistence::SessionSta
 // A session this store does not hold may be another front end's: the peers
 // are asked, and one that holds it hands it over (stored here, then
 // confirmed to it) before the turn goes on. Held (busy) here meanwhile.
-void take_from_peers(Self self, service::SessionTurn turn, persistence::SessionStart fresh) {
+void take_from_peers(IngestionSelf self, service::SessionTurn turn, persistence::SessionStart fresh) {
   const std::string sid = turn.request.session_id, peer = turn.request.peer;
   const uint64_t id = turn.request.client_id;
   const persistence::Principal who = turn.who;
@@ -101,7 +101,7 @@ void take_from_peers(Self self, service::SessionTurn turn, persistence::SessionS
           [fail](caf::error&) { fail(wire::ErrorCode::internal, "the other front ends could not be asked"); });
 }
 
-void begin_turn(Self self, service::SessionTurn turn) {
+void begin_turn(IngestionSelf self, service::SessionTurn turn) {
   const std::string sid = turn.request.session_id, peer = turn.request.peer;
   const uint64_t id = turn.request.client_id;
   self->request(self->state.links.persistence, caf::infinite, session_begin_atom::value, sid, turn.who)
@@ -119,7 +119,7 @@ void begin_turn(Self self, service::SessionTurn turn) {
           });
 }
 
-void route(Self self, const service::Query& q) {
+void route(IngestionSelf self, const service::Query& q) {
   const IngestionLinks& to = self->state.links;
   switch (q.kind) {
     case service::Query::Kind::ping: return to.replies->send(q.peer, q.client_id, messages::pong_response(q.client_id, q.number));
@@ -142,7 +142,7 @@ void route(Self self, const service::Query& q) {
 
 }  // namespace
 
-ingestion_actor::behavior_type ingestion(Self self, service::GateConfig config, IngestionLinks links) {
+ingestion_actor::behavior_type ingestion(IngestionSelf self, service::GateConfig config, IngestionLinks links) {
   self->state.gate = std::make_unique<service::RequestGate>(std::move(config));
   self->state.links = std::move(links);
   return {

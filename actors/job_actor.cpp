@@ -10,7 +10,7 @@
 namespace troupe::actors {
 namespace {
 
-using Self = job_actor::stateful_pointer<JobActorState>;
+using JobSelf = job_actor::stateful_pointer<JobActorState>;
 
 void publish(EventSocket& events, const std::string& topic, const messages::Bytes& event) {
   try {
@@ -22,7 +22,7 @@ void publish(EventSocket& events, const std::string& topic, const messages::Byte
   }
 }
 
-void deliver(Self self);
+void deliver(JobSelf self);
 
 // How often the event socket's subscriptions are read under CURVE (each is
 // also read before any event goes out): a subscriber's first events wait
@@ -32,7 +32,7 @@ constexpr std::chrono::milliseconds kSubscriptionPoll{50};
 // CURVE's event socket is an XPUB in manual mode: a subscription takes
 // effect only once admitted here, for the subscriber's own jobs (any topic
 // for an admin). Subscriptions from unknown names are ignored.
-void admit_subscriptions(Self self) {
+void admit_subscriptions(JobSelf self) {
   EventSocket* events = self->state.links.events.get();
   if (!events || !events->clients) return;
   zmq::message_t m;
@@ -56,7 +56,7 @@ void admit_subscriptions(Self self) {
   }
 }
 
-void store(Self self, service::JobWork& w) {
+void store(JobSelf self, service::JobWork& w) {
   const persistence_actor& db = self->state.links.persistence;
   for (auto& c : w.creates)
     self->request(db, caf::infinite, job_create_atom::value, c.job)
@@ -93,7 +93,7 @@ void store(Self self, service::JobWork& w) {
 }
 
 // Everything the last calls decided, sent.
-void deliver(Self self) {
+void deliver(JobSelf self) {
   service::JobWork w = self->state.jobs->take();
   const JobLinks& to = self->state.links;
   for (const auto& r : w.replies) to.replies->send(r.peer, r.client_id, r.bytes);
@@ -112,7 +112,7 @@ void deliver(Self self) {
 
 }  // namespace
 
-job_actor::behavior_type job_runner(Self self, service::BatchJobsConfig config, JobLinks links) {
+job_actor::behavior_type job_runner(JobSelf self, service::BatchJobsConfig config, JobLinks links) {
   self->state.jobs = std::make_unique<service::BatchJobs>(std::move(config));
   self->state.links = std::move(links);
   if (self->state.links.events && self->state.links.events->clients) self->send(self, subscriptions_atom::value);

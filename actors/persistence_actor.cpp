@@ -69,7 +69,7 @@ void report_damaged_sessions(persistence::Store& store) {
 
 int64_t steady_ms() { return service::steady_ns() / 1000000; }
 
-using Self = persistence_actor::stateful_pointer<PersistenceState>;
+using PersistenceSelf = persistence_actor::stateful_pointer<PersistenceState>;
 
 void log_sweep(const PersistenceState& st, const persistence::SweepStep& s) {
   const auto& c = s.counts;
@@ -85,7 +85,7 @@ void log_sweep(const PersistenceState& st, const persistence::SweepStep& s) {
 }
 
 // The stored-sessions gauge, after anything that may change the count.
-void count_sessions(Self self) {
+void count_sessions(PersistenceSelf self) {
   PersistenceState& st = self->state;
   if (!st.metrics) return;
   try {
@@ -98,7 +98,7 @@ void count_sessions(Self self) {
 // The store's health, for /metrics, /readyz and Stats; a store that refuses
 // writes (a full disk) is opened afresh each second, so writing resumes once
 // space returns, with or without a write asking.
-void check_store(Self self) {
+void check_store(PersistenceSelf self) {
   PersistenceState& st = self->state;
   persistence::StoreHealth h = st.store->health();
   if (!h.writable && st.store->recover()) {
@@ -115,7 +115,7 @@ void check_store(Self self) {
 
 // One slice of the retention pass. The next goes as a message of its own, so
 // whatever was queued meanwhile (a turn's commit) is served first.
-void sweep(Self self) {
+void sweep(PersistenceSelf self) {
   PersistenceState& st = self->state;
   if (!st.sweeper->running()) st.sweep_started_ns = service::steady_ns(), st.sweep_slices = 0;
   ++st.sweep_slices;
@@ -157,7 +157,7 @@ void sweep(Self self) {
 // A pass starts when one is due, or as soon as the store is over its cap
 // (a write just took it there): with only a cap the interval is 60 s, and
 // waiting for it let a store capped at 64 MiB reach twice that.
-void sweep_if_due(Self self) {
+void sweep_if_due(PersistenceSelf self) {
   PersistenceState& st = self->state;
   if (!st.sweeper || !st.job_watcher || st.sweeper->running() || st.compacting->load()) return;
   const int64_t cap = st.sweeper->policy().max_store_bytes, now = steady_ms();
@@ -171,24 +171,24 @@ void sweep_if_due(Self self) {
 // and the bulk of what a store holds: near its cap they wait until a pass
 // and its compaction have made room, so the records that must be written
 // (turns, results) and RocksDB's transient files fit under the cap.
-bool spills_held_back(Self self) {
+bool spills_held_back(PersistenceSelf self) {
   constexpr double kSpillCeiling = 0.85;  // of the cap
   PersistenceState& st = self->state;
   const int64_t cap = st.sweeper ? st.sweeper->policy().max_store_bytes : 0;
   return cap > 0 && st.store->approximate_bytes() > static_cast<int64_t>(cap * kSpillCeiling);
 }
 
-void send_reply(Self self, const std::string& peer, uint64_t id, const messages::Bytes& b) {
+void send_reply(PersistenceSelf self, const std::string& peer, uint64_t id, const messages::Bytes& b) {
   self->state.replies->send(peer, id, b);
 }
 
 // A session's records changed: retention counts its age from now.
-void note_written(Self self, const std::string& id) {
+void note_written(PersistenceSelf self, const std::string& id) {
   if (self->state.sweeper) self->state.sweeper->session_written(id);
 }
 
 // The store, its books and (when enabled) the response cache and the sweeper.
-void open_books(Self self, std::shared_ptr<persistence::Store> store, std::shared_ptr<Replies> replies,
+void open_books(PersistenceSelf self, std::shared_ptr<persistence::Store> store, std::shared_ptr<Replies> replies,
                 persistence::SessionPolicy policy, const RetentionOptions& retention,
                 std::shared_ptr<service::ServiceMetrics> metrics) {
   PersistenceState& st = self->state;
@@ -211,7 +211,7 @@ void open_books(Self self, std::shared_ptr<persistence::Store> store, std::share
 
 // What the store holds, read through once, its health, and the first of the
 // health checks that repeat every second.
-void start_up(Self self) {
+void start_up(PersistenceSelf self) {
   PersistenceState& st = self->state;
   try {
     report_damaged_sessions(*st.store);
@@ -223,13 +223,13 @@ void start_up(Self self) {
   self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
 }
 
-persistence::SessionStart begin_session(Self self, const std::string& id, const persistence::Principal& who) {
+persistence::SessionStart begin_session(PersistenceSelf self, const std::string& id, const persistence::Principal& who) {
   self->state.sessions->expire_hand_offs(steady_ms());
   return self->state.sessions->begin(id, steady_ms(), who);
 }
 
 // Another front end's hand-off of a session held here: ask, done or abort.
-void hand_off_session(Self self, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
+void hand_off_session(PersistenceSelf self, const std::string& peer, uint64_t id, const messages::TakeSessionFields& t) {
   persistence::SessionTurns& turns = *self->state.sessions;
   turns.expire_hand_offs(steady_ms());
   if (t.step == wire::HandOffStep::abort) {
@@ -249,7 +249,7 @@ void hand_off_session(Self self, const std::string& peer, uint64_t id, const mes
 }
 
 // A session taken over from another front end, then begun here.
-persistence::SessionStart adopt_session(Self self, const std::string& id, const persistence::SessionHandOff& h,
+persistence::SessionStart adopt_session(PersistenceSelf self, const std::string& id, const persistence::SessionHandOff& h,
                                         const persistence::Principal& who) {
   persistence::SessionTurns& turns = *self->state.sessions;
   turns.release(id);  // begun as new, before the peers were asked
@@ -267,7 +267,7 @@ persistence::SessionStart adopt_session(Self self, const std::string& id, const 
   return start;
 }
 
-void commit_turn(Self self, persistence::SessionCommit& c) {
+void commit_turn(PersistenceSelf self, persistence::SessionCommit& c) {
   const std::string peer = c.peer, session = c.session_id;
   const uint64_t id = c.client_id;
   send_reply(self, peer, id, self->state.sessions->commit(std::move(c), steady_ms(), service::unix_ms()));
@@ -276,7 +276,7 @@ void commit_turn(Self self, persistence::SessionCommit& c) {
   sweep_if_due(self);
 }
 
-int32_t spill_pages(Self self, const persistence::KvSpill& spill) {
+int32_t spill_pages(PersistenceSelf self, const persistence::KvSpill& spill) {
   if (spills_held_back(self)) {
     sweep_if_due(self);
     return int32_t{0};  // the pages stay recomputable: a later turn prefills them
@@ -287,7 +287,7 @@ int32_t spill_pages(Self self, const persistence::KvSpill& spill) {
   return stored;
 }
 
-JobRecords load_job(Self self, const std::string& id) {
+JobRecords load_job(PersistenceSelf self, const std::string& id) {
   JobRecords one;
   try {
     if (auto j = self->state.jobs->load(id)) one.jobs.push_back(std::move(*j));
@@ -298,7 +298,7 @@ JobRecords load_job(Self self, const std::string& id) {
 }
 
 // A store that cannot be read or written makes the cache miss, never the request fail.
-persistence::CacheLookup find_response(Self self, const std::string& key) {
+persistence::CacheLookup find_response(PersistenceSelf self, const std::string& key) {
   persistence::CacheLookup r;
   if (!self->state.responses) return r;
   try {
@@ -309,7 +309,7 @@ persistence::CacheLookup find_response(Self self, const std::string& key) {
   return r;
 }
 
-void store_response(Self self, const std::string& key, const persistence::CachedAnswer& a) {
+void store_response(PersistenceSelf self, const std::string& key, const persistence::CachedAnswer& a) {
   if (!self->state.responses) return;
   try {
     self->state.responses->put(key, a, service::unix_ms());
@@ -319,19 +319,19 @@ void store_response(Self self, const std::string& key, const persistence::Cached
 }
 
 // The job actor asks to be told of the jobs retention deletes; sweeps start then.
-void start_sweeps(Self self, job_actor& watcher) {
+void start_sweeps(PersistenceSelf self, job_actor& watcher) {
   if (!self->state.sweeper) return;
   self->state.job_watcher = std::move(watcher);
   sweep(self);
 }
 
-void on_health_tick(Self self) {
+void on_health_tick(PersistenceSelf self) {
   check_store(self);
   sweep_if_due(self);
   self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
 }
 
-persistence_actor::behavior_type persistence_behavior(Self self) {
+persistence_actor::behavior_type persistence_behavior(PersistenceSelf self) {
   return {
       [self](session_begin_atom, const std::string& id, const persistence::Principal& who) {
         return begin_session(self, id, who);

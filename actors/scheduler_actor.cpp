@@ -12,22 +12,22 @@
 namespace troupe::actors {
 namespace {
 
-using Self = scheduler_actor::stateful_pointer<SchedulerActorState>;
+using SchedulerSelf = scheduler_actor::stateful_pointer<SchedulerActorState>;
 
-void pump(Self self);
+void pump(SchedulerSelf self);
 
-void swap_in(Self self, uint64_t seq) {
+void swap_in(SchedulerSelf self, uint64_t seq) {
   self->request(self->state.links.allocator, caf::infinite, swap_fetch_atom::value, seq)
       .then([self](service::SwappedPages& pages) { self->state.scheduler->swap_arrived(std::move(pages)); pump(self); },
             [self, seq](caf::error&) { self->state.scheduler->swap_arrived({seq, {}, {}}); pump(self); });
 }
 
 // The router's coordinates of this scheduler: (tier, worker).
-std::pair<int32_t, int32_t> coordinates(Self self) {
+std::pair<int32_t, int32_t> coordinates(SchedulerSelf self) {
   return {std::max(self->state.tier, 0), std::max(self->state.replica, 0)};
 }
 
-void deliver(Self self, service::Outbound out) {
+void deliver(SchedulerSelf self, service::Outbound out) {
   const SchedulerLinks& to = self->state.links;
   if (to.router && out.worker != 0) {
     const auto [tier, worker] = coordinates(self);
@@ -50,7 +50,7 @@ void deliver(Self self, service::Outbound out) {
   for (uint64_t seq : out.swap_fetches) swap_in(self, seq);
 }
 
-void pump(Self self) {
+void pump(SchedulerSelf self) {
   service::Scheduler& s = *self->state.scheduler;
   const SchedulerLinks& to = self->state.links;
   service::SchedulerPlan plan = s.next_step();
@@ -77,7 +77,7 @@ void pump(Self self) {
 }
 
 // What a drafting round costs, before the first one.
-void ask_draft_cost(Self self) {
+void ask_draft_cost(SchedulerSelf self) {
   self->request(self->state.links.drafter, caf::infinite, propose_atom::value, DraftPlanBytes{messages::draft_plan(0, {}, {})})
       .then([self](DraftResultBytes& result) {
               const auto* r = messages::check_draft_result(result.bytes);
@@ -88,7 +88,7 @@ void ask_draft_cost(Self self) {
 
 // A worker's heartbeat: an empty StepPlan while no plan is out. Its answer
 // tells a lost worker that is back, or a loss while idle.
-void heartbeat(Self self) {
+void heartbeat(SchedulerSelf self) {
   if (!self->state.scheduler->plan_out())
     self->request(self->state.links.verifier, caf::infinite, step_atom::value, StepPlanBytes{self->state.scheduler->probe_plan()})
         .then([self](StepResultBytes& r) { self->state.scheduler->probed(r.bytes); pump(self); },
@@ -101,7 +101,7 @@ void heartbeat(Self self) {
 
 }  // namespace
 
-scheduler_actor::behavior_type scheduler(Self self, service::SchedulerConfig config, SchedulerLinks links) {
+scheduler_actor::behavior_type scheduler(SchedulerSelf self, service::SchedulerConfig config, SchedulerLinks links) {
   self->state.tier = config.tier;
   self->state.replica = config.replica;
   self->state.scheduler = std::make_unique<service::Scheduler>(std::move(config));

@@ -9,11 +9,11 @@
 namespace troupe::actors {
 namespace {
 
-using Self = session_peers_actor::stateful_pointer<SessionPeersState>;
+using PeersSelf = session_peers_actor::stateful_pointer<SessionPeersState>;
 
 // One request to peer `i` and its answer (nullopt: no answer in time; its
 // connection is made again, so a late answer is never read as the next one's).
-messages::ClientConnection* link_to(Self self, size_t i) {
+messages::ClientConnection* link_to(PeersSelf self, size_t i) {
   SessionPeersState& st = self->state;
   auto& link = st.links[i];
   try {
@@ -27,14 +27,14 @@ messages::ClientConnection* link_to(Self self, size_t i) {
 }
 
 // Whether peer `i` answers at all (a ping within `reach`).
-bool reachable(Self self, size_t i) {
+bool reachable(PeersSelf self, size_t i) {
   messages::ClientConnection* link = link_to(self, i);
   if (link && link->ping(self->state.options.reach)) return true;
   self->state.links[i].reset();
   return false;
 }
 
-std::optional<messages::Bytes> ask(Self self, size_t i, const messages::TakeSessionFields& t,
+std::optional<messages::Bytes> ask(PeersSelf self, size_t i, const messages::TakeSessionFields& t,
                                    std::chrono::milliseconds timeout) {
   SessionPeersState& st = self->state;
   auto& link = st.links[i];
@@ -58,7 +58,7 @@ std::optional<messages::Bytes> ask(Self self, size_t i, const messages::TakeSess
   return std::nullopt;
 }
 
-PeerHandOff take(Self self, const std::string& session, const persistence::Principal& who) {
+PeerHandOff take(PeersSelf self, const std::string& session, const persistence::Principal& who) {
   SessionPeersState& st = self->state;
   const messages::TakeSessionFields t{session, wire::HandOffStep::ask, who.name, who.admin, st.options.self};
   PeerHandOff out;

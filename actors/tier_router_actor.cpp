@@ -10,21 +10,21 @@
 namespace troupe::actors {
 namespace {
 
-using Self = tier_router_actor::stateful_pointer<TierRouterState>;
+using RouterSelf = tier_router_actor::stateful_pointer<TierRouterState>;
 using Place = service::TierRouter::Place;
 
-void unknown(Self self, const std::string& peer, uint64_t id, uint64_t target) {
+void unknown(RouterSelf self, const std::string& peer, uint64_t id, uint64_t target) {
   self->state.replies->send(peer, id,
                             messages::error_response(id, wire::ErrorCode::unknown_request,
                                                      "no running request " + std::to_string(target) + " on this connection"));
 }
 
-const scheduler_actor& at(Self self, Place p) {
+const scheduler_actor& at(RouterSelf self, Place p) {
   return self->state.tiers[static_cast<size_t>(p.tier)][static_cast<size_t>(p.worker)];
 }
 
 // Every scheduler's live requests, asked one after another, summed.
-void drain_from(Self self, size_t at, bool stop, int32_t sum, caf::typed_response_promise<int32_t> promise) {
+void drain_from(RouterSelf self, size_t at, bool stop, int32_t sum, caf::typed_response_promise<int32_t> promise) {
   std::vector<scheduler_actor> all;
   for (const auto& tier : self->state.tiers) all.insert(all.end(), tier.begin(), tier.end());
   if (at == all.size()) {
@@ -38,7 +38,7 @@ void drain_from(Self self, size_t at, bool stop, int32_t sum, caf::typed_respons
 
 // No worker of its tier is up: a scheduler of that tier ends the request
 // with the reason (and frees its session, as it would for any refusal).
-void unavailable(Self self, service::AdmitRequest& a, int32_t tier) {
+void unavailable(RouterSelf self, service::AdmitRequest& a, int32_t tier) {
   a.unplaced = true;
   const auto t = static_cast<size_t>(std::clamp<int32_t>(tier, 0, static_cast<int32_t>(self->state.tiers.size()) - 1));
   self->send(self->state.tiers[t].front(), admit_atom::value, std::move(a));
@@ -46,7 +46,7 @@ void unavailable(Self self, service::AdmitRequest& a, int32_t tier) {
 
 }  // namespace
 
-tier_router_actor::behavior_type tier_router(Self self, std::shared_ptr<const service::TierTable> table,
+tier_router_actor::behavior_type tier_router(RouterSelf self, std::shared_ptr<const service::TierTable> table,
                                              std::shared_ptr<Replies> replies,
                                              std::vector<std::pair<int32_t, service::PlacementConfig>> workers) {
   self->state.router = std::make_unique<service::TierRouter>(std::move(table));

@@ -24,7 +24,7 @@ void check_roles(ChatFormat format, std::span<const ChatMessage> messages) {
 }
 
 // Jinja's |trim: strips whitespace at both ends.
-std::string_view trim(std::string_view s) {
+std::string_view jinja_trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
@@ -64,7 +64,7 @@ std::string render_llama3(std::span<const ChatMessage> messages, bool add_genera
   };
   for (const ChatMessage& m : messages) {
     header(m.role);
-    out.append(trim(m.content)).append("<|eot_id|>");
+    out.append(jinja_trim(m.content)).append("<|eot_id|>");
   }
   if (add_generation_prompt) header("assistant");
   return out;
@@ -85,7 +85,7 @@ std::string render_gemma(std::span<const ChatMessage> messages, bool add_generat
     }
     out.append("<start_of_turn>").append(m.role == "assistant" ? "model" : m.role).append("\n");
     if (i == 0) out.append(prefix);
-    out.append(trim(m.content)).append("<end_of_turn>\n");
+    out.append(jinja_trim(m.content)).append("<end_of_turn>\n");
   }
   if (add_generation_prompt) out.append("<start_of_turn>model\n");
   return out;
@@ -96,7 +96,7 @@ std::string render_gemma(std::span<const ChatMessage> messages, bool add_generat
 // folds into the first turn.
 std::string_view rendered_content(ChatFormat format, std::span<const ChatMessage> messages, size_t i) {
   const bool folded_system = format == ChatFormat::gemma && i == 0 && messages[0].role == "system";
-  if (format == ChatFormat::llama3 || (format == ChatFormat::gemma && !folded_system)) return trim(messages[i].content);
+  if (format == ChatFormat::llama3 || (format == ChatFormat::gemma && !folded_system)) return jinja_trim(messages[i].content);
   return messages[i].content;
 }
 

@@ -18,7 +18,7 @@
 namespace troupe {
 namespace {
 
-void grow(std::vector<float>& v, size_t n) {
+void grow_buffer(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
@@ -33,9 +33,9 @@ std::vector<uint64_t> Model::expert_totals() const {
 void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(rows_.size()), e = c.n_embd, k = c.n_expert_used;
-  grow(moe_logits_, static_cast<size_t>(n * c.n_expert));
-  grow(moe_weights_, static_cast<size_t>(n * k));
-  grow(moe_out_, static_cast<size_t>(n * k * e));
+  grow_buffer(moe_logits_, static_cast<size_t>(n * c.n_expert));
+  grow_buffer(moe_weights_, static_cast<size_t>(n * k));
+  grow_buffer(moe_out_, static_cast<size_t>(n * k * e));
   if (moe_experts_.size() < static_cast<size_t>(n * k)) moe_experts_.resize(static_cast<size_t>(n * k));
   cpu::matmul(l.router, xn_.data(), static_cast<int>(n), moe_logits_.data(), pool_, scratch_);
   route_tokens(moe_logits_.data(), n, MoeRouting::of(c), moe_experts_.data(), moe_weights_.data());
@@ -57,8 +57,8 @@ void Model::moe_ffn(const LayerWeights& l, int64_t layer) {
 void Model::decode_experts(const LayerWeights& l, int64_t layer) {
   const auto& c = config_;
   const int64_t e = c.n_embd, k = c.n_expert_used, ff = c.n_ff_expert;
-  grow(moe_gate_, static_cast<size_t>(k * ff));
-  grow(moe_up_, static_cast<size_t>(k * ff));
+  grow_buffer(moe_gate_, static_cast<size_t>(k * ff));
+  grow_buffer(moe_up_, static_cast<size_t>(k * ff));
   moe_jobs_.clear();
   for (int64_t slot = 0; slot < k; ++slot) {
     const auto x = static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)]);
@@ -78,7 +78,7 @@ void Model::decode_experts(const LayerWeights& l, int64_t layer) {
     moe_jobs_.push_back({l.exp_down[static_cast<size_t>(moe_experts_[static_cast<size_t>(slot)])],
                          &moe_gate_[static_cast<size_t>(slot * ff)], 1, &moe_out_[static_cast<size_t>(slot * e)]});
   if (shared) {
-    grow(moe_shared_, static_cast<size_t>(e));
+    grow_buffer(moe_shared_, static_cast<size_t>(e));
     cpu::silu_mul(gate_.data(), up_.data(), c.n_ff_shared);
     moe_jobs_.push_back({l.sh_down, gate_.data(), 1, moe_shared_.data()});
   }
@@ -104,10 +104,10 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
   }
   moe_groups_.back() = static_cast<int32_t>(moe_rows_.size());
   const auto total = static_cast<int64_t>(moe_rows_.size());
-  grow(moe_in_, static_cast<size_t>(total * e));
-  grow(moe_gate_, static_cast<size_t>(total * ff));
-  grow(moe_up_, static_cast<size_t>(total * ff));
-  grow(moe_down_, static_cast<size_t>(total * e));
+  grow_buffer(moe_in_, static_cast<size_t>(total * e));
+  grow_buffer(moe_gate_, static_cast<size_t>(total * ff));
+  grow_buffer(moe_up_, static_cast<size_t>(total * ff));
+  grow_buffer(moe_down_, static_cast<size_t>(total * e));
   for (int64_t r = 0; r < total; ++r)
     std::memcpy(&moe_in_[static_cast<size_t>(r * e)], &xn_[static_cast<size_t>(moe_rows_[static_cast<size_t>(r)] / k * e)],
                 sizeof(float) * static_cast<size_t>(e));
@@ -138,7 +138,7 @@ void Model::batch_experts(const LayerWeights& l, int64_t layer) {
                          &moe_down_[static_cast<size_t>(first * e)]});
   });
   if (shared) {
-    grow(moe_shared_, static_cast<size_t>(n * e));
+    grow_buffer(moe_shared_, static_cast<size_t>(n * e));
     moe_jobs_.push_back({l.sh_down, gate_.data(), static_cast<int>(n), moe_shared_.data()});
   }
   cpu::matmul_jobs(moe_jobs_, pool_, scratch_);

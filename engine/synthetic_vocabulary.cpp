@@ -1,4 +1,5 @@
 #include "engine/synthetic_vocabulary.h"
+#include "engine/unicode.h"
 
 #include <map>
 #include <set>
@@ -30,15 +31,6 @@ constexpr std::string_view kCorpus =
     "Summarize these ten papers: attention is all you need; the transformer uses attention and feed forward "
     "layers; the model reads the prompt and then writes the answer. Hello, world! How are you today? "
     "I am fine, thank you. What is the capital of France? The capital of France is Paris.";
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Words as GPT-2 splits them roughly: a leading space stays with the word.
 std::vector<std::vector<std::string>> split_words(std::string_view text) {

@@ -18,6 +18,9 @@ namespace troupe::messages {
 // built-in type and ZeroMQ frames take it as is.
 using Bytes = std::string;
 
+// A string field of a buffer as std::string ("" where it is absent).
+inline std::string text_of(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
 // Sampling fields as they travel (defaults equal the schema's).
 // Sampling.constraint as plain data (wire::ConstraintKind values).
 struct ConstraintFields {

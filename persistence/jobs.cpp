@@ -5,7 +5,7 @@
 namespace troupe::persistence {
 namespace {
 
-std::string header_key(std::string_view id) { return std::string(1, 'h').append(id); }
+std::string job_header_key(std::string_view id) { return std::string(1, 'h').append(id); }
 std::string item_prefix(char kind, std::string_view id) { return std::string(1, kind).append(id).append(1, '\0'); }
 
 std::string encode_header(const JobRecord& j) {
@@ -65,7 +65,7 @@ std::string JobRecord::prompt(int32_t index) const {
 
 void JobBook::create(const JobRecord& job) {
   Batch b;
-  b.put(Family::jobs, header_key(job.id), encode_header(job));
+  b.put(Family::jobs, job_header_key(job.id), encode_header(job));
   for (size_t i = 0; i < job.items.size(); ++i)
     b.put(Family::jobs, item_prefix('i', job.id) + be32(static_cast<uint32_t>(i)), job.items[i]);
   for (size_t i = 0; i < job.requests.size(); ++i)
@@ -76,18 +76,18 @@ void JobBook::create(const JobRecord& job) {
 void JobBook::record_result(const JobRecord& job, const messages::JobItemFields& result) {
   Batch b;
   b.put(Family::jobs, item_prefix('r', job.id) + be32(static_cast<uint32_t>(result.index)), encode_result(result));
-  b.put(Family::jobs, header_key(job.id), encode_header(job));
+  b.put(Family::jobs, job_header_key(job.id), encode_header(job));
   store_.write(b, true);
 }
 
 void JobBook::write_header(const JobRecord& job) {
   Batch b;
-  b.put(Family::jobs, header_key(job.id), encode_header(job));
+  b.put(Family::jobs, job_header_key(job.id), encode_header(job));
   store_.write(b, true);
 }
 
 std::optional<JobRecord> JobBook::load(std::string_view id) const {
-  const auto bytes = store_.get(Family::jobs, header_key(id));
+  const auto bytes = store_.get(Family::jobs, job_header_key(id));
   if (!bytes) return std::nullopt;
   flatbuffers::Verifier v(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
   if (!v.VerifyBuffer<store::JobHeader>(nullptr)) throw StoreError("job '" + std::string(id) + "': its header is corrupt");
@@ -154,7 +154,7 @@ JobStamp decode_stamp(std::string_view id, std::string_view seen) {
 
 std::vector<JobStamp> JobBook::stamps(std::string_view after, size_t max) const {
   std::vector<JobStamp> out;
-  store_.scan_after(Family::jobs, "h", after.empty() ? "" : header_key(after), [&](std::string_view k, std::string_view v) {
+  store_.scan_after(Family::jobs, "h", after.empty() ? "" : job_header_key(after), [&](std::string_view k, std::string_view v) {
     try {
       out.push_back(decode_stamp(k.substr(1), v));
     } catch (const StoreError&) {
@@ -166,14 +166,14 @@ std::vector<JobStamp> JobBook::stamps(std::string_view after, size_t max) const 
 }
 
 std::optional<JobStamp> JobBook::stamp(std::string_view id) const {
-  const auto bytes = store_.get(Family::jobs, header_key(id));
+  const auto bytes = store_.get(Family::jobs, job_header_key(id));
   if (!bytes) return std::nullopt;
   return decode_stamp(id, *bytes);
 }
 
 int64_t JobBook::erase(std::string_view id, Batch& b) const {
   int64_t bytes = 0;
-  const std::string key = header_key(id);
+  const std::string key = job_header_key(id);
   if (const auto header = store_.get(Family::jobs, key)) bytes += static_cast<int64_t>(key.size() + header->size());
   b.erase(Family::jobs, key);
   for (const char kind : {'i', 'q', 'r'})

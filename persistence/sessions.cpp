@@ -7,7 +7,7 @@
 namespace troupe::persistence {
 namespace {
 
-std::string header_key(std::string_view id) { return std::string(1, 'h').append(id); }
+std::string session_header_key(std::string_view id) { return std::string(1, 'h').append(id); }
 std::string turns_prefix(std::string_view id) { return std::string(1, 't').append(id).append(1, '\0'); }
 std::string moved_key(std::string_view id) { return std::string(1, 'm').append(id); }
 
@@ -112,7 +112,7 @@ std::string encode_session_turn(const SessionTurnRecord& t) {
 }
 
 std::optional<SessionRecord> SessionBook::load(std::string_view id) const {
-  const auto header = store_.get(Family::sessions, header_key(id));
+  const auto header = store_.get(Family::sessions, session_header_key(id));
   if (!header) return std::nullopt;
   SessionRecord s = decode_header(*header);
   const auto turns = static_cast<size_t>(s.header_turns);
@@ -149,7 +149,7 @@ std::vector<messages::SessionSummaryFields> SessionBook::list(std::string* damag
 }
 
 void SessionBook::write_header(const SessionRecord& s, Batch& b) {
-  b.put(Family::sessions, header_key(s.id), encode_session_header(s));
+  b.put(Family::sessions, session_header_key(s.id), encode_session_header(s));
 }
 
 void SessionBook::append_last_turn(const SessionRecord& s) {
@@ -157,14 +157,14 @@ void SessionBook::append_last_turn(const SessionRecord& s) {
   Batch b;
   b.put(Family::sessions, turns_prefix(s.id) + be32(static_cast<uint32_t>(s.turns.size() - 1)),
         encode_session_turn(s.turns.back()));
-  b.put(Family::sessions, header_key(s.id), encode_session_header(s));
+  b.put(Family::sessions, session_header_key(s.id), encode_session_header(s));
   store_.write(b, true);
 }
 
 bool SessionBook::remove(std::string_view id) {
-  if (!store_.get(Family::sessions, header_key(id))) return false;
+  if (!store_.get(Family::sessions, session_header_key(id))) return false;
   Batch b;
-  b.erase(Family::sessions, header_key(id));
+  b.erase(Family::sessions, session_header_key(id));
   store_.scan(Family::sessions, turns_prefix(id), [&](std::string_view key, std::string_view) {
     b.erase(Family::sessions, std::string(key));
     return true;
@@ -174,7 +174,7 @@ bool SessionBook::remove(std::string_view id) {
 }
 
 std::optional<SessionRecord> SessionBook::header(std::string_view id) const {
-  const auto bytes = store_.get(Family::sessions, header_key(id));
+  const auto bytes = store_.get(Family::sessions, session_header_key(id));
   if (!bytes) return std::nullopt;
   try {
     return decode_header(*bytes);
@@ -185,7 +185,7 @@ std::optional<SessionRecord> SessionBook::header(std::string_view id) const {
 
 std::vector<SessionRecord> SessionBook::headers(std::string_view after, size_t max) const {
   std::vector<SessionRecord> out;
-  store_.scan_after(Family::sessions, "h", after.empty() ? "" : header_key(after), [&](std::string_view, std::string_view v) {
+  store_.scan_after(Family::sessions, "h", after.empty() ? "" : session_header_key(after), [&](std::string_view, std::string_view v) {
     try {
       out.push_back(decode_header(std::string(v)));
     } catch (const StoreError&) {
@@ -207,7 +207,7 @@ int64_t SessionBook::count() const {
 
 int64_t SessionBook::erase(std::string_view id, Batch& b) const {
   int64_t bytes = 0;
-  const std::string key = header_key(id);
+  const std::string key = session_header_key(id);
   if (const auto header = store_.get(Family::sessions, key)) bytes += static_cast<int64_t>(key.size() + header->size());
   b.erase(Family::sessions, key);
   store_.scan(Family::sessions, turns_prefix(id), [&](std::string_view k, std::string_view v) {
@@ -219,7 +219,7 @@ int64_t SessionBook::erase(std::string_view id, Batch& b) const {
 }
 
 std::optional<StoredSession> SessionBook::stored(std::string_view id) const {
-  const auto header = store_.get(Family::sessions, header_key(id));
+  const auto header = store_.get(Family::sessions, session_header_key(id));
   if (!header) return std::nullopt;
   StoredSession out{*header, {}};
   const auto turns = static_cast<size_t>(decode_header(*header).header_turns);
@@ -248,7 +248,7 @@ SessionRecord SessionBook::adopt(std::string_view id, const StoredSession& s, Ba
   if (static_cast<size_t>(r.header_turns) != s.turns.size())
     throw StoreError("session '" + std::string(id) + "' handed over with " + std::to_string(s.turns.size()) +
                      " turns; its header counts " + std::to_string(r.header_turns));
-  b.put(Family::sessions, header_key(id), s.header);
+  b.put(Family::sessions, session_header_key(id), s.header);
   for (size_t i = 0; i < s.turns.size(); ++i)
     b.put(Family::sessions, turns_prefix(id) + be32(static_cast<uint32_t>(i)), s.turns[i]);
   b.erase(Family::sessions, moved_key(id));

@@ -10,7 +10,7 @@
 namespace troupe::service {
 namespace {
 
-Priority priority_of(wire::Priority p) {
+Priority job_priority(wire::Priority p) {
   switch (p) {
     case wire::Priority::interactive: return Priority::interactive;
     case wire::Priority::chat: return Priority::chat;
@@ -160,7 +160,7 @@ void BatchJobs::pump() {
     a.peer = job_peer(job_id);
     a.client_id = next_id_++;
     a.tenant = job.owner;  // its owner's fair share ("": the job's own)
-    a.priority = priority_of(job.priority);
+    a.priority = job_priority(job.priority);
     a.accepted_ns = cfg_.clock();
     if (job.requests.empty()) {
       // The constraint's GBNF is derived, not stored: a job resumed after a

@@ -13,10 +13,6 @@ namespace {
 // grammar writes them in that order).
 using json = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) {
-  return ApiError{400, message, param, "invalid_field"};
-}
-
 }  // namespace
 
 std::string string_field(const json& object, const char* key, const std::string& fallback) {
@@ -43,11 +39,11 @@ template <typename T>
 std::optional<ApiError> number(const json& body, const char* key, T& into, double lo, double hi) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return bad(key, std::string(key) + " must be a number");
+  if (!it->is_number()) return bad_field(key, std::string(key) + " must be a number");
   const double v = it->get<double>();
-  if (!(v >= lo && v <= hi)) return bad(key, std::string(key) + " is outside [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  if (!(v >= lo && v <= hi)) return bad_field(key, std::string(key) + " is outside [" + json(lo).dump() + ", " + json(hi).dump() + "]");
   if constexpr (std::is_integral_v<T>) {
-    if (v != static_cast<double>(static_cast<int64_t>(v))) return bad(key, std::string(key) + " must be a whole number");
+    if (v != static_cast<double>(static_cast<int64_t>(v))) return bad_field(key, std::string(key) + " must be a whole number");
     into = static_cast<T>(it->get<int64_t>());
   } else {
     into = static_cast<T>(v);
@@ -95,7 +91,7 @@ Problem read_model(const json& body, const std::vector<std::string>& models, Com
   call.model = models.empty() ? "" : models.front();
   auto m = body.find("model");
   if (m == body.end() || m->is_null()) return std::nullopt;
-  if (!m->is_string()) return bad("model", "model must be a string");
+  if (!m->is_string()) return bad_field("model", "model must be a string");
   const std::string name = m->get<std::string>();
   if (std::find(models.begin(), models.end(), name) == models.end())
     return ApiError{404, "the model '" + name + "' does not exist; this server serves " + call.model, "model",
@@ -128,28 +124,28 @@ Problem read_stop(const json& body, messages::SamplingFields& s) {
   if (st == body.end() || st->is_null()) return std::nullopt;
   const char* why = "stop must be a string or an array of up to 4 strings";
   if (st->is_string()) s.stop.push_back(st->get<std::string>());
-  else if (!st->is_array() || st->size() > 4) return bad("stop", why);
+  else if (!st->is_array() || st->size() > 4) return bad_field("stop", why);
   else
     for (const auto& x : *st) {
-      if (!x.is_string()) return bad("stop", why);
+      if (!x.is_string()) return bad_field("stop", why);
       s.stop.push_back(x.get<std::string>());
     }
   for (const auto& x : s.stop)
-    if (x.empty()) return bad("stop", "a stop string is empty");
+    if (x.empty()) return bad_field("stop", "a stop string is empty");
   return std::nullopt;
 }
 
 Problem read_logit_bias(const json& body, messages::SamplingFields& s) {
   auto lb = body.find("logit_bias");
   if (lb == body.end() || lb->is_null()) return std::nullopt;
-  if (!lb->is_object()) return bad("logit_bias", "logit_bias must map token ids to biases");
+  if (!lb->is_object()) return bad_field("logit_bias", "logit_bias must map token ids to biases");
   for (const auto& [key, v] : lb->items()) {
     char* end = nullptr;
     const long token = std::strtol(key.c_str(), &end, 10);
     if (key.empty() || *end != '\0' || token < 0 || token > INT32_MAX || !v.is_number())
-      return bad("logit_bias", "logit_bias keys are token ids and values numbers, not '" + key + "'");
+      return bad_field("logit_bias", "logit_bias keys are token ids and values numbers, not '" + key + "'");
     const double b = v.get<double>();
-    if (!(b >= -100 && b <= 100)) return bad("logit_bias", "a bias is outside [-100, 100]");
+    if (!(b >= -100 && b <= 100)) return bad_field("logit_bias", "a bias is outside [-100, 100]");
     s.logit_bias.emplace_back(static_cast<int32_t>(token), static_cast<float>(b));
   }
   return std::nullopt;
@@ -162,14 +158,14 @@ Problem read_logprobs(const json& body, bool chat, CompletionCall& call) {
       if (auto err = number(body, "logprobs", call.top_logprobs, 0, 20)) return err;
       call.logprobs = true;
     } else if (!lp->is_boolean()) {
-      return bad("logprobs", "logprobs must be a boolean");
+      return bad_field("logprobs", "logprobs must be a boolean");
     } else {
       call.logprobs = lp->get<bool>();
     }
   }
   if (!chat) return std::nullopt;
   if (auto err = number(body, "top_logprobs", call.top_logprobs, 0, 20)) return err;
-  if (call.top_logprobs > 0 && !call.logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
+  if (call.top_logprobs > 0 && !call.logprobs) return bad_field("top_logprobs", "top_logprobs needs logprobs: true");
   return std::nullopt;
 }
 
@@ -177,7 +173,7 @@ Problem read_logprobs(const json& body, bool chat, CompletionCall& call) {
 Problem flag(const json& body, const char* key, const char* why, bool& into) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return bad(key, why);
+  if (!it->is_boolean()) return bad_field(key, why);
   into = it->get<bool>();
   return std::nullopt;
 }
@@ -190,7 +186,7 @@ Problem read_speculation(const json& body, wire::Speculation& spec) {
   else if (v == "ngram") spec = wire::Speculation::ngram;
   else if (v == "draft") spec = wire::Speculation::draft;
   else if (v == "auto") spec = wire::Speculation::auto_;
-  else return bad("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
+  else return bad_field("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
   return std::nullopt;
 }
 
@@ -208,7 +204,7 @@ Problem read_common(const json& body, bool chat, const std::vector<std::string>&
   if (auto err = read_numbers(body, max_tokens, f.sampling, call)) return err;
   if (auto err = read_stop(body, f.sampling)) return err;
   if (auto err = read_logit_bias(body, f.sampling)) return err;
-  if (auto e = read_constraint(body, f.sampling.constraint)) return bad(e->param, e->message);
+  if (auto e = read_constraint(body, f.sampling.constraint)) return bad_field(e->param, e->message);
   if (auto err = read_logprobs(body, chat, call)) return err;
   if (auto err = flag(body, "stream", "stream must be a boolean", call.stream)) return err;
   if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
@@ -216,7 +212,7 @@ Problem read_common(const json& body, bool chat, const std::vector<std::string>&
   if (auto err = read_speculation(body, f.speculation)) return err;
   if (auto err = flag(body, "troupe_response_cache", "troupe_response_cache must be true or false", f.cache)) return err;
   if (auto se = body.find("session"); se != body.end() && !se->is_null()) {
-    if (!se->is_string()) return bad("session", "session must be a string");
+    if (!se->is_string()) return bad_field("session", "session must be a string");
     f.session = se->get<std::string>();
   }
   return std::nullopt;
@@ -224,14 +220,14 @@ Problem read_common(const json& body, bool chat, const std::vector<std::string>&
 
 Problem chat_call(const json& body, CommonFields f, CompletionCall& call) {
   auto m = body.find("messages");
-  if (m == body.end() || !m->is_array() || m->empty()) return bad("messages", "messages must be a non-empty array");
+  if (m == body.end() || !m->is_array() || m->empty()) return bad_field("messages", "messages must be a non-empty array");
   messages::ChatTurnFields turn;
   turn.session_id = f.session;
   for (size_t i = 0; i < m->size(); ++i) {
     turn.messages.emplace_back();
-    if (auto err = read_openai_message((*m)[i], i, turn.messages.back())) return bad(err->param, err->message);
+    if (auto err = read_openai_message((*m)[i], i, turn.messages.back())) return bad_field(err->param, err->message);
   }
-  if (auto err = read_openai_tools(body, turn.tools)) return bad(err->param, err->message);
+  if (auto err = read_openai_tools(body, turn.tools)) return bad_field(err->param, err->message);
   call.tools = !turn.tools.tools.empty() && turn.tools.choice != wire::ToolChoice::none;
   turn.sampling = std::move(f.sampling);
   turn.speculation = f.speculation;
@@ -245,12 +241,12 @@ Problem chat_call(const json& body, CommonFields f, CompletionCall& call) {
 }
 
 Problem completion_call(const json& body, const CommonFields& f, CompletionCall& call) {
-  if (!f.session.empty()) return bad("session", "sessions are for chat completions");
+  if (!f.session.empty()) return bad_field("session", "sessions are for chat completions");
   auto p = body.find("prompt");
   std::string prompt;
   if (p != body.end() && p->is_string()) prompt = p->get<std::string>();
   else if (p != body.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) prompt = (*p)[0].get<std::string>();
-  else return bad("prompt", "prompt must be a string (one prompt per request)");
+  else return bad_field("prompt", "prompt must be a string (one prompt per request)");
   bool ignore_eos = false;  // troupe's extension (benchmarks: fixed lengths)
   if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) ignore_eos = ie->get<bool>();
   call.request = messages::generate_request(1, prompt, f.sampling, wire::Priority::interactive, false, call.logprobs,

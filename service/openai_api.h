@@ -30,6 +30,11 @@ struct ApiError {
   std::string json() const;
 };
 
+// A 400 naming the request's field at fault (invalid_field).
+inline ApiError bad_field(const std::string& param, const std::string& message) {
+  return ApiError{400, message, param, "invalid_field"};
+}
+
 struct CompletionCall {
   bool chat = false;
   bool stream = false;

@@ -12,10 +12,6 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kBatchPrefix = "batch_";
 constexpr std::string_view kOutputPrefix = "file-out-", kErrorPrefix = "file-err-";
 
-ApiError bad(const std::string& param, const std::string& message) {
-  return ApiError{400, message, param, "invalid_field"};
-}
-
 // A header's parameter (`boundary=...`, `name="..."`), unquoted.
 std::string parameter(std::string_view header, std::string_view key) {
   for (size_t at = 0; (at = header.find(key, at)) != std::string_view::npos; at += key.size()) {
@@ -48,20 +44,20 @@ std::variant<std::map<std::string, FormField>, ApiError> read_multipart(std::str
   if (!content_type.starts_with("multipart/form-data"))
     return ApiError{415, "a file is uploaded as multipart/form-data", "", "invalid_field"};
   const std::string boundary = parameter(content_type, "boundary");
-  if (boundary.empty() || boundary.size() > 200) return bad("", "the multipart body has no boundary");
+  if (boundary.empty() || boundary.size() > 200) return bad_field("", "the multipart body has no boundary");
   const std::string delimiter = "--" + boundary;
   std::map<std::string, FormField> fields;
   size_t at = body.find(delimiter);
-  if (at == std::string_view::npos) return bad("", "the multipart body has no part");
+  if (at == std::string_view::npos) return bad_field("", "the multipart body has no part");
   for (;;) {
     at += delimiter.size();
     if (body.substr(at, 2) == "--") return fields;  // the closing delimiter
-    if (body.substr(at, 2) != "\r\n") return bad("", "a multipart delimiter is not followed by a line end");
+    if (body.substr(at, 2) != "\r\n") return bad_field("", "a multipart delimiter is not followed by a line end");
     const size_t head_end = body.find("\r\n\r\n", at + 2);
-    if (head_end == std::string_view::npos) return bad("", "a multipart part has no end to its headers");
+    if (head_end == std::string_view::npos) return bad_field("", "a multipart part has no end to its headers");
     const std::string_view head = body.substr(at + 2, head_end - at - 2);
     const size_t next = body.find("\r\n" + delimiter, head_end + 4);
-    if (next == std::string_view::npos) return bad("", "a multipart part is not closed");
+    if (next == std::string_view::npos) return bad_field("", "a multipart part is not closed");
     std::string name, filename;
     for (size_t line = 0; line < head.size();) {
       const size_t end = std::min(head.find("\r\n", line), head.size());
@@ -72,7 +68,7 @@ std::variant<std::map<std::string, FormField>, ApiError> read_multipart(std::str
       }
       line = end + 2;
     }
-    if (name.empty()) return bad("", "a multipart part has no name");
+    if (name.empty()) return bad_field("", "a multipart part has no name");
     fields[name] = {filename, std::string(body.substr(head_end + 4, next - head_end - 4))};
     at = next + 2;
   }
@@ -124,7 +120,7 @@ std::variant<BatchLines, ApiError> read_batch_lines(std::string_view jsonl, cons
     ++number;
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank lines are no requests
     const std::string where = "line " + std::to_string(number);
-    auto fail = [&](const std::string& why) { return bad("input_file_id", "the input file's " + where + ": " + why); };
+    auto fail = [&](const std::string& why) { return bad_field("input_file_id", "the input file's " + where + ": " + why); };
     if (out.requests.size() >= max_lines)
       return fail("a batch holds at most " + std::to_string(max_lines) + " requests");
     const json line = json::parse(text, nullptr, false);
@@ -148,7 +144,7 @@ std::variant<BatchLines, ApiError> read_batch_lines(std::string_view jsonl, cons
     out.custom_ids.push_back(id->get<std::string>());
     out.requests.push_back(std::get<CompletionCall>(std::move(parsed)).request);
   }
-  if (out.requests.empty()) return bad("input_file_id", "the input file holds no request");
+  if (out.requests.empty()) return bad_field("input_file_id", "the input file holds no request");
   return out;
 }
 
@@ -157,14 +153,14 @@ std::variant<std::string, ApiError> batch_annotation(const std::string& text, st
   if (body.is_discarded() || !body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
   const auto file = body.find("input_file_id");
   if (file == body.end() || !file->is_string() || file->get<std::string>().empty())
-    return bad("input_file_id", "input_file_id must name an uploaded file");
+    return bad_field("input_file_id", "input_file_id must name an uploaded file");
   input_file_id = file->get<std::string>();
   const std::string endpoint = string_field(body, "endpoint");
   if (endpoint != "/v1/chat/completions" && endpoint != "/v1/completions")
-    return bad("endpoint", "endpoint must be /v1/chat/completions or /v1/completions");
-  if (string_field(body, "completion_window") != "24h") return bad("completion_window", "completion_window must be 24h");
+    return bad_field("endpoint", "endpoint must be /v1/chat/completions or /v1/completions");
+  if (string_field(body, "completion_window") != "24h") return bad_field("completion_window", "completion_window must be 24h");
   json metadata = body.contains("metadata") && !body["metadata"].is_null() ? body["metadata"] : json::object();
-  if (!metadata.is_object() || metadata.size() > 16) return bad("metadata", "metadata must be an object of at most 16 keys");
+  if (!metadata.is_object() || metadata.size() > 16) return bad_field("metadata", "metadata must be an object of at most 16 keys");
   return json{{"input_file_id", input_file_id}, {"endpoint", endpoint}, {"completion_window", "24h"},
               {"metadata", metadata}}
       .dump(-1, ' ', false, json::error_handler_t::replace);

@@ -9,23 +9,23 @@ namespace {
 
 using json = nlohmann::ordered_json;  // a schema's properties in the client's order
 
-ConstraintError bad(const std::string& param, const std::string& message) { return {param, message}; }
+ConstraintError bad_constraint(const std::string& param, const std::string& message) { return {param, message}; }
 
 std::optional<ConstraintError> schema_text(const json& schema, const std::string& param, std::string& text) {
   if (schema.is_string()) {  // a schema sent as a JSON string is read as one
     const json parsed = json::parse(schema.get<std::string>(), nullptr, false);
-    if (parsed.is_discarded()) return bad(param, param + " is a string that is not JSON");
+    if (parsed.is_discarded()) return bad_constraint(param, param + " is a string that is not JSON");
     text = parsed.dump();
     return std::nullopt;
   }
-  if (!schema.is_object() && !schema.is_boolean()) return bad(param, param + " must be a JSON Schema (an object)");
+  if (!schema.is_object() && !schema.is_boolean()) return bad_constraint(param, param + " must be a JSON Schema (an object)");
   text = schema.dump();
   return std::nullopt;
 }
 
 std::optional<ConstraintError> response_format(const json& rf, messages::ConstraintFields& c) {
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-    return bad("response_format", "response_format must be an object with a type (text, json_object or json_schema)");
+    return bad_constraint("response_format", "response_format must be an object with a type (text, json_object or json_schema)");
   const std::string type = rf["type"].get<std::string>();
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
@@ -33,15 +33,15 @@ std::optional<ConstraintError> response_format(const json& rf, messages::Constra
     return std::nullopt;
   }
   if (type != "json_schema")
-    return bad("response_format.type", "response_format.type '" + type + "' is not text, json_object or json_schema");
+    return bad_constraint("response_format.type", "response_format.type '" + type + "' is not text, json_object or json_schema");
   const auto js = rf.find("json_schema");
-  if (js == rf.end() || !js->is_object()) return bad("response_format.json_schema", "json_schema must be an object with a schema");
+  if (js == rf.end() || !js->is_object()) return bad_constraint("response_format.json_schema", "json_schema must be an object with a schema");
   if (auto n = js->find("name"); n != js->end() && !n->is_string())
-    return bad("response_format.json_schema.name", "name must be a string");
+    return bad_constraint("response_format.json_schema.name", "name must be a string");
   // strict or not, the schema is enforced exactly or refused: a keyword the
   // engine cannot enforce is an error, never a silent best effort.
   if (auto st = js->find("strict"); st != js->end() && !st->is_null() && !st->is_boolean())
-    return bad("response_format.json_schema.strict", "strict must be true or false");
+    return bad_constraint("response_format.json_schema.strict", "strict must be true or false");
   const auto schema = js->find("schema");
   if (schema == js->end() || schema->is_null()) {
     c.kind = static_cast<uint8_t>(wire::ConstraintKind::json_schema);
@@ -58,7 +58,7 @@ std::optional<ConstraintError> read_constraint(const json& body, messages::Const
   c = {};
   std::string asked;
   auto once = [&](const char* field) -> std::optional<ConstraintError> {
-    if (!asked.empty()) return bad(field, std::string(field) + " and " + asked + " both constrain the output; send one");
+    if (!asked.empty()) return bad_constraint(field, std::string(field) + " and " + asked + " both constrain the output; send one");
     asked = field;
     return std::nullopt;
   };
@@ -80,22 +80,22 @@ std::optional<ConstraintError> read_constraint(const json& body, messages::Const
   for (const char* field : {"grammar", "guided_grammar"}) {
     if (const json* g = present(field)) {
       if (auto e = once(field)) return e;
-      if (!g->is_string()) return bad(field, std::string(field) + " must be a GBNF grammar (a string)");
+      if (!g->is_string()) return bad_constraint(field, std::string(field) + " must be a GBNF grammar (a string)");
       c.kind = static_cast<uint8_t>(wire::ConstraintKind::grammar);
       c.text = g->get<std::string>();
     }
   }
   if (const json* r = present("guided_regex")) {
     if (auto e = once("guided_regex")) return e;
-    if (!r->is_string()) return bad("guided_regex", "guided_regex must be a string");
+    if (!r->is_string()) return bad_constraint("guided_regex", "guided_regex must be a string");
     c.kind = static_cast<uint8_t>(wire::ConstraintKind::regex);
     c.text = r->get<std::string>();
   }
   if (const json* ch = present("guided_choice")) {
     if (auto e = once("guided_choice")) return e;
-    if (!ch->is_array() || ch->empty()) return bad("guided_choice", "guided_choice must be a non-empty array of strings");
+    if (!ch->is_array() || ch->empty()) return bad_constraint("guided_choice", "guided_choice must be a non-empty array of strings");
     for (const auto& x : *ch) {
-      if (!x.is_string()) return bad("guided_choice", "guided_choice must be a non-empty array of strings");
+      if (!x.is_string()) return bad_constraint("guided_choice", "guided_choice must be a non-empty array of strings");
       c.choices.push_back(x.get<std::string>());
     }
     c.kind = static_cast<uint8_t>(wire::ConstraintKind::choice);

@@ -12,28 +12,22 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) {
-  return ApiError{400, message, param, "invalid_field"};
-}
-
-std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
 // An item's text: a string, or its parts' texts (input_text, output_text).
 std::optional<ApiError> item_text(const json& content, const std::string& where, std::string& out) {
   if (content.is_string()) return out = content.get<std::string>(), std::nullopt;
   if (content.is_null()) return std::nullopt;
-  if (!content.is_array()) return bad(where, "content must be a string or an array of parts");
+  if (!content.is_array()) return bad_field(where, "content must be a string or an array of parts");
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
     const std::string at = where + "[" + std::to_string(k) + "]";
     const std::string type = string_field(part, "type");
     if (type == "input_text" || type == "output_text" || type == "text") {
-      if (!part.contains("text") || !part["text"].is_string()) return bad(at + ".text", "a text part needs its text");
+      if (!part.contains("text") || !part["text"].is_string()) return bad_field(at + ".text", "a text part needs its text");
       out += part["text"].get<std::string>();
     } else if (type == "refusal") {
       out += string_field(part, "refusal");
     } else {
-      return bad(at + ".type", "troupe's models read text: a part of type '" + type + "' is not supported");
+      return bad_field(at + ".type", "troupe's models read text: a part of type '" + type + "' is not supported");
     }
   }
   return std::nullopt;
@@ -42,7 +36,7 @@ std::optional<ApiError> item_text(const json& content, const std::string& where,
 std::optional<ApiError> required_string(const json& item, const char* key, const std::string& where, std::string& out) {
   auto it = item.find(key);
   if (it == item.end() || !it->is_string() || it->get<std::string>().empty())
-    return bad(where + "." + key, std::string(key) + " must be a non-empty string");
+    return bad_field(where + "." + key, std::string(key) + " must be a non-empty string");
   out = it->get<std::string>();
   return std::nullopt;
 }
@@ -52,17 +46,17 @@ std::optional<ApiError> required_string(const json& item, const char* key, const
 // text and calls), a call's output as a tool message.
 std::optional<ApiError> read_input(const json& input, json& messages) {
   if (input.is_string()) return messages.push_back({{"role", "user"}, {"content", input}}), std::nullopt;
-  if (!input.is_array() || input.empty()) return bad("input", "input must be a string or a non-empty array of items");
+  if (!input.is_array() || input.empty()) return bad_field("input", "input must be a string or a non-empty array of items");
   for (size_t i = 0; i < input.size(); ++i) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
-    if (!item.is_object()) return bad(where, "an input item must be an object");
+    if (!item.is_object()) return bad_field(where, "an input item must be an object");
     const std::string type = string_field(item, "type", item.contains("role") ? "message" : "");
     if (type == "message") {
       std::string role = string_field(item, "role");
       if (role == "developer") role = "system";
       if (role != "user" && role != "assistant" && role != "system")
-        return bad(where + ".role", "role must be user, assistant, system or developer");
+        return bad_field(where + ".role", "role must be user, assistant, system or developer");
       std::string text;
       if (auto e = item_text(item.contains("content") ? item["content"] : json(), where + ".content", text)) return e;
       messages.push_back({{"role", role}, {"content", text}});
@@ -81,9 +75,9 @@ std::optional<ApiError> read_input(const json& input, json& messages) {
       if (auto e = item_text(item.contains("output") ? item["output"] : json(), where + ".output", output)) return e;
       messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", output}});
     } else if (type == "item_reference") {
-      return bad(where + ".type", "item_reference is not supported: continue a chain with previous_response_id");
+      return bad_field(where + ".type", "item_reference is not supported: continue a chain with previous_response_id");
     } else {
-      return bad(where + ".type", "an input item of type '" + type + "' is not supported");
+      return bad_field(where + ".type", "an input item of type '" + type + "' is not supported");
     }
   }
   return std::nullopt;
@@ -92,17 +86,17 @@ std::optional<ApiError> read_input(const json& input, json& messages) {
 // Function tools, from the Responses layout ({type, name, parameters}) to chat's.
 std::optional<ApiError> read_tools(const json& body, json& chat) {
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return bad("tools", "tools must be an array");
+    if (!t->is_array()) return bad_field("tools", "tools must be an array");
     json tools = json::array();
     for (size_t i = 0; i < t->size(); ++i) {
       const json& tool = (*t)[i];
       const std::string where = "tools[" + std::to_string(i) + "]";
-      if (!tool.is_object()) return bad(where, "a tool must be an object");
+      if (!tool.is_object()) return bad_field(where, "a tool must be an object");
       const std::string type = string_field(tool, "type");
       if (type != "function")
-        return bad(where + ".type", "troupe runs function tools; '" + type + "' is not one (hosted tools are OpenAI's)");
+        return bad_field(where + ".type", "troupe runs function tools; '" + type + "' is not one (hosted tools are OpenAI's)");
       if (!tool.contains("name") || !tool["name"].is_string())
-        return bad(where + ".name", "a function tool needs its name");
+        return bad_field(where + ".name", "a function tool needs its name");
       json function = json::object();
       for (const char* key : {"name", "description", "parameters", "strict"})
         if (tool.contains(key)) function[key] = tool[key];
@@ -116,7 +110,7 @@ std::optional<ApiError> read_tools(const json& body, json& chat) {
     else if (c->is_string())
       chat["tool_choice"] = *c;
     else
-      return bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+      return bad_field("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
   }
   return std::nullopt;
 }
@@ -125,13 +119,13 @@ std::optional<ApiError> read_tools(const json& body, json& chat) {
 std::optional<ApiError> read_format(const json& body, json& chat) {
   auto t = body.find("text");
   if (t == body.end() || t->is_null()) return std::nullopt;
-  if (!t->is_object()) return bad("text", "text must be an object");
+  if (!t->is_object()) return bad_field("text", "text must be an object");
   auto f = t->find("format");
   if (f == t->end() || f->is_null()) return std::nullopt;
   const std::string type = string_field(*f, "type");
   if (type == "text") return std::nullopt;
   if (type == "json_object") return chat["response_format"] = {{"type", "json_object"}}, std::nullopt;
-  if (type != "json_schema") return bad("text.format.type", "text.format.type must be text, json_object or json_schema");
+  if (type != "json_schema") return bad_field("text.format.type", "text.format.type must be text, json_object or json_schema");
   json schema = json::object();
   for (const char* key : {"name", "description", "schema", "strict"})
     if (f->contains(key)) schema[key] = (*f)[key];
@@ -244,7 +238,7 @@ std::vector<std::pair<ChatMessage, int32_t>> chain_messages(const wire::Session&
   uint32_t at = 0;
   for (uint32_t t = 0; t < per->size(); ++t)
     for (int32_t k = 0; k < per->Get(t) && at < m->size(); ++k, ++at)
-      out.push_back({ChatMessage{str(m->Get(at)->role()), str(m->Get(at)->content())}, static_cast<int32_t>(t)});
+      out.push_back({ChatMessage{messages::text_of(m->Get(at)->role()), messages::text_of(m->Get(at)->content())}, static_cast<int32_t>(t)});
   return out;
 }
 
@@ -283,10 +277,10 @@ namespace {
 // What troupe does not do is refused, never ignored.
 std::optional<ApiError> refuse_unsupported(const json& body) {
   if (auto b = body.find("background"); b != body.end() && b->is_boolean() && b->get<bool>())
-    return bad("background", "background responses are not supported; troupe's batch jobs run work in the background");
+    return bad_field("background", "background responses are not supported; troupe's batch jobs run work in the background");
   for (const char* key : {"conversation", "prompt"})
     if (auto it = body.find(key); it != body.end() && !it->is_null())
-      return bad(key, std::string(key) + " is not supported: continue a chain with previous_response_id");
+      return bad_field(key, std::string(key) + " is not supported: continue a chain with previous_response_id");
   return std::nullopt;
 }
 
@@ -299,7 +293,7 @@ std::optional<ApiError> read_sampling(const json& body, json& chat) {
   if (auto it = body.find("max_output_tokens"); it != body.end()) chat["max_tokens"] = *it;
   // Logprobs: asked by `include`, their number by top_logprobs.
   if (auto inc = body.find("include"); inc != body.end() && !inc->is_null()) {
-    if (!inc->is_array()) return bad("include", "include must be an array");
+    if (!inc->is_array()) return bad_field("include", "include must be an array");
     for (const json& x : *inc)
       if (x == "message.output_text.logprobs") chat["logprobs"] = true;
   }
@@ -313,16 +307,16 @@ std::optional<ApiError> read_sampling(const json& body, json& chat) {
 // The chain's own fields: store, previous_response_id, metadata.
 std::optional<ApiError> read_chain(const json& body, ResponsesCall& call) {
   if (auto s = body.find("store"); s != body.end() && !s->is_null()) {
-    if (!s->is_boolean()) return bad("store", "store must be a boolean");
+    if (!s->is_boolean()) return bad_field("store", "store must be a boolean");
     call.store = s->get<bool>();
   }
   if (auto p = body.find("previous_response_id"); p != body.end() && !p->is_null()) {
     if (!p->is_string() || p->get<std::string>().empty())
-      return bad("previous_response_id", "previous_response_id must be a response's id");
+      return bad_field("previous_response_id", "previous_response_id must be a response's id");
     call.previous = p->get<std::string>();
   }
   if (auto m = body.find("metadata"); m != body.end() && !m->is_null() && (!m->is_object() || m->size() > 16))
-    return bad("metadata", "metadata must be an object of at most 16 keys");
+    return bad_field("metadata", "metadata must be an object of at most 16 keys");
   return std::nullopt;
 }
 
@@ -330,10 +324,10 @@ std::optional<ApiError> read_chain(const json& body, ResponsesCall& call) {
 std::optional<ApiError> read_messages(const json& body, json& chat) {
   json messages = json::array();
   if (auto in = body.find("instructions"); in != body.end() && !in->is_null()) {
-    if (!in->is_string()) return bad("instructions", "instructions must be a string");
+    if (!in->is_string()) return bad_field("instructions", "instructions must be a string");
     messages.push_back({{"role", "system"}, {"content", *in}});
   }
-  if (!body.contains("input")) return bad("input", "input is required");
+  if (!body.contains("input")) return bad_field("input", "input is required");
   if (auto e = read_input(body["input"], messages)) return e;
   chat["messages"] = std::move(messages);
   return std::nullopt;
@@ -407,7 +401,7 @@ std::optional<std::string> stored_response(const wire::Session& chain, const Res
     o.finish = r == wire::FinishReason::length || r == wire::FinishReason::context_full ? "length" : "stop";
     created = u->time_ms() / 1000;
   }
-  const json settings = {{"model", chain.summary() ? str(chain.summary()->model()) : ""},
+  const json settings = {{"model", chain.summary() ? messages::text_of(chain.summary()->model()) : ""},
                          {"previous_response_id", id.turn > 0 ? json(ResponseId{id.chain, id.turn - 1}.str()) : json()},
                          {"store", true}};
   return finished(id.str(), created, settings, o).dump();

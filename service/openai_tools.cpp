@@ -15,16 +15,16 @@ using json = nlohmann::ordered_json;
 // the one format troupe knows (engine/chat_tools.h).
 constexpr ChatFormat kToolFormat = ChatFormat::chatml;
 
-ToolsError bad(const std::string& param, const std::string& message) { return {param, message}; }
+ToolsError bad_tools(const std::string& param, const std::string& message) { return {param, message}; }
 
 std::optional<ToolsError> content_of(const json& c, size_t index, std::string& out) {
   out.clear();
   if (c.is_null()) return std::nullopt;
   if (c.is_string()) return out = c.get<std::string>(), std::nullopt;
-  if (!c.is_array()) return bad("messages", "message " + std::to_string(index) + ": content must be a string or text parts");
+  if (!c.is_array()) return bad_tools("messages", "message " + std::to_string(index) + ": content must be a string or text parts");
   for (const auto& part : c) {
     if (!part.is_object() || string_field(part, "type") != "text" || !part.contains("text") || !part["text"].is_string())
-      return bad("messages", "message " + std::to_string(index) + ": only text content parts are supported");
+      return bad_tools("messages", "message " + std::to_string(index) + ": only text content parts are supported");
     out += part["text"].get<std::string>();
   }
   return std::nullopt;
@@ -35,14 +35,14 @@ std::optional<ToolsError> content_of(const json& c, size_t index, std::string& o
 std::optional<ToolsError> read_openai_tools(const json& body, messages::ChatToolsFields& into) {
   into = {};
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return bad("tools", "tools must be an array of tool objects");
+    if (!t->is_array()) return bad_tools("tools", "tools must be an array of tool objects");
     for (const auto& tool : *t) {
-      if (!tool.is_object()) return bad("tools", "each tool must be an object");
+      if (!tool.is_object()) return bad_tools("tools", "each tool must be an object");
       into.tools.push_back(tool.dump());
     }
   }
   if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
-    if (!p->is_boolean()) return bad("parallel_tool_calls", "parallel_tool_calls must be a boolean");
+    if (!p->is_boolean()) return bad_tools("parallel_tool_calls", "parallel_tool_calls must be a boolean");
     into.parallel = p->get<bool>();
   }
   auto c = body.find("tool_choice");
@@ -52,16 +52,16 @@ std::optional<ToolsError> read_openai_tools(const json& body, messages::ChatTool
     if (v == "auto") into.choice = wire::ToolChoice::auto_;
     else if (v == "none") into.choice = wire::ToolChoice::none;
     else if (v == "required") into.choice = wire::ToolChoice::required;
-    else return bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", ...}");
+    else return bad_tools("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", ...}");
   } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
              (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
     into.choice = wire::ToolChoice::named;
     into.name = (*c)["function"]["name"].get<std::string>();
   } else {
-    return bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return bad_tools("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
   }
   if (into.tools.empty() && into.choice != wire::ToolChoice::auto_ && into.choice != wire::ToolChoice::none)
-    return bad("tool_choice", "tool_choice " + std::string(into.choice == wire::ToolChoice::named ? "naming a function" : "required") +
+    return bad_tools("tool_choice", "tool_choice " + std::string(into.choice == wire::ToolChoice::named ? "naming a function" : "required") +
                                   " needs tools");
   return std::nullopt;
 }
@@ -71,11 +71,11 @@ namespace {
 // An assistant message's tool_calls, as OpenAI writes them.
 std::optional<ToolsError> read_message_calls(const json& calls, const std::string& at,
                                              std::vector<messages::ToolCallFields>& into) {
-  if (!calls.is_array()) return bad("messages", at + ": tool_calls must be an array");
+  if (!calls.is_array()) return bad_tools("messages", at + ": tool_calls must be an array");
   for (const auto& c : calls) {
     const auto fn = c.is_object() ? c.find("function") : c.end();
     if (!c.is_object() || fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-      return bad("messages", at + ": each tool call needs function.name");
+      return bad_tools("messages", at + ": each tool call needs function.name");
     messages::ToolCallFields call;
     call.id = c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
     call.name = (*fn)["name"].get<std::string>();
@@ -90,20 +90,20 @@ std::optional<ToolsError> read_message_calls(const json& calls, const std::strin
 }  // namespace
 
 std::optional<ToolsError> read_openai_message(const json& m, size_t index, messages::ChatMessageFields& into) {
-  if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) return bad("messages", "each message needs a role");
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) return bad_tools("messages", "each message needs a role");
   into = {};
   into.role = m["role"].get<std::string>();
   if (into.role == "developer") into.role = "system";
   if (auto err = content_of(m.contains("content") ? m["content"] : json(), index, into.content)) return err;
   const std::string at = "message " + std::to_string(index);
   if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
-    if (into.role != "assistant") return bad("messages", at + ": only an assistant message has tool_calls");
+    if (into.role != "assistant") return bad_tools("messages", at + ": only an assistant message has tool_calls");
     if (auto err = read_message_calls(*calls, at, into.tool_calls)) return err;
   }
   if (into.role == "tool") {
     const auto id = m.find("tool_call_id");
     if (id == m.end() || !id->is_string() || id->get<std::string>().empty())
-      return bad("messages", at + ": a tool message needs the tool_call_id of the call it answers");
+      return bad_tools("messages", at + ": a tool message needs the tool_call_id of the call it answers");
     into.tool_call_id = id->get<std::string>();
   }
   return std::nullopt;

@@ -8,7 +8,7 @@
 namespace troupe::service {
 namespace {
 
-using nlohmann::json;
+using sorted_json = nlohmann::json;  // keys in sorted order, as clients have always seen them
 
 const char* state_name(wire::TurnState s) {
   switch (s) {
@@ -18,27 +18,25 @@ const char* state_name(wire::TurnState s) {
   }
 }
 
-std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-json session(const wire::SessionSummary* s) {
-  if (!s) return json::object();
-  return {{"id", str(s->session_id())}, {"object", "troupe.session"}, {"turns", s->turns()}, {"tokens", s->tokens()},
-          {"created", s->created_ms() / 1000}, {"updated", s->updated_ms() / 1000}, {"model", str(s->model())},
-          {"owner", str(s->owner())}};
+sorted_json session(const wire::SessionSummary* s) {
+  if (!s) return sorted_json::object();
+  return {{"id", messages::text_of(s->session_id())}, {"object", "troupe.session"}, {"turns", s->turns()}, {"tokens", s->tokens()},
+          {"created", s->created_ms() / 1000}, {"updated", s->updated_ms() / 1000}, {"model", messages::text_of(s->model())},
+          {"owner", messages::text_of(s->owner())}};
 }
 
-json job(const wire::JobSummary* j) {
-  if (!j) return json::object();
+sorted_json job(const wire::JobSummary* j) {
+  if (!j) return sorted_json::object();
   const char* state = j->state() == wire::JobState::finished ? "finished" : j->state() == wire::JobState::cancelled ? "cancelled" : "running";
-  return {{"id", str(j->job_id())}, {"object", "troupe.job"}, {"state", state}, {"items", j->items()},
+  return {{"id", messages::text_of(j->job_id())}, {"object", "troupe.job"}, {"state", state}, {"items", j->items()},
           {"finished_items", j->finished_items()}, {"completion_tokens", j->completion_tokens()},
-          {"created", j->created_ms() / 1000}, {"updated", j->updated_ms() / 1000}, {"owner", str(j->owner())}};
+          {"created", j->created_ms() / 1000}, {"updated", j->updated_ms() / 1000}, {"owner", messages::text_of(j->owner())}};
 }
 
 }  // namespace
 
 std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& text, int32_t max_tokens) {
-  json body = json::parse(text, nullptr, false);
+  sorted_json body = sorted_json::parse(text, nullptr, false);
   if (body.is_discarded() || !body.is_object()) return ApiError{400, "the body must be a JSON object", "", "malformed"};
   auto items = body.find("items");
   if (items == body.end() || !items->is_array() || items->empty())
@@ -54,7 +52,7 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
     item_template = t->get<std::string>();
   }
   // The sampling fields read as a completion's: the same names, ranges and defaults.
-  json as_completion = body;
+  sorted_json as_completion = body;
   as_completion.erase("items");
   as_completion.erase("template");
   as_completion.erase("model");
@@ -69,7 +67,7 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
 }
 
 std::string stats_json(const messages::StatsFields& s) {
-  json tiers = json::array(), workers = json::array();
+  sorted_json tiers = sorted_json::array(), workers = sorted_json::array();
   for (const auto& t : s.tiers)
     tiers.push_back({{"tier", t.name}, {"requests", t.requests}, {"escalated_in", t.escalated_in},
                      {"escalations", t.escalations}, {"tokens", t.tokens}, {"forward_tokens", t.forward_tokens},
@@ -81,7 +79,7 @@ std::string stats_json(const messages::StatsFields& s) {
                        {"forward_tokens", w.forward_tokens}, {"steps", w.steps}, {"running", w.running},
                        {"waiting", w.waiting}, {"pages_used", w.pages_used}, {"pages_total", w.pages_total},
                        {"step_ms", w.step_ms}});
-  return json{{"model", s.model},
+  return sorted_json{{"model", s.model},
               {"running", s.running},
               {"waiting", s.waiting},
               {"pages_total", s.pages_total},
@@ -99,7 +97,7 @@ std::string stats_json(const messages::StatsFields& s) {
               {"store_degraded", s.store_degraded},
               {"tiers", tiers},
               {"workers", workers}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+      .dump(-1, ' ', false, sorted_json::error_handler_t::replace);
 }
 
 HttpAnswer troupe_answer(const std::string& frame) {
@@ -108,15 +106,15 @@ HttpAnswer troupe_answer(const std::string& frame) {
   if (!r) return {500, ApiError{500, "an unreadable answer", "", "internal"}.json()};
   switch (r->body_type()) {
     case wire::ResponseBody::SessionList: {
-      json data = json::array();
+      sorted_json data = sorted_json::array();
       if (const auto* list = r->body_as_SessionList()->sessions())
         for (const auto* s : *list) data.push_back(session(s));
-      return {200, json{{"object", "list"}, {"data", data}}.dump()};
+      return {200, sorted_json{{"object", "list"}, {"data", data}}.dump()};
     }
     case wire::ResponseBody::Session: {
       const auto* s = r->body_as_Session();
-      json out = session(s->summary());
-      json msgs = json::array();
+      sorted_json out = session(s->summary());
+      sorted_json msgs = sorted_json::array();
       // Messages by turn: turn_messages says how many each turn holds.
       std::vector<int> turn_of;
       if (const auto* per = s->turn_messages())
@@ -129,38 +127,38 @@ HttpAnswer troupe_answer(const std::string& frame) {
           const char* state = states && turn >= 0 && static_cast<uint32_t>(turn) < states->size()
                                   ? state_name(static_cast<wire::TurnState>(states->Get(static_cast<uint32_t>(turn))))
                                   : "window";
-          msgs.push_back({{"role", str(m->Get(i)->role())}, {"content", str(m->Get(i)->content())}, {"turn", turn},
+          msgs.push_back({{"role", messages::text_of(m->Get(i)->role())}, {"content", messages::text_of(m->Get(i)->content())}, {"turn", turn},
                           {"state", state}});
         }
       out["messages"] = msgs;
-      out["context_summary"] = str(s->context_summary());
+      out["context_summary"] = messages::text_of(s->context_summary());
       return {200, out.dump()};
     }
     case wire::ResponseBody::Ack:
-      return {200, json{{"deleted", true}, {"message", str(r->body_as_Ack()->message())}}.dump()};
+      return {200, sorted_json{{"deleted", true}, {"message", messages::text_of(r->body_as_Ack()->message())}}.dump()};
     case wire::ResponseBody::JobAccepted: return {200, job(r->body_as_JobAccepted()->job()).dump()};
     case wire::ResponseBody::JobReply: {
       const auto* j = r->body_as_JobReply();
-      json out = job(j->job());
+      sorted_json out = job(j->job());
       if (const auto* results = j->results()) {
-        json list = json::array();
+        sorted_json list = sorted_json::array();
         for (const auto* x : *results)
-          list.push_back({{"index", x->index()}, {"text", str(x->text())}, {"finish_reason", finish_name(x->finish_reason())},
+          list.push_back({{"index", x->index()}, {"text", messages::text_of(x->text())}, {"finish_reason", finish_name(x->finish_reason())},
                           {"prompt_tokens", x->prompt_tokens()}, {"completion_tokens", x->completion_tokens()},
-                          {"error", str(x->error())}});
+                          {"error", messages::text_of(x->error())}});
         out["results"] = list;
       }
       return {200, out.dump()};
     }
     case wire::ResponseBody::JobList: {
-      json data = json::array();
+      sorted_json data = sorted_json::array();
       if (const auto* list = r->body_as_JobList()->jobs())
         for (const auto* j : *list) data.push_back(job(j));
-      return {200, json{{"object", "list"}, {"data", data}}.dump()};
+      return {200, sorted_json{{"object", "list"}, {"data", data}}.dump()};
     }
     case wire::ResponseBody::Error: {
       const auto* e = r->body_as_Error();
-      const ApiError a = api_error(e->code(), str(e->message()));
+      const ApiError a = api_error(e->code(), messages::text_of(e->message()));
       return {a.status, a.json()};
     }
     default: return {500, ApiError{500, "an unexpected answer", "", "internal"}.json()};

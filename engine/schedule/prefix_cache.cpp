@@ -6,7 +6,7 @@
 namespace troupe {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
+uint64_t mix_hash(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   h ^= h >> 31;
   h *= 0xBF58476D1CE4E5B9ull;
@@ -24,8 +24,8 @@ PrefixCache::~PrefixCache() {
 }
 
 uint64_t PrefixCache::chain_key(uint64_t prev, std::span<const int32_t> page_tokens) {
-  uint64_t h = mix(prev, 0x7472'6f75'7065ull);  // "troupe"
-  for (int32_t t : page_tokens) h = mix(h, static_cast<uint32_t>(t));
+  uint64_t h = mix_hash(prev, 0x7472'6f75'7065ull);  // "troupe"
+  for (int32_t t : page_tokens) h = mix_hash(h, static_cast<uint32_t>(t));
   return h;
 }
 
