@@ -11,6 +11,7 @@
 #include "engine/speculation/acceptance.h"
 #include "engine/speculation/model_drafter.h"
 #include "engine/speculation/ngram_drafter.h"
+#include "engine/speculation/suffix_tree.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
 
@@ -45,6 +46,7 @@ class Generation {
         controller_(options.speculation, options.max_draft, options.drafter != nullptr) {
     result_.prompt_tokens = static_cast<int32_t>(prompt.size());
     if (options.grammar) matcher_.emplace(options.grammar);
+    if (suffix_on()) own_.add(prompt);
   }
 
   void prefill(std::span<const int32_t> prompt) {
@@ -84,6 +86,10 @@ class Generation {
   }
 
  private:
+  bool suffix_on() const {
+    return options_.speculation == SpeculationMode::suffix || options_.speculation == SpeculationMode::automatic;
+  }
+
   // Local slots behind the window of the next query (at `next`) go back.
   void drop_local(int32_t next) {
     if (backend_.pages().local_capacity() > 0)
@@ -113,6 +119,7 @@ class Generation {
       return false;
     }
     history_.push_back(token);
+    if (suffix_on()) own_.append(token);
     result_.tokens.push_back(token);
     if (callbacks_.on_token) callbacks_.on_token(token);
     emit(stops_.push(decoder_.push(token)));
@@ -128,10 +135,17 @@ class Generation {
     const int32_t room = std::min(options_.max_draft, options_.max_tokens - static_cast<int32_t>(result_.tokens.size()) - 1);
 
     drafts_ = options_.speculation != SpeculationMode::off && room > 0 ? ngram_.propose(history_, room) : std::vector<int32_t>();
+    SuffixDraft suffix;
+    if (suffix_on() && room > 0) {
+      const SuffixTree* trees[] = {&own_, options_.history};
+      const size_t tail = std::min(history_.size(), static_cast<size_t>(own_.depth()));
+      suffix = best_suffix_draft(trees, std::span(history_).last(tail), room, &own_);
+    }
     const int64_t behind = options_.drafter ? static_cast<int64_t>(history_.size()) - options_.drafter->computed(0) : 0;
-    const auto choice = controller_.choose(static_cast<int32_t>(drafts_.size()), 1, cost_,
-                                           options_.drafter ? options_.drafter->round_ms() : 0.0, 0, catch_up_.ms(behind));
+    const auto choice = controller_.choose({static_cast<int32_t>(drafts_.size()), static_cast<int32_t>(suffix.tokens.size())}, 1,
+                                           cost_, options_.drafter ? options_.drafter->round_ms() : 0.0, 0, catch_up_.ms(behind));
     draft_dists_.clear();
+    if (choice.source == DraftSource::suffix) drafts_ = std::move(suffix.tokens);
     if (choice.source == DraftSource::model) {
       const ModelDrafter::Request req{0, history_, choice.k, options_.sampling};
       auto proposal = std::move(options_.drafter->propose(std::span(&req, 1)).front());
@@ -231,6 +245,7 @@ class Generation {
   StopStrings stops_;
   Logits logits_;
   NgramDrafter ngram_;
+  SuffixTree own_;  // the request's prompt and output (modes suffix and auto)
   SpeculationController controller_;
   StepCostModel cost_;
   DraftCatchUpCost catch_up_;

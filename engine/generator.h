@@ -18,6 +18,7 @@ namespace troupe {
 
 class Backend;
 class ModelDrafter;
+class SuffixTree;
 class Tokenizer;
 namespace grammar {
 class GrammarIndex;
@@ -34,6 +35,9 @@ struct GenerateOptions {
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;
   ModelDrafter* drafter = nullptr;  // the draft model (modes draft and auto); not owned
+  // Earlier outputs to draft from (modes suffix and auto), besides the
+  // request's own prompt and output; not owned.
+  const SuffixTree* history = nullptr;
   // Constrained decoding (engine/grammar): every token follows this grammar,
   // and tokens it forces are computed together in one forward (jump-forward).
   std::shared_ptr<grammar::GrammarIndex> grammar;

@@ -12,6 +12,7 @@ const char* draft_source_name(DraftSource s) {
   switch (s) {
     case DraftSource::ngram: return "ngram";
     case DraftSource::model: return "draft";
+    case DraftSource::suffix: return "suffix";
     default: return "none";
   }
 }
@@ -67,7 +68,7 @@ SpeculationController::SpeculationController(SpeculationMode mode, int32_t max_d
     : mode_(mode), max_draft_(std::clamp(max_draft, 0, 8)), model_available_(draft_model_available) {}
 
 double SpeculationController::acceptance(DraftSource s) const {
-  const Estimate& e = s == DraftSource::model ? model_ : ngram_;
+  const Estimate& e = estimates_[static_cast<size_t>(s)];
   return e.tried > 0 ? e.kept / e.tried : 0.0;
 }
 
@@ -79,7 +80,7 @@ double SpeculationController::net_gain(double a, int32_t k, double loss) {
   return expected - 1.0 - loss;
 }
 
-SpeculationController::Choice SpeculationController::choose(int32_t ngram_available, int32_t batch,
+SpeculationController::Choice SpeculationController::choose(DraftsAvailable available, int32_t batch,
                                                             const StepCostModel& cost, double draft_ms_per_token,
                                                             int64_t step_tokens, double draft_catch_up_ms) {
   Choice best;
@@ -95,7 +96,7 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
   };
   // A fixed source (mode ngram or draft) always speculates when it has
   // drafts, with the k that pays best (or loses least); auto may choose none.
-  const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft;
+  const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft || mode_ == SpeculationMode::suffix;
   double best_gain = fixed ? -std::numeric_limits<double>::infinity() : 0.0;
   auto consider = [&](DraftSource s, int32_t available, double a, double draft_ms, double catch_up_ms) {
     for (int32_t k = 1; k <= std::min(available, max_draft_); ++k) {
@@ -104,8 +105,10 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
     }
   };
   const bool use_ngram = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::automatic;
+  const bool use_suffix = mode_ == SpeculationMode::suffix || mode_ == SpeculationMode::automatic;
   const bool use_model = model_available_ && (mode_ == SpeculationMode::draft || mode_ == SpeculationMode::automatic);
-  if (use_ngram) consider(DraftSource::ngram, ngram_available, acceptance(DraftSource::ngram), 0.0, 0.0);
+  if (use_ngram) consider(DraftSource::ngram, available.ngram, acceptance(DraftSource::ngram), 0.0, 0.0);
+  if (use_suffix) consider(DraftSource::suffix, available.suffix, acceptance(DraftSource::suffix), 0.0, 0.0);
   if (use_model)
     consider(DraftSource::model, max_draft_, acceptance(DraftSource::model), draft_ms_per_token, draft_catch_up_ms);
   if (best.source == DraftSource::none && ++idle_steps_ >= (probed_ ? kProbeEvery : kFirstProbe)) {
@@ -118,7 +121,8 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
     // CPU cost auto 5-15 % on free chat when any positive margin was enough.
     idle_steps_ = 0;
     probed_ = true;
-    if (use_ngram && ngram_available > 0) best = {DraftSource::ngram, 1};
+    if (use_suffix && available.suffix > 0) best = {DraftSource::suffix, 1};
+    else if (use_ngram && available.ngram > 0) best = {DraftSource::ngram, 1};
     else if (use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token, draft_catch_up_ms)) > kModelProbeMargin)
       best = {DraftSource::model, 1};
   }
@@ -129,7 +133,7 @@ SpeculationController::Choice SpeculationController::choose(int32_t ngram_availa
 void SpeculationController::observe(DraftSource source, int32_t drafted, int32_t accepted) {
   if (source == DraftSource::none || drafted <= 0) return;
   constexpr double kDecay = 0.8;  // the last few windows dominate: text changes character
-  Estimate& e = source == DraftSource::model ? model_ : ngram_;
+  Estimate& e = estimates_[static_cast<size_t>(source)];
   // Each accepted draft is a success; a rejection ends the window.
   e.kept = e.kept * kDecay + accepted;
   e.tried = e.tried * kDecay + accepted + (accepted < drafted ? 1 : 0);

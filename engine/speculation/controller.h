@@ -15,10 +15,11 @@
 // again (one drafted token) every kProbeEvery steps, so a sequence that
 // starts copying its input is noticed.
 //
-// Modes: `automatic` weighs every available source against none; `ngram`
-// and `draft` fix the source and always speculate with it when it has
-// drafts, the controller choosing only k (the k that pays best, or loses
-// least); `off` never speculates.
+// Modes: `automatic` weighs every available source against none; `ngram`,
+// `suffix` and `draft` fix the source and always speculate with it when it
+// has drafts, the controller choosing only k (the k that pays best, or loses
+// least); `off` never speculates. Sources: prompt lookup (ngram), suffix
+// trees over history (suffix_tree.h), the draft model.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -26,8 +27,8 @@
 
 namespace troupe {
 
-enum class SpeculationMode : uint8_t { off, ngram, draft, automatic };
-enum class DraftSource : uint8_t { none, ngram, model };
+enum class SpeculationMode : uint8_t { off, ngram, draft, automatic, suffix };
+enum class DraftSource : uint8_t { none, ngram, model, suffix };
 const char* draft_source_name(DraftSource s);
 
 // The cost of a step, learned from measured steps: ms as a function of the
@@ -83,6 +84,12 @@ struct SpeculationStats {
   double mean_accepted() const { return verify_steps ? static_cast<double>(accepted) / verify_steps : 0.0; }
 };
 
+// Drafts the free sources have ready this step (tokens each proposes).
+struct DraftsAvailable {
+  int32_t ngram = 0, suffix = 0;
+  DraftsAvailable(int32_t ngram_tokens = 0, int32_t suffix_tokens = 0) : ngram(ngram_tokens), suffix(suffix_tokens) {}  // NOLINT: an int is n-gram drafts
+};
+
 class SpeculationController {
  public:
   SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available = false);
@@ -91,13 +98,13 @@ class SpeculationController {
     DraftSource source = DraftSource::none;
     int32_t k = 0;
   };
-  // ngram_available: how many tokens the n-gram drafter proposes now.
+  // available: how many tokens the n-gram drafter and the suffix trees propose now.
   // batch: sequences in the step; cost: the step's cost model;
   // draft_ms_per_token: a draft-model step per token (0 without one);
   // step_tokens: the step's tokens without drafts (0: one per sequence);
   // draft_catch_up_ms: what the draft model would spend reading this
   // sequence's tokens it has not seen before it can draft (DraftCatchUpCost).
-  Choice choose(int32_t ngram_available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0,
+  Choice choose(DraftsAvailable available, int32_t batch, const StepCostModel& cost, double draft_ms_per_token = 0,
                 int64_t step_tokens = 0, double draft_catch_up_ms = 0);
   void observe(DraftSource source, int32_t drafted, int32_t accepted);
 
@@ -119,7 +126,7 @@ class SpeculationController {
   SpeculationMode mode_;
   int32_t max_draft_;
   bool model_available_;
-  Estimate ngram_, model_;
+  std::array<Estimate, 4> estimates_{};  // by DraftSource (none's unused)
   int32_t idle_steps_ = 0;  // steps since the last speculation (for probing)
   bool probed_ = false;
   SpeculationStats stats_;

@@ -43,10 +43,12 @@ SuffixTree::SuffixTree(int32_t depth, int64_t max_tokens) : depth_(std::max(dept
 }
 
 void SuffixTree::clear() {
-  nodes_.assign(1, Node{});
-  free_.clear();
-  root_children_.clear();
-  seqs_.clear();
+  // Its memory goes too: bytes() is what a tree holds.
+  nodes_ = std::vector<Node>(1);
+  free_ = {};
+  root_children_ = {};
+  seqs_ = {};
+  open_paths_.clear();
   tokens_ = live_nodes_ = 0;
 }
 
@@ -95,23 +97,25 @@ void SuffixTree::unlink(uint32_t parent, uint32_t node) {
   --live_nodes_;
 }
 
-void SuffixTree::count_suffixes(const std::vector<int32_t>& seq, size_t from, size_t to, int delta) {
-  const auto depth = static_cast<size_t>(depth_);
-  if (delta > 0) {
-    // Token p extends every suffix path that starts within depth of it.
-    for (size_t p = from; p < to; ++p)
-      for (size_t j = p + 1 > depth ? p + 1 - depth : 0; j <= p; ++j) {
-        uint32_t node = 0;
-        for (size_t i = j; i < p; ++i) node = child(node, seq[i]);
-        ++nodes_[child_or_add(node, seq[p])].count;
-      }
-    return;
+void SuffixTree::count_token(int32_t t) {
+  // A path already `depth` long ends here; the rest grow by t, and t starts one.
+  if (static_cast<int32_t>(open_paths_.size()) >= depth_) open_paths_.erase(open_paths_.begin());
+  for (uint32_t& node : open_paths_) {
+    node = child_or_add(node, t);
+    ++nodes_[node].count;
   }
-  // Removal walks each suffix path top down: a node whose count reaches
-  // zero is passed by no other path, so later walks never need it.
-  for (size_t j = from; j < to; ++j) {
+  const uint32_t start = child_or_add(0, t);
+  ++nodes_[start].count;
+  open_paths_.push_back(start);
+}
+
+// Each suffix path top down: a node whose count reaches zero is passed by
+// no other path, so later walks never need it.
+void SuffixTree::uncount(const std::vector<int32_t>& seq) {
+  const auto depth = static_cast<size_t>(depth_);
+  for (size_t j = 0; j < seq.size(); ++j) {
     uint32_t parent = 0;
-    for (size_t i = j; i < std::min(to, j + depth); ++i) {
+    for (size_t i = j; i < std::min(seq.size(), j + depth); ++i) {
       const uint32_t node = child(parent, seq[i]);
       if (node == 0) break;  // cannot happen for a sequence that was counted
       if (--nodes_[node].count == 0) unlink(parent, node);
@@ -121,6 +125,7 @@ void SuffixTree::count_suffixes(const std::vector<int32_t>& seq, size_t from, si
 }
 
 void SuffixTree::begin() {
+  open_paths_.clear();
   if (!seqs_.empty() && seqs_.back().empty()) return;
   seqs_.emplace_back();
 }
@@ -131,9 +136,8 @@ void SuffixTree::append(std::span<const int32_t> tokens) {
   // One sequence longer than the whole budget keeps its first max_tokens.
   const auto room = static_cast<size_t>(std::max<int64_t>(0, max_tokens_ - static_cast<int64_t>(seq.size())));
   tokens = tokens.first(std::min(tokens.size(), room));
-  const size_t from = seq.size();
   seq.insert(seq.end(), tokens.begin(), tokens.end());
-  count_suffixes(seq, from, seq.size(), +1);
+  for (const int32_t t : tokens) count_token(t);
   tokens_ += static_cast<int64_t>(tokens.size());
   while (tokens_ > max_tokens_ && seqs_.size() > 1) evict_oldest();
 }
@@ -141,12 +145,12 @@ void SuffixTree::append(std::span<const int32_t> tokens) {
 void SuffixTree::evict_oldest() {
   std::vector<int32_t> oldest = std::move(seqs_.front());
   seqs_.pop_front();
-  count_suffixes(oldest, 0, oldest.size(), -1);
+  uncount(oldest);
   tokens_ -= static_cast<int64_t>(oldest.size());
 }
 
 SuffixDraft SuffixTree::propose(std::span<const int32_t> tail, int32_t max_draft, double min_probability,
-                                double per_match) const {
+                                double per_match, bool tail_is_open) const {
   SuffixDraft best;
   if (max_draft <= 0 || tail.empty()) return best;
   // The longest stretch of the tail the history holds, with something after it.
@@ -172,7 +176,9 @@ SuffixDraft SuffixTree::propose(std::span<const int32_t> tail, int32_t max_draft
     for (uint32_t c = nodes_[at].first_child; c != 0; c = nodes_[c].next_sibling)
       if (next == 0 || nodes_[c].count > nodes_[next].count) next = c;
     if (next == 0) break;
-    probability *= static_cast<double>(nodes_[next].count) / static_cast<double>(nodes_[at].count);
+    // The open tail's own occurrence ends at the matched node, below it none.
+    const uint32_t seen = nodes_[at].count - (tail_is_open && best.tokens.empty() && nodes_[at].count > 1 ? 1 : 0);
+    probability *= static_cast<double>(nodes_[next].count) / static_cast<double>(seen);
     if (probability < min_probability) break;
     best.tokens.push_back(nodes_[next].token);
     best.score += probability;
@@ -235,11 +241,11 @@ SuffixTree SuffixTree::parse(std::string_view bytes, int64_t max_tokens) {
 }
 
 SuffixDraft best_suffix_draft(std::span<const SuffixTree* const> trees, std::span<const int32_t> tail,
-                              int32_t max_draft) {
+                              int32_t max_draft, const SuffixTree* open) {
   SuffixDraft best;
   for (const SuffixTree* t : trees) {
     if (!t) continue;
-    SuffixDraft d = t->propose(tail, max_draft);
+    SuffixDraft d = t->propose(tail, max_draft, 0.1, 2.0, t == open);
     if (d.score > best.score) best = std::move(d);
   }
   return best;

@@ -50,9 +50,16 @@ class SuffixTree {
   // Up to `max_draft` tokens to follow `tail`. The draft stops where the
   // path's probability falls under `min_probability`, and at
   // `per_match` × the matched length (short matches are weak evidence).
+  // `tail_is_open`: the tree's open sequence ends with `tail` (a request's
+  // own tree), whose occurrence there has no continuation yet and is not
+  // counted against the ones that do.
   SuffixDraft propose(std::span<const int32_t> tail, int32_t max_draft, double min_probability = 0.1,
-                      double per_match = 2.0) const;
+                      double per_match = 2.0, bool tail_is_open = false) const;
 
+  // The sequence appended to last (empty: none).
+  std::span<const int32_t> open_sequence() const {
+    return seqs_.empty() ? std::span<const int32_t>() : std::span<const int32_t>(seqs_.back());
+  }
   int64_t tokens() const { return tokens_; }
   int64_t sequences() const { return static_cast<int64_t>(seqs_.size()); }
   int64_t nodes() const { return live_nodes_; }
@@ -76,8 +83,11 @@ class SuffixTree {
   uint32_t child(uint32_t parent, int32_t token) const;
   uint32_t child_or_add(uint32_t parent, int32_t token);
   void unlink(uint32_t parent, uint32_t node);
-  // Counts (+1 or -1) every suffix of `seq` that ends within [from, to).
-  void count_suffixes(const std::vector<int32_t>& seq, size_t from, size_t to, int delta);
+  // The open sequence's token `t` extends each suffix path that ends at the
+  // token before it (open_paths_) and starts one of its own: O(depth) a token.
+  void count_token(int32_t t);
+  // Uncounts every suffix path of a whole sequence that leaves the tree.
+  void uncount(const std::vector<int32_t>& seq);
   void evict_oldest();
 
   int32_t depth_;
@@ -86,12 +96,14 @@ class SuffixTree {
   std::vector<uint32_t> free_;
   std::unordered_map<int32_t, uint32_t> root_children_;  // the root has a vocabulary's branching
   std::deque<std::vector<int32_t>> seqs_;
+  std::vector<uint32_t> open_paths_;  // nodes of the open sequence's suffixes ending at its last token, longest first
   int64_t tokens_ = 0, live_nodes_ = 0;
 };
 
 // The best of several trees' drafts (a request's own, its session's or
 // job's, the server's): the one that promises the most accepted tokens.
+// `open`: the tree among them whose open sequence ends with `tail`.
 SuffixDraft best_suffix_draft(std::span<const SuffixTree* const> trees, std::span<const int32_t> tail,
-                              int32_t max_draft);
+                              int32_t max_draft, const SuffixTree* open = nullptr);
 
 }  // namespace troupe

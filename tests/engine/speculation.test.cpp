@@ -17,6 +17,7 @@
 #include "engine/speculation/acceptance.h"
 #include "engine/speculation/controller.h"
 #include "engine/speculation/ngram_drafter.h"
+#include "engine/speculation/suffix_tree.h"
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
@@ -359,4 +360,58 @@ TEST_CASE("after rejected drafts are rolled back, the KV cache and the pages equ
   CHECK(spec_run.first == plain_run.first);
   CHECK(spec_run.second == plain_run.second);  // bit for bit
   CHECK(backend->pages().free_count() == backend->pages().capacity());
+}
+
+TEST_CASE("generation with suffix speculation from a history of earlier outputs is token-identical, in fewer steps") {
+  const auto path = std::filesystem::temp_directory_path() / "troupe-suffix-speculation-test.gguf";
+  SyntheticModelSpec spec;
+  spec.seed = 9;
+  write_synthetic_model(spec, path.string());
+  BackendOptions o;
+  o.kv_pages = 64;
+  auto backend = open_backend(path.string(), o);
+  Tokenizer tok(load_vocabulary(backend->file()));
+  SuffixTree history;
+  for (const char* text : {"Summary of paper one: the method", "Summary of paper two: the method", "Hello there"}) {
+    INFO(text);
+    const auto prompt = tok.encode(text, tok.add_bos_by_default(), false);
+    GenerateOptions plain_opts;
+    plain_opts.max_tokens = 40;
+    plain_opts.sampling.temperature = 0;
+    GenerateOptions spec_opts = plain_opts;
+    spec_opts.speculation = SpeculationMode::suffix;
+    spec_opts.max_draft = 6;
+    spec_opts.history = &history;
+    const auto want = generate(*backend, tok, prompt, plain_opts, {});
+    const auto got = generate(*backend, tok, prompt, spec_opts, {});
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.finish == want.finish);
+    CHECK(backend->pages().free_count() == backend->pages().capacity());
+    // The same prompt again, with this output in the history: nearly every
+    // draft is right, so far fewer forwards.
+    history.add(want.tokens);
+    const auto again = generate(*backend, tok, prompt, spec_opts, {});
+    CHECK(again.tokens == want.tokens);
+    CHECK(again.speculation.last_source == DraftSource::suffix);
+    CHECK(again.forward_steps < want.forward_steps * 2 / 3);
+  }
+}
+
+TEST_CASE("the controller weighs suffix drafts by their own acceptance: fixed in mode suffix, against n-gram in auto") {
+  StepCostModel cpu;
+  for (int i = 0; i < 40; ++i) cpu.observe(1 + i % 8, 15.0 + 7.0 * (1 + i % 8));
+  SpeculationController fixed(SpeculationMode::suffix, 8);
+  CHECK(fixed.choose({8, 3}, 1, cpu).source == DraftSource::suffix);  // never n-gram in mode suffix
+  CHECK(fixed.choose({8, 0}, 1, cpu).k == 0);
+  SpeculationController automatic(SpeculationMode::automatic, 8);
+  for (int i = 0; i < 10; ++i) {
+    automatic.observe(DraftSource::suffix, 6, 6);  // history repeats itself
+    automatic.observe(DraftSource::ngram, 6, 0);   // the prompt does not
+  }
+  CHECK(automatic.acceptance(DraftSource::suffix) > 0.9);
+  CHECK(automatic.acceptance(DraftSource::ngram) < 0.2);
+  const auto choice = automatic.choose({8, 8}, 1, cpu);
+  CHECK(choice.source == DraftSource::suffix);
+  CHECK(choice.k == 8);
+  CHECK(std::string(draft_source_name(DraftSource::suffix)) == "suffix");
 }

@@ -178,6 +178,15 @@ TEST_CASE("a suffix tree survives a serialization round trip and refuses a damag
   CHECK_THROWS_WITH(SuffixTree::parse("junk"), Catch::Contains("not a suffix tree"));
 }
 
+TEST_CASE("a request's own suffix tree does not count its open tail against what followed before") {
+  SuffixTree own(8);
+  own.add(Seq{1, 2, 3, 9, 1, 2});  // the request so far: "1 2" again, at its end
+  const SuffixDraft open = own.propose(Seq{1, 2}, 8, 0.0, 2.0, true);
+  CHECK(open.tokens == Seq{3, 9, 1, 2});  // 2 × the match
+  CHECK(open.score == Approx(4.0));       // what followed "1 2" before, every time it did
+  CHECK(own.propose(Seq{1, 2}, 8, 0.0, 2.0, false).score == Approx(2.0));  // counted as one of two
+}
+
 TEST_CASE("of several suffix trees the draft that promises most is taken") {
   SuffixTree session(8), server(8);
   session.add(Seq{1, 2, 3, 4, 5});
