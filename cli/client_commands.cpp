@@ -40,6 +40,7 @@ wire::Speculation speculation(const std::string& s) {
   if (s == "ngram") return wire::Speculation::ngram;
   if (s == "draft") return wire::Speculation::draft;
   if (s == "auto") return wire::Speculation::auto_;
+  if (s == "suffix") return wire::Speculation::suffix;
   return wire::Speculation::server_default;
 }
 
@@ -86,8 +87,8 @@ void add_common(CLI::App* cmd, ClientArgs& a) {
   cmd->add_option("--priority", a.priority, "interactive, chat or batch")->capture_default_str();
   cmd->add_option("--timeout", a.timeout_s, "Seconds to wait for the whole answer")->capture_default_str();
   cmd->add_flag("--quiet,-q", a.quiet, "No statistics on stderr");
-  cmd->add_option("--speculation", a.speculation, "default (the server's), off, ngram, auto or draft")
-      ->check(CLI::IsMember({"default", "off", "ngram", "auto", "draft"}))
+  cmd->add_option("--speculation", a.speculation, "default (the server's), off, ngram, suffix, auto or draft")
+      ->check(CLI::IsMember({"default", "off", "ngram", "suffix", "auto", "draft"}))
       ->capture_default_str();
   cmd->add_option("--max-draft", a.max_draft, "Most drafted tokens per step (0: the server's)")->check(CLI::Range(0, 8));
   cmd->add_option("--draft-model", a.draft_model,

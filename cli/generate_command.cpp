@@ -76,13 +76,14 @@ int run_generate(const GenerateArgs& a) {
   if (a.speculation == "ngram") opts.speculation = SpeculationMode::ngram;
   else if (a.speculation == "auto") opts.speculation = SpeculationMode::automatic;
   else if (a.speculation == "draft") opts.speculation = SpeculationMode::draft;
+  else if (a.speculation == "suffix") opts.speculation = SpeculationMode::suffix;
   if (opts.speculation == SpeculationMode::draft && a.draft_model.empty())
     throw std::invalid_argument("--speculation draft needs --draft-model NAME");
   opts.max_draft = a.max_draft;
   // The draft model: its own backend and pages, the target's tokenizer.
   LoadedModel draft;
   std::unique_ptr<ModelDrafter> drafter;
-  if (!a.draft_model.empty() && opts.speculation != SpeculationMode::off && opts.speculation != SpeculationMode::ngram) {
+  if (!a.draft_model.empty() && (opts.speculation == SpeculationMode::draft || opts.speculation == SpeculationMode::automatic)) {
     draft = load_model(a.draft_model, options);
     const std::string why = draft_pair_mismatch(m.tokenizer->vocabulary(), draft.tokenizer->vocabulary());
     if (!why.empty()) throw std::invalid_argument(a.draft_model + " cannot draft for " + a.model + ": " + why);
@@ -131,8 +132,9 @@ Run add_generate(CLI::App& app) {
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");
   cmd->add_flag("--quiet,-q", a->quiet, "No statistics on stderr");
   cmd->add_option("--speculation", a->speculation,
-                  "Speculative decoding: off, ngram (prompt lookup), draft (--draft-model), auto (the controller picks per step)")
-      ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
+                  "Speculative decoding: off, ngram (prompt lookup), suffix (a suffix tree of the prompt and output), "
+                  "draft (--draft-model), auto (the controller picks per step)")
+      ->check(CLI::IsMember({"off", "ngram", "suffix", "auto", "draft"}))
       ->capture_default_str();
   cmd->add_option("--max-draft", a->max_draft, "Most drafted tokens per verify step")->check(CLI::Range(1, 8))->capture_default_str();
   cmd->add_option("--draft-model", a->draft_model,

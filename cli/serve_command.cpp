@@ -103,6 +103,7 @@ SpeculationMode speculation_mode(const std::string& name) {
   return name == "ngram"   ? SpeculationMode::ngram
          : name == "auto"  ? SpeculationMode::automatic
          : name == "draft" ? SpeculationMode::draft
+         : name == "suffix" ? SpeculationMode::suffix
                            : SpeculationMode::off;
 }
 
@@ -342,8 +343,9 @@ void add_kv_codec_option(CLI::App& cmd, ServeArgs& a) {
 // Speculative decoding: its mode, and the draft model or worker.
 void add_speculation_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--speculation", a.speculation,
-                  "Speculative decoding for requests that do not choose: off, ngram, auto (per step, by acceptance), draft")
-      ->check(CLI::IsMember({"off", "ngram", "auto", "draft"}))
+                  "Speculative decoding for requests that do not choose: off, ngram, suffix (earlier outputs), "
+                  "auto (per step, by acceptance), draft")
+      ->check(CLI::IsMember({"off", "ngram", "suffix", "auto", "draft"}))
       ->capture_default_str();
   cmd.add_option("--max-draft", a.service.max_draft, "Most drafted tokens per step")->check(CLI::Range(1, 8))->capture_default_str();
   cmd.add_option("--draft-model", a.draft_model,

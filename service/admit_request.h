@@ -90,5 +90,7 @@ struct AdmitRequest {
 // with 0x00, so a longer id starting with 0x00 is never a client's.
 inline std::string internal_peer(const std::string& name) { return std::string(1, '\0').append("troupe/").append(name); }
 inline bool is_internal_peer(const std::string& peer) { return peer.rfind(std::string("\0troupe/", 8), 0) == 0; }
+// The name an internal peer was made with ("" for a client's).
+inline std::string internal_name(const std::string& peer) { return is_internal_peer(peer) ? peer.substr(8) : std::string(); }
 
 }  // namespace troupe::service

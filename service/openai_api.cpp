@@ -186,7 +186,8 @@ Problem read_speculation(const json& body, wire::Speculation& spec) {
   else if (v == "ngram") spec = wire::Speculation::ngram;
   else if (v == "draft") spec = wire::Speculation::draft;
   else if (v == "auto") spec = wire::Speculation::auto_;
-  else return bad_field("troupe_speculation", "troupe_speculation must be off, ngram, draft or auto");
+  else if (v == "suffix") spec = wire::Speculation::suffix;
+  else return bad_field("troupe_speculation", "troupe_speculation must be off, ngram, suffix, draft or auto");
   return std::nullopt;
 }
 

@@ -72,6 +72,7 @@ std::optional<std::string> RequestGate::resolve_speculation(AdmitRequest& a, wir
     case wire::Speculation::ngram: a.speculation = SpeculationMode::ngram; break;
     case wire::Speculation::draft: a.speculation = SpeculationMode::draft; break;
     case wire::Speculation::auto_: a.speculation = SpeculationMode::automatic; break;
+    case wire::Speculation::suffix: a.speculation = SpeculationMode::suffix; break;
     default: a.speculation = cfg_.speculation;
   }
   a.max_draft = max_draft > 0 ? max_draft : cfg_.max_draft;

@@ -197,7 +197,14 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   s.cache = a.response_cache;
   s.cache_key = std::move(a.response_cache_key);
   if (!s.cache_key.empty()) s.stream.record();
-  if (a.speculation != SpeculationMode::off && a.samples == 1) speculation_.add(seq, a.speculation, a.max_draft, s.sampling);
+  if (a.speculation != SpeculationMode::off && a.samples == 1) {
+    // A job's items share a scope: batch_jobs.cpp's peer is "job/<id>".
+    const std::string internal = internal_name(a.peer);
+    const std::string job = internal.rfind("job/", 0) == 0 ? internal.substr(4) : std::string();
+    const PlannedSequence* planned = planner_->find(seq);  // holds the prompt (a's was moved there)
+    speculation_.add(seq, a.speculation, a.max_draft, s.sampling, suffix_scope(s.session_id, job),
+                     planned ? static_cast<int32_t>(planned->tokens.size()) : 0);
+  }
   return s;
 }
 
@@ -364,7 +371,7 @@ void Scheduler::drop(uint64_t seq, bool moved) {
     outcome.accepted = static_cast<int32_t>(spec->accepted);
     outcome.windows = static_cast<int32_t>(spec->verify_steps);
   }
-  speculation_.remove(seq);
+  speculation_.remove(seq, !moved);  // what it wrote joins the suffix history (moved: it goes on elsewhere)
   const StreamTarget& t = s.stream.target();
   if (auto g = requests_.find({t.peer, t.client_id}); g != requests_.end()) {
     std::erase(g->second, seq);

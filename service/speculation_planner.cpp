@@ -7,19 +7,40 @@
 namespace troupe::service {
 
 void SpeculationPlanner::add(uint64_t seq, SpeculationMode mode, int32_t max_draft,
-                             const messages::SamplingFields& sampling) {
+                             const messages::SamplingFields& sampling, std::string scope, int32_t prompt_tokens) {
   Sequence s;
   s.controller = std::make_unique<SpeculationController>(mode, max_draft, draft_model_);
   s.max_draft = std::clamp(max_draft, 1, 8);
   s.sampling = sampling;
+  if (mode == SpeculationMode::suffix || mode == SpeculationMode::automatic) s.own = std::make_unique<SuffixTree>();
+  s.scope = std::move(scope);
+  s.prompt_tokens = std::max(0, prompt_tokens);
   seqs_.insert_or_assign(seq, std::move(s));
 }
 
-void SpeculationPlanner::remove(uint64_t seq) {
+void SpeculationPlanner::remove(uint64_t seq, bool finished) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   if (it->second.model_knows) forget_.push_back(seq);
+  if (finished && it->second.own && it->second.own->sequences() > 0) {
+    const std::span<const int32_t> all = it->second.own->open_sequence();
+    const auto from = std::min(all.size(), static_cast<size_t>(it->second.prompt_tokens));
+    history_.record(it->second.scope, all.subspan(from));
+  }
   seqs_.erase(it);
+}
+
+SuffixDraft SpeculationPlanner::suffix_draft(Sequence& r, const std::vector<int32_t>& tokens, int32_t room) {
+  if (!r.own || room <= 0) return {};
+  if (tokens.size() < r.own_fed) {  // not the history it was fed (cannot happen: tokens only grow)
+    r.own->clear();
+    r.own_fed = 0;
+  }
+  r.own->append(std::span(tokens).subspan(r.own_fed));
+  r.own_fed = tokens.size();
+  const SuffixTree* trees[] = {r.own.get(), history_.scope(r.scope), &history_.server()};
+  const size_t tail = std::min(tokens.size(), static_cast<size_t>(r.own->depth()));
+  return best_suffix_draft(trees, std::span(tokens).last(tail), room, r.own.get());
 }
 
 const SpeculationStats* SpeculationPlanner::stats(uint64_t seq) const {
@@ -45,11 +66,13 @@ std::vector<messages::DraftSequenceSpec> SpeculationPlanner::propose(BatchPlanne
     if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
     const int32_t room = std::min(r.max_draft, remaining(seq) - 1);
     std::vector<int32_t> drafts = room > 0 ? ngram_.propose(s->tokens, room) : std::vector<int32_t>();
+    SuffixDraft suffix = suffix_draft(r, s->tokens, room);
     const auto tokens = static_cast<int32_t>(s->tokens.size());
     const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
-    auto choice = r.controller->choose(static_cast<int32_t>(drafts.size()), decoding, step_cost_, round_ms_, step_tokens,
-                                       catch_up_.ms(tokens - start));
+    auto choice = r.controller->choose({static_cast<int32_t>(drafts.size()), static_cast<int32_t>(suffix.tokens.size())},
+                                       decoding, step_cost_, round_ms_, step_tokens, catch_up_.ms(tokens - start));
     step_tokens += choice.k;
+    if (choice.source == DraftSource::suffix) drafts = std::move(suffix.tokens);
     if (choice.source == DraftSource::model) {
       drafts.clear();
       if (model_up && room > 0) {

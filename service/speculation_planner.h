@@ -9,6 +9,11 @@
 // The draft model keeps each sequence's history; a plan sends only what it
 // gained since the last (draft_synced). A failing draft model costs this
 // step's drafts and pauses drafting for a while, never a request.
+//
+// Suffix drafting (modes suffix and auto) reads three trees: the sequence's
+// own (its prompt and output, fed as they grow), its scope's and the
+// server's (service/suffix_history.h); a sequence's output joins the last
+// two when it ends.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,7 +25,9 @@
 #include "engine/schedule/batch_planner.h"
 #include "engine/speculation/controller.h"
 #include "engine/speculation/ngram_drafter.h"
+#include "engine/speculation/suffix_tree.h"
 #include "messages/draft_frames.h"
+#include "service/suffix_history.h"
 
 namespace troupe::service {
 
@@ -28,10 +35,16 @@ class SpeculationPlanner {
  public:
   static constexpr int64_t kPauseAfterFailureNs = 5'000'000'000;
 
-  explicit SpeculationPlanner(bool draft_model) : draft_model_(draft_model) {}
+  explicit SpeculationPlanner(bool draft_model, SuffixLimits limits = {}) : draft_model_(draft_model), history_(limits) {}
 
-  void add(uint64_t seq, SpeculationMode mode, int32_t max_draft, const messages::SamplingFields& sampling);
-  void remove(uint64_t seq);  // ended: a draft model that knows it may forget it
+  // `scope`: suffix_scope() of its session or job; `prompt_tokens`: where
+  // its output starts (what joins the history when it ends).
+  void add(uint64_t seq, SpeculationMode mode, int32_t max_draft, const messages::SamplingFields& sampling,
+           std::string scope = {}, int32_t prompt_tokens = 0);
+  // Ended: a draft model that knows it may forget it; `finished`: its
+  // output is whole (not cancelled or failed) and joins the history.
+  void remove(uint64_t seq, bool finished = true);
+  const SuffixHistory& history() const { return history_; }
   const SpeculationStats* stats(uint64_t seq) const;
 
   // Sets this step's drafts in the planner: n-gram ones at once; returns
@@ -66,13 +79,20 @@ class SpeculationPlanner {
     int32_t draft_synced = 0;  // history the draft model holds (0: send all of it)
     bool model_knows = false;
     std::vector<messages::DraftDistribution> q;
+    std::unique_ptr<SuffixTree> own;  // modes suffix and auto: its prompt and output
+    size_t own_fed = 0;               // tokens of the sequence fed to `own`
+    std::string scope;
+    int32_t prompt_tokens = 0;
   };
+  // The suffix trees' draft for a sequence about to decode `tokens`.
+  SuffixDraft suffix_draft(Sequence& r, const std::vector<int32_t>& tokens, int32_t room);
   void fail_drafts(const std::string& error, int64_t now);
   bool take_proposal(const wire::draft::Proposal& p, uint64_t seq, BatchPlanner& planner, int32_t n_vocab);
 
   bool draft_model_;
   std::map<uint64_t, Sequence> seqs_;  // ordered: each step prices drafts in arrival order
   NgramDrafter ngram_;
+  SuffixHistory history_;
   StepCostModel step_cost_;  // the verifier's step time by tokens
   std::vector<uint64_t> drafting_;  // sequences of the DraftPlan in flight, in its order
   std::vector<uint64_t> forget_;

@@ -460,7 +460,7 @@ TEST_CASE("under KV pressure preempted sequences swap out and back in, and every
   CHECK(s->pages_swapped_in() > 0);
 }
 
-TEST_CASE("speculative decoding in the service: 16 streams with ngram and auto drafts are token-identical, alone and batched",
+TEST_CASE("speculative decoding in the service: 16 streams with ngram, suffix and auto drafts are token-identical, alone and batched",
           "[service]") {
   Server server("spec", {"--speculation", "auto"});
   Reference ref;
@@ -470,7 +470,8 @@ TEST_CASE("speculative decoding in the service: 16 streams with ngram and auto d
     for (int r = 0; r < 3; ++r) p += "the fox " + std::to_string(i % 4) + " and the dog ";
     return p;
   };
-  for (const auto mode : {wire::Speculation::ngram, wire::Speculation::auto_}) {
+  // suffix: later streams also draft from what earlier ones wrote (the server's tree).
+  for (const auto mode : {wire::Speculation::ngram, wire::Speculation::suffix, wire::Speculation::auto_}) {
     for (const int streams : {1, 16}) {
       INFO("mode " << static_cast<int>(mode) << ", " << streams << " streams");
       std::vector<messages::StreamOutcome> got(static_cast<size_t>(streams));
@@ -505,7 +506,7 @@ TEST_CASE("speculative decoding in the service: 16 streams with ngram and auto d
 // (optional) its draft model; TROUPE_SPEC_PROMPTS prompts (20, half code
 // that invites copying, half stories that do not) of TROUPE_SPEC_TOKENS
 // greedy tokens (128), alone and TROUPE_SPEC_CONCURRENCY (16) at once, with
-// each source (ngram; draft when there is a draft model) and auto, must
+// each source (ngram, suffix; draft when there is a draft model) and auto, must
 // equal the server's output with speculation off.
 TEST_CASE("the real models: greedy output with each speculation source and auto equals output without, alone and batched",
           "[.realspec]") {
@@ -547,7 +548,7 @@ TEST_CASE("the real models: greedy output with each speculation source and auto 
     return got;
   };
   const auto want = run(wire::Speculation::off, 1);
-  std::vector<wire::Speculation> modes{wire::Speculation::ngram, wire::Speculation::auto_};
+  std::vector<wire::Speculation> modes{wire::Speculation::ngram, wire::Speculation::suffix, wire::Speculation::auto_};
   if (draft) modes.insert(modes.begin() + 1, wire::Speculation::draft);
   for (const auto mode : modes) {
     for (const int concurrency : {1, batched}) {

@@ -368,3 +368,47 @@ TEST_CASE("speculation planner: a sequence added again starts afresh, and drafts
   model.take(answer(1, {proposal(1, {5, 6, 7, 8, 9, 10, 11, 12, 13})}), "", 1, b.planner, kVocab, 0);
   CHECK(b.drafts(1).empty());  // nine drafts: more than any window takes
 }
+
+TEST_CASE("speculation planner: a job's next item drafts from what an earlier item wrote, another job's does not") {
+  Decoding b;
+  SpeculationPlanner sp(false);
+  // Item 1 of job A writes "50 51 52 53 54 55" after its prompt, and ends.
+  const std::vector<int32_t> prompt{7, 8, 9};
+  b.decoding(1, prompt, 50);
+  sp.add(1, SpeculationMode::suffix, 4, greedy(), suffix_scope("", "A"), static_cast<int32_t>(prompt.size()));
+  for (int32_t t = 51; t <= 55; ++t) {
+    sp.propose(b.planner, plenty, 0);
+    b.step(t);
+  }
+  sp.propose(b.planner, plenty, 0);  // its own tree has read everything now
+  sp.remove(1);
+  REQUIRE(sp.history().scope(suffix_scope("", "A")));
+  CHECK(sp.history().scope(suffix_scope("", "A"))->tokens() == 6);  // its output, not its prompt
+  CHECK(sp.history().server().tokens() == 6);
+  // Item 2 of job A (another prompt) has just written "50 51": it is drafted "52 53 ...".
+  b.decoding(2, {60, 61}, 50);
+  b.step(51);
+  sp.add(2, SpeculationMode::suffix, 4, greedy(), suffix_scope("", "A"), 2);
+  sp.propose(b.planner, plenty, 0);
+  const auto drafts = b.drafts(2);
+  REQUIRE_FALSE(drafts.empty());
+  CHECK(is_prefix(drafts, {52, 53, 54, 55}));  // k: the controller's, from its prior acceptance
+  sp.observe_window(2, static_cast<int32_t>(drafts.size()), static_cast<int32_t>(drafts.size()));
+  CHECK(sp.stats(2)->last_source == DraftSource::suffix);
+}
+
+TEST_CASE("speculation planner: n-gram, draft and off sequences build no suffix tree, and a moved one adds nothing") {
+  Decoding b;
+  SpeculationPlanner sp(false);
+  b.decoding(1, {7, 8, 9}, 50);
+  sp.add(1, SpeculationMode::ngram, 4, greedy(), suffix_scope("s1", ""), 3);
+  sp.propose(b.planner, plenty, 0);
+  sp.remove(1);
+  CHECK(sp.history().server().tokens() == 0);
+  b.decoding(2, {7, 8, 9}, 50);
+  sp.add(2, SpeculationMode::automatic, 4, greedy(), suffix_scope("s1", ""), 3);
+  sp.propose(b.planner, plenty, 0);
+  sp.remove(2, false);  // escalated: it goes on on another tier
+  CHECK(sp.history().server().tokens() == 0);
+  CHECK_FALSE(sp.history().scope(suffix_scope("s1", "")));
+}

@@ -6,7 +6,7 @@ from troupe.wire import ChatMessage, Constraint, Priority, Request, Sampling, To
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
-_SPECULATION = {"default": 0, "off": 1, "ngram": 2, "draft": 3, "auto": 4}
+_SPECULATION = {"default": 0, "off": 1, "ngram": 2, "draft": 3, "auto": 4, "suffix": 5}
 # What a request does when it outgrows the context (messages/client.fbs ContextPolicy).
 _CONTEXT_POLICIES = {"default": 0, "refuse": 1, "window": 2, "summarize": 3}
 _TOOL_CHOICES = {"auto": ToolChoice.ToolChoice.auto_, "none": ToolChoice.ToolChoice.none,

@@ -1,0 +1,52 @@
+#include "service/suffix_history.h"
+
+namespace troupe::service {
+
+std::string suffix_scope(const std::string& session_id, const std::string& job_id) {
+  if (!session_id.empty()) return "session:" + session_id;
+  if (!job_id.empty()) return "job:" + job_id;
+  return {};
+}
+
+const SuffixTree* SuffixHistory::scope(const std::string& scope) const {
+  if (scope.empty()) return nullptr;
+  const auto it = scopes_.find(scope);
+  return it == scopes_.end() ? nullptr : &it->second.tree;
+}
+
+void SuffixHistory::record(const std::string& scope, std::span<const int32_t> output) {
+  if (output.empty()) return;
+  server_.add(output);
+  if (!scope.empty()) {
+    auto it = scopes_.find(scope);
+    if (it == scopes_.end()) {
+      recent_.push_front(scope);
+      it = scopes_.emplace(scope, Scope{SuffixTree(SuffixTree::kDefaultDepth, limits_.scope_tokens), recent_.begin()}).first;
+    } else {
+      recent_.splice(recent_.begin(), recent_, it->second.recent);
+    }
+    it->second.tree.add(output);
+  }
+  trim();
+}
+
+int64_t SuffixHistory::bytes() const {
+  int64_t total = server_.bytes();
+  for (const auto& [name, s] : scopes_) total += s.tree.bytes() + static_cast<int64_t>(name.size());
+  return total;
+}
+
+// Over the budget, the least recently recorded scopes go; then, if the
+// server's tree alone is over, its oldest outputs.
+void SuffixHistory::trim() {
+  int64_t total = bytes();
+  while (total > limits_.max_bytes && !recent_.empty()) {
+    const auto it = scopes_.find(recent_.back());
+    total -= it->second.tree.bytes() + static_cast<int64_t>(it->first.size());
+    scopes_.erase(it);
+    recent_.pop_back();
+  }
+  if (total > limits_.max_bytes) server_.clear();
+}
+
+}  // namespace troupe::service

@@ -1,0 +1,58 @@
+#pragma once
+// What the server has written before, for suffix drafting
+// (engine/speculation/suffix_tree.h): a tree per scope (a session's turns,
+// a job's items) and one server-wide tree of recent outputs, each of a
+// bounded number of tokens, all of them together under a byte budget (the
+// least recently used scopes go first). A request drafts from its own
+// tree, its scope's and the server's; when it ends its output joins its
+// scope's tree and the server's, so item 500 of a job drafts from items
+// 1-499 and a session's next turn from its earlier answers.
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "engine/speculation/suffix_tree.h"
+
+namespace troupe::service {
+
+struct SuffixLimits {
+  // Up to SuffixTree::kDefaultDepth nodes of 16 bytes a token (fewer where
+  // outputs repeat): ~6 MiB for a scope, ~25 MiB for the server at most.
+  int64_t scope_tokens = int64_t{1} << 14;   // a session's or job's tree
+  int64_t server_tokens = int64_t{1} << 16;  // the server's tree of recent outputs
+  int64_t max_bytes = int64_t{256} << 20;    // every tree together (--suffix-memory)
+};
+
+// The scope of a request: "session:<id>", "job:<id>" or "" (none).
+std::string suffix_scope(const std::string& session_id, const std::string& job_id);
+
+class SuffixHistory {
+ public:
+  explicit SuffixHistory(SuffixLimits limits = {}) : limits_(limits), server_(SuffixTree::kDefaultDepth, limits.server_tokens) {}
+
+  // The scope's tree (null: none yet, or no scope) and the server's.
+  const SuffixTree* scope(const std::string& scope) const;
+  const SuffixTree& server() const { return server_; }
+  // A finished output: into its scope's tree (made if new) and the server's.
+  void record(const std::string& scope, std::span<const int32_t> output);
+
+  int64_t bytes() const;
+  size_t scopes() const { return scopes_.size(); }
+  const SuffixLimits& limits() const { return limits_; }
+
+ private:
+  void trim();
+
+  SuffixLimits limits_;
+  SuffixTree server_;
+  std::list<std::string> recent_;  // scopes, most recently recorded first
+  struct Scope {
+    SuffixTree tree;
+    std::list<std::string>::iterator recent;
+  };
+  std::unordered_map<std::string, Scope> scopes_;
+};
+
+}  // namespace troupe::service
