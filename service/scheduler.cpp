@@ -293,7 +293,11 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
   if (cfg_.metrics) {
     cfg_.metrics->request_done(wire::EnumNameFinishReason(reason), d.prompt_tokens, d.cached_prompt_tokens,
                                d.completion_tokens);
-    if (d.speculated) cfg_.metrics->speculation(d.spec_source, d.spec_drafted, d.spec_accepted);
+    if (const SpeculationStats* spec = speculation_.stats(seq))
+      for (size_t src = 0; src < spec->by_source.size(); ++src)
+        if (spec->by_source[src].drafted > 0)
+          cfg_.metrics->speculation(draft_source_name(static_cast<DraftSource>(src)), spec->by_source[src].drafted,
+                                    spec->by_source[src].accepted);
   }
   if (!s.session_id.empty() && reason != wire::FinishReason::cancelled && cfg_.commit_sessions)
     commit_turn(seq, s, std::move(d));  // its Done is sent once the turn is durable

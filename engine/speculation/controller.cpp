@@ -140,6 +140,8 @@ void SpeculationController::observe(DraftSource source, int32_t drafted, int32_t
   stats_.last_source = source;
   stats_.drafted += drafted;
   stats_.accepted += accepted;
+  stats_.by_source[static_cast<size_t>(source)].drafted += drafted;
+  stats_.by_source[static_cast<size_t>(source)].accepted += accepted;
   ++stats_.verify_steps;
 }
 

@@ -414,4 +414,11 @@ TEST_CASE("the controller weighs suffix drafts by their own acceptance: fixed in
   CHECK(choice.source == DraftSource::suffix);
   CHECK(choice.k == 8);
   CHECK(std::string(draft_source_name(DraftSource::suffix)) == "suffix");
+  // Counted by source (auto mixes them), as /metrics reports them.
+  const SpeculationStats& st = automatic.stats();
+  CHECK(st.by_source[static_cast<size_t>(DraftSource::suffix)].drafted == 60);
+  CHECK(st.by_source[static_cast<size_t>(DraftSource::suffix)].accepted == 60);
+  CHECK(st.by_source[static_cast<size_t>(DraftSource::ngram)].drafted == 60);
+  CHECK(st.by_source[static_cast<size_t>(DraftSource::ngram)].accepted == 0);
+  CHECK(st.drafted == 120);
 }
