@@ -264,14 +264,21 @@ TEST_CASE("the controller speculates when it pays and turns itself down when it 
   CHECK(off.choose(8, 1, cpu).k == 0);
 }
 
-TEST_CASE("generation with n-gram speculation is token-identical to generation without, and takes fewer steps") {
-  const auto path = std::filesystem::temp_directory_path() / "troupe-speculation-test.gguf";
+namespace {
+// A synthetic model of `seed` written to a file of that name and opened.
+std::unique_ptr<Backend> synthetic_backend(uint64_t seed, const char* file, int32_t kv_pages = 64) {
+  const auto path = std::filesystem::temp_directory_path() / file;
   SyntheticModelSpec spec;
-  spec.seed = 8;
+  spec.seed = seed;
   write_synthetic_model(spec, path.string());
   BackendOptions o;
-  o.kv_pages = 64;
-  auto backend = open_backend(path.string(), o);
+  o.kv_pages = kv_pages;
+  return open_backend(path.string(), o);
+}
+}  // namespace
+
+TEST_CASE("generation with n-gram speculation is token-identical to generation without, and takes fewer steps") {
+  auto backend = synthetic_backend(8, "troupe-speculation-test.gguf");
   Tokenizer tok(load_vocabulary(backend->file()));
   int saved_steps = 0;
   for (const char* text : {"the fox and the dog and the fox and the dog and the", "one two three one two three one two",
@@ -295,13 +302,7 @@ TEST_CASE("generation with n-gram speculation is token-identical to generation w
 }
 
 TEST_CASE("after rejected drafts are rolled back, the KV cache and the pages equal a run without speculation") {
-  const auto path = std::filesystem::temp_directory_path() / "troupe-speculation-rollback.gguf";
-  SyntheticModelSpec spec;
-  spec.seed = 8;
-  write_synthetic_model(spec, path.string());
-  BackendOptions o;
-  o.kv_pages = 32;
-  auto backend = open_backend(path.string(), o);
+  auto backend = synthetic_backend(8, "troupe-speculation-rollback.gguf", 32);
   Tokenizer tok(load_vocabulary(backend->file()));
   const auto prompt = tok.encode("the fox and the dog", tok.add_bos_by_default(), false);
   const auto vocab = static_cast<int32_t>(backend->config().n_vocab);
@@ -363,13 +364,7 @@ TEST_CASE("after rejected drafts are rolled back, the KV cache and the pages equ
 }
 
 TEST_CASE("generation with suffix speculation from a history of earlier outputs is token-identical, in fewer steps") {
-  const auto path = std::filesystem::temp_directory_path() / "troupe-suffix-speculation-test.gguf";
-  SyntheticModelSpec spec;
-  spec.seed = 9;
-  write_synthetic_model(spec, path.string());
-  BackendOptions o;
-  o.kv_pages = 64;
-  auto backend = open_backend(path.string(), o);
+  auto backend = synthetic_backend(9, "troupe-suffix-speculation-test.gguf");
   Tokenizer tok(load_vocabulary(backend->file()));
   SuffixTree history;
   for (const char* text : {"Summary of paper one: the method", "Summary of paper two: the method", "Hello there"}) {
