@@ -44,29 +44,6 @@ JobRecords load_jobs(persistence::JobBook& book) {
   return all;
 }
 
-// Every stored session read through once at start, so damage is reported
-// now, as a damaged job is, not first when a client continues it.
-void report_damaged_sessions(persistence::Store& store) {
-  const persistence::SessionBook book(store);
-  std::string listing;
-  int damaged = 0;
-  const auto listed = book.list(&listing);
-  for (const auto& s : listed) {
-    try {
-      (void)book.load(s.session_id);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "troupe serve: session '%s' is damaged and cannot be continued: %s\n", s.session_id.c_str(),
-                   e.what());
-      ++damaged;
-    }
-  }
-  if (!listing.empty())
-    std::fprintf(stderr, "troupe serve: some stored sessions cannot be listed (%zu were): %s\n", listed.size(),
-                 listing.c_str());
-  if (damaged > 0 || !listing.empty())
-    std::fprintf(stderr, "troupe serve: the store is damaged: run `troupe store check`\n");
-}
-
 int64_t steady_ms() { return service::steady_ns() / 1000000; }
 
 using PersistenceSelf = persistence_actor::stateful_pointer<PersistenceState>;
@@ -209,15 +186,9 @@ void open_books(PersistenceSelf self, std::shared_ptr<persistence::Store> store,
   }
 }
 
-// What the store holds, read through once, its health, and the first of the
-// health checks that repeat every second.
+// What the store holds, its health, and the first of the health checks
+// that repeat every second.
 void start_up(PersistenceSelf self) {
-  PersistenceState& st = self->state;
-  try {
-    report_damaged_sessions(*st.store);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "troupe serve: the stored sessions cannot be read: %s\n", e.what());
-  }
   count_sessions(self);
   check_store(self);
   self->delayed_send(self, std::chrono::seconds(1), store_health_atom::value);
@@ -387,6 +358,29 @@ persistence_actor::behavior_type persistence_behavior(PersistenceSelf self) {
 }
 
 }  // namespace
+
+void report_damaged_sessions(persistence::Store& store) try {
+  const persistence::SessionBook book(store);
+  std::string listing;
+  int damaged = 0;
+  const auto listed = book.list(&listing);
+  for (const auto& s : listed) {
+    try {
+      (void)book.load(s.session_id);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe serve: session '%s' is damaged and cannot be continued: %s\n", s.session_id.c_str(),
+                   e.what());
+      ++damaged;
+    }
+  }
+  if (!listing.empty())
+    std::fprintf(stderr, "troupe serve: some stored sessions cannot be listed (%zu were): %s\n", listed.size(),
+                 listing.c_str());
+  if (damaged > 0 || !listing.empty())
+    std::fprintf(stderr, "troupe serve: the store is damaged: run `troupe store check`\n");
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "troupe serve: the stored sessions cannot be read: %s\n", e.what());
+}
 
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,

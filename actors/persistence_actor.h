@@ -53,6 +53,11 @@ struct RetentionOptions {
   std::chrono::milliseconds interval{0};  // between passes; 0: persistence::default_sweep_interval_ms
 };
 
+// Every stored session read through once, so that damage is reported as the
+// server starts (before it says it is listening), not first when a client
+// continues one; on stderr, with the way to repair it.
+void report_damaged_sessions(persistence::Store& store);
+
 persistence_actor::behavior_type persistence_role(persistence_actor::stateful_pointer<PersistenceState> self,
                                                   std::shared_ptr<persistence::Store> store,
                                                   std::shared_ptr<Replies> replies, persistence::SessionPolicy policy,

@@ -54,6 +54,7 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                                                 s.store->approximate_bytes());
       !short_of.empty())
     std::fprintf(stderr, "troupe serve: warning: %s\n", short_of.c_str());
+  report_damaged_sessions(*s.store);
   s.gateway = std::make_shared<gateways::ClientGateway>(s.options.listen, s.options.socket, s.curve, s.clients);
   s.replies = std::make_shared<Replies>(s.gateway);
   if (!s.options.http.empty()) {
