@@ -38,22 +38,32 @@ def run(endpoint, workload, mode, tokens, max_draft):
         for text in requests(workload):
             s = c.chat([("user", text)], max_tokens=tokens, temperature=0, speculation=mode, max_draft=max_draft)
             s.read()
-            rows.append({"tokens": list(s.tokens), "per_token_ms": s.timings["per_token_ms"]})
+            spec = s.speculation or {}
+            rows.append({"tokens": list(s.tokens), "per_token_ms": s.timings["per_token_ms"],
+                         "drafted": spec.get("drafted", 0), "accepted": spec.get("accepted", 0),
+                         "windows": spec.get("windows", 0)})
     print(json.dumps({"workload": workload, "mode": mode, "requests": rows}))
 
 
 def summary(path):
     rows = [json.loads(line) for line in open(path)]
     off = {r["workload"]: r for r in rows if r["mode"] == "off"}
-    print("| workload | mode | decode tok/s (requests 2..N) | vs off | tokens equal off's |")
-    print("| --- | --- | ---: | ---: | --- |")
+    print("| workload | mode | decode tok/s (requests 2..N) | vs off | accepted / drafted | accepted a window | "
+          "tokens equal off's |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
         later = r["requests"][1:]
         rate = 1000.0 * len(later) / sum(q["per_token_ms"] for q in later)
         base = off[r["workload"]]
         base_rate = 1000.0 * len(base["requests"][1:]) / sum(q["per_token_ms"] for q in base["requests"][1:])
         same = all(a["tokens"] == b["tokens"] for a, b in zip(r["requests"], base["requests"]))
-        print(f"| {r['workload']} | {r['mode']} | {rate:.1f} | {rate / base_rate:.2f}x | {'yes' if same else 'NO'} |")
+        drafted = sum(q.get("drafted", 0) for q in r["requests"])
+        accepted = sum(q.get("accepted", 0) for q in r["requests"])
+        windows = sum(q.get("windows", 0) for q in r["requests"])
+        acceptance = f"{accepted / drafted:.2f}" if drafted else "-"
+        per_window = f"{accepted / windows:.2f}" if windows else "-"
+        print(f"| {r['workload']} | {r['mode']} | {rate:.1f} | {rate / base_rate:.2f}x | {acceptance} | {per_window} | "
+              f"{'yes' if same else 'NO'} |")
 
 
 if __name__ == "__main__":
