@@ -196,3 +196,27 @@ TEST_CASE("of several suffix trees the draft that promises most is taken") {
   const SuffixDraft d = troupe::best_suffix_draft(trees, Seq{1, 2}, 3);
   CHECK(d.tokens == Seq{3, 4, 5});
 }
+
+TEST_CASE("a suffix tree record with any byte changed or cut is refused or read whole, never half") {
+  std::mt19937 rng(13);
+  SuffixTree tree(6);
+  for (int i = 0; i < 4; ++i) tree.add(random_seq(rng, 20, 300));
+  const std::string bytes = tree.serialize();
+  int refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string damaged = bytes;
+    if (trial % 3 == 0) {
+      damaged.resize(rng() % bytes.size());
+    } else {
+      for (int flips = 1 + trial % 4; flips > 0; --flips) damaged[rng() % damaged.size()] = static_cast<char>(rng());
+    }
+    if (damaged == bytes) continue;
+    try {
+      const SuffixTree back = SuffixTree::parse(damaged);
+      CHECK(back.serialize() == damaged);  // read whole: exactly what it says (a checksum collision)
+    } catch (const std::runtime_error&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 1900);
+}
