@@ -109,6 +109,7 @@ service::SchedulerConfig Service::Impl::scheduler_config(const VerifierSide& v, 
   sc.sliding_window = static_cast<int32_t>(v.config.sliding_window);  // per replica: window iff its worker has local slots
   sc.model_name = policy.model_name;
   sc.draft_model = static_cast<bool>(drafter);
+  sc.suffix_memory = options.suffix_memory;
   sc.kv_transfer = policy.kv;
   sc.page_bytes = policy.page_bytes;
   sc.spill_codec = options.kv_spill_codec;

@@ -348,6 +348,11 @@ void add_speculation_options(CLI::App& cmd, ServeArgs& a) {
       ->check(CLI::IsMember({"off", "ngram", "suffix", "auto", "draft"}))
       ->capture_default_str();
   cmd.add_option("--max-draft", a.service.max_draft, "Most drafted tokens per step")->check(CLI::Range(1, 8))->capture_default_str();
+  cmd.add_option("--suffix-memory", a.service.suffix_memory,
+                  "Memory for suffix speculation's history of earlier outputs (per session, per job, server-wide; "
+                  "least recently used dropped first): e.g. 256M (default); 0: a request drafts from itself only")
+      ->transform(CLI::AsSizeValue(false), kUnitsValidator)
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--draft-model", a.draft_model,
                   "Draft model (name or GGUF path, the model's tokenizer) run in this process for speculation draft/auto");
   cmd.add_option("--draft-worker", a.service.draft_worker,

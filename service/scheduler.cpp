@@ -42,7 +42,7 @@ Scheduler::Scheduler(SchedulerConfig config)
     : cfg_(checked(std::move(config))),
       pool_(make_pool(cfg_)),
       planner_(std::make_unique<BatchPlanner>(*pool_, cfg_.page_size, cfg_.planner)),
-      speculation_(cfg_.draft_model),
+      speculation_(cfg_.draft_model, SuffixLimits{.max_bytes = cfg_.suffix_memory}),
       swapped_(cfg_.swap_bytes),
       health_(WorkerShape{cfg_.worker_name, cfg_.kv_pages, cfg_.page_size, cfg_.kv_local_pages}) {
   push_figures();  // every tier and worker is in the stats from the start

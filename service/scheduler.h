@@ -56,6 +56,7 @@ struct SchedulerConfig {
   PlannerLimits planner;
   std::string model_name;
   bool draft_model = false;     // a draft model proposes drafts (speculation draft and auto)
+  int64_t suffix_memory = int64_t{256} << 20;  // suffix speculation's history (--suffix-memory); 0: none
   bool commit_sessions = true;  // session turns go to the store before their Done
   bool jump_forward = true;     // constrained requests: the worker appends tokens their grammar forces
   // KV tiers: the verifier can export and import pages (spill and restore).

@@ -82,6 +82,9 @@ struct ServiceOptions {
   // Speculative decoding for requests that do not choose (engine/speculation).
   SpeculationMode speculation = SpeculationMode::off;
   int32_t max_draft = 8;
+  // Suffix speculation's history of earlier outputs, every tree together
+  // (service/suffix_history.h); 0: none (a request drafts from itself only).
+  int64_t suffix_memory = int64_t{256} << 20;
   // The draft model (same tokenizer as the model): loaded here and run by
   // the draft actor, or run by `troupe worker --role draft` at draft_worker.
   std::string draft_model_path;

@@ -15,7 +15,7 @@ const SuffixTree* SuffixHistory::scope(const std::string& scope) const {
 }
 
 void SuffixHistory::record(const std::string& scope, std::span<const int32_t> output) {
-  if (output.empty()) return;
+  if (output.empty() || limits_.max_bytes <= 0) return;
   server_.add(output);
   if (!scope.empty()) {
     auto it = scopes_.find(scope);

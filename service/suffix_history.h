@@ -22,7 +22,7 @@ struct SuffixLimits {
   // outputs repeat): ~6 MiB for a scope, ~25 MiB for the server at most.
   int64_t scope_tokens = int64_t{1} << 14;   // a session's or job's tree
   int64_t server_tokens = int64_t{1} << 16;  // the server's tree of recent outputs
-  int64_t max_bytes = int64_t{256} << 20;    // every tree together (--suffix-memory)
+  int64_t max_bytes = int64_t{256} << 20;    // every tree together (--suffix-memory); 0: no history kept
 };
 
 // The scope of a request: "session:<id>", "job:<id>" or "" (none).

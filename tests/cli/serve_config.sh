@@ -29,7 +29,7 @@ declare -A value=(
   [intake-frames]=32 [intake-bytes]=2097152 [no-prefix-cache]=true [no-jump-forward]=true
   [worker]='["tcp://127.0.0.1:7801", "tcp://127.0.0.1:7805"]' [data-dir]='"/srv/troupe \"data\" \\ here"'
   [events]='"tcp://127.0.0.1:7802"' [job-concurrency]=2 [batch-share]=4 [batch-step]=32
-  [kv-spill-codec]='"int8"' [speculation]='"ngram"' [max-draft]=4 [draft-model]='"draft.gguf"'
+  [kv-spill-codec]='"int8"' [speculation]='"ngram"' [max-draft]=4 [suffix-memory]=1073741824 [draft-model]='"draft.gguf"'
   [draft-worker]='"tcp://127.0.0.1:7803"' [draft-timeout]=7.25 [worker-timeout]=45.5 [join-listen]='"ipc:///tmp/troupe-join.sock"' [peer]='["tcp://127.0.0.1:7806"]' [draft-kv-tokens]=2048
   [no-kv-spill]=true [session-idle]=60 [session-ttl]=86400 [job-ttl]=3600
   [max-store-bytes]=21474836480 [sweep-interval]=5 [response-cache-bytes]=1048576 [response-cache-ttl]=600

@@ -57,3 +57,12 @@ TEST_CASE("suffix history: over its byte budget drops the least recently used sc
   CHECK(h.scope("job:c"));
   CHECK(h.server().tokens() <= 64);
 }
+
+TEST_CASE("suffix history with no memory (--suffix-memory 0) keeps nothing") {
+  SuffixLimits limits;
+  limits.max_bytes = 0;
+  SuffixHistory h(limits);
+  h.record("job:a", run(0, 50));
+  CHECK_FALSE(h.scope("job:a"));
+  CHECK(h.server().tokens() == 0);
+}
