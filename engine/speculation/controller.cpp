@@ -80,6 +80,16 @@ double SpeculationController::net_gain(double a, int32_t k, double loss) {
   return expected - 1.0 - loss;
 }
 
+// One drafted token from the first source that may be tried: the free ones
+// when they have a draft, the draft model when it would clearly pay.
+SpeculationController::Choice SpeculationController::probe(DraftsAvailable available, bool suffix, bool ngram,
+                                                           bool model) {
+  if (suffix && available.suffix > 0) return {DraftSource::suffix, 1};
+  if (ngram && available.ngram > 0) return {DraftSource::ngram, 1};
+  if (model) return {DraftSource::model, 1};
+  return {};
+}
+
 SpeculationController::Choice SpeculationController::choose(DraftsAvailable available, int32_t batch,
                                                             const StepCostModel& cost, double draft_ms_per_token,
                                                             int64_t step_tokens, double draft_catch_up_ms) {
@@ -121,10 +131,9 @@ SpeculationController::Choice SpeculationController::choose(DraftsAvailable avai
     // CPU cost auto 5-15 % on free chat when any positive margin was enough.
     idle_steps_ = 0;
     probed_ = true;
-    if (use_suffix && available.suffix > 0) best = {DraftSource::suffix, 1};
-    else if (use_ngram && available.ngram > 0) best = {DraftSource::ngram, 1};
-    else if (use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token, draft_catch_up_ms)) > kModelProbeMargin)
-      best = {DraftSource::model, 1};
+    const bool model_worth_it =
+        use_model && net_gain(0.95, 1, loss(1, draft_ms_per_token, draft_catch_up_ms)) > kModelProbeMargin;
+    best = probe(available, use_suffix, use_ngram, model_worth_it);
   }
   if (best.source != DraftSource::none) idle_steps_ = 0;
   return best;

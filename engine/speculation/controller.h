@@ -126,6 +126,7 @@ class SpeculationController {
     double kept = 1.0, tried = 2.5;  // prior: acceptance 0.4, worth a few observations
   };
   static double net_gain(double a, int32_t k, double loss);
+  static Choice probe(DraftsAvailable available, bool suffix, bool ngram, bool model);
 
   SpeculationMode mode_;
   int32_t max_draft_;
