@@ -86,9 +86,7 @@ class Generation {
   }
 
  private:
-  bool suffix_on() const {
-    return options_.speculation == SpeculationMode::suffix || options_.speculation == SpeculationMode::automatic;
-  }
+  bool suffix_on() const { return drafts_from_suffix(options_.speculation); }
 
   // Local slots behind the window of the next query (at `next`) go back.
   void drop_local(int32_t next) {

@@ -90,7 +90,11 @@ struct AdmitRequest {
 // with 0x00, so a longer id starting with 0x00 is never a client's.
 inline std::string internal_peer(const std::string& name) { return std::string(1, '\0').append("troupe/").append(name); }
 inline bool is_internal_peer(const std::string& peer) { return peer.rfind(std::string("\0troupe/", 8), 0) == 0; }
-// The name an internal peer was made with ("" for a client's).
-inline std::string internal_name(const std::string& peer) { return is_internal_peer(peer) ? peer.substr(8) : std::string(); }
+// A batch job's items are asked by this peer; job_of_peer reads the id back ("": not a job's).
+inline std::string job_peer(const std::string& job_id) { return internal_peer("job/" + job_id); }
+inline std::string job_of_peer(const std::string& peer) {
+  const std::string prefix = internal_peer("job/");
+  return peer.rfind(prefix, 0) == 0 ? peer.substr(prefix.size()) : std::string();
+}
 
 }  // namespace troupe::service

@@ -18,8 +18,6 @@ Priority job_priority(wire::Priority p) {
   }
 }
 
-std::string job_peer(const std::string& job_id) { return internal_peer("job/" + job_id); }
-
 }  // namespace
 
 BatchJobs::BatchJobs(BatchJobsConfig config) : cfg_(std::move(config)) {

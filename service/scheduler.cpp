@@ -198,11 +198,8 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   s.cache_key = std::move(a.response_cache_key);
   if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) {
-    // A job's items share a scope: batch_jobs.cpp's peer is "job/<id>".
-    const std::string internal = internal_name(a.peer);
-    const std::string job = internal.rfind("job/", 0) == 0 ? internal.substr(4) : std::string();
     const PlannedSequence* planned = planner_->find(seq);  // holds the prompt (a's was moved there)
-    speculation_.add(seq, a.speculation, a.max_draft, s.sampling, suffix_scope(s.session_id, job),
+    speculation_.add(seq, a.speculation, a.max_draft, s.sampling, suffix_scope(s.session_id, job_of_peer(a.peer)),
                      planned ? static_cast<int32_t>(planned->tokens.size()) : 0);
   }
   return s;

@@ -12,7 +12,7 @@ void SpeculationPlanner::add(uint64_t seq, SpeculationMode mode, int32_t max_dra
   s.controller = std::make_unique<SpeculationController>(mode, max_draft, draft_model_);
   s.max_draft = std::clamp(max_draft, 1, 8);
   s.sampling = sampling;
-  if (mode == SpeculationMode::suffix || mode == SpeculationMode::automatic) s.own = std::make_unique<SuffixTree>();
+  if (drafts_from_suffix(mode)) s.own = std::make_unique<SuffixTree>();
   s.scope = std::move(scope);
   s.prompt_tokens = std::max(0, prompt_tokens);
   seqs_.insert_or_assign(seq, std::move(s));

@@ -30,6 +30,8 @@ namespace troupe {
 enum class SpeculationMode : uint8_t { off, ngram, draft, automatic, suffix };
 enum class DraftSource : uint8_t { none, ngram, model, suffix };
 const char* draft_source_name(DraftSource s);
+// The modes that draft from suffix trees (a request's own, and history).
+inline bool drafts_from_suffix(SpeculationMode m) { return m == SpeculationMode::suffix || m == SpeculationMode::automatic; }
 
 // The cost of a step, learned from measured steps: ms as a function of the
 // step's tokens. Small steps (decode, verify windows) and large ones

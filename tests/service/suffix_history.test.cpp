@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "service/admit_request.h"
 #include "service/suffix_history.h"
 
 using namespace troupe;
@@ -22,6 +23,10 @@ TEST_CASE("suffix history: scopes are a session's or a job's, a session's first"
   CHECK(suffix_scope("s", "j") == "session:s");
   CHECK(suffix_scope("", "j") == "job:j");
   CHECK(suffix_scope("", "").empty());
+  // A job's items are known by their peer (batch_jobs.cpp asks as job_peer).
+  CHECK(job_of_peer(job_peer("job-7")) == "job-7");
+  CHECK(job_of_peer("client-peer").empty());
+  CHECK(job_of_peer(internal_peer("summary/s1")).empty());
 }
 
 TEST_CASE("suffix history: records an output in its scope and the server's, and drafts from them") {
