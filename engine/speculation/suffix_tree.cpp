@@ -153,8 +153,12 @@ SuffixDraft SuffixTree::propose(std::span<const int32_t> tail, int32_t max_draft
                                 double per_match, bool tail_is_open) const {
   SuffixDraft best;
   if (max_draft <= 0 || tail.empty()) return best;
-  // The longest stretch of the tail the history holds, with something after it.
-  const auto longest = static_cast<int64_t>(std::min<size_t>(tail.size(), static_cast<size_t>(depth_ - 1)));
+  // The longest stretch of the tail the history holds, with something after
+  // it, and short enough to leave a full draft below it: the tree keeps
+  // paths of `depth` tokens, so a match of depth - 1 could draft one token
+  // (where output copies its prompt every match is that long). At least
+  // half the depth stays for the match.
+  const auto longest = std::min<int64_t>(static_cast<int64_t>(tail.size()), depth_ - std::min(max_draft, depth_ / 2));
   uint32_t at = 0;
   int64_t match = 0;
   for (int64_t m = longest; m >= 1 && match == 0; --m) {

@@ -47,9 +47,10 @@ Seq random_seq(std::mt19937& rng, size_t len, int32_t vocab) {
 // Every draft step is a most frequent continuation, with the reference's probability.
 void check_against_reference(const SuffixTree& tree, const BruteForce& ref, const Seq& tail, int32_t k) {
   const SuffixDraft d = tree.propose(tail, k, 0.0, 100.0);
-  // The match: the longest stretch of the tail (under depth) that has a continuation.
+  // The match: the longest stretch of the tail that has a continuation and
+  // leaves room for k drafted tokens under depth (at most half of it).
   int32_t want_match = 0;
-  for (int32_t m = std::min<int32_t>(static_cast<int32_t>(tail.size()), ref.depth - 1); m >= 1; --m)
+  for (int32_t m = std::min<int32_t>(static_cast<int32_t>(tail.size()), ref.depth - std::min(k, ref.depth / 2)); m >= 1; --m)
     if (!ref.continuations(Seq(tail.end() - m, tail.end())).empty()) {
       want_match = m;
       break;
@@ -90,6 +91,19 @@ TEST_CASE("a suffix tree drafts what followed the longest matching stretch of hi
   CHECK((e.tokens[0] == 5 || e.tokens[0] == 7));
   CHECK(e.score == Approx(0.5 + (e.tokens[0] == 5 ? 0.5 : 0.0)));
   CHECK(tree.propose(Seq{42}, 4).tokens.empty());
+}
+
+TEST_CASE("a suffix tree drafts in full where the tail copies a long stretch of history") {
+  // Output copying its prompt matches every stretch of the tail: the match
+  // is cut to leave room for the draft under the tree's depth.
+  SuffixTree tree(24);
+  Seq text(60);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<int32_t>(100 + i);
+  tree.add(text);
+  const Seq tail(text.begin(), text.begin() + 40);
+  const SuffixDraft d = tree.propose(tail, 8);
+  CHECK(d.match == 16);
+  CHECK(d.tokens == Seq(text.begin() + 40, text.begin() + 48));
 }
 
 TEST_CASE("a suffix tree follows the most frequent continuation and stops where agreement ends") {
