@@ -82,6 +82,11 @@ struct AdmitRequest {
   std::optional<ChatFormat> tool_format;
   uint64_t tool_seed = 0;  // its calls' ids derive from it (service/tool_gate.h)
   std::vector<std::string> tool_results, turn_call_ids;
+  // Suffix speculation (service/suffix_history.h): earlier outputs of its
+  // session or job, oldest first, for a scope tree this server may not hold
+  // (a session's answers the prompt no longer shows, a resumed job's
+  // finished items); used only where the scope has no tree yet.
+  std::vector<std::vector<int32_t>> suffix_seed;
 };
 
 // Peers of requests the server makes itself (batch job items): their

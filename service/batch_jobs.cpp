@@ -1,5 +1,6 @@
 #include "service/batch_jobs.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "messages/client_validation.h"
@@ -69,6 +70,7 @@ void BatchJobs::load(std::vector<persistence::JobRecord> stored, std::string dam
       continue;
     }
     queue_unfinished(j);
+    if (!j.results.empty()) unseeded_.insert(j.id);
     publish(wire::JobEventKind::job_resumed, j, nullptr);
     std::fprintf(stderr, "troupe serve: resuming job %s (%zu of %zu items done)\n", j.id.c_str(), j.results.size(),
                  j.items.size());
@@ -154,6 +156,8 @@ void BatchJobs::pump() {
       else a = std::get<AdmitRequest>(std::move(read));
     } else {
       a.sampling = job.sampling;
+      a.speculation = cfg_.speculation;
+      a.max_draft = cfg_.max_draft;
     }
     a.peer = job_peer(job_id);
     a.client_id = next_id_++;
@@ -174,9 +178,28 @@ void BatchJobs::pump() {
       finish_item(job_id, r);
       continue;
     }
+    // After a restart the job's suffix tree is rebuilt from what its items wrote.
+    if (drafts_from_suffix(a.speculation) && unseeded_.erase(job_id)) a.suffix_seed = finished_outputs(job);
     in_flight_.emplace(a.client_id, InFlight{job_id, index, {}, 0, !a.sampling.grammar.empty()});
     work_.admits.push_back(std::move(a));
   }
+}
+
+// The finished items' outputs, tokenized, oldest first: the latest items
+// that fit in cfg_.suffix_seed_tokens.
+std::vector<std::vector<int32_t>> BatchJobs::finished_outputs(const persistence::JobRecord& job) const {
+  std::vector<std::vector<int32_t>> out;
+  int64_t total = 0;
+  for (auto r = job.results.rbegin(); r != job.results.rend() && total < cfg_.suffix_seed_tokens; ++r) {
+    if (r->second.text.empty()) continue;
+    auto tokens = cfg_.tokenizer->encode(r->second.text, false, false);
+    if (static_cast<int64_t>(tokens.size()) > cfg_.suffix_seed_tokens - total)
+      tokens.resize(static_cast<size_t>(cfg_.suffix_seed_tokens - total));
+    total += static_cast<int64_t>(tokens.size());
+    out.push_back(std::move(tokens));
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 // The item's result goes to the store; only once stored is it in memory and published.
@@ -371,6 +394,7 @@ bool BatchJobs::may_subscribe(const persistence::Principal& who, const std::stri
 }
 
 void BatchJobs::retire(const std::string& job_id) {
+  unseeded_.erase(job_id);
   ended_.push_back(job_id);
   // Oldest first; one with results still being written waits for a later call.
   for (size_t tries = ended_.size(); ended_.size() > cfg_.max_cached_jobs && tries > 0; --tries) {

@@ -100,6 +100,12 @@ struct BatchJobsConfig {
   int64_t max_context = 4096;
   size_t max_prompt_bytes = 1 << 20;  // an item's expanded prompt, as the request gate bounds it
   int32_t max_in_flight = 4;
+  // The server's speculation for a template job's items (a job of requests:
+  // each request's own): items of modes suffix and auto draft from the
+  // job's earlier items (service/suffix_history.h).
+  SpeculationMode speculation = SpeculationMode::off;
+  int32_t max_draft = 4;
+  int64_t suffix_seed_tokens = int64_t{1} << 14;  // a resumed job's finished items its first item brings
   // Jobs that ended kept whole (items and results) in memory, the latest
   // first; older ones keep only their summary, and a results query reads them
   // from the store (JobWork::loads).
@@ -186,6 +192,8 @@ class BatchJobs {
   std::deque<std::pair<std::string, int32_t>> pending_;       // items to run, in order
   std::unordered_map<uint64_t, InFlight> in_flight_;          // by the item request's client id
   std::unordered_map<std::string, int32_t> writing_;          // results being stored, per job
+  std::set<std::string> unseeded_;  // resumed here: the first item brings the finished ones' outputs
+  std::vector<std::vector<int32_t>> finished_outputs(const persistence::JobRecord& job) const;
   struct SummaryInFlight {
     std::string session_id;
     int32_t through = 0;

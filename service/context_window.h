@@ -52,6 +52,13 @@ ContextWindow fit_context(const Tokenizer& tokenizer, ChatFormat format, const p
 std::vector<ChatMessage> summary_request(const Tokenizer& tokenizer, ChatFormat format,
                                          const persistence::SessionStart& start, int32_t through, int64_t budget);
 
+// The answers of stored turns [0, first_turn), which a prompt that keeps
+// turns from first_turn no longer shows, tokenized, oldest first: the newest
+// of them that fit in `max_tokens` (a session's suffix tree rebuilt where
+// this server holds none: service/suffix_history.h).
+std::vector<std::vector<int32_t>> answers_before(const Tokenizer& tokenizer, const persistence::SessionStart& start,
+                                                 int32_t first_turn, int64_t max_tokens);
+
 // How a new prompt reuses KV the session already computed: its positions
 // [dst_begin, dst_begin + count) hold the tokens the stored history had at
 // [src_begin, src_begin + count) (moved by a shift of their RoPE), and

@@ -7,6 +7,7 @@
 #include "service/constraint_gate.h"
 #include "service/response_tier.h"
 #include "service/route_request.h"
+#include "service/suffix_history.h"
 #include "service/tool_gate.h"
 
 namespace troupe::service {
@@ -354,6 +355,9 @@ std::variant<AdmitRequest, messages::Rejection> RequestGate::with_history(Sessio
     ContextWindow w = fit_context(*cfg_.tokenizer, cfg_.chat_format, start, a.turn_messages, budget, a.policy, a.tools);
     a.prompt = std::move(w.prompt);
     a.window_first_turn = w.first_turn;
+    // What the prompt no longer shows, for a suffix tree this server may not hold.
+    if (drafts_from_suffix(a.speculation) && w.first_turn > 0)
+      a.suffix_seed = answers_before(*cfg_.tokenizer, start, w.first_turn, SuffixLimits{}.scope_tokens);
     if (w.summarize_through > 0) {
       a.summary_messages = summary_request(*cfg_.tokenizer, cfg_.chat_format, start, w.summarize_through, budget);
       a.summarize_through = w.summarize_through;

@@ -199,7 +199,9 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   if (!s.cache_key.empty()) s.stream.record();
   if (a.speculation != SpeculationMode::off && a.samples == 1) {
     const PlannedSequence* planned = planner_->find(seq);  // holds the prompt (a's was moved there)
-    speculation_.add(seq, a.speculation, a.max_draft, s.sampling, suffix_scope(s.session_id, job_of_peer(a.peer)),
+    std::string scope = suffix_scope(s.session_id, job_of_peer(a.peer));
+    if (!a.suffix_seed.empty()) speculation_.seed(scope, a.suffix_seed);
+    speculation_.add(seq, a.speculation, a.max_draft, s.sampling, std::move(scope),
                      planned ? static_cast<int32_t>(planned->tokens.size()) : 0);
   }
   return s;

@@ -45,6 +45,8 @@ class SpeculationPlanner {
   // output is whole (not cancelled or failed) and joins the history.
   void remove(uint64_t seq, bool finished = true);
   const SuffixHistory& history() const { return history_; }
+  // A scope's tree rebuilt from earlier outputs where it is not held (SuffixHistory::seed).
+  bool seed(const std::string& scope, std::span<const std::vector<int32_t>> outputs) { return history_.seed(scope, outputs); }
   const SpeculationStats* stats(uint64_t seq) const;
 
   // Sets this step's drafts in the planner: n-gram ones at once; returns

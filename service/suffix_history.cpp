@@ -17,17 +17,29 @@ const SuffixTree* SuffixHistory::scope(const std::string& scope) const {
 void SuffixHistory::record(const std::string& scope, std::span<const int32_t> output) {
   if (output.empty() || limits_.max_bytes <= 0) return;
   server_.add(output);
-  if (!scope.empty()) {
-    auto it = scopes_.find(scope);
-    if (it == scopes_.end()) {
-      recent_.push_front(scope);
-      it = scopes_.emplace(scope, Scope{SuffixTree(SuffixTree::kDefaultDepth, limits_.scope_tokens), recent_.begin()}).first;
-    } else {
-      recent_.splice(recent_.begin(), recent_, it->second.recent);
-    }
-    it->second.tree.add(output);
-  }
+  if (!scope.empty()) scope_tree(scope).add(output);
   trim();
+}
+
+bool SuffixHistory::seed(const std::string& scope, std::span<const std::vector<int32_t>> outputs) {
+  if (scope.empty() || outputs.empty() || limits_.max_bytes <= 0 || scopes_.contains(scope)) return false;
+  SuffixTree& tree = scope_tree(scope);
+  for (const auto& o : outputs)
+    if (!o.empty()) tree.add(o);
+  trim();
+  return true;
+}
+
+// The scope's tree, made if new, and now the most recently used.
+SuffixTree& SuffixHistory::scope_tree(const std::string& scope) {
+  auto it = scopes_.find(scope);
+  if (it == scopes_.end()) {
+    recent_.push_front(scope);
+    it = scopes_.emplace(scope, Scope{SuffixTree(SuffixTree::kDefaultDepth, limits_.scope_tokens), recent_.begin()}).first;
+  } else {
+    recent_.splice(recent_.begin(), recent_, it->second.recent);
+  }
+  return it->second.tree;
 }
 
 int64_t SuffixHistory::bytes() const {

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/speculation/suffix_tree.h"
 
@@ -37,6 +38,11 @@ class SuffixHistory {
   const SuffixTree& server() const { return server_; }
   // A finished output: into its scope's tree (made if new) and the server's.
   void record(const std::string& scope, std::span<const int32_t> output);
+  // A scope this server holds no tree for (after a restart, a session's
+  // hand-off, or once its tree was trimmed): its tree rebuilt from earlier
+  // outputs, oldest first (a session's stored answers, a resumed job's
+  // finished items). False, and nothing done, where the tree is held.
+  bool seed(const std::string& scope, std::span<const std::vector<int32_t>> outputs);
 
   int64_t bytes() const;
   size_t scopes() const { return scopes_.size(); }
@@ -44,6 +50,7 @@ class SuffixHistory {
 
  private:
   void trim();
+  SuffixTree& scope_tree(const std::string& scope);
 
   SuffixLimits limits_;
   SuffixTree server_;

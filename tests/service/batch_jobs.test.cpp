@@ -12,8 +12,10 @@ using namespace troupe::service;
 
 namespace {
 
-BatchJobs make_jobs(int32_t in_flight = 2) {
+BatchJobs make_jobs(int32_t in_flight = 2, SpeculationMode speculation = SpeculationMode::off) {
   BatchJobsConfig c;
+  c.speculation = speculation;
+  c.max_draft = 6;
   c.tokenizer = test::synthetic_tokenizer();
   c.max_context = 512;
   c.max_in_flight = in_flight;
@@ -134,6 +136,38 @@ TEST_CASE("a stored job resumes with exactly its unfinished items, and queries b
   CHECK(w.replies.size() == 1);  // the early query, answered
   CHECK(w.admits.size() == 2);
   CHECK(w.events.size() == 1);   // job_resumed
+}
+
+TEST_CASE("a resumed job's first item brings the finished items' outputs for its suffix tree, once") {
+  BatchJobs jobs = make_jobs(1, SpeculationMode::suffix);
+  persistence::JobRecord stored;
+  stored.id = "job-2";
+  stored.item_template = "Summarize: {item}";
+  stored.items = {"a", "b", "c", "d"};
+  stored.results[0] = messages::JobItemFields{0, "first summary", wire::FinishReason::stop, 1, 2, ""};
+  stored.results[2] = messages::JobItemFields{2, "third summary", wire::FinishReason::stop, 1, 2, ""};
+  jobs.load({stored});
+  JobWork w = jobs.take();
+  REQUIRE(w.admits.size() == 1);
+  // Template items take the server's speculation.
+  CHECK(w.admits[0].speculation == SpeculationMode::suffix);
+  CHECK(w.admits[0].max_draft == 6);
+  const auto tok = test::synthetic_tokenizer();
+  const std::vector<std::vector<int32_t>> want = {tok->encode("first summary", false, false),
+                                                  tok->encode("third summary", false, false)};
+  CHECK(w.admits[0].suffix_seed == want);
+  // The next item finds the tree built: it brings nothing.
+  jobs.on_item(w.admits[0].client_id, messages::done_response(w.admits[0].client_id, {}));
+  w = jobs.take();
+  REQUIRE(w.admits.size() == 1);
+  CHECK(w.admits[0].suffix_seed.empty());
+  // Without suffix drafting nothing is tokenized for it.
+  BatchJobs plain = make_jobs(1, SpeculationMode::ngram);
+  plain.load({stored});
+  w = plain.take();
+  REQUIRE(w.admits.size() == 1);
+  CHECK(w.admits[0].speculation == SpeculationMode::ngram);
+  CHECK(w.admits[0].suffix_seed.empty());
 }
 
 TEST_CASE("cancelling a job stores it cancelled first, then cancels its items in flight") {

@@ -124,3 +124,22 @@ TEST_CASE("the kept turns' KV is found where the stored history had it") {
   for (int32_t i = 0; i < r.dst_begin; ++i) REQUIRE(w.prompt[i] == history[i]);
   CHECK(find_reuse(all.prompt, history, 16).count == 0);  // nothing dropped: nothing moves
 }
+
+TEST_CASE("the answers a window no longer shows are read back as tokens, the newest that fit, oldest first") {
+  const auto tok = test::synthetic_tokenizer();
+  const auto s = session(6);
+  auto answer = [&](int t) { return tok->encode(s.turns[static_cast<size_t>(t)].back().content, false, false); };
+  const auto all = answers_before(*tok, s, 4, 1 << 20);
+  REQUIRE(all.size() == 4);  // turns 0..3: their answers only, not the questions or the system prompt
+  for (int t = 0; t < 4; ++t) CHECK(all[static_cast<size_t>(t)] == answer(t));
+  // A budget of two answers and a bit: the newest two whole, then the start of the one before.
+  const auto n = static_cast<int64_t>(answer(3).size() + answer(2).size() + 3);
+  const auto some = answers_before(*tok, s, 4, n);
+  REQUIRE(some.size() == 3);
+  const auto one = answer(1);
+  CHECK(some[0] == std::vector<int32_t>(one.begin(), one.begin() + 3));
+  CHECK(some[1] == answer(2));
+  CHECK(some[2] == answer(3));
+  CHECK(answers_before(*tok, s, 0, 1 << 20).empty());   // the prompt keeps every turn
+  CHECK(answers_before(*tok, s, 99, 1 << 20).size() == 6);  // past the stored turns: all of them
+}

@@ -79,6 +79,29 @@ TEST_CASE("a session turn's stored pages serve only the prefix its new prompt sh
   CHECK(a->restore_pages.size() == static_cast<size_t>(a->persisted_pages));
 }
 
+TEST_CASE("a session turn past its window brings the answers it no longer shows, where it drafts from suffix trees") {
+  RequestGate gate(gate_config(256));
+  persistence::SessionStart stored;
+  for (int t = 0; t < 12; ++t)
+    stored.turns.push_back({{"user", "question " + std::to_string(t) + " about the weather today"},
+                            {"assistant", "answer " + std::to_string(t) + ": it rains in the city again"}});
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "and tomorrow?"}};
+  auto turn_with = [&](wire::Speculation mode) {
+    SessionTurn turn = std::get<SessionTurn>(gate.to_admit(
+        "p", messages::chat_request(2, "s1", msgs, greedy(), wire::Priority::chat, false, mode), 0));
+    auto next = gate.with_history(std::move(turn), stored);
+    REQUIRE(std::holds_alternative<AdmitRequest>(next));
+    return std::get<AdmitRequest>(std::move(next));
+  };
+  const AdmitRequest a = turn_with(wire::Speculation::suffix);
+  REQUIRE(a.window_first_turn > 0);
+  REQUIRE(a.suffix_seed.size() == static_cast<size_t>(a.window_first_turn));
+  CHECK(a.suffix_seed.back() ==
+        test::synthetic_tokenizer()->encode(stored.turns[static_cast<size_t>(a.window_first_turn - 1)][1].content, false, false));
+  CHECK(turn_with(wire::Speculation::auto_).suffix_seed.size() == a.suffix_seed.size());
+  CHECK(turn_with(wire::Speculation::ngram).suffix_seed.empty());
+}
+
 TEST_CASE("queries are routed, not admitted: ping, stats, cancel, sessions and jobs") {
   RequestGate gate(gate_config());
   auto kind_of = [&](const messages::Bytes& b) {

@@ -71,3 +71,24 @@ TEST_CASE("suffix history with no memory (--suffix-memory 0) keeps nothing") {
   CHECK_FALSE(h.scope("job:a"));
   CHECK(h.server().tokens() == 0);
 }
+
+TEST_CASE("suffix history: a scope it does not hold is rebuilt from earlier outputs, one it holds is kept") {
+  SuffixHistory h;
+  const std::vector<std::vector<int32_t>> stored = {run(100, 10), run(300, 10)};
+  CHECK(h.seed("session:s", stored));
+  REQUIRE(h.scope("session:s"));
+  CHECK(h.scope("session:s")->tokens() == 20);
+  CHECK(h.server().tokens() == 0);  // the server's tree holds what this server wrote
+  const std::vector<int32_t> tail = {302, 303};
+  CHECK(h.scope("session:s")->propose(tail, 4).tokens == std::vector<int32_t>{304, 305, 306, 307});
+  // Held (this server recorded or rebuilt it): a seed changes nothing.
+  h.record("session:s", run(500, 5));
+  CHECK_FALSE(h.seed("session:s", stored));
+  CHECK(h.scope("session:s")->tokens() == 25);
+  // Nothing to seed from, no scope, or no history kept: nothing made.
+  CHECK_FALSE(h.seed("session:t", {}));
+  CHECK_FALSE(h.seed("", stored));
+  SuffixHistory none(SuffixLimits{.max_bytes = 0});
+  CHECK_FALSE(none.seed("job:j", stored));
+  CHECK_FALSE(none.scope("job:j"));
+}
