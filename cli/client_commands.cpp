@@ -227,6 +227,19 @@ int run_stats(const ClientArgs& a) {
                   static_cast<unsigned long long>(w->lost()), static_cast<unsigned long long>(w->tokens()),
                   static_cast<unsigned long long>(w->forward_tokens()), static_cast<unsigned long long>(w->steps()),
                   w->running(), w->waiting(), w->pages_used(), w->pages_total(), w->step_ms());
+  if (s->speculation())  // a line per draft source
+    for (const auto* x : *s->speculation())
+      std::printf("%s\n", nlohmann::json{{"speculation", x->source() ? x->source()->str() : ""},
+                                         {"drafted", x->drafted()},
+                                         {"accepted", x->accepted()},
+                                         {"windows", x->windows()},
+                                         {"accepted_per_window", x->windows() ? static_cast<double>(x->accepted()) / x->windows() : 0.0}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
+  if (s->suffix_tree_bytes() > 0)
+    std::printf("{\"suffix_tree_bytes\": %llu, \"suffix_tree_tokens\": %llu, \"suffix_trees\": %d}\n",
+                static_cast<unsigned long long>(s->suffix_tree_bytes()),
+                static_cast<unsigned long long>(s->suffix_tree_tokens()), s->suffix_trees());
   return 0;
 }
 

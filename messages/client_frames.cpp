@@ -225,6 +225,13 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                              w.waiting, w.pages_used, w.pages_total, w.step_ms));
     workers = fbb.CreateVector(each);
   }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::SpeculationSourceStats>>> speculation;
+  if (!s.speculation.empty()) {
+    std::vector<flatbuffers::Offset<wire::SpeculationSourceStats>> each;
+    for (const SpeculationSourceFields& x : s.speculation)
+      each.push_back(wire::CreateSpeculationSourceStats(fbb, fbb.CreateString(x.source), x.drafted, x.accepted, x.windows));
+    speculation = fbb.CreateVector(each);
+  }
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
@@ -233,7 +240,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            s.expert_tokens.empty() ? 0
                                                                    : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()),
                                            s.local_pages_total, s.local_pages_used,
-                                           s.store_degraded.empty() ? 0 : fbb.CreateString(s.store_degraded));
+                                           s.store_degraded.empty() ? 0 : fbb.CreateString(s.store_degraded),
+                                           speculation, s.suffix_tree_bytes, s.suffix_trees, s.suffix_tree_tokens);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 
@@ -263,6 +271,11 @@ StatsFields read_stats(const wire::StatsReply& s) {
   if (s.expert_tokens()) f.expert_tokens.assign(s.expert_tokens()->begin(), s.expert_tokens()->end());
   f.local_pages_total = s.local_pages_total(), f.local_pages_used = s.local_pages_used();
   if (s.store_degraded()) f.store_degraded = s.store_degraded()->str();
+  if (s.speculation())
+    for (const auto* x : *s.speculation())
+      f.speculation.push_back({x->source() ? x->source()->str() : "", x->drafted(), x->accepted(), x->windows()});
+  f.suffix_tree_bytes = s.suffix_tree_bytes(), f.suffix_trees = s.suffix_trees();
+  f.suffix_tree_tokens = s.suffix_tree_tokens();
   return f;
 }
 

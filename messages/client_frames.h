@@ -136,6 +136,11 @@ struct WorkerStatsFields {
   double step_ms = 0;
 };
 
+struct SpeculationSourceFields {
+  std::string source;
+  uint64_t drafted = 0, accepted = 0, windows = 0;
+};
+
 struct StatsFields {
   int32_t running = 0, waiting = 0;
   int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
@@ -151,6 +156,9 @@ struct StatsFields {
   std::vector<uint64_t> expert_tokens;
   int32_t local_pages_total = 0, local_pages_used = 0;  // sliding-window layers' slots
   std::string store_degraded;  // why the store refuses writes; empty: it takes them
+  std::vector<SpeculationSourceFields> speculation;
+  uint64_t suffix_tree_bytes = 0, suffix_tree_tokens = 0;
+  int32_t suffix_trees = 0;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position, uint64_t tool_call_seed = 0);

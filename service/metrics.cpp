@@ -88,11 +88,18 @@ void ServiceMetrics::request_done(const std::string& outcome, int64_t prompt, in
   cached_tokens_ += static_cast<uint64_t>(std::max<int64_t>(cached, 0));
   completion_tokens_ += static_cast<uint64_t>(std::max<int64_t>(completion, 0));
 }
-void ServiceMetrics::speculation(const std::string& source, int64_t drafted, int64_t accepted) {
+void ServiceMetrics::speculation(const std::string& source, int64_t drafted, int64_t accepted, int64_t windows) {
   std::lock_guard lock(mutex_);
-  auto& [d, a] = speculation_[source];
+  auto& [d, a, w] = speculation_[source];
   d += static_cast<uint64_t>(std::max<int64_t>(drafted, 0));
   a += static_cast<uint64_t>(std::max<int64_t>(accepted, 0));
+  w += static_cast<uint64_t>(std::max<int64_t>(windows, 0));
+}
+std::vector<messages::SpeculationSourceFields> ServiceMetrics::speculation_sources() const {
+  std::lock_guard lock(mutex_);
+  std::vector<messages::SpeculationSourceFields> out;
+  for (const auto& [source, n] : speculation_) out.push_back({source, n[0], n[1], n[2]});
+  return out;
 }
 void ServiceMetrics::job_item(const std::string& outcome) {
   std::lock_guard lock(mutex_);
@@ -282,9 +289,11 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
   counter(out, "troupe_step_tokens_total", "Tokens computed by engine steps (prefill and decode)", step_tokens_);
   engine_counters(out, g);
   labelled(out, "troupe_speculation_drafted_tokens_total", "Tokens proposed by speculation, by source", "source", speculation_,
-           [](const auto& da) { return da.first; });
+           [](const auto& n) { return n[0]; });
   labelled(out, "troupe_speculation_accepted_tokens_total", "Of those, kept by the target model", "source", speculation_,
-           [](const auto& da) { return da.second; });
+           [](const auto& n) { return n[1]; });
+  labelled(out, "troupe_speculation_windows_total", "Verify windows, by the source that drafted them", "source", speculation_,
+           [](const auto& n) { return n[2]; });
   labelled(out, "troupe_job_items_total", "Batch-job items ended, by outcome", "outcome", job_items_, count);
   labelled(out, "troupe_response_cache_total", "Requests that asked for the response cache tier, by outcome", "outcome",
            response_cache_, count);

@@ -64,7 +64,8 @@ class ServiceMetrics {
   void step(double seconds, int64_t tokens);
   // A request's end: a finish reason (stop, length, ...) or an error code's name.
   void request_done(const std::string& outcome, int64_t prompt_tokens, int64_t cached_tokens, int64_t completion_tokens);
-  void speculation(const std::string& source, int64_t drafted, int64_t accepted);
+  void speculation(const std::string& source, int64_t drafted, int64_t accepted, int64_t windows = 0);
+  std::vector<messages::SpeculationSourceFields> speculation_sources() const;  // by source, for `troupe stats`
   void job_item(const std::string& outcome);
   void response_cache(const std::string& outcome);  // hit, miss or bypassed
   void http_request(const std::string& route, int status);
@@ -90,7 +91,7 @@ class ServiceMetrics {
   Histogram ttft_, itl_, queue_, step_;
   std::map<std::string, uint64_t> outcomes_, job_items_, response_cache_;
   std::map<std::pair<std::string, int>, uint64_t> http_;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> speculation_;  // source: (drafted, accepted)
+  std::map<std::string, std::array<uint64_t, 3>> speculation_;  // source: drafted, accepted, windows
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
   std::map<std::pair<int32_t, int32_t>, messages::TierStatsFields> tiers_;
   std::map<std::pair<int32_t, int32_t>, messages::WorkerStatsFields> workers_;

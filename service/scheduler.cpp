@@ -296,7 +296,7 @@ void Scheduler::tell_done(uint64_t seq, Sequence& s, wire::FinishReason reason) 
       for (size_t src = 0; src < spec->by_source.size(); ++src)
         if (spec->by_source[src].drafted > 0)
           cfg_.metrics->speculation(draft_source_name(static_cast<DraftSource>(src)), spec->by_source[src].drafted,
-                                    spec->by_source[src].accepted);
+                                    spec->by_source[src].accepted, spec->by_source[src].windows);
   }
   if (!s.session_id.empty() && reason != wire::FinishReason::cancelled && cfg_.commit_sessions)
     commit_turn(seq, s, std::move(d));  // its Done is sent once the turn is durable

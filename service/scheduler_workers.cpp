@@ -112,6 +112,10 @@ messages::StatsFields Scheduler::stats() {
   f.steps = step_;
   f.model = cfg_.model_name;
   f.draining = draining_;
+  f.suffix_tree_bytes = static_cast<uint64_t>(speculation_.history().bytes());
+  f.suffix_trees = static_cast<int32_t>(speculation_.history().scopes());
+  f.suffix_tree_tokens = static_cast<uint64_t>(speculation_.history().tokens());
+  if (cfg_.metrics) f.speculation = cfg_.metrics->speculation_sources();
   if (cfg_.metrics)
     if (const StoreState store = cfg_.metrics->store_state(); store.known && !store.writable) f.store_degraded = store.reason;
   if (!cfg_.metrics) return f;

@@ -48,6 +48,12 @@ int64_t SuffixHistory::bytes() const {
   return total;
 }
 
+int64_t SuffixHistory::tokens() const {
+  int64_t total = server_.tokens();
+  for (const auto& [name, s] : scopes_) total += s.tree.tokens();
+  return total;
+}
+
 // Over the budget, the least recently recorded scopes go; then, if the
 // server's tree alone is over, its oldest outputs.
 void SuffixHistory::trim() {

@@ -45,6 +45,7 @@ class SuffixHistory {
   bool seed(const std::string& scope, std::span<const std::vector<int32_t>> outputs);
 
   int64_t bytes() const;
+  int64_t tokens() const;  // in every tree
   size_t scopes() const { return scopes_.size(); }
   const SuffixLimits& limits() const { return limits_; }
 

@@ -151,6 +151,7 @@ void SpeculationController::observe(DraftSource source, int32_t drafted, int32_t
   stats_.accepted += accepted;
   stats_.by_source[static_cast<size_t>(source)].drafted += drafted;
   stats_.by_source[static_cast<size_t>(source)].accepted += accepted;
+  ++stats_.by_source[static_cast<size_t>(source)].windows;
   ++stats_.verify_steps;
 }
 

@@ -84,7 +84,7 @@ struct SpeculationStats {
   DraftSource last_source = DraftSource::none;
   int64_t drafted = 0, accepted = 0, verify_steps = 0;
   struct BySource {
-    int64_t drafted = 0, accepted = 0;
+    int64_t drafted = 0, accepted = 0, windows = 0;
   };
   std::array<BySource, 4> by_source{};  // indexed by DraftSource: auto mixes them
   double mean_accepted() const { return verify_steps ? static_cast<double>(accepted) / verify_steps : 0.0; }

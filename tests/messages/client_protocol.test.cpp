@@ -200,7 +200,7 @@ TEST_CASE("a session's hand-off between front ends: TakeSession and SessionRecor
   CHECK(got.kv_pages == r.kv_pages);
 }
 
-TEST_CASE("a StatsReply reads back whole: tiers, workers, experts and the store's state with the counters") {
+TEST_CASE("a StatsReply reads back whole: tiers, workers, experts, speculation by source and the store's state with the counters") {
   StatsFields s;
   s.running = 2, s.waiting = 3, s.pages_total = 64, s.pages_used = 9, s.pages_cached = 4, s.pages_free = 51;
   s.live_token_fraction = 0.5f, s.steps = 77, s.tokens_generated = 1234, s.model = "m", s.engine_ms = 1.5, s.busy_ms = 2.5;
@@ -210,6 +210,8 @@ TEST_CASE("a StatsReply reads back whole: tiers, workers, experts and the store'
   s.tiers.push_back({"large", 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24});
   s.workers.push_back({"tcp://w1", "small", false, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.5});
   s.expert_tokens = {3, 1, 4};
+  s.speculation = {{"ngram", 40, 30, 9}, {"suffix", 20, 18, 4}};
+  s.suffix_tree_bytes = 123456, s.suffix_trees = 7, s.suffix_tree_tokens = 999;
   const auto bytes = stats_response(1, s);
   const auto* r = check_response(bytes);
   REQUIRE(r);
@@ -229,4 +231,11 @@ TEST_CASE("a StatsReply reads back whole: tiers, workers, experts and the store'
   CHECK_FALSE(back.workers[0].up);
   CHECK(back.workers[0].step_ms == 12.5);
   CHECK(back.local_pages_used == 12);
+  REQUIRE(back.speculation.size() == 2);
+  CHECK(back.speculation[1].source == "suffix");
+  CHECK(back.speculation[1].accepted == 18);
+  CHECK(back.speculation[1].windows == 4);
+  CHECK(back.suffix_tree_bytes == 123456);
+  CHECK(back.suffix_trees == 7);
+  CHECK(back.suffix_tree_tokens == 999);
 }

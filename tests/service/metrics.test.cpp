@@ -41,7 +41,9 @@ TEST_CASE("outcomes, tokens, speculation, the response cache and HTTP routes are
   m.request_done("stop", 10, 4, 3);
   m.request_done("stop", 5, 0, 2);
   m.request_done("too_long", 0, 0, 0);
-  m.speculation("ngram", 8, 5);
+  m.speculation("ngram", 8, 5, 2);
+  m.speculation("suffix", 6, 6, 1);
+  m.speculation("ngram", 4, 1, 1);
   m.http_request("/v1/completions", 200);
   m.response_cache("hit");
   m.response_cache("hit");
@@ -55,8 +57,15 @@ TEST_CASE("outcomes, tokens, speculation, the response cache and HTTP routes are
   CHECK(value(text, "troupe_prompt_tokens_total") == 15);
   CHECK(value(text, "troupe_cached_prompt_tokens_total") == 4);
   CHECK(value(text, "troupe_completion_tokens_total") == 5);
-  CHECK(value(text, "troupe_speculation_drafted_tokens_total{source=\"ngram\"}") == 8);
-  CHECK(value(text, "troupe_speculation_accepted_tokens_total{source=\"ngram\"}") == 5);
+  CHECK(value(text, "troupe_speculation_drafted_tokens_total{source=\"ngram\"}") == 12);
+  CHECK(value(text, "troupe_speculation_accepted_tokens_total{source=\"ngram\"}") == 6);
+  CHECK(value(text, "troupe_speculation_windows_total{source=\"ngram\"}") == 3);
+  CHECK(value(text, "troupe_speculation_windows_total{source=\"suffix\"}") == 1);
+  const auto sources = m.speculation_sources();  // what `troupe stats` shows
+  REQUIRE(sources.size() == 2);
+  CHECK(sources[1].source == "suffix");
+  CHECK(sources[1].drafted == 6);
+  CHECK(sources[1].windows == 1);
   CHECK(value(text, "troupe_http_requests_total{route=\"/v1/completions\",status=\"200\"}") == 1);
   CHECK(value(text, "troupe_response_cache_total{outcome=\"hit\"}") == 2);
   CHECK(value(text, "troupe_response_cache_total{outcome=\"bypassed\"}") == 1);

@@ -85,6 +85,7 @@ TEST_CASE("suffix history: a scope it does not hold is rebuilt from earlier outp
   h.record("session:s", run(500, 5));
   CHECK_FALSE(h.seed("session:s", stored));
   CHECK(h.scope("session:s")->tokens() == 25);
+  CHECK(h.tokens() == 30);  // the scope's 25 and the server's 5
   // Nothing to seed from, no scope, or no history kept: nothing made.
   CHECK_FALSE(h.seed("session:t", {}));
   CHECK_FALSE(h.seed("", stored));

@@ -254,7 +254,12 @@ class Client:
                 "local_pages_total": s.LocalPagesTotal(), "local_pages_used": s.LocalPagesUsed(),
                 "store_degraded": (s.StoreDegraded() or b"").decode(),
                 "tiers": [_tier_stats(s.Tiers(i)) for i in range(s.TiersLength())],
-                "workers": [_worker_stats(s.Workers(i)) for i in range(s.WorkersLength())]}
+                "workers": [_worker_stats(s.Workers(i)) for i in range(s.WorkersLength())],
+                "speculation": {(x.Source() or b"").decode(): {"drafted": x.Drafted(), "accepted": x.Accepted(),
+                                                               "windows": x.Windows()}
+                                for x in (s.Speculation(i) for i in range(s.SpeculationLength()))},
+                "suffix_tree_bytes": s.SuffixTreeBytes(), "suffix_tree_tokens": s.SuffixTreeTokens(),
+                "suffix_trees": s.SuffixTrees()}
 
     def _ask(self, b, body_type, body, reply_kind):
         rid = next(self._ids)
