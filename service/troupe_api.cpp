@@ -67,7 +67,9 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
 }
 
 std::string stats_json(const messages::StatsFields& s) {
-  sorted_json tiers = sorted_json::array(), workers = sorted_json::array();
+  sorted_json tiers = sorted_json::array(), workers = sorted_json::array(), speculation = sorted_json::object();
+  for (const auto& x : s.speculation)
+    speculation[x.source] = {{"drafted", x.drafted}, {"accepted", x.accepted}, {"windows", x.windows}};
   for (const auto& t : s.tiers)
     tiers.push_back({{"tier", t.name}, {"requests", t.requests}, {"escalated_in", t.escalated_in},
                      {"escalations", t.escalations}, {"tokens", t.tokens}, {"forward_tokens", t.forward_tokens},
@@ -96,7 +98,11 @@ std::string stats_json(const messages::StatsFields& s) {
               {"draining", s.draining},
               {"store_degraded", s.store_degraded},
               {"tiers", tiers},
-              {"workers", workers}}
+              {"workers", workers},
+              {"speculation", speculation},
+              {"suffix_tree_bytes", s.suffix_tree_bytes},
+              {"suffix_tree_tokens", s.suffix_tree_tokens},
+              {"suffix_trees", s.suffix_trees}}
       .dump(-1, ' ', false, sorted_json::error_handler_t::replace);
 }
 

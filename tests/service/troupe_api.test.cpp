@@ -247,7 +247,7 @@ TEST_CASE("troupe api: a job accepted, a job's reply with its results and a job 
   CHECK(ok(messages::job_list_response(1, {}))["data"] == json::array());
 }
 
-TEST_CASE("troupe api: the stats become one object, with tiers and workers as lists") {
+TEST_CASE("troupe api: the stats become one object, with tiers and workers as lists, speculation by source") {
   messages::StatsFields s;
   s.model = "qwen";
   s.running = 2;
@@ -279,7 +279,14 @@ TEST_CASE("troupe api: the stats become one object, with tiers and workers as li
   worker.lost = 1;
   worker.step_ms = 12.5;
   s.workers = {worker, worker};
+  s.speculation = {{"suffix", 30, 20, 8}};
+  s.suffix_tree_bytes = 4096, s.suffix_tree_tokens = 8, s.suffix_trees = 1;
   const json j = json::parse(service::stats_json(s));
+  CHECK(j["speculation"]["suffix"]["accepted"] == 20);
+  CHECK(j["speculation"]["suffix"]["windows"] == 8);
+  CHECK(j["suffix_tree_bytes"] == 4096);
+  CHECK(j["suffix_tree_tokens"] == 8);
+  CHECK(j["suffix_trees"] == 1);
   CHECK(j["model"] == "qwen");
   CHECK(j["running"] == 2);
   CHECK(j["waiting"] == 1);
