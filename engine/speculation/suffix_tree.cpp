@@ -252,6 +252,7 @@ SuffixDraft best_suffix_draft(std::span<const SuffixTree* const> trees, std::spa
     SuffixDraft d = t->propose(tail, max_draft, 0.1, 2.0, t == open);
     if (d.score > best.score) best = std::move(d);
   }
+  if (best.score < kMinSuffixDraftScore) return {};
   return best;
 }
 

@@ -101,8 +101,13 @@ class SuffixTree {
 };
 
 // The best of several trees' drafts (a request's own, its session's or
-// job's, the server's): the one that promises the most accepted tokens.
+// job's, the server's): the one that promises the most accepted tokens,
+// none where that is under kMinSuffixDraftScore. A server-wide tree matches
+// something in almost any text; on open chat its weak drafts cost the 1.5B
+// on 2 cores 13 % with suffix and 7 % with auto, and with the floor
+// nothing (docs/BENCHMARKS.md, "Suffix speculation").
 // `open`: the tree among them whose open sequence ends with `tail`.
+constexpr double kMinSuffixDraftScore = 1.5;
 SuffixDraft best_suffix_draft(std::span<const SuffixTree* const> trees, std::span<const int32_t> tail,
                               int32_t max_draft, const SuffixTree* open = nullptr);
 

@@ -201,7 +201,7 @@ TEST_CASE("a request's own suffix tree does not count its open tail against what
   CHECK(own.propose(Seq{1, 2}, 8, 0.0, 2.0, false).score == Approx(2.0));  // counted as one of two
 }
 
-TEST_CASE("of several suffix trees the draft that promises most is taken") {
+TEST_CASE("of several suffix trees the draft that promises most is taken, and none that promises little") {
   SuffixTree session(8), server(8);
   session.add(Seq{1, 2, 3, 4, 5});
   server.add(Seq{1, 2, 9});
@@ -209,6 +209,10 @@ TEST_CASE("of several suffix trees the draft that promises most is taken") {
   const SuffixTree* trees[] = {&server, nullptr, &session};
   const SuffixDraft d = troupe::best_suffix_draft(trees, Seq{1, 2}, 3);
   CHECK(d.tokens == Seq{3, 4, 5});
+  // Where the trees only disagree (9 or 8, half each: 0.5 expected), none is offered.
+  const SuffixTree* weak[] = {&server};
+  CHECK(server.propose(Seq{1, 2}, 3).score == Approx(0.5));
+  CHECK(troupe::best_suffix_draft(weak, Seq{1, 2}, 3).tokens.empty());
 }
 
 TEST_CASE("a suffix tree record with any byte changed or cut is refused or read whole, never half") {
