@@ -1,69 +1,121 @@
 #!/usr/bin/env python3
-"""Driver of ops/bench/suffix.sh: runs one workload's requests in order on a
-server, one at a time, with one speculation mode, and prints a JSON row; with
---summary ROWS, the table (decode tok/s over requests 2..N, ratio to off,
-tokens equal to off's).
+"""Driver of ops/bench/suffix.sh: runs one workload (suffix_workloads.py) on a
+server with one speculation mode and prints a JSON row; with --summary ROWS,
+the table (rate, ratio to off and to the best of off and ngram, acceptance
+per source, tokens equal to off's, the trees' memory).
 
     suffix_bench.py ENDPOINT WORKLOAD MODE TOKENS MAX_DRAFT
     suffix_bench.py --summary ROWS.jsonl
+
+Rates: job, the job's completion tokens over its wall time (submission to
+its last result: prefill included, as a nightly job's owner sees it);
+coding, agent and chat, decode tok/s of requests 2..N (the first has no
+history), from each request's per-token time.
 """
-import glob
 import json
 import os
 import sys
+import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
-INSTRUCTION = ("Summarize this paper for a reading list. Answer in exactly this format:\n"
-               "Title: <title>\nProblem: <one sentence>\nMethod: <one sentence>\nResult: <one sentence>\n\n")
-QUESTIONS = ["Why is the sky blue?", "Write a haiku about autumn rain.", "What makes a good API error message?",
-             "Explain recursion to a child.", "Give three tips for a job interview.",
-             "What is the difference between a list and a tuple in Python?", "Describe a sunrise over the sea.",
-             "How do vaccines train the immune system?", "Plan a three-day trip to Kyoto.",
-             "What is a hash collision?"]
+import suffix_workloads as wl  # noqa: E402
 
 
-def requests(workload):
-    if workload == "job":
-        papers = sorted(glob.glob(os.path.join(ROOT, "examples", "summarize-papers", "papers", "*.txt")))
-        return [INSTRUCTION + open(p).read() for p in papers]
-    return list(QUESTIONS)
+def request_row(s):
+    text = s.read()
+    spec = s.speculation or {}
+    return {"text": text, "tokens": list(s.tokens), "per_token_ms": s.timings["per_token_ms"],
+            "drafted": spec.get("drafted", 0), "accepted": spec.get("accepted", 0)}
+
+
+def run_job(c, tokens, max_draft):
+    items = wl.document_sections()
+    t0 = time.monotonic()
+    job_id = c.submit_job(items, wl.JOB_TEMPLATE, max_tokens=tokens, temperature=0,
+                          constraint={"json_schema": wl.SUMMARY_SCHEMA})["job_id"]
+    while c.job_status(job_id)["state"] == "running":
+        time.sleep(0.2)
+    wall = time.monotonic() - t0
+    results = sorted(c.job_results(job_id), key=lambda r: r["index"])
+    done = sum(r["completion_tokens"] for r in results)
+    return {"rate": done / wall, "wall_s": wall, "outputs": [r["text"] for r in results],
+            "valid": sum(r["validated"] for r in results), "items": len(results)}
+
+
+def decode_rate(rows):
+    later = rows[1:]
+    return 1000.0 * len(later) / sum(q["per_token_ms"] for q in later) if later else 0.0
+
+
+def run_coding(c, tokens, max_draft, mode):
+    rows = [request_row(c.chat([("user", t)], session_id="coding", max_tokens=tokens, temperature=0,
+                               speculation=mode, max_draft=max_draft, context_policy="window"))
+            for t in wl.coding_turns()]
+    return {"rate": decode_rate(rows), "outputs": [r["tokens"] for r in rows]}
+
+
+def run_agent(c, tokens, max_draft, mode):
+    history = [{"role": "system", "content": "You are a travel agent. Use the tools for every request."}]
+    rows = []
+    for task in wl.agent_tasks():
+        history.append({"role": "user", "content": task})
+        s = c.chat(history, max_tokens=tokens, temperature=0, speculation=mode, max_draft=max_draft, tools=wl.TOOLS,
+                   tool_choice="required")
+        rows.append(request_row(s))
+        if s.finish_reason != "tool_calls":  # cut at max_tokens: its text, no call
+            history.append({"role": "assistant", "content": rows[-1]["text"]})
+            continue
+        history.append({"role": "assistant", "content": "", "tool_calls": s.tool_calls})
+        for call in s.tool_calls:
+            history.append({"role": "tool", "tool_call_id": call["id"], "content": wl.tool_result(call)})
+    return {"rate": decode_rate(rows), "outputs": [r["tokens"] for r in rows]}
+
+
+def run_chat(c, tokens, max_draft, mode):
+    rows = [request_row(c.chat([("user", q)], max_tokens=tokens, temperature=0, speculation=mode,
+                               max_draft=max_draft)) for q in wl.QUESTIONS]
+    return {"rate": decode_rate(rows), "outputs": [r["tokens"] for r in rows]}
 
 
 def run(endpoint, workload, mode, tokens, max_draft):
     from troupe_client import Client
-    rows = []
-    with Client(endpoint, timeout=900) as c:
-        for text in requests(workload):
-            s = c.chat([("user", text)], max_tokens=tokens, temperature=0, speculation=mode, max_draft=max_draft)
-            s.read()
-            spec = s.speculation or {}
-            rows.append({"tokens": list(s.tokens), "per_token_ms": s.timings["per_token_ms"],
-                         "drafted": spec.get("drafted", 0), "accepted": spec.get("accepted", 0),
-                         "windows": spec.get("windows", 0)})
-    print(json.dumps({"workload": workload, "mode": mode, "requests": rows}))
+    with Client(endpoint, timeout=3600) as c:
+        # A job's items take the server's speculation (serve --speculation MODE).
+        row = run_job(c, tokens, max_draft) if workload.startswith("job") else \
+            {"coding": run_coding, "agent": run_agent, "chat": run_chat}[workload](c, tokens, max_draft, mode)
+        st = c.stats()
+    row.update({"workload": workload, "mode": mode, "speculation": st["speculation"],
+                "tree_bytes": st["suffix_tree_bytes"], "tree_tokens": st["suffix_tree_tokens"],
+                "trees": st["suffix_trees"]})
+    print(json.dumps(row))
+
+
+def acceptance(row):
+    """Per source: accepted / drafted and accepted tokens a window."""
+    parts = []
+    for source, s in sorted(row["speculation"].items()):
+        if s["drafted"]:
+            parts.append(f"{source} {s['accepted'] / s['drafted']:.2f}, {s['accepted'] / max(1, s['windows']):.1f}/w")
+    return "; ".join(parts) or "-"
 
 
 def summary(path):
     rows = [json.loads(line) for line in open(path)]
-    off = {r["workload"]: r for r in rows if r["mode"] == "off"}
-    print("| workload | mode | decode tok/s (requests 2..N) | vs off | accepted / drafted | accepted a window | "
-          "tokens equal off's |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    by = {(r["workload"], r["mode"]): r for r in rows}
+    print("| workload | mode | tok/s | vs off | vs best of off, ngram | acceptance, tokens a window (by source) | "
+          "same as off | trees: tokens, bytes a token |")
+    print("| --- | --- | ---: | ---: | ---: | --- | --- | --- |")
     for r in rows:
-        later = r["requests"][1:]
-        rate = 1000.0 * len(later) / sum(q["per_token_ms"] for q in later)
-        base = off[r["workload"]]
-        base_rate = 1000.0 * len(base["requests"][1:]) / sum(q["per_token_ms"] for q in base["requests"][1:])
-        same = all(a["tokens"] == b["tokens"] for a, b in zip(r["requests"], base["requests"]))
-        drafted = sum(q.get("drafted", 0) for q in r["requests"])
-        accepted = sum(q.get("accepted", 0) for q in r["requests"])
-        windows = sum(q.get("windows", 0) for q in r["requests"])
-        acceptance = f"{accepted / drafted:.2f}" if drafted else "-"
-        per_window = f"{accepted / windows:.2f}" if windows else "-"
-        print(f"| {r['workload']} | {r['mode']} | {rate:.1f} | {rate / base_rate:.2f}x | {acceptance} | {per_window} | "
-              f"{'yes' if same else 'NO'} |")
+        off = by.get((r["workload"], "off"))
+        best = max(x["rate"] for x in (off, by.get((r["workload"], "ngram"))) if x)
+        same = "yes" if off and r["outputs"] == off["outputs"] else "NO" if off else "-"
+        trees = f"{r['tree_tokens']}, {r['tree_bytes'] / r['tree_tokens']:.0f}" if r["tree_tokens"] else "-"
+        extra = f" ({r['valid']}/{r['items']} valid)" if "valid" in r else ""
+        print(f"| {r['workload']}{extra} | {r['mode']} | {r['rate']:.1f} | "
+              f"{r['rate'] / off['rate']:.2f}x | {r['rate'] / best:.2f}x | {acceptance(r)} | {same} | {trees} |"
+              if off else f"| {r['workload']} | {r['mode']} | {r['rate']:.1f} | - | - | {acceptance(r)} | - | {trees} |")
 
 
 if __name__ == "__main__":
