@@ -20,7 +20,9 @@ namespace troupe::service {
 
 struct SuffixLimits {
   // Up to SuffixTree::kDefaultDepth nodes of 16 bytes a token (fewer where
-  // outputs repeat): ~6 MiB for a scope, ~25 MiB for the server at most.
+  // outputs repeat); measured on prose (docs/BENCHMARKS.md) ~520 bytes a
+  // token with the vectors' slack: ~8 MiB for a full scope, ~33 MiB for the
+  // server's tree.
   int64_t scope_tokens = int64_t{1} << 14;   // a session's or job's tree
   int64_t server_tokens = int64_t{1} << 16;  // the server's tree of recent outputs
   int64_t max_bytes = int64_t{256} << 20;    // every tree together (--suffix-memory); 0: no history kept
