@@ -1,12 +1,12 @@
 #include "service/batch_jobs.h"
 
-#include <algorithm>
 #include <cstdio>
 
 #include "messages/client_validation.h"
 #include "service/clock.h"
 #include "service/constraint_gate.h"
 #include "service/route_request.h"
+#include "service/suffix_history.h"
 
 namespace troupe::service {
 namespace {
@@ -188,18 +188,9 @@ void BatchJobs::pump() {
 // The finished items' outputs, tokenized, oldest first: the latest items
 // that fit in cfg_.suffix_seed_tokens.
 std::vector<std::vector<int32_t>> BatchJobs::finished_outputs(const persistence::JobRecord& job) const {
-  std::vector<std::vector<int32_t>> out;
-  int64_t total = 0;
-  for (auto r = job.results.rbegin(); r != job.results.rend() && total < cfg_.suffix_seed_tokens; ++r) {
-    if (r->second.text.empty()) continue;
-    auto tokens = cfg_.tokenizer->encode(r->second.text, false, false);
-    if (static_cast<int64_t>(tokens.size()) > cfg_.suffix_seed_tokens - total)
-      tokens.resize(static_cast<size_t>(cfg_.suffix_seed_tokens - total));
-    total += static_cast<int64_t>(tokens.size());
-    out.push_back(std::move(tokens));
-  }
-  std::reverse(out.begin(), out.end());
-  return out;
+  std::vector<std::string_view> newest_first;
+  for (auto r = job.results.rbegin(); r != job.results.rend(); ++r) newest_first.push_back(r->second.text);
+  return seed_from_texts(*cfg_.tokenizer, newest_first, cfg_.suffix_seed_tokens);
 }
 
 // The item's result goes to the store; only once stored is it in memory and published.

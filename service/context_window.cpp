@@ -1,5 +1,7 @@
 #include "service/context_window.h"
 
+#include "service/suffix_history.h"
+
 #include <algorithm>
 
 namespace troupe::service {
@@ -114,18 +116,11 @@ std::vector<ChatMessage> summary_request(const Tokenizer& tok, ChatFormat format
 
 std::vector<std::vector<int32_t>> answers_before(const Tokenizer& tok, const persistence::SessionStart& s,
                                                  int32_t first_turn, int64_t max_tokens) {
-  std::vector<std::vector<int32_t>> out;
-  int64_t total = 0;
-  for (int32_t t = std::min(first_turn, static_cast<int32_t>(s.turns.size())) - 1; t >= 0 && total < max_tokens; --t)
-    for (auto m = s.turns[static_cast<size_t>(t)].rbegin(); m != s.turns[static_cast<size_t>(t)].rend() && total < max_tokens; ++m) {
-      if (m->role != "assistant" || m->content.empty()) continue;
-      auto tokens = tok.encode(m->content, false, false);
-      if (static_cast<int64_t>(tokens.size()) > max_tokens - total) tokens.resize(static_cast<size_t>(max_tokens - total));
-      total += static_cast<int64_t>(tokens.size());
-      out.push_back(std::move(tokens));
-    }
-  std::reverse(out.begin(), out.end());
-  return out;
+  std::vector<std::string_view> newest_first;
+  for (int32_t t = std::min(first_turn, static_cast<int32_t>(s.turns.size())) - 1; t >= 0; --t)
+    for (auto m = s.turns[static_cast<size_t>(t)].rbegin(); m != s.turns[static_cast<size_t>(t)].rend(); ++m)
+      if (m->role == "assistant") newest_first.push_back(m->content);
+  return seed_from_texts(tok, newest_first, max_tokens);
 }
 
 KvReuse find_reuse(std::span<const int32_t> prompt, std::span<const int32_t> history, int32_t page_size) {

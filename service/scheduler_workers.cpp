@@ -115,9 +115,10 @@ messages::StatsFields Scheduler::stats() {
   f.suffix_tree_bytes = static_cast<uint64_t>(speculation_.history().bytes());
   f.suffix_trees = static_cast<int32_t>(speculation_.history().scopes());
   f.suffix_tree_tokens = static_cast<uint64_t>(speculation_.history().tokens());
-  if (cfg_.metrics) f.speculation = cfg_.metrics->speculation_sources();
-  if (cfg_.metrics)
+  if (cfg_.metrics) {
+    f.speculation = cfg_.metrics->speculation_sources();
     if (const StoreState store = cfg_.metrics->store_state(); store.known && !store.writable) f.store_degraded = store.reason;
+  }
   if (!cfg_.metrics) return f;
   // Cascade tiers: every tier's figures; requests counted across them all
   // (the pages above are this, the last, tier's).

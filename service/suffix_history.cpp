@@ -1,6 +1,25 @@
 #include "service/suffix_history.h"
 
+#include <algorithm>
+
+#include "engine/tokenizer.h"
+
 namespace troupe::service {
+
+std::vector<std::vector<int32_t>> seed_from_texts(const Tokenizer& tok, std::span<const std::string_view> newest_first,
+                                                  int64_t max_tokens) {
+  std::vector<std::vector<int32_t>> out;
+  int64_t total = 0;
+  for (auto text = newest_first.begin(); text != newest_first.end() && total < max_tokens; ++text) {
+    if (text->empty()) continue;
+    auto tokens = tok.encode(*text, false, false);
+    if (static_cast<int64_t>(tokens.size()) > max_tokens - total) tokens.resize(static_cast<size_t>(max_tokens - total));
+    total += static_cast<int64_t>(tokens.size());
+    out.push_back(std::move(tokens));
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
 
 std::string suffix_scope(const std::string& session_id, const std::string& job_id) {
   if (!session_id.empty()) return "session:" + session_id;

@@ -11,10 +11,15 @@
 #include <list>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/speculation/suffix_tree.h"
+
+namespace troupe {
+class Tokenizer;
+}
 
 namespace troupe::service {
 
@@ -27,6 +32,12 @@ struct SuffixLimits {
   int64_t server_tokens = int64_t{1} << 16;  // the server's tree of recent outputs
   int64_t max_bytes = int64_t{256} << 20;    // every tree together (--suffix-memory); 0: no history kept
 };
+
+// A seed for SuffixHistory::seed from stored texts (a session's answers, a
+// job's results), given newest first: each tokenized until `max_tokens` are
+// taken (the last one cut there), returned oldest first.
+std::vector<std::vector<int32_t>> seed_from_texts(const Tokenizer& tokenizer, std::span<const std::string_view> newest_first,
+                                                  int64_t max_tokens);
 
 // The scope of a request: "session:<id>", "job:<id>" or "" (none).
 std::string suffix_scope(const std::string& session_id, const std::string& job_id);
