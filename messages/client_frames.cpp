@@ -103,7 +103,8 @@ Bytes chat_request(uint64_t id, const ChatTurnFields& t) {
   for (const ChatMessageFields& m : t.messages) {
     const auto calls = build_tool_calls(fbb, m.tool_calls);
     const auto call_id = m.tool_call_id.empty() ? 0 : fbb.CreateString(m.tool_call_id);
-    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(m.role), fbb.CreateString(m.content), calls, call_id));
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(m.role), fbb.CreateString(m.content), calls, call_id,
+                                           m.pinned));
   }
   const auto sid = fbb.CreateString(t.session_id);
   const auto list = fbb.CreateVector(msgs.data(), msgs.size());

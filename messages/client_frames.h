@@ -71,6 +71,7 @@ struct ChatMessageFields {
   std::string role, content;
   std::vector<ToolCallFields> tool_calls;
   std::string tool_call_id;
+  bool pinned = false;  // kept verbatim in the session's later prompts (client.fbs)
 };
 
 // A ChatTurn's tools: OpenAI tool objects as JSON text, and which calls it may make.

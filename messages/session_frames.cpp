@@ -1,5 +1,6 @@
 #include "messages/session_frames.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace troupe::messages {
@@ -38,14 +39,18 @@ Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> s
 
 Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages,
                        std::span<const wire::TurnState> turn_states, std::string_view context_summary,
-                       std::span<const int32_t> turn_messages, std::span<const wire::TurnUsage> turn_usage) {
+                       std::span<const int32_t> turn_messages, std::span<const wire::TurnUsage> turn_usage,
+                       std::span<const int32_t> pinned) {
   size_t bytes = 256 + turn_states.size() + context_summary.size() + 24 * turn_usage.size();
   for (const auto& [role, content] : messages) bytes += role.size() + content.size() + 32;
   flatbuffers::FlatBufferBuilder fbb(bytes);
   const auto s = build_summary(fbb, summary);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
-  for (const auto& [role, content] : messages)
-    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(role), fbb.CreateString(content)));
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const bool pin = std::binary_search(pinned.begin(), pinned.end(), static_cast<int32_t>(i));
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(messages[i].first), fbb.CreateString(messages[i].second),
+                                           0, 0, pin));
+  }
   const auto v = fbb.CreateVector(msgs.data(), msgs.size());
   const auto states = fbb.CreateVector(turn_states.data(), turn_states.size());
   const auto cs = context_summary.empty() ? 0 : fbb.CreateString(context_summary.data(), context_summary.size());

@@ -32,7 +32,8 @@ Bytes delete_session_request(uint64_t id, std::string_view session_id);
 Bytes session_list_response(uint64_t id, std::span<const SessionSummaryFields> sessions);
 Bytes session_response(uint64_t id, const SessionSummaryFields& summary, std::span<const RoleContent> messages,
                        std::span<const wire::TurnState> turn_states = {}, std::string_view context_summary = {},
-                       std::span<const int32_t> turn_messages = {}, std::span<const wire::TurnUsage> turn_usage = {});
+                       std::span<const int32_t> turn_messages = {}, std::span<const wire::TurnUsage> turn_usage = {},
+                       std::span<const int32_t> pinned = {});  // indices into messages, ascending
 Bytes ack_response(uint64_t id, std::string_view message);
 
 SessionSummaryFields read_session_summary(const wire::SessionSummary* s);

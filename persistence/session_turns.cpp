@@ -88,7 +88,10 @@ SessionStart SessionTurns::begin(const std::string& id, int64_t now_ms, const Pr
         start.message = "session '" + id + "' belongs to another client";
         return start;
       }
-      for (const auto& t : s->turns) start.turns.push_back(t.messages);
+      for (const auto& t : s->turns) {
+        start.turns.push_back(t.messages);
+        start.pinned.push_back(t.pinned);
+      }
       start.summary_through = s->summary_through;
       start.context_summary = s->context_summary;
       start.window_first_turn = s->window_first_turn;
@@ -145,6 +148,7 @@ messages::Bytes SessionTurns::commit(SessionCommit c, int64_t now_ms, int64_t un
   next.window_first_turn = c.window_first_turn;
   SessionTurnRecord turn;
   turn.messages = std::move(c.messages);
+  turn.pinned = std::move(c.pinned);
   turn.finish_reason = c.done.reason;
   turn.prompt_tokens = c.done.prompt_tokens;
   turn.completion_tokens = c.done.completion_tokens;
@@ -197,7 +201,9 @@ bool SessionTurns::summarize(const std::string& id, const std::string& summary, 
     if (!s) return false;
     if (through <= s->summary_through || through > static_cast<int32_t>(s->turns.size())) return true;
     SessionRecord next = *s;
-    next.context_summary = summary;
+    // An empty summary (the model wrote nothing) keeps the earlier text; the
+    // turns it covers still count as summarized (their statements join the memory).
+    if (!summary.empty()) next.context_summary = summary;
     next.summary_through = through;
     Batch b;
     sessions_.write_header(next, b);
@@ -233,11 +239,15 @@ messages::Bytes SessionTurns::show(uint64_t request_id, const std::string& id, c
     const auto states = s->turn_states();
     std::vector<int32_t> sizes;
     std::vector<wire::TurnUsage> usage;
+    std::vector<int32_t> pinned;
+    int32_t at = 0;
     for (const auto& t : s->turns) {
+      for (int32_t i : t.pinned) pinned.push_back(at + i);
+      at += static_cast<int32_t>(t.messages.size());
       sizes.push_back(static_cast<int32_t>(t.messages.size()));
       usage.emplace_back(t.time_ms, t.prompt_tokens, t.completion_tokens, t.finish_reason);
     }
-    return messages::session_response(request_id, s->summary(), msgs, states, s->context_summary, sizes, usage);
+    return messages::session_response(request_id, s->summary(), msgs, states, s->context_summary, sizes, usage, pinned);
   } catch (const std::exception& e) {
     return messages::error_response(request_id, wire::ErrorCode::storage_failed, e.what());
   }

@@ -34,6 +34,7 @@ struct SessionStart {
   wire::ErrorCode error = wire::ErrorCode::none;
   std::string message;
   std::vector<std::vector<ChatMessage>> turns;  // each stored turn's messages (its new ones, then the answer)
+  std::vector<std::vector<int32_t>> pinned;     // each turn's pinned messages (indices; may be shorter than turns)
   // The summary so far (SessionRecord): it stands for turns [0, summary_through).
   int32_t summary_through = 0;
   std::string context_summary;
@@ -60,6 +61,7 @@ struct SessionCommit {
   uint64_t client_id = 0;
   std::string session_id;
   std::vector<ChatMessage> messages;  // the turn's new messages, then the answer
+  std::vector<int32_t> pinned;        // of messages, those the client pinned (ascending)
   std::vector<int32_t> tokens;        // prompt + answer
   messages::SamplingFields sampling;
   messages::DoneFields done;
@@ -115,7 +117,8 @@ class SessionTurns {
   int32_t spill(const KvSpill& spill);
 
   // A summary of turns [0, through), written in the background:
-  // kept when it covers more than the stored one. False when the session is gone.
+  // kept when it covers more than the stored one (an empty one keeps the
+  // stored text and moves `through`). False when the session is gone.
   bool summarize(const std::string& id, const std::string& summary, int32_t through);
 
   // Only the sessions `who` may use.

@@ -50,8 +50,10 @@ SessionTurnRecord decode_turn(const std::string& bytes) {
   if (!t) throw StoreError("a stored session turn is corrupt");
   SessionTurnRecord r;
   if (t->messages())
-    for (const auto* m : *t->messages())
+    for (const auto* m : *t->messages()) {
+      if (m->pinned()) r.pinned.push_back(static_cast<int32_t>(r.messages.size()));
       r.messages.push_back({m->role() ? m->role()->str() : "", m->content() ? m->content()->str() : ""});
+    }
   r.finish_reason = t->finish_reason();
   r.prompt_tokens = t->prompt_tokens();
   r.completion_tokens = t->completion_tokens();
@@ -104,8 +106,11 @@ std::string encode_session_header(const SessionRecord& s) {
 std::string encode_session_turn(const SessionTurnRecord& t) {
   flatbuffers::FlatBufferBuilder fbb(256);
   std::vector<flatbuffers::Offset<wire::ChatMessage>> msgs;
-  for (const auto& m : t.messages)
-    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(m.role), fbb.CreateString(m.content)));
+  for (size_t i = 0; i < t.messages.size(); ++i) {
+    const bool pinned = std::binary_search(t.pinned.begin(), t.pinned.end(), static_cast<int32_t>(i));
+    msgs.push_back(wire::CreateChatMessage(fbb, fbb.CreateString(t.messages[i].role),
+                                           fbb.CreateString(t.messages[i].content), 0, 0, pinned));
+  }
   const auto v = fbb.CreateVector(msgs.data(), msgs.size());
   fbb.Finish(store::CreateSessionTurn(fbb, v, t.finish_reason, t.prompt_tokens, t.completion_tokens, t.time_ms));
   return messages::finish_bytes(fbb);

@@ -25,6 +25,7 @@ namespace troupe::persistence {
 
 struct SessionTurnRecord {
   std::vector<ChatMessage> messages;  // the turn's new messages, then the assistant's answer
+  std::vector<int32_t> pinned;        // of messages, those the client pinned (ascending)
   wire::FinishReason finish_reason = wire::FinishReason::stop;
   int32_t prompt_tokens = 0, completion_tokens = 0;
   int64_t time_ms = 0;

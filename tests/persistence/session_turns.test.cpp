@@ -72,10 +72,18 @@ TEST_CASE("a session runs one turn at a time, and its Done is sent once the turn
   REQUIRE(second.turns.size() == 1);
   REQUIRE(second.turns[0].size() == 2);
   CHECK(second.turns[0][1].content == "one");
+  CHECK(second.pinned == std::vector<std::vector<int32_t>>{{}});
+  // A pinned message is pinned in every later read, in this server and another.
+  auto pinned = turn("s", seq(12), "two");
+  pinned.pinned = {0};
+  CHECK(kind(turns.commit(pinned, 0, 1000)) == wire::ResponseBody::Done);
+  CHECK(turns.begin("s", 0).pinned == std::vector<std::vector<int32_t>>{{}, {0}});
   turns.release("s");
-  // Another server on the same store sees the stored turn.
+  // Another server on the same store sees the stored turns.
   SessionTurns fresh(store, policy());
-  CHECK(fresh.begin("s", 0).turns.size() == 1);
+  const SessionStart again = fresh.begin("s", 0);
+  CHECK(again.turns.size() == 2);
+  CHECK(again.pinned == std::vector<std::vector<int32_t>>{{}, {0}});
   std::filesystem::remove_all(dir);
 }
 

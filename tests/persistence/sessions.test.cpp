@@ -155,6 +155,7 @@ TEST_CASE("sessions: every header field and every turn field reads back as writt
   s.escalations = 2;
   SessionTurnRecord t;
   t.messages = {{"system", "be brief"}, {"user", "hi"}, {"assistant", "hello"}};
+  t.pinned = {1};
   t.finish_reason = wire::FinishReason::length;
   t.prompt_tokens = 12;
   t.completion_tokens = 4;
@@ -189,6 +190,7 @@ TEST_CASE("sessions: every header field and every turn field reads back as writt
   REQUIRE(r.messages.size() == 3);
   CHECK(r.messages[0].role == "system");
   CHECK(r.messages[2].content == "hello");
+  CHECK(r.pinned == std::vector<int32_t>{1});
   CHECK(r.finish_reason == wire::FinishReason::length);
   CHECK(r.prompt_tokens == 12);
   CHECK(r.completion_tokens == 4);
