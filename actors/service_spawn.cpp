@@ -185,6 +185,7 @@ void Service::Impl::spawn_jobs(const service::GateConfig& gc, const PlannerLimit
   jc.max_prompt_bytes = options.client.max_prompt_bytes;
   jc.max_in_flight = std::max(1, options.job_items_in_flight);
   jc.tiers = tier_table;
+  jc.summary_tier = options.summary_model;
   jc.speculation = gc.speculation;
   jc.max_draft = gc.max_draft;
   // Items of a job of whole requests are read as the gate reads them (a gate

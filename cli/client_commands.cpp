@@ -22,6 +22,7 @@ struct ClientArgs {
   std::string connect = "tcp://127.0.0.1:7700";
   double connect_timeout_s = 5;
   std::string prompt, system, session;
+  bool pin = false;  // chat: the user's messages are pinned
   std::string priority = "interactive";
   std::string speculation = "default";
   int max_draft = 0;
@@ -145,32 +146,41 @@ int run_chat(const ClientArgs& a) {
   auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   // Without a session the client keeps the conversation; with one, the
   // server does, and each turn sends only its new messages.
-  std::vector<std::pair<std::string, std::string>> history;
+  messages::ChatTurnFields t;
+  t.session_id = a.session;
+  t.sampling = wire_sampling(a.sampling);
+  t.priority = priority(a.priority);
+  t.speculation = speculation(a.speculation);
+  t.max_draft = a.max_draft;
+  t.draft_model = a.draft_model;
+  t.policy = context_policy(a.context_policy);
+  t.response_cache = a.response_cache;
   const bool resumed = !a.session.empty() && stored_turns(conn, a.session, std::chrono::seconds(a.timeout_s)) > 0;
-  if (!a.system.empty() && !resumed) history.emplace_back("system", a.system);
+  if (!a.system.empty() && !resumed) t.messages.emplace_back("system", a.system);
   if (resumed && !a.quiet) std::fprintf(stderr, "[resuming session '%s']\n", a.session.c_str());
   const bool tty = isatty(STDIN_FILENO);
-  auto turn = [&](const std::string& user) {
-    history.emplace_back("user", user);
+  auto turn = [&](const std::string& user, bool pinned) {
+    t.messages.emplace_back("user", user);
+    t.messages.back().pinned = pinned;
     const uint64_t id = conn.next_id();
-    const auto out = conn.stream(messages::chat_request(id, a.session, history, wire_sampling(a.sampling), priority(a.priority),
-                                                        false, speculation(a.speculation), a.max_draft, a.draft_model,
-                                                        context_policy(a.context_policy), 1, a.response_cache),
-                                 id, print_text, std::chrono::seconds(a.timeout_s));
+    const auto out = conn.stream(messages::chat_request(id, t), id, print_text, std::chrono::seconds(a.timeout_s));
     std::printf("\n");
     std::fflush(stdout);
     report(out, a.quiet);
-    if (a.session.empty()) history.emplace_back("assistant", out.text);
-    else history.clear();
+    if (a.session.empty()) t.messages.emplace_back("assistant", out.text);
+    else t.messages.clear();
   };
   if (!a.prompt.empty()) {
-    turn(a.prompt);
+    turn(a.prompt, a.pin);
     return 0;
   }
+  constexpr std::string_view kPin = "/pin ";  // a line the session keeps verbatim (docs/PROTOCOL.md, "Session memory")
   for (std::string line;;) {
     if (tty) std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line)) break;
-    if (!line.empty()) turn(line);
+    const bool pinned = line.starts_with(kPin);
+    if (pinned) line.erase(0, kPin.size());
+    if (!line.empty()) turn(line, pinned || a.pin);
   }
   return 0;
 }
@@ -261,6 +271,9 @@ Run add_chat(CLI::App& app) {
   cmd->add_option("--system", a->system, "System message (with --session: only when the session starts)");
   cmd->add_option("--session", a->session,
                   "Keep the conversation on the server under this name: it resumes across runs and restarts");
+  cmd->add_flag("--pin", a->pin,
+                "Pin the user's messages: the session keeps them verbatim in every later prompt, as its system "
+                "message (a line starting with /pin pins that line alone)");
   add_common(cmd, *a);
   a->priority = "chat";
   return [a] { return run_chat(*a); };

@@ -21,7 +21,7 @@ void add_backend_flags(CLI::App& cmd, BackendOptions& options, BackendNames& nam
   cmd.add_option("--device", names.device, "cpu or cuda")->capture_default_str();
   cmd.add_option("--weights", names.weights, "CUDA weight format: auto (the file's), bf16, int8 or int4")
       ->capture_default_str();
-  cmd.add_option("--kv-type", names.kv_type, "KV cache in memory: f16, q8_0 (~0.54 of f16) or k8v4 (~0.42)")
+  cmd.add_option("--kv-type", names.kv_type, "KV cache in memory: f16, q8_0 (~0.54 of f16), k8v4 (~0.42) or q4_0 (~0.30)")
       ->capture_default_str();
   cmd.add_option("--rope-scaling", names.rope_scaling, "RoPE scaling over the file's: none, linear, ntk or yarn");
   cmd.add_option("--rope-factor", names.rope_factor, "RoPE scaling factor (context multiple; > 0)");

@@ -1,5 +1,6 @@
 // troupe serve: the inference service on a ZeroMQ socket, until SIGINT or SIGTERM.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include <csignal>
 #include <cstdio>
@@ -29,6 +30,7 @@ struct ServeArgs {
   bool no_kv_spill = false;
   std::string speculation = "off";
   std::string draft_model;
+  std::string summary_model;
   double draft_timeout_s = 30;
   double worker_timeout_s = 120;
   std::string kv_codec = "auto";
@@ -85,6 +87,23 @@ void resolve_tiers(ServeArgs& a, actors::ServiceOptions& o) {
   }
 }
 
+// Summaries are written by a model this server runs: a tier, or the one model.
+void resolve_summary_model(const ServeArgs& a, actors::ServiceOptions& o) {
+  if (a.summary_model.empty()) return;
+  const std::string name = short_name(a.summary_model);
+  std::vector<std::string> served;
+  for (const auto& t : a.tiers) served.push_back(short_name(t));
+  if (served.empty()) served.push_back(short_name(a.model));
+  if (std::find(served.begin(), served.end(), name) == served.end()) {
+    std::string list;
+    for (const auto& s : served) list += (list.empty() ? "" : ", ") + s;
+    throw std::invalid_argument("--summary-model " + a.summary_model + " is not among this server's models (" + list +
+                                "); serve it as one of --tiers");
+  }
+  // One model: it writes them on the default route.
+  if (!a.tiers.empty()) o.summary_model = name;
+}
+
 void resolve_models(ServeArgs& a, actors::ServiceOptions& o) {
   if (!a.tiers.empty()) {
     resolve_tiers(a, o);
@@ -93,6 +112,7 @@ void resolve_models(ServeArgs& a, actors::ServiceOptions& o) {
   }
   o.model_path = resolve_model(a.model);
   o.model_name = a.model;
+  resolve_summary_model(a, o);
   if (!a.draft_model.empty()) {
     o.draft_model_path = resolve_model(a.draft_model);
     o.draft_model_name = short_name(a.draft_model);
@@ -198,6 +218,9 @@ void add_model_options(CLI::App& cmd, ServeArgs& a) {
                   "With --tiers, the route of requests that do not choose: small, large, a tier's name, escalate, "
                   "verify or auto")
       ->capture_default_str();
+  cmd.add_option("--summary-model", a.summary_model,
+                  "The model that writes session summaries (context policy summarize): one of this server's "
+                  "models (with --tiers, a tier's name); default: the route of requests that do not choose");
 }
 
 // When a cascade hands a request to its next tier.

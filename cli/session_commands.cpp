@@ -61,7 +61,8 @@ int run_show(const SessionArgs& a) {
                   state == wire::TurnState::window ? "in the window" : wire::EnumNameTurnState(state));
     }
     const auto* m = s->messages()->Get(i);
-    std::printf("[%s]\n%s\n", m->role() ? m->role()->c_str() : "", m->content() ? m->content()->c_str() : "");
+    std::printf("[%s%s]\n%s\n", m->role() ? m->role()->c_str() : "", m->pinned() ? ", pinned" : "",
+                m->content() ? m->content()->c_str() : "");
     if (sizes && turn < sizes->size() && --left == 0 && ++turn < sizes->size()) left = static_cast<uint32_t>(sizes->Get(turn));
   }
   return 0;

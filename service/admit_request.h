@@ -41,6 +41,7 @@ struct AdmitRequest {
   // A session turn: the session it appends to and the turn's new messages.
   std::string session_id;
   std::vector<ChatMessage> turn_messages;
+  std::vector<int32_t> pinned_messages;  // of turn_messages, those the client pinned (ascending)
   // A session turn whose leading pages are already stored: how many, and
   // those to restore (their data; fewer when some are still in memory).
   int32_t persisted_pages = 0;

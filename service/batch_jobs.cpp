@@ -217,14 +217,23 @@ void BatchJobs::summarize(SummaryTask task) {
   a.sampling.max_tokens = 200;
   a.priority = Priority::batch;
   a.accepted_ns = cfg_.clock();
-  route_request(cfg_.tiers.get(), a);  // the server's default route: greedy, so it always has one
+  // The summary tier (checked at start), else the server's default route: greedy, so it always has one.
+  a.sampling.tier = cfg_.summary_tier;
+  if (auto why = route_request(cfg_.tiers.get(), a)) {
+    std::fprintf(stderr, "troupe serve: session '%s' cannot be summarized: %s\n", task.session_id.c_str(), why->c_str());
+    return;
+  }
   try {
     a.prompt = encode_chat(*cfg_.tokenizer, cfg_.chat_format, task.messages, true);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe serve: session '%s' cannot be summarized: %s\n", task.session_id.c_str(), e.what());
     return;
   }
-  if (static_cast<int64_t>(a.prompt.size()) >= cfg_.max_context) return;  // the window goes on without it
+  if (static_cast<int64_t>(a.prompt.size()) >= cfg_.max_context) {  // the window goes on without it
+    std::fprintf(stderr, "troupe serve: session '%s' cannot be summarized: the request has %zu tokens, the context %lld\n",
+                 task.session_id.c_str(), a.prompt.size(), static_cast<long long>(cfg_.max_context));
+    return;
+  }
   summaries_.emplace(a.client_id, SummaryInFlight{std::move(task.session_id), task.through, {}});
   work_.admits.push_back(std::move(a));
 }
@@ -237,7 +246,7 @@ bool BatchJobs::on_summary(uint64_t client_id, const std::string& bytes) {
   if (!r) return true;
   if (const auto* t = r->body_as_Tokens(); t && t->text()) it->second.text += t->text()->string_view();
   const bool done = r->body_type() == wire::ResponseBody::Done, failed = r->body_type() == wire::ResponseBody::Error;
-  if (done && !it->second.text.empty())
+  if (done)  // even empty: the turns' statements then join the memory (service/session_memory.h)
     work_.summaries.push_back({it->second.session_id, std::move(it->second.text), it->second.through});
   if (done || failed) summaries_.erase(it);
   return true;

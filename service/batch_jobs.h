@@ -111,6 +111,7 @@ struct BatchJobsConfig {
   // from the store (JobWork::loads).
   size_t max_cached_jobs = 256;
   std::shared_ptr<const TierTable> tiers;  // cascade tiers: items take the job's route; null: one model
+  std::string summary_tier;  // the tier that writes session summaries; empty: the default route
   std::function<int64_t()> clock;       // steady nanoseconds; empty: the steady clock
   std::function<int64_t()> unix_clock;  // Unix milliseconds, for what is stored; empty: the system clock
   // A job of whole requests: an item's Request as the request gate reads it

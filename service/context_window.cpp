@@ -1,13 +1,12 @@
 #include "service/context_window.h"
 
+#include "service/session_memory.h"
 #include "service/suffix_history.h"
 
 #include <algorithm>
 
 namespace troupe::service {
 namespace {
-
-constexpr const char* kSummaryLead = "Summary of the conversation so far: ";
 
 std::vector<ChatMessage> system_sink(const persistence::SessionStart& s) {
   std::vector<ChatMessage> out;
@@ -19,22 +18,55 @@ std::vector<ChatMessage> system_sink(const persistence::SessionStart& s) {
   return out;
 }
 
-// The prompt keeping turns [first, n): the sink, maybe the summary, those turns, the new messages.
-// (The turn's tools, if any, go into the system prompt.)
-std::vector<int32_t> assemble(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
-                              std::span<const ChatMessage> turn, int32_t first, bool summary,
-                              std::span<const ToolSpec> tools) {
-  std::vector<ChatMessage> all = system_sink(s);
-  const size_t sink = all.size();
-  if (summary) all.push_back({"system", kSummaryLead + s.context_summary});
-  for (int32_t t = first; t < static_cast<int32_t>(s.turns.size()); ++t) {
-    const auto& msgs = s.turns[static_cast<size_t>(t)];
-    const size_t skip = t == 0 ? sink : 0;  // turn 0's system messages are the sink already
-    all.insert(all.end(), msgs.begin() + static_cast<int64_t>(skip), msgs.end());
+constexpr std::string_view kSummaryInstruction =
+    "Summarize this conversation in at most five sentences: the topics discussed, and what was decided or "
+    "concluded. Name things as the conversation names them.";
+
+// The user's statements are kept verbatim within a quarter of the prompt's
+// budget (the summary and the kept turns share the rest): at --context 1024
+// some twenty short facts.
+int64_t fact_budget(int64_t prompt_budget) { return prompt_budget / 4; }
+
+// A session's prompt for each choice of the first turn it keeps whole.
+class PromptLayout {
+ public:
+  PromptLayout(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
+               std::span<const ChatMessage> turn, ContextPolicy policy, bool summary, int64_t budget,
+               std::span<const ToolSpec> tools)
+      : tok_(tok), format_(format), s_(s), turn_(turn), tools_(tools), sink_(system_sink(s)),
+        src_{s.turns, s.pinned, sink_.size()}, summary_(summary ? s.context_summary : std::string()),
+        summarized_(policy == ContextPolicy::summarize ? s.summary_through : 0), facts_cap_(fact_budget(budget)) {
+    if (summarized_ > 0) statements_ = statements_of(tok, src_);
   }
-  all.insert(all.end(), turn.begin(), turn.end());
-  return encode_chat(tok, format, with_tools(format, all, tools, tok.vocabulary().chat_template), true);
-}
+
+  // The sink, the memory of turns [0, first), those from `first`, the new messages.
+  // (The turn's tools, if any, go into the system prompt.)
+  std::vector<int32_t> prompt(int32_t first) const {
+    std::vector<ChatMessage> all = sink_;
+    if (auto m = memory_message(memory_before(src_, first, std::min(first, summarized_), statements_, facts_cap_, summary_)))
+      all.push_back(std::move(*m));
+    for (int32_t t = first; t < static_cast<int32_t>(s_.turns.size()); ++t) {
+      const auto& msgs = s_.turns[static_cast<size_t>(t)];
+      const size_t skip = t == 0 ? sink_.size() : 0;  // turn 0's system messages are the sink already
+      all.insert(all.end(), msgs.begin() + static_cast<int64_t>(skip), msgs.end());
+    }
+    all.insert(all.end(), turn_.begin(), turn_.end());
+    return encode_chat(tok_, format_, with_tools(format_, all, tools_, tok_.vocabulary().chat_template), true);
+  }
+
+ private:
+  const Tokenizer& tok_;
+  ChatFormat format_;
+  const persistence::SessionStart& s_;
+  std::span<const ChatMessage> turn_;
+  std::span<const ToolSpec> tools_;
+  std::vector<ChatMessage> sink_;
+  MemorySource src_;
+  std::string summary_;
+  int32_t summarized_;  // statements of turns [0, this) are in the memory
+  int64_t facts_cap_;
+  std::vector<UserStatement> statements_;
+};
 
 }  // namespace
 
@@ -65,22 +97,27 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
   // A turn once dropped stays out: the window only moves forward, so the
   // KV of what it keeps is the history's and the next turns just append.
   const int32_t kept = policy == ContextPolicy::refuse ? 0 : std::clamp(s.window_first_turn, low, n);
+  const PromptLayout layout(tok, format, s, turn, policy, summary, budget, tools);
   ContextWindow w;
   w.uses_summary = summary;
   w.first_turn = kept;
-  w.prompt = assemble(tok, format, s, turn, kept, summary, tools);
+  w.prompt = layout.prompt(kept);
   if (policy == ContextPolicy::refuse || static_cast<int64_t>(w.prompt.size()) <= budget) return w;
   // Dropping costs a shift of everything kept (and, under summarize, a new
   // summary and one prefill of the window after it): drop to well under the
   // budget, so that the turns after this one only append.
-  std::vector<int32_t> best = assemble(tok, format, s, turn, n, summary, tools);
-  const int64_t target = policy == ContextPolicy::summarize ? budget / 2 : budget * 3 / 4;
-  const int64_t limit = std::min(budget, std::max(target, static_cast<int64_t>(best.size())));
+  // What no drop removes (the system prompt, the memory, the new messages)
+  // takes its room first: a large memory must not leave the window nothing.
+  std::vector<int32_t> best = layout.prompt(n);
+  const auto floor = static_cast<int64_t>(best.size());
+  const int64_t target = policy == ContextPolicy::summarize ? std::max(budget / 2, floor + (budget - floor) / 2)
+                                                            : std::max(budget * 3 / 4, floor + (budget - floor) * 3 / 4);
+  const int64_t limit = std::min(budget, std::max(target, floor));
   // The fewest turns dropped to reach it: the prompt only shrinks as `first` grows.
   int32_t lo = kept + 1, hi = n;
   while (lo < hi) {
     const int32_t mid = lo + (hi - lo) / 2;
-    auto p = assemble(tok, format, s, turn, mid, summary, tools);
+    auto p = layout.prompt(mid);
     if (static_cast<int64_t>(p.size()) <= limit) {
       hi = mid;
       best = std::move(p);
@@ -89,7 +126,7 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
     }
   }
   w.first_turn = hi;
-  w.prompt = hi == n ? assemble(tok, format, s, turn, n, summary, tools) : std::move(best);
+  w.prompt = hi == n ? layout.prompt(n) : std::move(best);
   if (policy == ContextPolicy::summarize && w.first_turn > s.summary_through) w.summarize_through = w.first_turn;
   return w;
 }
@@ -97,10 +134,21 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
 std::vector<ChatMessage> summary_request(const Tokenizer& tok, ChatFormat format, const persistence::SessionStart& s,
                                          int32_t through, int64_t budget) {
   const size_t sink = system_sink(s).size();
+  // The user's statements past the verbatim cap are the summary's to keep.
+  const MemorySource src{s.turns, s.pinned, sink};
+  const std::vector<UserStatement> statements = statements_of(tok, src);
+  const SessionMemory memory = memory_before(src, through, through, statements, fact_budget(budget), {});
   auto build = [&](int32_t from) {
-    std::string text = "Summarize this conversation in a few sentences. Keep every fact, name, number and decision "
-                       "that later turns may need.\n\n";
+    std::string text(kSummaryInstruction);
+    text += memory.overflow.empty()
+                ? " The user's own statements about themselves are kept apart, word for word: leave them out.\n\n"
+                : " Keep the user's earlier statements listed below.\n\n";
     if (!s.context_summary.empty()) text += "Earlier summary: " + s.context_summary + "\n\n";
+    if (!memory.overflow.empty()) {
+      text += "Earlier statements of the user to keep:\n";
+      for (const std::string& f : memory.overflow) text += "- " + f + "\n";
+      text += "\n";
+    }
     for (int32_t t = from; t < through && t < static_cast<int32_t>(s.turns.size()); ++t) {
       const auto& msgs = s.turns[static_cast<size_t>(t)];
       for (size_t i = t == 0 ? sink : 0; i < msgs.size(); ++i)

@@ -11,10 +11,13 @@
 //
 //   refuse     every turn, as before: a prompt over the context is refused
 //   window     [system][kept turns][new messages]
-//   summarize  [system][summary of turns 0..s][kept turns from s][new messages];
-//              turns dropped past the summary ask for a new one (written at
-//              batch priority in the background; until it is stored they are
-//              simply out, as under window)
+//   summarize  [system][memory][kept turns][new messages]; the memory holds
+//              the user's statements in the dropped turns, verbatim, and the
+//              summary of turns 0..s; turns dropped past the summary ask for
+//              a new one (written at batch priority in the background; until
+//              it is stored their statements alone stand for them)
+// Under window and summarize, the messages a client pinned in dropped turns
+// stay in the memory verbatim (service/session_memory.h).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -48,7 +51,8 @@ ContextWindow fit_context(const Tokenizer& tokenizer, ChatFormat format, const p
                           std::span<const ToolSpec> tools = {});
 
 // The messages of a request to summarize turns [from, through) (with the
-// summary so far), within `budget` tokens: the oldest turns give way first.
+// summary so far, and the user's statements past the verbatim cap), within
+// `budget` tokens: the oldest turns give way first.
 std::vector<ChatMessage> summary_request(const Tokenizer& tokenizer, ChatFormat format,
                                          const persistence::SessionStart& start, int32_t through, int64_t budget);
 

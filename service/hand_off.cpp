@@ -20,6 +20,7 @@ AdmitRequest hand_off(const ScheduledSequence& s, std::vector<int32_t> prompt, i
   a.accepted_ns = s.stream.accepted_ns();
   a.session_id = s.session_id;
   a.turn_messages = s.turn_messages;
+  a.pinned_messages = s.pinned_messages;
   a.persisted_pages = s.persisted_pages;
   a.window_first_turn = s.window_first_turn;
   a.response_cache = s.cache;

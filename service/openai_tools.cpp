@@ -106,6 +106,11 @@ std::optional<ToolsError> read_openai_message(const json& m, size_t index, messa
       return bad_tools("messages", at + ": a tool message needs the tool_call_id of the call it answers");
     into.tool_call_id = id->get<std::string>();
   }
+  // troupe's extension: a session keeps it verbatim (docs/HTTP.md).
+  if (auto pinned = m.find("pinned"); pinned != m.end() && !pinned->is_null()) {
+    if (!pinned->is_boolean()) return bad_tools("messages", at + ": pinned is true or false");
+    into.pinned = pinned->get<bool>();
+  }
   return std::nullopt;
 }
 

@@ -128,6 +128,8 @@ std::optional<messages::Rejection> RequestGate::read_chat(const wire::ChatTurn& 
   std::vector<std::string> call_ids, results;
   if (auto why = read_messages(t, cfg_.chat_format, chat, call_ids, results))
     return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
+  for (uint32_t i = 0; i < t.messages()->size(); ++i)
+    if (t.messages()->Get(i)->pinned()) a.pinned_messages.push_back(static_cast<int32_t>(i));
   a.sampling = messages::read_sampling(t.sampling());
   if (auto why = bias_problem(a.sampling)) return rejection(a.client_id, wire::ErrorCode::invalid_field, *why);
   if (auto why = lower_constraint(a.sampling, false, *grammars_))
@@ -281,7 +283,11 @@ Admission RequestGate::chat_turn(const wire::ChatTurn& t, AdmitRequest a) const 
   }
   // A one-off conversation under window: each earlier message is a turn that may go.
   persistence::SessionStart earlier;
-  for (size_t i = 0; i + 1 < chat.size(); ++i) earlier.turns.push_back({chat[i]});
+  for (size_t i = 0; i + 1 < chat.size(); ++i) {
+    earlier.turns.push_back({chat[i]});
+    const bool pinned = std::binary_search(a.pinned_messages.begin(), a.pinned_messages.end(), static_cast<int32_t>(i));
+    earlier.pinned.push_back(pinned ? std::vector<int32_t>{0} : std::vector<int32_t>{});
+  }
   const ChatMessage last[] = {chat.back()};
   a.prompt =
       fit_context(*cfg_.tokenizer, cfg_.chat_format, earlier, last, prompt_budget(a), ContextPolicy::window, a.tools).prompt;

@@ -43,6 +43,7 @@ struct ScheduledSequence {
   int32_t forks_pending = 0;         // samples to fork once the prompt is computed
   std::string session_id;            // a session turn: committed before its Done
   std::vector<ChatMessage> turn_messages;
+  std::vector<int32_t> pinned_messages;  // of turn_messages, those the client pinned
   int32_t persisted_pages = 0;       // a session turn's leading prompt pages already stored
   int32_t window_first_turn = 0;     // the first stored turn its prompt kept
   std::string tenant;                // its request's fair-share tenant

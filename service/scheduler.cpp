@@ -191,6 +191,7 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   s.forks_pending = a.samples - 1;
   s.session_id = std::move(a.session_id);
   s.turn_messages = std::move(a.turn_messages);
+  s.pinned_messages = std::move(a.pinned_messages);
   s.persisted_pages = a.persisted_pages;
   s.window_first_turn = a.window_first_turn;
   s.tenant = std::move(tenant);
@@ -312,6 +313,7 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
   c.client_id = s.stream.target().client_id;
   c.session_id = s.session_id;
   c.messages = std::move(s.turn_messages);
+  c.pinned = std::move(s.pinned_messages);
   c.messages.push_back({"assistant", s.stream.take_answer()});
   if (const PlannedSequence* p = planner_->find(seq)) {
     c.tokens = p->tokens;

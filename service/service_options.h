@@ -103,6 +103,9 @@ struct ServiceOptions {
   // smaller tier in order; empty or missing: in this process.
   std::vector<std::string> tier_workers;
   std::string tier_policy = "escalate";  // requests that do not choose
+  // The tier that writes session summaries (service/batch_jobs.h); empty:
+  // the route of requests that do not choose.
+  std::string summary_model;
   // The defaults are the rule measured best on HumanEval (docs/BENCHMARKS.md):
   // the answer's first 48 tokens held back, escalated when their geometric
   // mean probability is under 0.82. With hold 0: the switch rule (a window's

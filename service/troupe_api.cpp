@@ -135,6 +135,7 @@ HttpAnswer troupe_answer(const std::string& frame) {
                                   : "window";
           msgs.push_back({{"role", messages::text_of(m->Get(i)->role())}, {"content", messages::text_of(m->Get(i)->content())}, {"turn", turn},
                           {"state", state}});
+          if (m->Get(i)->pinned()) msgs.back()["pinned"] = true;
         }
       out["messages"] = msgs;
       out["context_summary"] = messages::text_of(s->context_summary());

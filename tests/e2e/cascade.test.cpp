@@ -305,6 +305,37 @@ TEST_CASE("a smaller tier in its own worker process escalates the same way as in
                     Catch::Contains("--tier-workers names 2 workers for 1 smaller tiers"));
 }
 
+TEST_CASE("session summaries are written by the --summary-model tier, the turns by the server's route", "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadesummary", {"--tiers", small + "," + model_path(), "--tier", "large", "--context", "512",
+                                   "--summary-model", stem(small)});
+  messages::ClientConnection c(server.endpoint);
+  messages::Bytes keep;
+  for (int t = 0; t < 24; ++t) {
+    messages::ChatTurnFields turn;
+    turn.session_id = "summarized";
+    turn.messages = {{"user", "turn " + std::to_string(t) + ": tell me more about the fox and the dog"}};
+    turn.sampling = greedy(12);
+    turn.policy = wire::ContextPolicy::summarize;
+    const uint64_t id = c.next_id();
+    const auto out = c.stream(messages::chat_request(id, turn), id, {}, 60s);
+    INFO(out.message);
+    REQUIRE(out.done);
+    CHECK(out.usage.tiers == segments({{stem(model_path()), 12}}));
+  }
+  // The window moved, so a summary was asked for: the small tier answers it, nothing else.
+  uint64_t small_requests = 0;
+  for (int i = 0; i < 300 && small_requests == 0; ++i) {
+    small_requests = stats(c, keep)->tiers()->Get(0)->requests();
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(small_requests >= 1);
+  CHECK_THROWS_WITH(Server("cascadesummarybad", {"--tiers", small + "," + model_path(), "--summary-model", "medium"}),
+                    Catch::Contains("--summary-model medium is not among this server's models"));
+  CHECK_THROWS_WITH(Server("summarybadone", {"--summary-model", "medium"}),
+                    Catch::Contains("--summary-model medium is not among this server's models"));
+}
+
 TEST_CASE("cascade bad input gets one line: unknown tiers, tiers without a server's tiers, policies that cannot run, "
           "tiers with other tokenizers",
           "[service]") {

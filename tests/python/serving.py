@@ -44,6 +44,23 @@ def start_http_server(argv, port, log_path, wait_s=60):
     raise SystemExit("server did not start: " + open(log_path).read())
 
 
+def start_server(argv, log_path, wait_s=180):
+    """Starts argv (a `troupe serve ...` line), its output appended to log_path; returns the process
+    once it logs "listening on" (counted past the log's earlier starts, so a restart on the same log
+    waits for its own)."""
+    before = open(log_path).read().count("listening on") if os.path.exists(log_path) else 0
+    server = subprocess.Popen(argv, stdout=open(log_path, "a"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if open(log_path).read().count("listening on") > before:
+            return server
+        if server.poll() is not None:
+            break
+        time.sleep(0.1)
+    server.kill()
+    raise SystemExit("server did not start: " + open(log_path).read())
+
+
 def free_port():
     """A TCP port on the loopback address that nothing listens on now."""
     with socket.socket() as s:

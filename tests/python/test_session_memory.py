@@ -13,14 +13,13 @@ kept it.
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
-from serving import check, free_port
+from serving import check, free_port, start_server
 from troupe_client import Client
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
@@ -33,19 +32,9 @@ ANSWER_TOKENS = 40
 def serve(troupe, model, data, port, log):
     """`troupe serve` on the store in `data` with ZeroMQ and HTTP; returns (process, endpoint)."""
     endpoint = f"ipc://{data}/serve.sock"
-    before = open(log).read().count("listening on") if os.path.exists(log) else 0
-    p = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
-                          "--threads", "2", "--kv-tokens", "8192", "--context", "512", "--data-dir", f"{data}/store"],
-                         stdout=open(log, "a"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if open(log).read().count("listening on") > before:
-            return p, endpoint
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit("server did not start: " + open(log).read())
+    return start_server([troupe, "serve", "-m", model, "--listen", endpoint, "--http", f"127.0.0.1:{port}",
+                         "--threads", "2", "--kv-tokens", "8192", "--context", "512", "--data-dir", f"{data}/store"],
+                        log), endpoint
 
 
 def say(c, session, messages, policy):

@@ -11,12 +11,11 @@ keeps the last).
     test_session_recall.py TROUPE WORK_DIR MODEL.gguf
 """
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from serving import check
+from serving import check, start_server
 from troupe_client import Client
 
 SYSTEM = "You are a helpful assistant. Answer briefly."
@@ -78,19 +77,9 @@ def conversation():
 
 def serve(troupe, model, data, context):
     endpoint = f"ipc://{data}/serve.sock"
-    log = f"{data}/serve.log"
-    p = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "2", "--kv-tokens",
-                          str(max(8192, context + 1024)), "--context", str(context), "--data-dir", f"{data}/store"],
-                         stdout=open(log, "a"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if "listening on" in open(log).read():
-            return p, endpoint
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit("server did not start: " + open(log).read())
+    return start_server([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "2", "--kv-tokens",
+                         str(max(8192, context + 1024)), "--context", str(context), "--data-dir", f"{data}/store"],
+                        f"{data}/serve.log"), endpoint
 
 
 def run(troupe, model, work, context, policy):

@@ -12,12 +12,11 @@ session's answers the window no longer shows, the job's finished items), and
 """
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-from serving import check
+from serving import check, start_server
 from troupe_client import Client
 
 TASKS = ["parse a date written as DD/MM/YYYY", "count the vowels in a string", "reverse the words of a sentence",
@@ -34,19 +33,8 @@ HALF = len(TURNS) // 2
 def serve(troupe, model, data, mode, log):
     """`troupe serve` on the store in `data`, ZeroMQ only; returns (process, endpoint)."""
     endpoint = f"ipc://{data}/serve.sock"
-    before = open(log).read().count("listening on") if os.path.exists(log) else 0
-    p = subprocess.Popen([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "2", "--kv-tokens", "8192",
-                          "--context", "1024", "--speculation", mode, "--data-dir", f"{data}/store"],
-                         stdout=open(log, "a"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if open(log).read().count("listening on") > before:
-            return p, endpoint
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit("server did not start: " + open(log).read())
+    return start_server([troupe, "serve", "-m", model, "--listen", endpoint, "--threads", "2", "--kv-tokens", "8192",
+                         "--context", "1024", "--speculation", mode, "--data-dir", f"{data}/store"], log), endpoint
 
 
 def turns(endpoint, which):

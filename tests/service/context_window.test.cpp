@@ -1,8 +1,10 @@
 // A session's context past its window: which turns the prompt keeps, the
-// summary standing for dropped ones, and where the kept turns' KV was.
+// memory standing for dropped ones (pinned messages, the user's statements,
+// the summary), and where the kept turns' KV was.
 #include <catch2/catch.hpp>
 
 #include "service/context_window.h"
+#include "service/session_memory.h"
 #include "tests/service/harness.h"
 
 using namespace troupe;
@@ -15,7 +17,7 @@ persistence::SessionStart session(int turns, bool system = true) {
   for (int t = 0; t < turns; ++t) {
     std::vector<ChatMessage> msgs;
     if (t == 0 && system) msgs.push_back({"system", "you are terse"});
-    msgs.push_back({"user", "question number " + std::to_string(t) + " about the weather in some city"});
+    msgs.push_back({"user", "what about the weather in city number " + std::to_string(t)});
     msgs.push_back({"assistant", "answer number " + std::to_string(t) + ": it rains, as it always does there"});
     s.turns.push_back(std::move(msgs));
   }
@@ -47,12 +49,15 @@ TEST_CASE("under the window policy the oldest turns go first, and the system pro
   }
   want.push_back(kTurn[0]);
   CHECK(w.prompt == encode(want));
-  // Dropped to 3/4 of the budget (room for the next turns), and no further.
-  CHECK(static_cast<int64_t>(w.prompt.size()) <= budget * 3 / 4);
+  // Dropped to 3/4 of the room the system prompt and the new turn leave (room
+  // for the next turns), and no further.
+  const auto floor = static_cast<int64_t>(encode({want.front(), want.back()}).size());
+  const int64_t target = floor + (budget - floor) * 3 / 4;
+  CHECK(static_cast<int64_t>(w.prompt.size()) <= target);
   auto one_more = want;
   const auto& prev = s.turns[static_cast<size_t>(w.first_turn - 1)];
   one_more.insert(one_more.begin() + 1, prev.begin(), prev.end());
-  CHECK(static_cast<int64_t>(encode(one_more).size()) > budget * 3 / 4);
+  CHECK(static_cast<int64_t>(encode(one_more).size()) > target);
 }
 
 TEST_CASE("a dropped turn stays out, and the window moves again only when the budget is reached") {
@@ -101,12 +106,15 @@ TEST_CASE("under summarize a stored summary stands for its turns, and turns drop
                                  ContextPolicy::summarize);
   CHECK(tight.first_turn > 5);
   CHECK(tight.summarize_through == tight.first_turn);
-  CHECK(static_cast<int64_t>(tight.prompt.size()) <= static_cast<int64_t>(full.prompt.size()) / 4);  // half the budget
+  // Half the room that the system prompt, the summary and the new turn leave.
+  const auto floor = static_cast<int64_t>(encode({want[0], want[1], kTurn[0]}).size());
+  const int64_t budget = static_cast<int64_t>(full.prompt.size()) / 2;
+  CHECK(static_cast<int64_t>(tight.prompt.size()) <= floor + (budget - floor) / 2);
   const auto request = summary_request(*tok, ChatFormat::chatml, s, tight.first_turn, 1 << 20);
   REQUIRE(request.size() == 1);
   CHECK_THAT(request[0].content, Catch::Contains("Earlier summary: they talked about rain"));
-  CHECK_THAT(request[0].content, Catch::Contains("question number 5"));
-  CHECK_THAT(request[0].content, !Catch::Contains("question number 4 "));
+  CHECK_THAT(request[0].content, Catch::Contains("city number 5\n"));
+  CHECK_THAT(request[0].content, !Catch::Contains("city number 4\n"));
 }
 
 TEST_CASE("the kept turns' KV is found where the stored history had it") {
@@ -142,4 +150,84 @@ TEST_CASE("the answers a window no longer shows are read back as tokens, the new
   CHECK(some[2] == answer(3));
   CHECK(answers_before(*tok, s, 0, 1 << 20).empty());   // the prompt keeps every turn
   CHECK(answers_before(*tok, s, 99, 1 << 20).size() == 6);  // past the stored turns: all of them
+}
+
+TEST_CASE("under summarize the user's statements join the memory verbatim with the summary of their turns") {
+  const auto tok = test::synthetic_tokenizer();
+  auto s = session(20);
+  s.turns[1][0].content = "My cat is called Pistachio. Explain how a hash map grows.";
+  s.turns[3][0].content = "We decided to use Postgres for the store";
+  const auto full = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, ContextPolicy::summarize);
+  const int64_t budget = static_cast<int64_t>(full.prompt.size()) / 2;
+  const auto tight = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize);
+  REQUIRE(tight.first_turn > 3);
+  CHECK(tight.summarize_through == tight.first_turn);
+  // The window moved and no summary landed yet: the memory is unchanged (so
+  // the kept turns' KV shifts), the statements wait for their summary.
+  std::vector<ChatMessage> kept{{"system", "you are terse"}};
+  for (int t = tight.first_turn; t < 20; ++t)
+    kept.insert(kept.end(), s.turns[static_cast<size_t>(t)].begin(), s.turns[static_cast<size_t>(t)].end());
+  kept.push_back(kTurn[0]);
+  CHECK(tight.prompt == encode(kept));
+  // The summary landed, empty (the model wrote nothing): the statements alone.
+  s.summary_through = tight.first_turn;
+  s.window_first_turn = tight.first_turn;
+  auto want = kept;
+  want.insert(want.begin() + 1, {"system", "What the user has told you earlier, in their words:\n- My cat is called "
+                                           "Pistachio.\n- We decided to use Postgres for the store"});
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize).prompt == encode(want));
+  // With its text: the statements first, the topics after.
+  s.context_summary = "they talked about rain";
+  want[1].content += "\n\nSummary of the conversation so far: they talked about rain";
+  CHECK(fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize).prompt == encode(want));
+  // Under window neither: the statements go with their turns.
+  const auto window = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::window);
+  CHECK(tok->decode(window.prompt).find("Pistachio") == std::string::npos);
+}
+
+TEST_CASE("a pinned message stays verbatim once its turn is dropped, under window and summarize, and only once") {
+  const auto tok = test::synthetic_tokenizer();
+  auto s = session(20);
+  s.turns[2][0].content = "My passport number is X123.";
+  s.pinned.resize(20);
+  s.pinned[2] = {0};
+  for (ContextPolicy policy : {ContextPolicy::window, ContextPolicy::summarize}) {
+    const auto full = fit_context(*tok, ChatFormat::chatml, s, kTurn, 1 << 20, policy);
+    const auto tight = fit_context(*tok, ChatFormat::chatml, s, kTurn, static_cast<int64_t>(full.prompt.size()) / 2, policy);
+    REQUIRE(tight.first_turn > 2);
+    std::vector<ChatMessage> want{{"system", "you are terse"},
+                                  {"system", "Messages pinned earlier in this conversation:\nUser: My passport number is X123."}};
+    for (int t = tight.first_turn; t < 20; ++t)
+      want.insert(want.end(), s.turns[static_cast<size_t>(t)].begin(), s.turns[static_cast<size_t>(t)].end());
+    want.push_back(kTurn[0]);
+    CHECK(tight.prompt == encode(want));  // not also among the statements
+    CHECK(static_cast<int64_t>(tight.prompt.size()) <= static_cast<int64_t>(full.prompt.size()) / 2);
+  }
+}
+
+TEST_CASE("the user's statements past their share of the budget go to the summarizer, the oldest kept verbatim") {
+  const auto tok = test::synthetic_tokenizer();
+  auto s = session(40, false);
+  for (int t = 0; t < 40; ++t)
+    s.turns[static_cast<size_t>(t)][0].content = "My fact number " + std::to_string(t) + " is that I like the colour red.";
+  const int64_t budget = 600;
+  const auto w = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize);
+  REQUIRE(w.summarize_through > 10);
+  const MemorySource src{s.turns, s.pinned, 0};
+  const auto statements = statements_of(*tok, src);
+  const auto memory = memory_before(src, w.first_turn, w.summarize_through, statements, budget / 4, {});
+  REQUIRE_FALSE(memory.overflow.empty());
+  CHECK(memory.facts.front() == "My fact number 0 is that I like the colour red.");
+  const auto request = summary_request(*tok, ChatFormat::chatml, s, w.summarize_through, budget);
+  CHECK_THAT(request[0].content, Catch::Contains("Earlier statements of the user to keep:\n- " + memory.overflow.front()));
+  CHECK_THAT(request[0].content, !Catch::Contains("- " + memory.facts.front() + "\n"));
+  // Once the summary lands, the prompt holds the verbatim ones within the budget, not the rest.
+  s.summary_through = w.summarize_through;
+  s.window_first_turn = w.first_turn;
+  s.context_summary = "facts about red";
+  const auto after = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize);
+  CHECK(static_cast<int64_t>(after.prompt.size()) <= budget);
+  const std::string text = tok->decode(after.prompt);
+  CHECK(text.find(memory.facts.front()) != std::string::npos);
+  CHECK(text.find(memory.overflow.front()) == std::string::npos);
 }

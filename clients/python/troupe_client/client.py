@@ -155,14 +155,16 @@ class Client:
         """constraint: as generate's (this turn's only: a session's next turn is free unless it asks).
         messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]; a dict may also carry
         "tool_calls" (an assistant's, as the stream's tool_calls or OpenAI's) or "tool_call_id" (role
-        "tool": the result of that call).
+        "tool": the result of that call) or "pinned": True (a session keeps that message verbatim in
+        every later prompt, after its turn leaves the context window).
         tools: OpenAI tool objects ({"type": "function", "function": {"name", "description",
         "parameters"}}); tool_choice: "auto", "none", "required" or a function's name. The stream's
         tool_calls then lists the calls the answer makes (finish_reason "tool_calls"), each one's
         arguments valid under its parameters schema.
         context_policy: what a session does past the context: "window" (the
         server's default for sessions: drop the oldest turns), "summarize"
-        (and stand for them by a summary), "refuse"."""
+        (and stand for them by the user's own statements, kept verbatim, and a
+        summary), "refuse"."""
         b = flatbuffers.Builder(1024)
         offsets = []
         for m in messages:
@@ -177,6 +179,8 @@ class Client:
                 ChatMessage.AddToolCalls(b, calls)
             if call_id is not None:
                 ChatMessage.AddToolCallId(b, call_id)
+            if isinstance(m, dict) and m.get("pinned"):
+                ChatMessage.AddPinned(b, True)
             offsets.append(ChatMessage.End(b))
         ChatTurn.StartMessagesVector(b, len(offsets))
         for o in reversed(offsets):
@@ -288,6 +292,7 @@ class Client:
         out = _session_summary(s.Summary())
         out["messages"] = [((s.Messages(i).Role() or b"").decode(), (s.Messages(i).Content() or b"").decode())
                            for i in range(s.MessagesLength())]
+        out["pinned"] = [i for i in range(s.MessagesLength()) if s.Messages(i).Pinned()]
         out["turn_states"] = [_TURN_STATES.get(s.TurnStates(i), str(s.TurnStates(i))) for i in range(s.TurnStatesLength())]
         out["context_summary"] = (s.ContextSummary() or b"").decode()
         return out
