@@ -59,7 +59,8 @@ KvType kv_type_from_name(std::string_view name) {
   if (name == "f16") return KvType::f16;
   if (name == "q8_0") return KvType::q8_0;
   if (name == "k8v4") return KvType::k8v4;
-  throw std::invalid_argument("unknown KV type '" + std::string(name) + "' (f16, q8_0, k8v4)");
+  if (name == "q4_0") return KvType::q4_0;
+  throw std::invalid_argument("unknown KV type '" + std::string(name) + "' (f16, q8_0, k8v4, q4_0)");
 }
 
 const char* kv_type_name(KvType type) {
@@ -67,16 +68,26 @@ const char* kv_type_name(KvType type) {
     case KvType::f16: return "f16";
     case KvType::q8_0: return "q8_0";
     case KvType::k8v4: return "k8v4";
+    case KvType::q4_0: return "q4_0";
   }
   return "?";
 }
 
-KvRowFormat key_format(KvType type) { return type == KvType::f16 ? KvRowFormat::f16 : KvRowFormat::q8_0; }
+KvRowFormat key_format(KvType type) {
+  switch (type) {
+    case KvType::f16: return KvRowFormat::f16;
+    case KvType::q4_0: return KvRowFormat::q4_0;
+    case KvType::q8_0:
+    case KvType::k8v4: return KvRowFormat::q8_0;
+  }
+  return KvRowFormat::f16;
+}
 KvRowFormat value_format(KvType type) {
   switch (type) {
     case KvType::f16: return KvRowFormat::f16;
     case KvType::q8_0: return KvRowFormat::q8_0;
-    case KvType::k8v4: return KvRowFormat::q4_0;
+    case KvType::k8v4:
+    case KvType::q4_0: return KvRowFormat::q4_0;
   }
   return KvRowFormat::f16;
 }

@@ -15,22 +15,24 @@
 // queries the same way (dot products are unchanged) and turns the output of
 // rotated values back. llama.cpp rotates its quantized KV cache the same way.
 //
-// A KV type pairs a key and a value format: f16 (both f16), q8_0 (both q8_0)
-// and k8v4 (keys q8_0, values q4_0: 0.41 of FP16). Keys decide which tokens
-// are attended, so they keep 8 bits; values are averaged by attention and
-// tolerate 4. A model's few layers with a huge turning key bias keep f16
-// keys under any type (engine/kv_key_layers.h): on Qwen2.5-0.5B that is one
-// layer of 24, and q8_0 costs 0.54 of FP16, k8v4 0.42. Attention reads the rows as they are stored (cpu/attention),
+// A KV type pairs a key and a value format: f16 (both f16), q8_0 (both q8_0),
+// k8v4 (keys q8_0, values q4_0: 0.41 of FP16) and q4_0 (both q4_0: 0.28).
+// Keys decide which tokens are attended, so k8v4 keeps them at 8 bits;
+// values are averaged by attention and tolerate 4; q4_0 trades the keys'
+// precision for the smallest cache. A model's few layers with a huge
+// turning key bias keep f16 keys under any type (engine/kv_key_layers.h):
+// on Qwen2.5-0.5B that is one layer of 24, and q8_0 costs 0.54 of FP16,
+// k8v4 0.42, q4_0 0.30. Attention reads the rows as they are stored (cpu/attention),
 // converting a block of rows at a time into L1; nothing is kept in FP16.
 #include <cstdint>
 #include <string_view>
 
 namespace troupe {
 
-enum class KvType : uint8_t { f16 = 0, q8_0 = 1, k8v4 = 2 };
+enum class KvType : uint8_t { f16 = 0, q8_0 = 1, k8v4 = 2, q4_0 = 3 };
 enum class KvRowFormat : uint8_t { f16, q8_0, q4_0 };
 
-// "f16" | "q8_0" | "k8v4"; throws std::invalid_argument naming the choices.
+// "f16" | "q8_0" | "k8v4" | "q4_0"; throws std::invalid_argument naming the choices.
 KvType kv_type_from_name(std::string_view name);
 const char* kv_type_name(KvType type);
 

@@ -7,7 +7,7 @@
 #             its own long/short ratio;
 #   kv        KV bytes per token of each --kv-type, the longest context that
 #             fits in KV_MEMORY_GIB, and perplexity on GPL-3 at --context 512
-#             (troupe per type; llama-perplexity with f16 and q8_0 cache);
+#             (troupe per type; llama-perplexity with f16, q8_0 and q4_0 caches);
 #   session   a SESSION_TURNS-turn chat session on --context 1024 under the
 #             window policy: TTFT p50/p99 per quarter of the run (flat when a
 #             shift costs no prefill of the kept window);
@@ -45,21 +45,21 @@ if bench_in "$phases" kv; then
   text=/usr/share/common-licenses/GPL-3
   bench_llama_tools
   declare -A ppl bytes
-  for kv in f16 q8_0 k8v4; do
+  for kv in f16 q8_0 k8v4 q4_0; do
     ppl[$kv]="$("$troupe" perplexity -m "$path" "$text" --context 512 --kv-type "$kv" --threads "$threads" 2>&1 | bench_ppl)"
     bytes[$kv]="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
                   jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
   done
   llama_ppl() { "$llama_bin/llama-perplexity" -m "$path" -f "$text" -c 512 -t "$threads" "$@" 2>&1 | bench_ppl; }
-  lf16="$(llama_ppl -ctk f16 -ctv f16)" lq8="$(llama_ppl -fa on -ctk q8_0 -ctv q8_0)"
+  declare -A theirs=([f16]="$(llama_ppl -ctk f16 -ctv f16)" [q8_0]="$(llama_ppl -fa on -ctk q8_0 -ctv q8_0)"
+                     [q4_0]="$(llama_ppl -fa on -ctk q4_0 -ctv q4_0)")
   echo "| KV type | bytes a token | of f16 | tokens in $kv_gib GiB | troupe PPL | vs f16 | llama.cpp PPL | vs f16 |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-  for kv in f16 q8_0 k8v4; do
-    theirs="-" dtheirs="-"
-    [ "$kv" = f16 ] && theirs="$lf16" dtheirs="+0.00 %"
-    [ "$kv" = q8_0 ] && theirs="$lq8" dtheirs="$(awk -v a="$lq8" -v b="$lf16" 'BEGIN{printf "%+.2f %%", (a/b-1)*100}')"
+  for kv in f16 q8_0 k8v4 q4_0; do
+    t="${theirs[$kv]:--}" dt="-"  # llama.cpp has no k8v4 cache type
+    [ "$t" != - ] && dt="$(awk -v a="$t" -v b="${theirs[f16]}" 'BEGIN{printf "%+.2f %%", (a/b-1)*100}')"
     awk -v kv="$kv" -v b="${bytes[$kv]}" -v f="${bytes[f16]}" -v g="$kv_gib" -v p="${ppl[$kv]}" -v pf="${ppl[f16]}" \
-        -v t="$theirs" -v dt="$dtheirs" \
+        -v t="$t" -v dt="$dt" \
       'BEGIN{printf "| %s | %d | %.3f | %d | %.4f | %+.2f %% | %s | %s |\n", kv, b, b/f, g*1073741824/b, p, (p/pf-1)*100, t, dt}'
   done
 fi

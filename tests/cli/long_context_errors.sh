@@ -18,7 +18,7 @@ expect() {
   grep -qF -- "$want" <<<"$out" || fail "'$want' not in: $out"
 }
 
-expect "--kv-type: unknown KV type 'q4' (f16, q8_0, k8v4)" "$troupe" generate -m "$model" --prompt hi --kv-type q4
+expect "--kv-type: unknown KV type 'q4' (f16, q8_0, k8v4, q4_0)" "$troupe" generate -m "$model" --prompt hi --kv-type q4
 expect "--rope-factor: 0 must be a finite number above 0" \
   "$troupe" generate -m "$model" --prompt hi --rope-scaling yarn --rope-factor 0
 expect "--rope-factor: -2 must be a finite number above 0" \

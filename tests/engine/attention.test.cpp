@@ -132,9 +132,9 @@ TEST_CASE("tiled attention equals a float64 reference from 1 to 40,000 positions
   }
 }
 
-TEST_CASE("tiled attention reads q8_0 and k8v4 pages directly, within the rounding of half-precision kernels") {
+TEST_CASE("tiled attention reads q8_0, k8v4 and q4_0 pages directly, within the rounding of half-precision kernels") {
   for (bool wide : {false, true})  // a wide key layer: f16 keys beside quantized values
-  for (KvType type : {KvType::q8_0, KvType::k8v4}) {
+  for (KvType type : {KvType::q8_0, KvType::k8v4, KvType::q4_0}) {
     for (int32_t n_ctx : {7, 64, 1500}) {
       const Filled f(14, 2, 64, n_ctx, type, wide);
       INFO("wide keys " << wide);
@@ -158,7 +158,7 @@ TEST_CASE("a row's attention is bitwise the same alone, in any tile, and with it
 }
 
 TEST_CASE("with one query head per KV head the keys are dotted in place: equal to the reference, the same bits in any tile, window and instruction set") {
-  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4})
+  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4, KvType::q4_0})
     for (int64_t head_dim : {64, 128})
       for (int32_t n_ctx : {1, 17, 300}) {
         if (!kv_type_fits(type, head_dim)) continue;
@@ -189,7 +189,7 @@ TEST_CASE("a decode row's KV heads in one tile, read page by page, give the bits
                                      AttentionTile{q.data(), out.data(), f.config.q_dim(), 1, 8, 16, 0, 5}})
       CHECK_THROWS_AS(attend_tile(f.cache, 0, f.table, f.shape(), bad, scratch), std::invalid_argument);
   }
-  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4})
+  for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4, KvType::q4_0})
     for (int64_t head_dim : {64, 128})
     for (bool alibi : {false, true})
     for (int32_t n_ctx : {1, 40, 300}) {

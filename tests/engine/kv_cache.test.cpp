@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -119,4 +120,36 @@ TEST_CASE("a page keeps each KV head's rows together, and pages travel slot by s
         CHECK(std::memcmp(cache.key_row(layer, 2, slot, h), cache.key_row(layer, 1, slot, h), 16) == 0);
         CHECK(std::memcmp(cache.value_row(layer, 2, slot, h), cache.value_row(layer, 1, slot, h), 16) == 0);
       }
+}
+
+TEST_CASE("each KV type names its key and value formats, their bytes, and round-trips its name") {
+  struct Want {
+    KvType type;
+    KvRowFormat key, value;
+    int64_t row_bytes;  // a key row plus a value row of 64 values
+  };
+  for (const Want& w : {Want{KvType::f16, KvRowFormat::f16, KvRowFormat::f16, 256},
+                        Want{KvType::q8_0, KvRowFormat::q8_0, KvRowFormat::q8_0, 136},
+                        Want{KvType::k8v4, KvRowFormat::q8_0, KvRowFormat::q4_0, 104},
+                        Want{KvType::q4_0, KvRowFormat::q4_0, KvRowFormat::q4_0, 72}}) {
+    INFO(kv_type_name(w.type));
+    CHECK(kv_type_from_name(kv_type_name(w.type)) == w.type);
+    CHECK(key_format(w.type) == w.key);
+    CHECK(value_format(w.type) == w.value);
+    CHECK(kv_row_bytes(w.key, 64) + kv_row_bytes(w.value, 64) == w.row_bytes);
+  }
+  CHECK_THROWS_WITH(kv_type_from_name("q4"), "unknown KV type 'q4' (f16, q8_0, k8v4, q4_0)");
+  // A q4_0 row: each value within half a step of its block's scale, a NaN stored as 0.
+  std::vector<float> x(64), back(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * (i < 32 ? 1.0f : 40.0f);
+  x[5] = std::nanf("");
+  std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(KvRowFormat::q4_0, 64)));
+  encode_kv_row(KvRowFormat::q4_0, x.data(), 64, row.data());
+  decode_kv_row(KvRowFormat::q4_0, row.data(), 64, back.data());
+  CHECK(back[5] == 0.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i == 5) continue;
+    const float step = (i < 32 ? 1.0f : 40.0f) / 7.0f;
+    CHECK(std::fabs(back[i] - x[i]) <= 0.5f * step * 1.01f);
+  }
 }

@@ -56,7 +56,8 @@ TEST_CASE("after a context shift, the next token's logits equal a fresh prefill 
     float tolerance;  // the rounding of the turned keys as the type stores them
   };
   for (const std::string arch : {"qwen2", "llama", "gemma3", "bloom"})
-    for (const Case c : {Case{KvType::f16, 2e-4f}, Case{KvType::q8_0, 2e-3f}, Case{KvType::k8v4, 2e-3f}}) {
+    for (const Case c : {Case{KvType::f16, 2e-4f}, Case{KvType::q8_0, 2e-3f}, Case{KvType::k8v4, 2e-3f},
+                         Case{KvType::q4_0, 1e-2f}}) {
       BackendOptions o;
       o.kv_pages = 32;
       o.kv_type = c.type;

@@ -125,7 +125,7 @@ TEST_CASE("pages restored into a fresh backend give the logits of the recomputed
 }
 
 TEST_CASE("a quantized cache's pages move as they are: restored, they give the same logits bit for bit") {
-  const KvType type = GENERATE(KvType::q8_0, KvType::k8v4);
+  const KvType type = GENERATE(KvType::q8_0, KvType::k8v4, KvType::q4_0);
   REQUIRE(swap_codec(type) == KvPageCodec::raw);
   const std::string path = model_file(12);
   BackendOptions o;
