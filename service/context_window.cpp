@@ -36,7 +36,7 @@ class PromptLayout {
       : tok_(tok), format_(format), s_(s), turn_(turn), tools_(tools), sink_(system_sink(s)),
         src_{s.turns, s.pinned, sink_.size()}, summary_(summary ? s.context_summary : std::string()),
         summarized_(policy == ContextPolicy::summarize ? s.summary_through : 0), facts_cap_(fact_budget(budget)) {
-    if (summarized_ > 0) statements_ = statements_of(tok, src_);
+    if (summarized_ > 0) statements_ = statements_of(tok, src_, summarized_);
   }
 
   // The sink, the memory of turns [0, first), those from `first`, the new messages.
@@ -110,9 +110,8 @@ ContextWindow fit_context(const Tokenizer& tok, ChatFormat format, const persist
   // takes its room first: a large memory must not leave the window nothing.
   std::vector<int32_t> best = layout.prompt(n);
   const auto floor = static_cast<int64_t>(best.size());
-  const int64_t target = policy == ContextPolicy::summarize ? std::max(budget / 2, floor + (budget - floor) / 2)
-                                                            : std::max(budget * 3 / 4, floor + (budget - floor) * 3 / 4);
-  const int64_t limit = std::min(budget, std::max(target, floor));
+  const int64_t room = std::max<int64_t>(0, budget - floor);
+  const int64_t limit = std::min(budget, floor + (policy == ContextPolicy::summarize ? room / 2 : room * 3 / 4));
   // The fewest turns dropped to reach it: the prompt only shrinks as `first` grows.
   int32_t lo = kept + 1, hi = n;
   while (lo < hi) {
@@ -136,7 +135,7 @@ std::vector<ChatMessage> summary_request(const Tokenizer& tok, ChatFormat format
   const size_t sink = system_sink(s).size();
   // The user's statements past the verbatim cap are the summary's to keep.
   const MemorySource src{s.turns, s.pinned, sink};
-  const std::vector<UserStatement> statements = statements_of(tok, src);
+  const std::vector<UserStatement> statements = statements_of(tok, src, through);
   const SessionMemory memory = memory_before(src, through, through, statements, fact_budget(budget), {});
   auto build = [&](int32_t from) {
     std::string text(kSummaryInstruction);

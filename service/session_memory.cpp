@@ -116,10 +116,10 @@ std::vector<std::string> user_statements(std::string_view text) {
   return out;
 }
 
-std::vector<UserStatement> statements_of(const Tokenizer& tok, const MemorySource& src) {
+std::vector<UserStatement> statements_of(const Tokenizer& tok, const MemorySource& src, int32_t through) {
   std::vector<UserStatement> out;
   std::set<std::string> seen;
-  for (size_t t = 0; t < src.turns.size(); ++t) {
+  for (size_t t = 0; t < src.turns.size() && t < static_cast<size_t>(std::max(0, through)); ++t) {
     const auto& msgs = src.turns[t];
     const std::vector<int32_t>* pinned = t < src.pinned.size() ? &src.pinned[t] : nullptr;
     for (size_t i = t == 0 ? src.sink : 0; i < msgs.size(); ++i) {

@@ -42,9 +42,10 @@ struct MemorySource {
   size_t sink = 0;                               // turn 0's leading system messages (always in the prompt)
 };
 
-// Every distinct user statement of the turns, oldest first (a repeated one
-// counts where it was first said).
-std::vector<UserStatement> statements_of(const Tokenizer& tok, const MemorySource& src);
+// Every distinct user statement of turns [0, through), oldest first (a
+// repeated one counts where it was first said). Only the summarized turns
+// are read: the later ones' statements are not in any prompt yet.
+std::vector<UserStatement> statements_of(const Tokenizer& tok, const MemorySource& src, int32_t through);
 
 struct SessionMemory {
   std::vector<ChatMessage> pinned;   // pinned messages of the turns left out, in order

@@ -214,7 +214,7 @@ TEST_CASE("the user's statements past their share of the budget go to the summar
   const auto w = fit_context(*tok, ChatFormat::chatml, s, kTurn, budget, ContextPolicy::summarize);
   REQUIRE(w.summarize_through > 10);
   const MemorySource src{s.turns, s.pinned, 0};
-  const auto statements = statements_of(*tok, src);
+  const auto statements = statements_of(*tok, src, w.summarize_through);
   const auto memory = memory_before(src, w.first_turn, w.summarize_through, statements, budget / 4, {});
   REQUIRE_FALSE(memory.overflow.empty());
   CHECK(memory.facts.front() == "My fact number 0 is that I like the colour red.");

@@ -52,7 +52,8 @@ TEST_CASE("statements are read once each, a pinned message is not read, and the 
       {{"user", "I have 3 cats."}, {"assistant", "Wow."}}};
   const std::vector<std::vector<int32_t>> pinned = {{}, {}, {}, {0}};
   const MemorySource src{turns, pinned, 1};
-  const auto all = statements_of(*tok, src);
+  const auto all = statements_of(*tok, src, 5);
+  CHECK(statements_of(*tok, src, 2).size() == 1);  // turns 0 and 1: Rex, said twice
   REQUIRE(all.size() == 3);
   CHECK(all[0].text == "My dog is Rex.");
   CHECK(all[0].turn == 0);
