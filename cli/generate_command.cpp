@@ -33,6 +33,7 @@ struct GenerateArgs {
   std::string speculation = "off";
   int max_draft = 8;
   std::string draft_model;
+  int32_t kv_budget = 0;
 };
 
 std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) {
@@ -50,6 +51,7 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const LoadedModel& m) 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.chat.empty()) throw std::invalid_argument("give exactly one of --prompt and --chat");
   a.sampling.params.validate();  // before the model loads, so a typo fails at once
+  EvictionPolicy{a.kv_budget}.check();
   BackendOptions options = a.backend;
   apply_backend_names(options, a.names);
   options.context_tokens = a.context;
@@ -80,6 +82,7 @@ int run_generate(const GenerateArgs& a) {
   if (opts.speculation == SpeculationMode::draft && a.draft_model.empty())
     throw std::invalid_argument("--speculation draft needs --draft-model NAME");
   opts.max_draft = a.max_draft;
+  opts.eviction.budget = a.kv_budget;
   // The draft model: its own backend and pages, the target's tokenizer.
   LoadedModel draft;
   std::unique_ptr<ModelDrafter> drafter;
@@ -111,6 +114,8 @@ int run_generate(const GenerateArgs& a) {
       std::fprintf(stderr, "[speculation %s: %d forward steps for %zu tokens; %lld drafted, %lld accepted (%.0f%%), %.2f per window]\n",
                    a.speculation.c_str(), r.forward_steps, r.tokens.size(), static_cast<long long>(sp.drafted),
                    static_cast<long long>(sp.accepted), sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0, sp.mean_accepted());
+    if (opts.eviction.on())
+      std::fprintf(stderr, "[kv budget %d: %d evictions, %d positions evicted]\n", opts.eviction.budget, r.evictions, r.evicted);
   }
   return 0;
 }
@@ -128,6 +133,9 @@ Run add_generate(CLI::App& app) {
   a->backend.threads = default_threads();
   add_backend_flags(*cmd, a->backend, a->names);
   cmd->add_option("--context", a->context, "KV cache size in tokens")->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--kv-budget", a->kv_budget,
+                  "KV positions kept once the prompt is read: the rest evicted by attention (SnapKV-style); 0 keeps all")
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--special", a->special, "Parse special tokens such as <|im_start|> in --prompt");
   cmd->add_flag("--print-ids", a->print_ids, "Print generated token ids instead of text");
   cmd->add_flag("--quiet,-q", a->quiet, "No statistics on stderr");

@@ -4,6 +4,10 @@
 // --context tokens, each chunk run from an empty cache with its first token
 // replaced by BOS (when there is one), and the mean negative log-likelihood
 // of the second half of every chunk's tokens. PPL = e^(mean NLL).
+//
+// With --kv-budget the second half is read in steps of the budget's room to
+// grow (engine/kv_budget.h), each after the cache is cut back to the
+// budget's keep(): every scored token sees at most the budget's positions.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
+#include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 
@@ -26,6 +31,7 @@ struct PerplexityArgs {
   int32_t context = 512;
   int32_t chunks = -1;  // all
   int32_t batch = 512;
+  int32_t kv_budget = 0;
   BackendOptions backend;
   BackendNames names;
 };
@@ -52,24 +58,31 @@ struct Tally {
 };
 
 // One chunk from an empty cache: the NLL of tokens [first + 1, n) given those before.
-void score_chunk(Backend& backend, std::span<const int32_t> chunk, int32_t batch, Tally& t) {
+void score_chunk(Backend& backend, std::span<const int32_t> chunk, int32_t batch, const EvictionPolicy& policy, Tally& t) {
   const auto n = static_cast<int32_t>(chunk.size());
   const int32_t first = n / 2;
   KvSequence seq(backend.pages(), backend.page_size());
-  if (!seq.reserve(n)) throw std::runtime_error("the KV cache cannot hold a chunk of " + std::to_string(n) + " tokens");
+  KvBudget budget(backend, policy);
   Logits logits;
-  for (int32_t pos = 0; pos < n; pos += batch) {
-    const int32_t len = std::min(batch, n - pos);
-    const bool scored = pos + len > first;
+  for (int32_t pos = 0; pos < n;) {
+    const bool scored = pos >= first || !budget.on();
+    int32_t len = std::min(batch, n - pos);
+    if (budget.on()) len = std::min(len, pos < first ? first - pos : policy.budget - policy.keep());
+    budget.make_room(seq, budget.slot(pos), len);
+    const int32_t at = budget.slot(pos);
+    if (!seq.reserve(at + len))
+      throw std::runtime_error("the KV cache cannot hold a chunk of " + std::to_string(n) + " tokens");
+    const bool wanted = scored && pos + len > first;
     Batch b;
-    b.sequences.push_back({chunk.subspan(static_cast<size_t>(pos), static_cast<size_t>(len)), pos, seq.block_table(),
-                           scored ? LogitsWanted::all : LogitsWanted::none});
+    b.sequences.push_back({chunk.subspan(static_cast<size_t>(pos), static_cast<size_t>(len)), at, seq.block_table(),
+                           wanted ? LogitsWanted::all : LogitsWanted::none});
+    budget.mark(b.sequences.back());
     backend.forward(b, logits);
-    if (!scored) continue;
-    for (int32_t i = std::max(pos, first); i < pos + len && i + 1 < n; ++i) {
+    for (int32_t i = std::max(pos, first); wanted && i < pos + len && i + 1 < n; ++i) {
       const double v = nll_of(logits.row(i - pos), chunk[static_cast<size_t>(i) + 1]);
       t.nll += v, t.nll2 += v * v, ++t.count;
     }
+    pos += len;
   }
 }
 
@@ -77,6 +90,8 @@ int run_perplexity(const PerplexityArgs& a) {
   BackendOptions options = a.backend;
   apply_backend_names(options, a.names);
   if (a.context < 16) throw std::invalid_argument("--context must be at least 16 tokens");
+  const EvictionPolicy policy{a.kv_budget};
+  policy.check();
   options.kv_pages = (a.context + options.page_size - 1) / options.page_size + 1;
   options.max_batch_tokens = std::max<int64_t>(options.max_batch_tokens, a.batch);
   LoadedModel m = load_model(a.model, options);
@@ -87,13 +102,14 @@ int run_perplexity(const PerplexityArgs& a) {
                                 std::to_string(a.context) + " needs at least " + std::to_string(2 * a.context));
   const int32_t n_chunks = a.chunks > 0 ? std::min(a.chunks, have) : have;
   const int32_t bos = m.tokenizer->add_bos_by_default() ? m.tokenizer->vocabulary().bos_id : kNoToken;
-  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d; %s\n", tokens.size(), n_chunks, a.context,
-               m.backend->describe().c_str());
+  std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d; %s%s\n", tokens.size(), n_chunks, a.context,
+               m.backend->describe().c_str(),
+               policy.on() ? ("; KV budget " + std::to_string(policy.budget) + " positions").c_str() : "");
   Tally t;
   for (int32_t c = 0; c < n_chunks; ++c) {
     std::span<int32_t> chunk(tokens.data() + static_cast<size_t>(c) * a.context, static_cast<size_t>(a.context));
     if (bos != kNoToken) chunk[0] = bos;
-    score_chunk(*m.backend, chunk, a.batch, t);
+    score_chunk(*m.backend, chunk, a.batch, policy, t);
     std::printf("[%d]%.4f,", c + 1, std::exp(t.nll / static_cast<double>(t.count)));
     std::fflush(stdout);
   }
@@ -113,6 +129,8 @@ Run add_perplexity(CLI::App& app) {
   cmd->add_option("file", a->file, "Text file")->required();
   cmd->add_option("--context,-c", a->context, "Tokens per chunk")->check(CLI::Range(16, 1 << 20))->capture_default_str();
   cmd->add_option("--chunks", a->chunks, "Chunks to score (default: all)");
+  cmd->add_option("--kv-budget", a->kv_budget, "KV positions a scored token may see, the rest evicted by attention; 0: all")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--batch", a->batch, "Tokens per forward")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   a->backend.threads = default_threads();
   add_backend_flags(*cmd, a->backend, a->names);

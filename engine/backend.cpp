@@ -76,6 +76,10 @@ void Backend::shift_kv(std::span<const KvShift> shifts) {
   if (!shifts.empty()) throw std::runtime_error(describe() + ": shifting KV (context shift) is not supported");
 }
 
+void Backend::evict_kv(const KvEviction&) {
+  throw std::runtime_error(describe() + ": KV eviction (--kv-budget) is not supported");
+}
+
 void Backend::forward_choose(const Batch& batch, std::span<const TokenChoice> choices, std::vector<int32_t>& tokens) {
   Logits logits;
   forward(batch, logits);

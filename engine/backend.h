@@ -19,6 +19,7 @@ namespace troupe {
 
 class GgufFile;
 class PagePool;
+struct KvEviction;
 struct ModelConfig;
 
 enum class Device { cpu, cuda };
@@ -110,6 +111,12 @@ class Backend {
   // Context shifts (KvShift), before the forward of a step. Backends without it throw.
   virtual bool can_shift_kv() const { return false; }
   virtual void shift_kv(std::span<const KvShift> shifts);
+
+  // KV eviction (engine/kv_eviction.h): a sequence's slots cut to a budget,
+  // each KV head keeping the positions its latest queries chose, before the
+  // forward of a step. Backends without it throw.
+  virtual bool can_evict_kv() const { return false; }
+  virtual void evict_kv(const KvEviction& eviction);
 
   // Tokens each expert of a mixture of experts has run so far, summed over
   // the layers (empty for a dense model): the expert load of `troupe stats`.

@@ -8,6 +8,8 @@
 
 namespace troupe {
 
+class QueryWindow;
+
 enum class LogitsWanted {
   none,  // a prefill chunk that is not the last one
   last,  // decode, or the last chunk of a prefill
@@ -19,6 +21,14 @@ struct BatchSequence {
   int32_t start_pos = 0;                 // KV of [0, start_pos) is already in the cache
   std::span<const int32_t> block_table;  // pages covering [0, start_pos + tokens.size())
   LogitsWanted logits = LogitsWanted::last;
+  // KV eviction (engine/kv_eviction.h): a sequence whose cache dropped
+  // positions holds fewer slots than it has tokens. Its tokens go to slots
+  // start_pos, ... and RoPE turns them for positions start_pos + rope_offset,
+  // ...; attention reads slots. Backends without eviction refuse a nonzero one.
+  int32_t rope_offset = 0;
+  // Where the forward keeps this sequence's latest queries (the step's last
+  // window of rows), for the next eviction to score with; null: nowhere.
+  QueryWindow* queries = nullptr;
 };
 
 struct Batch {

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/kv_eviction.h"
+
 namespace troupe {
 
 CpuBackend::CpuBackend(std::unique_ptr<Model> model, int32_t kv_pages, int32_t page_size, KvType kv_type,
@@ -171,5 +173,7 @@ void CpuBackend::move_slot(int32_t src_page, int32_t src_slot, int32_t dst_page,
                    static_cast<size_t>(cache_.value_row_bytes()));
   }
 }
+
+void CpuBackend::evict_kv(const KvEviction& eviction) { troupe::evict_kv(cache_, model_->config(), model_->pool(), eviction); }
 
 }  // namespace troupe

@@ -33,6 +33,8 @@ class CpuBackend final : public Backend {
   std::string read_page_bytes(int32_t page) const override;
   void write_page_bytes(int32_t page, std::string_view bytes) override;
   bool can_shift_kv() const override { return true; }
+  bool can_evict_kv() const override { return model_->config().sliding_window == 0; }
+  void evict_kv(const KvEviction& eviction) override;
   std::vector<uint64_t> expert_tokens() const override { return model_->expert_totals(); }
   void shift_kv(std::span<const KvShift> shifts) override;
 

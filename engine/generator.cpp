@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/grammar/matcher.h"
+#include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/speculation/acceptance.h"
@@ -41,7 +42,7 @@ class Generation {
   Generation(Backend& backend, const Tokenizer& tokenizer, std::span<const int32_t> prompt, const GenerateOptions& options,
              const GenerateCallbacks& callbacks)
       : backend_(backend), tokenizer_(tokenizer), options_(options), callbacks_(callbacks),
-        seq_(backend.pages(), backend.page_size()), history_(prompt.begin(), prompt.end()), sampler_(options.sampling),
+        seq_(backend.pages(), backend.page_size()), budget_(backend, options.eviction), history_(prompt.begin(), prompt.end()), sampler_(options.sampling),
         decoder_(tokenizer), stops_(options.stop),
         controller_(options.speculation, options.max_draft, options.drafter != nullptr) {
     result_.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -63,6 +64,7 @@ class Generation {
       Batch batch;
       batch.sequences.push_back({prompt.subspan(pos, len), pos, seq_.block_table(),
                                  pos + len == n_prompt ? LogitsWanted::last : LogitsWanted::none});
+      budget_.mark(batch.sequences.back());
       backend_.forward(batch, logits_);
       drop_local(pos + len);
     }
@@ -77,9 +79,11 @@ class Generation {
       while (keep(token) && step(token)) {
       }
     result_.speculation = controller_.stats();
+    result_.evictions = budget_.evictions();
+    result_.evicted = budget_.evicted();
     if (options_.drafter) options_.drafter->forget(0);
     // Every kept token but the last has its K/V computed.
-    if (callbacks_.on_kv) callbacks_.on_kv(seq_.block_table(), static_cast<int32_t>(history_.size()) - 1);
+    if (callbacks_.on_kv) callbacks_.on_kv(seq_.block_table(), budget_.slot(static_cast<int32_t>(history_.size()) - 1));
     if (!stops_.stopped()) emit(stops_.push(decoder_.finish()) + stops_.finish());
     result_.decode_seconds = seconds_since(t1);
     return std::move(result_);
@@ -87,6 +91,24 @@ class Generation {
 
  private:
   bool suffix_on() const { return drafts_from_suffix(options_.speculation); }
+
+  // Room for `n` tokens after the last kept one: the slot the first takes,
+  // or -1 (finish: context_full) when the model's positions or the cache
+  // run out. An eviction under a budget comes first.
+  int32_t room_for(int32_t n) {
+    const int32_t pos = static_cast<int32_t>(history_.size()) - 1;  // the first one's position
+    if (pos + n > backend_.config().context_limit()) {
+      result_.finish = FinishReason::context_full;
+      return -1;
+    }
+    budget_.make_room(seq_, budget_.slot(pos), n);
+    const int32_t slot = budget_.slot(pos);
+    if (!seq_.reserve(slot + n)) {
+      result_.finish = FinishReason::context_full;
+      return -1;
+    }
+    return slot;
+  }
 
   // Local slots behind the window of the next query (at `next`) go back.
   void drop_local(int32_t next) {
@@ -158,19 +180,17 @@ class Generation {
   // forward, with logits for the last only (they are certain: nothing to
   // verify). False when generation ends here.
   bool forced_step(int32_t& token, const std::vector<int32_t>& forced) {
-    const int32_t pos = static_cast<int32_t>(history_.size()) - 1;
     const auto n = static_cast<int32_t>(forced.size()) + 1;
-    if (pos + n > backend_.config().context_limit() || !seq_.reserve(pos + n)) {
-      result_.finish = FinishReason::context_full;
-      return false;
-    }
+    const int32_t at = room_for(n);  // where `token` goes: its slot
+    if (at < 0) return false;
     window_.assign(1, token);
     window_.insert(window_.end(), forced.begin(), forced.end());
     Batch batch;
-    batch.sequences.push_back({window_, pos, seq_.block_table(), LogitsWanted::last});
+    batch.sequences.push_back({window_, at, seq_.block_table(), LogitsWanted::last});
+    budget_.mark(batch.sequences.back());
     backend_.forward(batch, logits_);
     ++result_.forward_steps;
-    drop_local(pos + n);
+    drop_local(at + n);
     for (int32_t f : forced) {
       matcher_->accept(f);
       if (!keep(f)) return false;
@@ -186,18 +206,16 @@ class Generation {
       const std::vector<int32_t> forced = room > 0 ? matcher_->forced_tokens(static_cast<size_t>(room)) : std::vector<int32_t>();
       if (!forced.empty()) return forced_step(token, forced);
     }
-    const int32_t pos = static_cast<int32_t>(history_.size()) - 1;  // where `token` goes
     const auto choice = choose_drafts();
     const int32_t k = std::min(choice.k, static_cast<int32_t>(drafts_.size()));
     drafts_.resize(static_cast<size_t>(k));
-    if (pos + k + 1 > backend_.config().context_limit() || !seq_.reserve(pos + k + 1)) {
-      result_.finish = FinishReason::context_full;
-      return false;
-    }
+    const int32_t pos = room_for(k + 1);  // where `token` goes: its slot
+    if (pos < 0) return false;
     window_.assign(1, token);
     window_.insert(window_.end(), drafts_.begin(), drafts_.end());
     Batch batch;
     batch.sequences.push_back({window_, pos, seq_.block_table(), k > 0 ? LogitsWanted::all : LogitsWanted::last});
+    budget_.mark(batch.sequences.back());
     const auto ts = std::chrono::steady_clock::now();
     backend_.forward(batch, logits_);
     cost_.observe(k + 1, seconds_since(ts) * 1000.0);
@@ -237,6 +255,7 @@ class Generation {
   const GenerateCallbacks& callbacks_;
   GenerateResult result_;
   KvSequence seq_;
+  KvBudget budget_;
   std::vector<int32_t> history_;
   Sampler sampler_;
   StreamDecoder decoder_;

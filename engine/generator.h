@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/kv_eviction.h"
 #include "engine/sampler.h"
 #include "engine/speculation/controller.h"
 
@@ -41,6 +42,9 @@ struct GenerateOptions {
   // Constrained decoding (engine/grammar): every token follows this grammar,
   // and tokens it forces are computed together in one forward (jump-forward).
   std::shared_ptr<grammar::GrammarIndex> grammar;
+  // KV eviction (engine/kv_budget.h): the sequence holds at most
+  // eviction.budget positions once its prompt is read; off by default.
+  EvictionPolicy eviction;
 };
 
 enum class FinishReason { length, end_of_generation, stop_string, context_full, grammar_blocked };
@@ -54,6 +58,8 @@ struct GenerateResult {
   int32_t prompt_tokens = 0;
   SpeculationStats speculation;
   int32_t forward_steps = 0;  // decode forwards (fewer than tokens when drafts are accepted)
+  int32_t evictions = 0;      // times the KV was cut to its budget
+  int32_t evicted = 0;        // positions gone from the KV in all
 };
 
 // on_text receives the decoded text as it becomes final (whole UTF-8

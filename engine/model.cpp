@@ -14,6 +14,7 @@
 #include "engine/cpu/kv_kernels.h"
 #include "engine/cpu/quants.h"
 #include "engine/kv_cache.h"
+#include "engine/kv_eviction.h"
 
 namespace troupe {
 namespace {
@@ -116,14 +117,17 @@ void Model::prepare(const Batch& batch, const KvCache& cache) {
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const BatchSequence& seq = batch.sequences[s];
     const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
-    if (seq.start_pos < 0) throw std::invalid_argument("negative start position");
+    if (seq.start_pos < 0 || seq.rope_offset < 0) throw std::invalid_argument("negative start position");
+    if (seq.queries && seq.queries->q_dim() != config_.q_dim())
+      throw std::invalid_argument("query window of another model's shape");
     if (end > static_cast<int64_t>(seq.block_table.size()) * cache.page_size())
       throw std::invalid_argument("block table of sequence " + std::to_string(s) + " does not cover position " +
                                   std::to_string(end - 1));
     for (size_t i = 0; i < seq.tokens.size(); ++i) {
       const int32_t tok = seq.tokens[i];
       if (tok < 0 || tok >= config_.n_vocab) throw std::out_of_range("token id " + std::to_string(tok) + " out of range");
-      rows_.push_back({tok, static_cast<int32_t>(seq.start_pos + i), static_cast<int32_t>(s)});
+      const auto pos = static_cast<int32_t>(seq.start_pos + i);
+      rows_.push_back({tok, pos, static_cast<int32_t>(s), pos + seq.rope_offset});
     }
   }
   check_distinct_slots(batch, cache.page_size());
@@ -151,7 +155,7 @@ void Model::fill_rope_angles(int kind) {
   const int64_t half = rope.half_dim(), n = static_cast<int64_t>(rows_.size());
   grow(rope_cos_[kind], static_cast<size_t>(n * half));
   grow(rope_sin_[kind], static_cast<size_t>(n * half));
-  for (int64_t r = 0; r < n; ++r) rope.angles(rows_[r].pos, &rope_cos_[kind][r * half], &rope_sin_[kind][r * half]);
+  for (int64_t r = 0; r < n; ++r) rope.angles(rows_[r].rope_pos, &rope_cos_[kind][r * half], &rope_sin_[kind][r * half]);
   rope_filled_[kind] = true;
 }
 
@@ -253,7 +257,12 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
     }
     if (c.query_scale != 1.0f)
       for (int64_t i = 0; i < c.q_dim(); ++i) q_[r * c.q_dim() + i] *= c.query_scale;
-    const int32_t page = batch.sequences[row.seq].block_table[row.pos / ps], slot = row.pos % ps;
+    const BatchSequence& seq = batch.sequences[row.seq];
+    // The step's last rows of a sequence that keeps a query window: each
+    // row its own ring slot, as no two of them are a window apart.
+    if (seq.queries && row.pos >= seq.start_pos + static_cast<int32_t>(seq.tokens.size()) - seq.queries->window())
+      seq.queries->store(layer, row.rope_pos, &q_[r * c.q_dim()]);
+    const int32_t page = seq.block_table[row.pos / ps], slot = row.pos % ps;
     if (cache.type() == KvType::f16) {
       const auto half_row = [](uint8_t* row) { return reinterpret_cast<uint16_t*>(row); };
       for (int64_t h = 0; h < c.n_head_kv; ++h) {  // a page keeps each head's rows together (engine/kv_cache.h)

@@ -53,8 +53,9 @@ class Model {
  private:
   struct Row {  // one token of the batch
     int32_t token;
-    int32_t pos;
+    int32_t pos;  // its KV slot, as the sequence numbers them
     int32_t seq;
+    int32_t rope_pos;  // its position for RoPE: pos, less any evicted (BatchSequence::rope_offset)
   };
   void prepare(const Batch& batch, const KvCache& cache);
   void check_distinct_slots(const Batch& batch, int32_t page_size);

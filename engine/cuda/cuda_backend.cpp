@@ -330,6 +330,7 @@ CudaBackend::Step CudaBackend::stage(const Batch& batch, std::span<const TokenCh
     const BatchSequence& seq = batch.sequences[si];
     const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
     if (seq.start_pos < 0) throw std::invalid_argument("negative start position");
+    if (seq.rope_offset != 0 || seq.queries) throw std::invalid_argument("the CUDA backend does not evict KV (--kv-budget)");
     if (end > static_cast<int64_t>(seq.block_table.size()) * page_size_)
       throw std::invalid_argument("block table of sequence " + std::to_string(si) + " does not cover position " +
                                   std::to_string(end - 1));
