@@ -28,6 +28,8 @@ VerifierSide Service::Impl::open_verifier() {
     bo.window_sequences = options.planner.max_running;
     bo.window_chunk = options.planner.token_budget;
     backend = open_backend(options.model_path, bo);
+    if (options.planner.eviction.on() && !backend->can_evict_kv())
+      throw std::invalid_argument("--kv-budget: " + backend->describe() + " cannot evict KV (it needs the CPU backend)");
     v = {&backend->file(),
          backend->config(),
          backend->pages().capacity(),

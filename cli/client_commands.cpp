@@ -198,13 +198,15 @@ int run_stats(const ClientArgs& a) {
               "\"pages_cached\": %d, \"pages_free\": %d, \"live_token_fraction\": %.3f, \"steps\": %llu, "
               "\"tokens_generated\": %llu, \"engine_ms\": %.1f, \"busy_ms\": %.1f, \"pages_spilled\": %llu, "
               "\"pages_restored\": %llu, \"pages_swapped_out\": %llu, \"pages_swapped_in\": %llu, "
-              "\"tokens_shifted\": %llu, \"local_pages_total\": %d, \"local_pages_used\": %d}\n",
+              "\"tokens_shifted\": %llu, \"local_pages_total\": %d, \"local_pages_used\": %d, \"kv_evictions\": %llu, "
+              "\"kv_positions_evicted\": %llu}\n",
               s->model() ? s->model()->c_str() : "", s->running(), s->waiting(), s->pages_total(), s->pages_used(),
               s->pages_cached(), s->pages_free(), s->live_token_fraction(), static_cast<unsigned long long>(s->steps()),
               static_cast<unsigned long long>(s->tokens_generated()), s->engine_ms(), s->busy_ms(),
               static_cast<unsigned long long>(s->pages_spilled()), static_cast<unsigned long long>(s->pages_restored()),
               static_cast<unsigned long long>(s->pages_swapped_out()), static_cast<unsigned long long>(s->pages_swapped_in()),
-              static_cast<unsigned long long>(s->tokens_shifted()), s->local_pages_total(), s->local_pages_used());
+              static_cast<unsigned long long>(s->tokens_shifted()), s->local_pages_total(), s->local_pages_used(),
+              static_cast<unsigned long long>(s->kv_evictions()), static_cast<unsigned long long>(s->kv_positions_evicted()));
   if (s->store_degraded())  // the store refuses writes: say why, on a line of its own
     std::printf("%s\n", nlohmann::json{{"store_degraded", s->store_degraded()->str()}}
                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)

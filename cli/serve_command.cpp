@@ -105,6 +105,7 @@ void resolve_summary_model(const ServeArgs& a, actors::ServiceOptions& o) {
 }
 
 void resolve_models(ServeArgs& a, actors::ServiceOptions& o) {
+  o.planner.eviction.check();  // --kv-budget: before any model loads
   if (!a.tiers.empty()) {
     resolve_tiers(a, o);
   } else if (a.model.empty()) {
@@ -294,6 +295,11 @@ void add_scheduler_options(CLI::App& cmd, ServeArgs& a) {
       ->capture_default_str();
   cmd.add_option("--context", a.service.planner.max_context, "Most tokens of one sequence (default: model's, <= 8192)")
       ->check(CLI::Range(16, 1 << 20));
+  cmd.add_option("--kv-budget", a.service.planner.eviction.budget,
+                 "KV positions a sequence keeps once its prompt is read: the rest evicted by attention (SnapKV-style); "
+                 "0 keeps all")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd.add_option("--token-budget", a.service.planner.token_budget, "Tokens per engine step (decode + prefill chunks)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();

@@ -242,7 +242,8 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                                                    : fbb.CreateVector(s.expert_tokens.data(), s.expert_tokens.size()),
                                            s.local_pages_total, s.local_pages_used,
                                            s.store_degraded.empty() ? 0 : fbb.CreateString(s.store_degraded),
-                                           speculation, s.suffix_tree_bytes, s.suffix_trees, s.suffix_tree_tokens);
+                                           speculation, s.suffix_tree_bytes, s.suffix_trees, s.suffix_tree_tokens,
+                                           s.kv_evictions, s.kv_positions_evicted);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 
@@ -258,6 +259,7 @@ StatsFields read_stats(const wire::StatsReply& s) {
   f.pages_spilled = s.pages_spilled(), f.pages_restored = s.pages_restored();
   f.pages_swapped_out = s.pages_swapped_out(), f.pages_swapped_in = s.pages_swapped_in();
   f.tokens_shifted = s.tokens_shifted(), f.preemptions = s.preemptions();
+  f.kv_evictions = s.kv_evictions(), f.kv_positions_evicted = s.kv_positions_evicted();
   f.draining = s.draining();
   if (s.tiers())
     for (const auto* t : *s.tiers())

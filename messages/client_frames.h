@@ -151,6 +151,7 @@ struct StatsFields {
   double engine_ms = 0, busy_ms = 0;
   uint64_t pages_spilled = 0, pages_restored = 0, pages_swapped_out = 0, pages_swapped_in = 0;
   uint64_t tokens_shifted = 0, preemptions = 0;
+  uint64_t kv_evictions = 0, kv_positions_evicted = 0;
   bool draining = false;
   std::vector<TierStatsFields> tiers;
   std::vector<WorkerStatsFields> workers;

@@ -98,7 +98,7 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
     }
     const DraftQOffsets q = build_draft_q(fbb, s.draft_q);
     out.push_back(wire::step::CreateSlice(fbb, s.sequence_id, s.start, tokens, table, s.wants_token, sampling, history,
-                                          s.drafts, q.sizes, q.tokens, q.probs));
+                                          s.drafts, q.sizes, q.tokens, q.probs, s.evicted, s.query_window));
   }
   const auto list = fbb.CreateVector(out.data(), out.size());
   const auto gone = fbb.CreateVector(forget.data(), forget.size());
@@ -122,8 +122,17 @@ Bytes step_plan(uint64_t step, std::span<const SliceSpec> slices, std::span<cons
   ls.reserve(kv.local_slots.size());
   for (const auto& [page, slot] : kv.local_slots) ls.emplace_back(page, slot);
   const auto local_list = ls.empty() ? 0 : fbb.CreateVectorOfStructs(ls.data(), ls.size());
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::step::KvEviction>>> eviction_list;
+  if (!kv.evictions.empty()) {
+    std::vector<flatbuffers::Offset<wire::step::KvEviction>> evictions;
+    for (const EvictionSpec& e : kv.evictions)
+      evictions.push_back(wire::step::CreateKvEviction(fbb, e.sequence_id, fbb.CreateVector(e.src_table.data(), e.src_table.size()),
+                                                       fbb.CreateVector(e.dst_table.data(), e.dst_table.size()), e.length,
+                                                       e.keep, e.rope_offset, e.policy.sinks, e.policy.window, e.policy.pool));
+    eviction_list = fbb.CreateVector(evictions);
+  }
   fbb.Finish(wire::step::CreateStepPlan(fbb, step, list, gone, copy_list, export_list, import_list, swap_list,
-                                        kv.export_codec, shift_list, false, front, local_list),
+                                        kv.export_codec, shift_list, false, front, local_list, eviction_list),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

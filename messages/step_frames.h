@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kv_eviction.h"
 #include "engine/kv_shift.h"
 #include "messages/client_frames.h"
 #include "messages/step_generated.h"
@@ -36,6 +37,16 @@ struct SliceSpec {
   std::span<const DraftDistribution> draft_q;  // the draft model's q per draft; empty: fixed drafts
   GrammarSpec grammar{};  // with `sampling`, when it has a grammar
   int32_t top_logprobs = 0;  // with logprobs: this many most likely tokens per position
+  int32_t evicted = 0;       // positions its KV no longer holds (Slice.evicted)
+  int32_t query_window = 0;  // latest queries the worker keeps for its next eviction
+};
+
+// One sequence's KV eviction as the step carries it (StepPlan.evictions).
+struct EvictionSpec {
+  uint64_t sequence_id = 0;
+  std::span<const int32_t> src_table, dst_table;
+  int32_t length = 0, keep = 0, rope_offset = 0;
+  EvictionPolicy policy;
 };
 
 struct SampledToken {
@@ -57,7 +68,7 @@ struct PageBytes {
 
 
 // What a step does to KV pages besides its forward, in this order: exports
-// and swap-outs read, imports written, copies (src, dst), shifts (see StepPlan).
+// and swap-outs read, imports written, copies (src, dst), shifts, evictions (see StepPlan).
 struct StepKv {
   std::span<const std::pair<int32_t, int32_t>> copies;
   std::span<const int32_t> exports;
@@ -66,6 +77,7 @@ struct StepKv {
   uint8_t export_codec = 0;
   std::span<const KvShift> shifts;  // engine/kv_shift.h
   std::span<const std::pair<int32_t, int32_t>> local_slots;  // (page, slot or -1), StepPlan.local_slots
+  std::span<const EvictionSpec> evictions;
 };
 
 // `front`: the sending front end's id (StepPlan.front; 0 where a worker has one front end).

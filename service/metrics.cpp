@@ -205,6 +205,8 @@ void engine_counters(std::string& out, const messages::StatsFields& g) {
   counter(out, "troupe_kv_pages_swapped_out_total", "Preempted sequences' KV pages kept in host memory", g.pages_swapped_out);
   counter(out, "troupe_kv_pages_swapped_in_total", "... and put back instead of computed", g.pages_swapped_in);
   counter(out, "troupe_kv_tokens_shifted_total", "KV positions moved by context shifts instead of computed", g.tokens_shifted);
+  counter(out, "troupe_kv_evictions_total", "Sequences cut to their KV budget (serve --kv-budget)", g.kv_evictions);
+  counter(out, "troupe_kv_positions_evicted_total", "KV positions those cuts dropped from memory", g.kv_positions_evicted);
   if (g.expert_tokens.empty()) return;
   header(out, "troupe_expert_tokens_total", "counter", "Tokens each expert of the mixture of experts ran, over its layers");
   for (size_t e = 0; e < g.expert_tokens.size(); ++e)

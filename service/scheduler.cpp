@@ -15,6 +15,9 @@ SchedulerConfig checked(SchedulerConfig c) {
   // that could would stall it mid-prefill.
   c.planner.max_context = static_cast<int32_t>(std::min<int64_t>(c.planner.max_context, int64_t{c.kv_pages} * c.page_size));
   c.planner.window = c.kv_local_pages > 0 ? c.sliding_window : 0;
+  c.planner.eviction.check();
+  if (c.planner.eviction.on() && c.sliding_window > 0)
+    throw std::invalid_argument("--kv-budget: KV eviction does not run on sliding-window models (their windows count slots)");
   if (c.planner.window > 0) {
     // One sequence's window and its step's chunk must fit the verifier's
     // local slots (sized by its own --max-running and a 256-token step), or
@@ -317,9 +320,11 @@ void Scheduler::commit_turn(uint64_t seq, Sequence& s, messages::DoneFields done
   c.messages.push_back({"assistant", s.stream.take_answer()});
   if (const PlannedSequence* p = planner_->find(seq)) {
     c.tokens = p->tokens;
-    const int32_t full = p->computed / cfg_.page_size;
+    // A sequence cut to its KV budget holds no token prefix past the pages
+    // the prefix cache took before the first cut: nothing of it is spilled.
+    const int32_t full = p->evicted > 0 ? p->registered_pages : p->computed / cfg_.page_size;
     std::vector<int32_t> kept(p->tokens.begin(), p->tokens.begin() + static_cast<int64_t>(full) * cfg_.page_size);
-    if (cfg_.kv_transfer && cfg_.session_spill && full > s.persisted_pages) {
+    if (cfg_.kv_transfer && cfg_.session_spill && p->evicted == 0 && full > s.persisted_pages) {
       const auto table = p->kv.block_table();
       transfers_.spill(s.session_id, kept, s.persisted_pages,
                        std::vector<int32_t>(table.begin() + s.persisted_pages, table.begin() + full));

@@ -25,6 +25,8 @@ messages::StatsFields SchedulerCounters::stats(const PlannerStats& ps) const {
   f.local_pages_used = ps.local_pages_used;
   f.live_token_fraction = ps.live_token_fraction;
   f.preemptions = ps.preemptions;
+  f.kv_evictions = ps.evictions;
+  f.kv_positions_evicted = ps.positions_evicted;
   f.tokens_generated = tokens_generated;
   f.engine_ms = engine_ms;
   f.busy_ms = busy_ms;

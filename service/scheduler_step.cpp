@@ -112,6 +112,11 @@ Scheduler::Built Scheduler::build_step(SchedulerPlan& plan) {
   kv.shifts = pages.shifts;
   const std::vector<std::pair<int32_t, int32_t>> local_slots = pool_->take_local_changes();
   kv.local_slots = local_slots;
+  std::vector<messages::EvictionSpec> evictions;
+  if (!slices.empty())
+    for (const PlannedEviction& e : planner_->evictions())
+      evictions.push_back({e.id, e.src, e.dst, e.length, e.keep, e.rope_offset, cfg_.planner.eviction});
+  kv.evictions = evictions;
   plan.bytes = messages::step_plan(++step_, specs, forget_, kv, cfg_.front);
   forget_.clear();
   return Built::step;
@@ -143,7 +148,8 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
                      introduce ? &s.sampling : nullptr,
                      introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
                      s.stream.logprobs() || s.watch.has_value(), slices[i].drafts,
-                     speculation_.q(slices[i].id, slices[i].drafts), grammar, s.stream.top_logprobs()});
+                     speculation_.q(slices[i].id, slices[i].drafts), grammar, s.stream.top_logprobs(), ps.evicted,
+                     cfg_.planner.eviction.on() ? cfg_.planner.eviction.window : 0});
     in_step_.push_back(slices[i].id);
   }
   return specs;

@@ -95,6 +95,8 @@ std::string stats_json(const messages::StatsFields& s) {
               {"pages_spilled", s.pages_spilled},
               {"pages_restored", s.pages_restored},
               {"preemptions", s.preemptions},
+              {"kv_evictions", s.kv_evictions},
+              {"kv_positions_evicted", s.kv_positions_evicted},
               {"draining", s.draining},
               {"store_degraded", s.store_degraded},
               {"tiers", tiers},

@@ -10,6 +10,7 @@
 
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/matcher.h"
+#include "engine/kv_eviction.h"
 #include "engine/kv_page_codec.h"
 #include "engine/model_config.h"
 #include "engine/model_identity.h"
@@ -45,8 +46,11 @@ struct StepRunner::Impl {
     bool jump_forward = true;
     bool blocked = false;  // the grammar allows nothing (or the history broke it)
     int32_t top = 0;       // with logprobs: most likely tokens reported per position
+    // Under a KV budget: its latest queries, which score its next eviction.
+    std::optional<QueryWindow> queries;
   };
   static constexpr size_t kMaxForced = 32;  // jump-forward tokens per step
+  static constexpr int32_t kMaxQueryWindow = 1024;  // latest queries kept per sequence for eviction
   // A slice that wants a token: where its logits rows are and what they judge.
   struct Wanting {
     uint64_t sequence = 0;
@@ -144,6 +148,31 @@ struct StepRunner::Impl {
     backend->shift_kv(shifts);
   }
 
+  // Evictions read the queries the sequence's earlier steps kept; one whose
+  // worker kept none (a restart) keeps the sinks and its latest positions.
+  void evict(const StepPlan& plan) {
+    if (!plan.evictions()) return;
+    for (const auto* e : *plan.evictions()) {
+      if (!e->src_table() || !e->dst_table()) throw std::invalid_argument("KV eviction without its block tables");
+      KvEviction k;
+      k.src_table = table_of(*e->src_table());
+      k.dst_table = table_of(*e->dst_table());
+      k.length = e->length();
+      k.keep = e->keep();
+      k.rope_offset = e->rope_offset();
+      k.policy.budget = e->keep();
+      k.policy.sinks = e->sinks();
+      k.policy.window = e->window();
+      k.policy.pool = e->pool();
+      if (k.policy.sinks < 0 || k.policy.window < 1 || k.policy.window > kMaxQueryWindow || k.policy.pool < 1 ||
+          k.policy.pool % 2 == 0 || k.policy.pool > 255 || k.rope_offset < 0)
+        throw std::invalid_argument("KV eviction of " + who(e->sequence_id()) + " with an impossible policy");
+      const auto it = samplers->find(e->sequence_id());
+      k.queries = it != samplers->end() && it->second.queries ? &*it->second.queries : nullptr;
+      backend->evict_kv(k);
+    }
+  }
+
   std::shared_ptr<grammar::GrammarIndex> index_for(const std::string& gbnf) {
     if (!trie) {
       tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
@@ -164,7 +193,7 @@ struct StepRunner::Impl {
     const SamplingParams p = sampling_params(s.sampling());
     p.validate();
     SequenceSampler fresh{Sampler(p), {}, s.sampling()->logprobs(), std::nullopt, 0, true, false,
-                          std::clamp(s.sampling()->top_logprobs(), 0, 20)};
+                          std::clamp(s.sampling()->top_logprobs(), 0, 20), std::nullopt};
     if (s.history()) fresh.history.assign(s.history()->begin(), s.history()->end());
     if (static_cast<int32_t>(fresh.history.size()) != s.start())
       throw std::invalid_argument(who(s.sequence_id()) + " starts at " + std::to_string(s.start()) + " with a history of " +
@@ -213,8 +242,17 @@ struct StepRunner::Impl {
     // Drafted tokens join the history only once accepted.
     it->second.history.insert(it->second.history.end(), tokens.begin(), tokens.end() - drafts);
     feed(it->second);
-    batch.sequences.push_back(
-        {tokens, s.start(), table, drafts > 0 ? LogitsWanted::all : s.wants_token() ? LogitsWanted::last : LogitsWanted::none});
+    if (s.evicted() < 0 || s.evicted() > s.start() || s.query_window() < 0 || s.query_window() > kMaxQueryWindow)
+      throw std::invalid_argument("slice of " + who(s.sequence_id()) + " has " + std::to_string(s.evicted()) +
+                                  " positions evicted and a query window of " + std::to_string(s.query_window()));
+    batch.sequences.push_back({tokens, s.start() - s.evicted(), table,
+                               drafts > 0 ? LogitsWanted::all : s.wants_token() ? LogitsWanted::last : LogitsWanted::none});
+    batch.sequences.back().rope_offset = s.evicted();
+    if (std::optional<QueryWindow>& q = it->second.queries; s.query_window() > 0) {
+      if (!q || q->window() != s.query_window())
+        q.emplace(backend->config().n_layer, backend->config().q_dim(), s.query_window());
+      batch.sequences.back().queries = &*q;
+    }
     if (s.wants_token())
       wanting.push_back({s.sequence_id(), drafts, tokens.subspan(tokens.size() - static_cast<size_t>(drafts)),
                          messages::read_draft_q(s.q_sizes(), s.q_tokens(), s.q_probs(), drafts, info.n_vocab)});
@@ -370,6 +408,7 @@ struct StepRunner::Impl {
         backend->copy_pages(copies);
       }
       shift(*plan);
+      evict(*plan);
       if (!batch.sequences.empty()) backend->forward(batch, logits);
       const std::vector<messages::SampledToken> sampled = sample(wanting);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -97,7 +97,7 @@ int32_t BatchPlanner::tenant_running(TenantId t) const {
 
 int32_t BatchPlanner::tenant_pages_with(const PlannedSequence& s, int32_t until) const {
   const auto held = static_cast<int32_t>(s.kv.block_table().size());
-  return tenant_pages(s.tenant) + std::max(held, (until + page_size_ - 1) / page_size_) - held;
+  return tenant_pages(s.tenant) + std::max(held, (until - s.evicted + page_size_ - 1) / page_size_) - held;
 }
 
 bool BatchPlanner::over_share(const PlannedSequence& s, int32_t until) const {
@@ -186,20 +186,24 @@ const PlannedSequence* BatchPlanner::find(uint64_t id) const {
 }
 
 void BatchPlanner::release(PlannedSequence& s, bool preempted) {
-  if (preempted && s.computed >= page_size_) {
+  // An evicted sequence's pages hold no token prefix: neither swapped nor cached.
+  const bool prefix = s.evicted == 0;
+  if (preempted && prefix && s.computed >= page_size_) {
     const auto full = static_cast<size_t>(s.computed / page_size_);
     const auto table = s.kv.block_table();
     preempted_.push_back({s.id, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + static_cast<int64_t>(full * page_size_)),
                           std::vector<int32_t>(table.begin(), table.begin() + static_cast<int64_t>(full))});
   }
-  // A copy planned into one of its pages is moot once the page is gone.
+  // A copy planned into one of its pages is moot once the page is gone, as
+  // is an eviction planned into them.
   const auto table = s.kv.block_table();
   copies_.erase(std::remove_if(copies_.begin(), copies_.end(),
                                [&](const PageCopy& c) { return std::find(table.begin(), table.end(), c.dst) != table.end(); }),
                 copies_.end());
+  std::erase_if(evictions_, [&](const PlannedEviction& e) { return e.id == s.id; });
   // Its computed full pages stay in the prefix cache: a recompute after
   // preemption, or the next turn of a conversation, can start from them.
-  if (limits_.prefix_caching && s.computed >= page_size_) {
+  if (limits_.prefix_caching && prefix && s.computed >= page_size_) {
     cache_.insert(std::span(s.tokens).first(static_cast<size_t>(s.computed)), s.kv.block_table());
     if (windowed())  // its window's pages keep their local rows: the next turn starts there
       cache_.keep_local(table.subspan(std::min(table.size(), static_cast<size_t>(local_pages_from(s.computed, limits_.window,
@@ -207,13 +211,14 @@ void BatchPlanner::release(PlannedSequence& s, bool preempted) {
   }
   s.kv.clear();
   s.computed = 0;
+  s.evicted = 0;
   s.registered_pages = 0;
 }
 
 bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
   PlannedSequence* p = get(parent_id);
   if (!p || p->state != RequestState::running || seqs_.count(child_id) || at < 0 ||
-      at >= static_cast<int32_t>(p->tokens.size()) || p->computed < at)
+      at >= static_cast<int32_t>(p->tokens.size()) || p->computed < at || p->evicted > 0)
     return false;
   const size_t pages = static_cast<size_t>(at / page_size_ + 1);  // cover [0, at]
   const auto table = p->kv.block_table();
@@ -243,7 +248,7 @@ bool BatchPlanner::unshare_for_write(PlannedSequence& s, int32_t start) {
   // past it were reserved by this sequence, and full cached pages are never
   // written again.
   const auto table = s.kv.block_table();
-  const size_t index = static_cast<size_t>(start / page_size_);
+  const size_t index = static_cast<size_t>((start - s.evicted) / page_size_);
   if (index >= table.size() || pool_.ref_count(table[index]) <= 1) return true;
   if (pool_.allocatable() == 0 && !cache_.make_free(1, 1)) return false;
   const int32_t src = table[index], dst = *pool_.allocate();
@@ -303,9 +308,37 @@ std::vector<PlannedSequence*> BatchPlanner::prefill_order() {
 }
 
 bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
-  if (s.kv.reserve(n_tokens)) return true;
-  const int32_t need = (n_tokens + page_size_ - 1) / page_size_ - static_cast<int32_t>(s.kv.block_table().size());
-  return cache_.make_free(need, need) && s.kv.reserve(n_tokens);
+  const int32_t slots = n_tokens - s.evicted;
+  if (s.kv.reserve(slots)) return true;
+  const int32_t need = (slots + page_size_ - 1) / page_size_ - static_cast<int32_t>(s.kv.block_table().size());
+  return cache_.make_free(need, need) && s.kv.reserve(slots);
+}
+
+bool BatchPlanner::plan_eviction(PlannedSequence& s, int32_t incoming) {
+  const EvictionPolicy& policy = limits_.eviction;
+  const int32_t keep = policy.keep();
+  if (!policy.on() || s.slots() + incoming <= policy.budget || s.slots() <= keep) return false;
+  const int32_t pages = (keep + page_size_ - 1) / page_size_;
+  if (pool_.allocatable() < pages && !cache_.make_free(pages, pages)) return false;
+  PlannedEviction e{s.id, {}, {}, s.slots(), keep, s.evicted};
+  const auto table = s.kv.block_table();
+  e.src.assign(table.begin(), table.end());
+  for (int32_t i = 0; i < pages; ++i) e.dst.push_back(*pool_.allocate());
+  // The old pages stay whole until the step that reads them is over.
+  for (int32_t page : e.src) {
+    pool_.retain(page);
+    retired_.push_back(page);
+  }
+  s.kv.clear();
+  s.kv.adopt(e.dst);
+  s.evicted += e.length - keep;
+  evictions_.push_back(std::move(e));
+  return true;
+}
+
+void BatchPlanner::release_retired() {
+  for (int32_t page : retired_) pool_.release(page);
+  retired_.clear();
 }
 
 // Whether pages move fairly from `victim`'s tenant to `keep`'s (which asks
@@ -426,11 +459,13 @@ Batch BatchPlanner::batch() const {
   for (const PlannedSlice& p : slices_) {
     const PlannedSequence& s = *seqs_.at(p.id);
     if (p.drafts > 0) {
-      b.sequences.push_back({std::span(s.window), p.start, s.kv.block_table(), LogitsWanted::all});
+      b.sequences.push_back({std::span(s.window), p.start - s.evicted, s.kv.block_table(), LogitsWanted::all});
+      b.sequences.back().rope_offset = s.evicted;
       continue;
     }
     b.sequences.push_back({std::span(s.tokens).subspan(static_cast<size_t>(p.start), static_cast<size_t>(p.count)),
-                           p.start, s.kv.block_table(), p.wants_token ? LogitsWanted::last : LogitsWanted::none});
+                           p.start - s.evicted, s.kv.block_table(), p.wants_token ? LogitsWanted::last : LogitsWanted::none});
+    b.sequences.back().rope_offset = s.evicted;
   }
   return b;
 }
@@ -469,17 +504,20 @@ void BatchPlanner::commit(std::span<const std::vector<int32_t>> kept) {
         throw std::invalid_argument("commit: accepted tokens are not the window's drafts");
       if (p.drafts > 0) {
         s->computed = p.start + 1 + accepted;  // the last token and the accepted drafts
-        s->kv.truncate(s->computed);           // rejected positions roll back: their pages go
+        s->kv.truncate(s->slots());            // rejected positions roll back: their pages go
       }
       s->tokens.insert(s->tokens.end(), mine.begin(), mine.end());
     }
-    if (limits_.prefix_caching && s->computed / page_size_ > s->registered_pages) {
+    if (limits_.prefix_caching && s->evicted == 0 && s->computed / page_size_ > s->registered_pages) {
       cache_.insert(std::span(s->tokens).first(static_cast<size_t>(s->computed)), s->kv.block_table());
       s->registered_pages = s->computed / page_size_;
     }
   }
+  for (const PlannedEviction& e : evictions_) ++evictions_run_, positions_evicted_ += static_cast<uint64_t>(e.length - e.keep);
   slices_.clear();
   copies_.clear();
+  evictions_.clear();
+  release_retired();
   settle_local();
 }
 
@@ -507,9 +545,9 @@ PlannerStats BatchPlanner::stats() const {
     if (s->state == RequestState::running) ++st.running;
     if (s->state == RequestState::waiting) ++st.waiting;
     // Slots the planned (maybe running) step is filling count as live.
-    int32_t filled = s->computed;
+    int32_t filled = s->slots();
     for (const PlannedSlice& p : slices_)
-      if (p.id == id) filled = std::max(filled, p.start + p.count);
+      if (p.id == id) filled = std::max(filled, p.start - s->evicted + p.count);
     const auto table = s->kv.block_table();
     for (size_t i = 0; i < table.size(); ++i) {
       const int32_t held = std::clamp(filled - static_cast<int32_t>(i) * page_size_, 0, page_size_);
@@ -527,6 +565,8 @@ PlannerStats BatchPlanner::stats() const {
   for (const auto& [page, n] : live) tokens += n;
   st.live_token_fraction = live.empty() ? 1.0f : static_cast<float>(tokens) / static_cast<float>(live.size() * page_size_);
   st.preemptions = preemptions_;
+  st.evictions = evictions_run_;
+  st.positions_evicted = positions_evicted_;
   return st;
 }
 

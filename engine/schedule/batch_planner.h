@@ -45,6 +45,7 @@
 #include "engine/backend.h"
 #include "engine/batch.h"
 #include "engine/kv_cache.h"
+#include "engine/kv_eviction.h"
 #include "engine/page_pool.h"
 #include "engine/schedule/prefix_cache.h"
 
@@ -84,6 +85,10 @@ struct PlannerLimits {
   // reaches, and a cached prefix is used only as far as its end's window
   // still has them. 0: no local slots to manage.
   int32_t window = 0;
+  // KV eviction (engine/kv_eviction.h): a sequence about to decode past
+  // eviction.budget slots is cut to eviction.keep() first (PlannedEviction).
+  // Off by default; not with a window.
+  EvictionPolicy eviction;
 };
 
 // A client identity, as the caller numbers them (0: anyone unnamed).
@@ -97,7 +102,8 @@ struct PlannedSequence {
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   int32_t prompt_tokens = 0;
   int32_t max_new_tokens = 0;
-  int32_t computed = 0;         // positions whose K/V are in the cache
+  int32_t computed = 0;         // positions whose K/V are computed (some may be evicted since)
+  int32_t evicted = 0;          // positions gone from its KV: position p is in slot p - evicted
   int32_t cached_prompt_tokens = 0;  // served from the prefix cache at (last) admission
   int32_t preemptions = 0;
   int32_t registered_pages = 0;  // full pages already offered to the prefix cache
@@ -107,6 +113,18 @@ struct PlannedSequence {
   KvSequence kv;
   PlannedSequence(PagePool& pool, int32_t page_size) : kv(pool, page_size) {}
   int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_tokens; }
+  int32_t slots() const { return computed - evicted; }  // KV slots it holds computed
+};
+
+// A planned KV eviction (engine/kv_eviction.h KvEviction), run before the
+// step's forward: `length` slots read through `src` (the sequence's pages
+// until now, held until commit()), `keep` written to fresh pages `dst`,
+// which the sequence holds from this step on.
+struct PlannedEviction {
+  uint64_t id = 0;
+  std::vector<int32_t> src, dst;
+  int32_t length = 0, keep = 0;
+  int32_t rope_offset = 0;  // positions evicted before this one
 };
 
 struct PlannedSlice {
@@ -123,6 +141,7 @@ struct PlannerStats {
   int32_t local_pages_total = 0, local_pages_used = 0;  // local slots (sliding-window models), 0 without
   float live_token_fraction = 0;  // of the KV slots in pages sequences hold
   uint64_t preemptions = 0;
+  uint64_t evictions = 0, positions_evicted = 0;  // KV evictions run, and the positions they dropped
 };
 
 // A sequence's computed full pages as it was preempted: a caller that can
@@ -163,6 +182,8 @@ class BatchPlanner {
   const std::vector<PlannedSlice>& planned() const { return slices_; }
   // Page copies the step needs before its forward (copy-on-write of shared pages).
   std::span<const PageCopy> copies() const { return copies_; }
+  // KV evictions the step runs before its forward (PlannerLimits::eviction).
+  std::span<const PlannedEviction> evictions() const { return evictions_; }
   // One sampled token per slice that wants one, in slice order.
   void commit(std::span<const int32_t> sampled);
   // Per slice that wants tokens, in slice order: the drafts the verifier
@@ -230,7 +251,11 @@ class BatchPlanner {
   static int32_t share_of(int32_t whole, double share) {
     return std::max<int32_t>(1, static_cast<int32_t>(std::ceil(static_cast<double>(whole) * share)));
   }
-  bool reserve(PlannedSequence& s, int32_t n_tokens);
+  bool reserve(PlannedSequence& s, int32_t n_tokens);  // pages for positions [0, n_tokens), evicted ones aside
+  // Cuts `s` to the eviction policy's keep() before a step that takes its
+  // slots past the budget (false: no pages for the kept rows now; it goes on uncut).
+  bool plan_eviction(PlannedSequence& s, int32_t incoming);
+  void release_retired();  // the pages evictions read, once their step is over
   bool unshare_for_write(PlannedSequence& s, int32_t start);
   void admit(PlannedSequence& s);
   // Preempts one sequence that gives way to `keep`, which asks for pages up to position `until`.
@@ -270,8 +295,11 @@ class BatchPlanner {
   std::map<uint64_t, std::unique_ptr<PlannedSequence>> seqs_;
   uint64_t arrivals_ = 0;
   uint64_t preemptions_ = 0;
+  uint64_t evictions_run_ = 0, positions_evicted_ = 0;
   std::vector<PlannedSlice> slices_;
   std::vector<PageCopy> copies_;
+  std::vector<PlannedEviction> evictions_;
+  std::vector<int32_t> retired_;  // pages an eviction of the step in flight reads, one reference each
   int32_t refund_ = 0;  // budget of slices removed by preemption while planning
   std::vector<PreemptedPages> preempted_;
   std::map<TenantId, Tenant> tenants_;

@@ -15,6 +15,7 @@ const std::vector<PlannedSlice>& BatchPlanner::plan() {
   // gives its pages back and the step is planned again, for the running
   // ones only. (Admitting a waiting request into the pages just freed brings
   // the standstill back: two requests take turns, and neither ever ends.)
+  release_retired();  // a step that failed never committed
   bool admit = true;
   while (true) {
     plan_once(admit);
@@ -70,6 +71,7 @@ struct BatchPlanner::PrefillRound {
 void BatchPlanner::plan_once(bool admit_waiting) {
   slices_.clear();
   copies_.clear();
+  evictions_.clear();
   refund_ = 0;
   const bool busy = std::any_of(seqs_.begin(), seqs_.end(), [](const auto& e) {
     return e.second->priority < Priority::batch && e.second->state != RequestState::finished;
@@ -104,6 +106,7 @@ void BatchPlanner::plan_decodes(StepBudget& budget) {
     if (pending != 1 || budget.allowance(*s) == 0) continue;
     // A verify window if drafts were set and budget and pages allow it.
     int32_t k = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), budget.allowance(*s) - 1);
+    plan_eviction(*s, 1 + k);
     if (k > 0 && !(reserve(*s, s->computed + 1 + k) && unshare_for_write(*s, s->computed))) k = 0;
     bool ok = k > 0 || (reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed));
     while (!ok && preempt_one(*s, s->computed + 1)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
