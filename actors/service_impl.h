@@ -52,6 +52,9 @@ struct VerifierSide {
   int32_t kv_pages = 0, page_size = 0;
   int32_t kv_local_pages = 0;  // a sliding-window model's local slots (engine/page_pool.h)
   bool can_copy = false, can_transfer = false, can_shift = false;
+  // KV eviction (--kv-budget, a request's kv_budget): the local engine's
+  // answer; workers are taken to be CPU ones (a CUDA worker fails the step).
+  bool can_evict = false;
   KvType kv_type = KvType::f16;
   std::string text;
   // The verifier's workers (`serve --worker`, one or more): each its own KV pool.

@@ -38,6 +38,7 @@ VerifierSide Service::Impl::open_verifier() {
          backend->can_copy_pages(),
          backend->can_transfer_pages(),
          backend->can_shift_kv(),
+         backend->can_evict_kv(),
          backend->kv_type(),
          backend->describe(),
          {}};
@@ -78,6 +79,7 @@ VerifierSide Service::Impl::pooled_side(VerifierSide v) const {
   v.can_copy = pool->can_copy();
   v.can_transfer = pool->can_transfer();
   v.can_shift = pool->can_shift();
+  v.can_evict = v.config.sliding_window == 0;
   v.workers = pool->workers();
   v.text = pool->describe();
   return v;

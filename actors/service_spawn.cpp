@@ -115,6 +115,7 @@ service::SchedulerConfig Service::Impl::scheduler_config(const VerifierSide& v, 
   sc.spill_codec = options.kv_spill_codec;
   sc.jump_forward = options.jump_forward;
   sc.kv_shift = v.can_shift;
+  sc.kv_evict = v.can_evict;
   sc.metrics = metrics;
   sc.front = front_id;
   if (tier_table) {

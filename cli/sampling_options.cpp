@@ -51,6 +51,10 @@ void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
                  "--tier escalate: move to the next tier when the small tier's confidence falls below this (the "
                  "server's --escalate-hold says how it is measured)")
       ->check(CLI::Range(0.001, 0.999));
+  cmd.add_option("--kv-budget", o.kv_budget,
+                 "KV positions this request keeps once its prompt is read, the rest evicted by attention (default: "
+                 "the server's --kv-budget)")
+      ->check(CLI::Range(0, 1 << 24));
 }
 
 messages::SamplingFields wire_sampling(const SamplingOptions& o) {
@@ -60,6 +64,7 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   f.stop = o.stop;
   f.tier = o.tier;
   f.escalate_threshold = o.escalate_threshold;
+  f.kv_budget = o.kv_budget;
   f.constraint = constraint_of(o);
   return f;
 }

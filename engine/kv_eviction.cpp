@@ -21,7 +21,7 @@ void EvictionPolicy::check() const {
   if (budget <= 0) return;
   if (sinks < 0 || window < 1 || pool < 1 || pool % 2 == 0)
     throw std::invalid_argument("eviction needs sinks >= 0, a window >= 1 and an odd pool");
-  const int32_t least = std::max(4 * window, sinks + 2 * window + 1);  // keep() then chooses a window's worth at least
+  const int32_t least = this->least();
   if (budget < least)
     throw std::invalid_argument("a KV budget of " + std::to_string(budget) + " positions is too small: at least " +
                                 std::to_string(least) + " (the sinks, the recent window and room to choose)");

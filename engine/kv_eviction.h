@@ -16,6 +16,7 @@
 // the true next position (BatchSequence::rope_offset) sees the true
 // distances. The kept rows are copied as they are stored (any KV type), so
 // eviction adds no rounding.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -39,8 +40,9 @@ struct EvictionPolicy {
   // one (an eighth, at least a window), so a decoding sequence evicts once
   // every so many tokens rather than every token.
   int32_t keep() const;
-  // Throws std::invalid_argument for a budget too small to hold the sinks,
-  // two windows and something chosen.
+  // The least budget: keep() then chooses a window's worth at least.
+  constexpr int32_t least() const { return std::max(4 * window, sinks + 2 * window + 1); }
+  // Throws std::invalid_argument for a budget under least().
   void check() const;
 };
 

@@ -23,7 +23,8 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
                               s.frequency_penalty, s.penalty_last_n, s.seed, s.max_tokens,
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
                               bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio,
-                              s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold, constraint);
+                              s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold, constraint,
+                              s.kv_budget);
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -62,6 +63,7 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   f.accept_ratio = s->accept_ratio();
   if (s->tier()) f.tier = s->tier()->str();
   f.escalate_threshold = s->escalate_threshold();
+  f.kv_budget = s->kv_budget();
   if (const auto* c = s->constraint()) {
     f.constraint.kind = static_cast<uint8_t>(c->kind());
     if (c->text()) f.constraint.text = c->text()->str();

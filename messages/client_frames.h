@@ -38,6 +38,7 @@ struct SamplingFields : SamplingParams {
   std::string tier;                // cascade routing (service/cascade.h); empty: the server's default
   float escalate_threshold = 0.0f;  // 0: the server's default
   ConstraintFields constraint;
+  int32_t kv_budget = 0;  // KV positions kept once the prompt is read; 0: the server's (serve --kv-budget)
   // The constraint lowered to GBNF by the service when it admits the
   // request (empty: none); what the step plan sends the worker.
   std::string grammar;

@@ -5,6 +5,8 @@
 #include <span>
 #include <string>
 
+#include "engine/kv_eviction.h"
+
 namespace troupe::messages {
 namespace {
 
@@ -113,6 +115,12 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (s->accept_ratio() < 1.0f && s->temperature() > 0.0f)
     return c.fail(f + "accept_ratio", "below 1 only for greedy requests (temperature 0); sampled drafts are verified exactly");
   if (s->tier() && s->tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
+  if (s->kv_budget() != 0) {
+    const int32_t least = EvictionPolicy{}.least();
+    if (s->kv_budget() < least || s->kv_budget() > (1 << 24))
+      return c.fail(f + "kv_budget", std::to_string(s->kv_budget()) + " is outside [" + std::to_string(least) +
+                                         ", 16777216] (0: the server's budget)");
+  }
   if (!(s->escalate_threshold() >= 0.0f && s->escalate_threshold() < 1.0f))
     return c.fail(f + "escalate_threshold", std::to_string(s->escalate_threshold()) + " is outside (0, 1) (0: the server's default)");
   if (!check_logit_bias(c, f, s->logit_bias())) return false;

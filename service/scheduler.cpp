@@ -146,8 +146,15 @@ bool Scheduler::refuse_unplaceable(AdmitRequest& a) {
 
 // False: the planner refused it (the request is refused with why).
 bool Scheduler::add_to_planner(AdmitRequest& a, uint64_t seq, const std::string& tenant) {
+  if (a.sampling.kv_budget > 0 && (!cfg_.kv_evict || cfg_.sliding_window > 0)) {
+    refuse(a, wire::ErrorCode::invalid_field,
+           "Sampling.kv_budget: this server's engine cannot evict KV (it needs the CPU backend and a model without "
+           "sliding-window layers)");
+    return false;
+  }
   const TenantId tid = tenant_id(tenant);
   const auto added = planner_->add(seq, a.priority, std::move(a.prompt), a.sampling.max_tokens, tid, a.weight);
+  if (added == BatchPlanner::AddResult::accepted) planner_->set_kv_budget(seq, a.sampling.kv_budget);
   if (added != BatchPlanner::AddResult::accepted) release_tenant(tenant);
   switch (added) {
     case BatchPlanner::AddResult::queue_full:

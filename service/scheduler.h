@@ -67,6 +67,7 @@ struct SchedulerConfig {
   // this many bytes; beyond it they are recomputed. 0: always recompute.
   int64_t swap_bytes = int64_t{1} << 30;
   bool kv_shift = false;  // the verifier moves KV between positions (context shifts)
+  bool kv_evict = false;  // the verifier cuts KV to a budget (a request's kv_budget)
   // Cascade tiers (service/cascade.h): this scheduler's tier (-1: the server
   // has none), its model's name, whether a larger tier follows (escalate
   // hands requests to it), and whether session pages are this tier's to

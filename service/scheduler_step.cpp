@@ -149,7 +149,7 @@ std::vector<messages::SliceSpec> Scheduler::slice_specs(const std::vector<Planne
                      introduce ? std::span(ps.tokens).first(static_cast<size_t>(slices[i].start)) : std::span<const int32_t>(),
                      s.stream.logprobs() || s.watch.has_value(), slices[i].drafts,
                      speculation_.q(slices[i].id, slices[i].drafts), grammar, s.stream.top_logprobs(), ps.evicted,
-                     cfg_.planner.eviction.on() ? cfg_.planner.eviction.window : 0});
+                     planner_->eviction_of(ps).on() ? cfg_.planner.eviction.window : 0});
     in_step_.push_back(slices[i].id);
   }
   return specs;

@@ -234,6 +234,7 @@ bool BatchPlanner::fork(uint64_t parent_id, uint64_t child_id, int32_t at) {
   c->computed = at;
   c->cached_prompt_tokens = p->cached_prompt_tokens;
   c->registered_pages = at / page_size_;
+  c->kv_budget = p->kv_budget;
   std::vector<int32_t> shared(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(pages));
   for (int32_t page : shared) pool_.retain(page);
   c->kv.adopt(shared);
@@ -314,8 +315,12 @@ bool BatchPlanner::reserve(PlannedSequence& s, int32_t n_tokens) {
   return cache_.make_free(need, need) && s.kv.reserve(slots);
 }
 
+void BatchPlanner::set_kv_budget(uint64_t id, int32_t budget) {
+  if (PlannedSequence* s = get(id)) s->kv_budget = std::max(budget, 0);
+}
+
 bool BatchPlanner::plan_eviction(PlannedSequence& s, int32_t incoming) {
-  const EvictionPolicy& policy = limits_.eviction;
+  const EvictionPolicy policy = eviction_of(s);
   const int32_t keep = policy.keep();
   if (!policy.on() || s.slots() + incoming <= policy.budget || s.slots() <= keep) return false;
   const int32_t pages = (keep + page_size_ - 1) / page_size_;

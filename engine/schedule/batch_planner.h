@@ -107,6 +107,7 @@ struct PlannedSequence {
   int32_t cached_prompt_tokens = 0;  // served from the prefix cache at (last) admission
   int32_t preemptions = 0;
   int32_t registered_pages = 0;  // full pages already offered to the prefix cache
+  int32_t kv_budget = 0;         // its own KV budget (set_kv_budget); 0: PlannerLimits::eviction's
   RequestState state = RequestState::waiting;
   std::vector<int32_t> drafts;  // proposed for the next step (set_drafts), consumed by plan()
   std::vector<int32_t> window;  // a planned draft window: [last token, drafts...]
@@ -194,6 +195,14 @@ class BatchPlanner {
   // Drafted tokens to verify after a running sequence's last token in the
   // next plan(), budget and pages permitting (fewer, or none, otherwise).
   void set_drafts(uint64_t id, std::vector<int32_t> drafts);
+  // A sequence's own KV budget in positions, over PlannerLimits::eviction's (0: that one).
+  void set_kv_budget(uint64_t id, int32_t budget);
+  // The eviction policy a sequence runs under (off: no budget).
+  EvictionPolicy eviction_of(const PlannedSequence& s) const {
+    EvictionPolicy p = limits_.eviction;
+    if (s.kv_budget > 0) p.budget = s.kv_budget;
+    return p;
+  }
   // Tokens decided without a forward (a grammar's jump-forward), appended
   // after the sampled one: the next step computes them as one chunk.
   void extend(uint64_t id, std::span<const int32_t> tokens);

@@ -95,3 +95,34 @@ TEST_CASE("a session under a KV budget survives kill -9: its next turn equals th
   CHECK(resumed.tokens == alone.tokens);
   CHECK(resumed.usage.prompt_tokens == alone.usage.prompt_tokens);
 }
+
+TEST_CASE("a request's own kv_budget cuts its KV on a server without one, and a bad one is refused", "[service]") {
+  Server server("evict-request");
+  Reference ref;
+  messages::ClientConnection c(server.endpoint);
+  messages::SamplingFields s = greedy(96);
+  s.kv_budget = 160;
+  const uint64_t id = c.next_id();
+  const std::string prompt = long_prompt(7);
+  const auto got = c.stream(messages::generate_request(id, prompt, s), id, {}, 120s);
+  REQUIRE(got.done);
+  GenerateOptions g;
+  g.max_tokens = 96;
+  g.sampling.temperature = 0;
+  g.eviction.budget = 160;
+  const auto ids = ref.tokenizer->encode(prompt, ref.tokenizer->add_bos_by_default(), false);
+  const GenerateResult alone = generate(*ref.backend, *ref.tokenizer, ids, g, {});
+  CHECK(alone.evictions >= 1);
+  CHECK(got.tokens == alone.tokens);
+  messages::Bytes keep;
+  const wire::StatsReply* st = stats(c, keep);
+  REQUIRE(st);
+  CHECK(st->kv_evictions() == static_cast<uint64_t>(alone.evictions));
+
+  s.kv_budget = 100;
+  const uint64_t bad = c.next_id();
+  const auto refused = c.stream(messages::generate_request(bad, "hi", s), bad, {}, 10s);
+  CHECK_FALSE(refused.done);
+  CHECK(refused.message.find("kv_budget") != std::string::npos);
+  CHECK(refused.message.find("[128, 16777216]") != std::string::npos);
+}

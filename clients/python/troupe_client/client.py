@@ -103,8 +103,10 @@ class Client:
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
                  context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-                 escalate_threshold=0.0, constraint=None, top_logprobs=0):
-        """top_logprobs: with logprobs, the N (0..20) most likely tokens at each position; the stream's
+                 escalate_threshold=0.0, constraint=None, top_logprobs=0, kv_budget=0):
+        """kv_budget: the KV positions this request keeps once its prompt is read, the rest
+        evicted by attention (at least 128; 0: the server's --kv-budget).
+        top_logprobs: with logprobs, the N (0..20) most likely tokens at each position; the stream's
         top_logprobs then holds, per token, [(token id, log-probability), ...] most likely first.
         constraint: the output must follow it (see _constraint: a JSON
         Schema, a GBNF grammar, a regex, a choice of strings, or any JSON
@@ -126,7 +128,7 @@ class Client:
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold, constraint)
+                             accept_ratio, tier, escalate_threshold, constraint, kv_budget)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
         Generate.AddSampling(b, sampling)
@@ -151,8 +153,8 @@ class Client:
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
              draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
              escalate_threshold=0.0, constraint=None, tools=None, tool_choice="auto", parallel_tool_calls=True,
-             logprobs=False, top_logprobs=0):
-        """constraint: as generate's (this turn's only: a session's next turn is free unless it asks).
+             logprobs=False, top_logprobs=0, kv_budget=0):
+        """constraint, kv_budget: as generate's (this turn's only: a session's next turn is free unless it asks).
         messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]; a dict may also carry
         "tool_calls" (an assistant's, as the stream's tool_calls or OpenAI's) or "tool_call_id" (role
         "tool": the result of that call) or "pinned": True (a session keeps that message verbatim in
@@ -189,7 +191,7 @@ class Client:
         sid = b.CreateString(session_id)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold, constraint)
+                             accept_ratio, tier, escalate_threshold, constraint, kv_budget)
         tool_list = tool_name = None
         if tools:
             texts = [b.CreateString(json.dumps(t)) for t in tools]

@@ -48,7 +48,7 @@ def _constraint(b, constraint):
 
 
 def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0,
-              tier="", escalate_threshold=0.0, constraint=None):
+              tier="", escalate_threshold=0.0, constraint=None, kv_budget=0):
     constraint_off = _constraint(b, constraint)
     stops = [b.CreateString(s) for s in stop]
     tier_s = b.CreateString(tier) if tier else None
@@ -68,6 +68,8 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
     Sampling.AddMaxTokens(b, max_tokens)
     Sampling.AddAcceptRatio(b, accept_ratio)
     Sampling.AddEscalateThreshold(b, escalate_threshold)
+    if kv_budget:
+        Sampling.AddKvBudget(b, kv_budget)
     if tier_s is not None:
         Sampling.AddTier(b, tier_s)
     if stop_vec is not None:
