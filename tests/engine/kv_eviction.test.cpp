@@ -24,10 +24,12 @@
 #include "engine/kv_eviction.h"
 #include "engine/model_config.h"
 #include "engine/synthetic_model.h"
+#include "tests/engine/max_rel_diff.h"
 #include "engine/tokenizer.h"
 #include "engine/vocabulary.h"
 
 using namespace troupe;
+using test::max_rel_diff;
 
 namespace {
 
@@ -49,12 +51,6 @@ std::vector<int32_t> text_tokens(int32_t n) {
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 40 + (i * 13 + i / 7) % 150;
   return v;
-}
-
-float max_rel_diff(std::span<const float> a, std::span<const float> b) {
-  float d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i])), m = std::max(m, std::fabs(b[i]));
-  return d / m;
 }
 
 }  // namespace

@@ -15,8 +15,10 @@
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/synthetic_model.h"
+#include "tests/engine/max_rel_diff.h"
 
 using namespace troupe;
+using test::max_rel_diff;
 
 namespace {
 
@@ -40,12 +42,6 @@ std::vector<int32_t> tokens(int32_t n, int32_t first) {
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = first + (i * 7) % 90;
   return v;
-}
-
-float max_rel_diff(std::span<const float> a, std::span<const float> b) {
-  float d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i])), m = std::max(m, std::fabs(b[i]));
-  return d / m;
 }
 
 }  // namespace
