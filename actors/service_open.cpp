@@ -29,7 +29,8 @@ VerifierSide Service::Impl::open_verifier() {
     bo.window_chunk = options.planner.token_budget;
     backend = open_backend(options.model_path, bo);
     if (options.planner.eviction.on() && !backend->can_evict_kv())
-      throw std::invalid_argument("--kv-budget: " + backend->describe() + " cannot evict KV (it needs the CPU backend)");
+      throw std::invalid_argument("--kv-budget: this engine cannot evict KV (it needs the CPU backend and a model without "
+                                  "sliding-window layers; " + backend->config().name + " on " + backend->describe() + ")");
     v = {&backend->file(),
          backend->config(),
          backend->pages().capacity(),

@@ -36,6 +36,11 @@ expect "--kv-type: unknown KV type 'q2'" "$troupe" bench -m "$model" --kv-type q
 expect "--context 40000 is more than the KV pool holds: 4096 tokens (256 pages of 16); raise --kv-tokens or lower --context" \
   "$troupe" serve -m "$model" --listen "ipc://$work/s.sock" --data-dir "$work/data" --kv-tokens 4096 --context 40000
 [ -e "$work/data" ] && fail "serve with --context over the pool created its store"
+small="a KV budget of 100 positions is too small: at least 128"
+expect "$small" "$troupe" generate -m "$model" --prompt hi --kv-budget 100
+expect "${small/100/64}" "$troupe" perplexity -m "$model" /usr/share/common-licenses/GPL-3 --kv-budget 64
+expect "$small" "$troupe" serve -m "$model" --listen "ipc://$work/s.sock" --data-dir "$work/data" --kv-budget 100
+[ -e "$work/data" ] && fail "serve with a bad --kv-budget created its store"
 out="$("$troupe" chat --context-policy sideways -p hi 2>&1)" && fail "an unknown policy ran"
 grep -q "context-policy: sideways not in {default,window,summarize,refuse}" <<<"$out" || fail "policy error: $out"
 echo "long-context errors: ok"
