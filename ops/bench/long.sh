@@ -8,6 +8,11 @@
 #   kv        KV bytes per token of each --kv-type, the longest context that
 #             fits in KV_MEMORY_GIB, and perplexity on GPL-3 at --context 512
 #             (troupe per type; llama-perplexity with f16, q8_0 and q4_0 caches);
+#   evict     KV eviction (--kv-budget) with each --kv-type: perplexity on EVICT_TEXT in chunks of
+#             EVICT_CONTEXT tokens with budgets of 1/4 and 1/8 of a chunk (each scored token sees
+#             at most that many positions), against the same type without eviction; bytes a
+#             context token = the type's bytes x the share kept; llama-perplexity's f16 on the
+#             same text and context as the peer's baseline;
 #   session   a SESSION_TURNS-turn chat session on --context 1024 under the
 #             window policy: TTFT p50/p99 per quarter of the run (flat when a
 #             shift costs no prefill of the kept window);
@@ -15,7 +20,8 @@
 #             tokens) as one batch job at --context 32768: seconds per
 #             summary and the job's wall time.
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), LENGTHS ("4096 16384 32768"),
-# PHASES ("speed kv session documents"), KV_MEMORY_GIB (1), SESSION_TURNS (300).
+# PHASES ("speed kv session documents"; evict on request), KV_MEMORY_GIB (1), SESSION_TURNS (300),
+# EVICT_TEXT (examples/summarize-papers/documents/07-python-logging-howto.txt), EVICT_CONTEXT (4096).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}"
@@ -61,6 +67,32 @@ if bench_in "$phases" kv; then
     awk -v kv="$kv" -v b="${bytes[$kv]}" -v f="${bytes[f16]}" -v g="$kv_gib" -v p="${ppl[$kv]}" -v pf="${ppl[f16]}" \
         -v t="$t" -v dt="$dt" \
       'BEGIN{printf "| %s | %d | %.3f | %d | %.4f | %+.2f %% | %s | %s |\n", kv, b, b/f, g*1073741824/b, p, (p/pf-1)*100, t, dt}'
+  done
+fi
+
+if bench_in "$phases" evict; then
+  text="${EVICT_TEXT:-examples/summarize-papers/documents/07-python-logging-howto.txt}" ctx="${EVICT_CONTEXT:-4096}"
+  bench_llama_tools
+  theirs="$("$llama_bin/llama-perplexity" -m "$path" -f "$text" -c "$ctx" -t "$threads" 2>&1 | bench_ppl)"
+  echo "text $text, chunks of $ctx; llama-perplexity f16: $theirs"
+  echo "| KV type | budget | bytes a context token | of f16 | troupe PPL | vs the type without eviction | vs f16 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  f16_bytes="" f16_ppl=""
+  for kv in f16 q8_0 k8v4 q4_0; do
+    bytes="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
+             jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
+    [ -z "$f16_bytes" ] && f16_bytes="$bytes"
+    whole=""
+    for share in 1 4 8; do
+      budget=$((share == 1 ? 0 : ctx / share))
+      p="$("$troupe" perplexity -m "$path" "$text" --context "$ctx" --kv-type "$kv" --kv-budget "$budget" \
+             --threads "$threads" 2>&1 | bench_ppl)"
+      [ -z "$whole" ] && whole="$p"
+      [ -z "$f16_ppl" ] && f16_ppl="$p"
+      awk -v kv="$kv" -v s="$share" -v b="$budget" -v by="$bytes" -v fb="$f16_bytes" -v p="$p" -v w="$whole" \
+          -v f="$f16_ppl" 'BEGIN{printf "| %s | %s | %.0f | %.3f | %.4f | %+.2f %% | %+.2f %% |\n", kv,
+          (s == 1 ? "all" : "1/" s " (" b ")"), by / s, by / s / fb, p, (p / w - 1) * 100, (p / f - 1) * 100}'
+    done
   done
 fi
 
