@@ -23,6 +23,9 @@ void add_backend_flags(CLI::App& cmd, BackendOptions& options, BackendNames& nam
       ->capture_default_str();
   cmd.add_option("--kv-type", names.kv_type, "KV cache in memory: f16, q8_0 (~0.54 of f16), k8v4 (~0.42) or q4_0 (~0.30)")
       ->capture_default_str();
+  cmd.add_option("--attention-precision", names.attention_precision,
+                 "Attention's products: fp32, or bf16 (pairs of bfloat16 products; fast with AVX512_BF16)")
+      ->capture_default_str();
   cmd.add_option("--rope-scaling", names.rope_scaling, "RoPE scaling over the file's: none, linear, ntk or yarn");
   cmd.add_option("--rope-factor", names.rope_factor, "RoPE scaling factor (context multiple; > 0)");
   cmd.add_option("--rope-orig-ctx", names.rope_orig_ctx, "yarn: the context the model was trained at (default: the file's)");
@@ -40,6 +43,11 @@ void apply_backend_names(BackendOptions& options, const BackendNames& names) {
     options.kv_type = kv_type_from_name(names.kv_type);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--kv-type: ") + e.what());
+  }
+  try {
+    options.attention_precision = attention_precision_from_name(names.attention_precision);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--attention-precision: ") + e.what());
   }
   if (names.rope_scaling.empty()) {
     if (names.rope_factor != 0 || names.rope_orig_ctx != 0)

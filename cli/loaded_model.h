@@ -20,14 +20,14 @@ struct LoadedModel {
 
 // What the backend flags say as text, before it is checked.
 struct BackendNames {
-  std::string device = "cpu", weights = "auto", kv_type = "f16";
+  std::string device = "cpu", weights = "auto", kv_type = "f16", attention_precision = "fp32";
   std::string rope_scaling;  // empty: the file's
   double rope_factor = 0;    // 0: unset
   int64_t rope_orig_ctx = 0;
 };
 
-// --device, --weights, --gpu-memory, --threads, --kv-type, --rope-scaling,
-// --rope-factor, --rope-orig-ctx.
+// --device, --weights, --gpu-memory, --threads, --kv-type,
+// --attention-precision, --rope-scaling, --rope-factor, --rope-orig-ctx.
 void add_backend_flags(CLI::App& cmd, BackendOptions& options, BackendNames& names);
 // Parses the names into options; throws std::invalid_argument naming the flag.
 void apply_backend_names(BackendOptions& options, const BackendNames& names);

@@ -98,6 +98,7 @@ std::unique_ptr<Backend> open_backend(const std::string& model_path, const Backe
 #endif
   }
   auto model = Model::load(model_path, std::max(1, options.threads), options.overrides);
+  model->set_attention_precision(options.attention_precision);
   const int32_t pages = options.kv_pages > 0
                             ? options.kv_pages
                             : static_cast<int32_t>((options.context_tokens + options.page_size - 1) / options.page_size);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/attention_precision.h"
 #include "engine/batch.h"
 #include "engine/kv_shift.h"
 #include "engine/kv_type.h"
@@ -41,6 +42,7 @@ struct BackendOptions {
   double memory_fraction = 0.9;  // CUDA: share of free device memory after weights given to KV pages
   int64_t max_batch_tokens = 8192;  // CUDA: largest Batch::token_count() one forward accepts
   KvType kv_type = KvType::f16;     // how the KV cache holds keys and values (engine/kv_type.h)
+  AttentionPrecision attention_precision = AttentionPrecision::fp32;  // CPU only (engine/attention_precision.h)
   ModelOverrides overrides;         // over the file's metadata (RoPE scaling)
   // Sliding-window models (CPU): how many sequences' windows the local
   // layers' store holds at once, each with steps of up to `window_chunk`

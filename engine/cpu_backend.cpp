@@ -33,9 +33,12 @@ std::string CpuBackend::describe() const {
                   static_cast<double>(cache_.page_bytes()) * cache_.pool().capacity() / (1 << 20));
     local = " (local layers: " + std::to_string(cache_.pool().local_capacity()) + " pages" + mib + ")";
   }
+  const std::string attention =
+      model_->attention_precision() == AttentionPrecision::fp32 ? "" : std::string(", attention ") +
+                                                                         attention_precision_name(model_->attention_precision());
   return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + wide + " " +
          std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens" + local +
-         bytes;
+         bytes + attention;
 }
 
 namespace {

@@ -290,6 +290,13 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
   cpu::add(x_.data(), tmp_.data(), n * c.n_embd);
 }
 
+void Model::set_attention_precision(AttentionPrecision precision) {
+  if (precision == AttentionPrecision::bf16 && config_.head_dim % 2 != 0)
+    throw std::invalid_argument("bf16 attention sums dimension pairs; this model's head_dim is " +
+                                std::to_string(config_.head_dim));
+  attention_precision_ = precision;
+}
+
 // Units go to whichever thread is free: a tile's result does not depend on
 // the thread, and prefill tiles cost far more than decode ones. A step with
 // fewer tiles than threads (a decode step of one or two sequences, the more
@@ -298,7 +305,8 @@ void Model::attention_block(const LayerWeights& l, int64_t layer, const Batch& b
 // (cpu/attention.h), the context read by every thread.
 void Model::run_attention(int64_t layer, const Batch& batch, KvCache& cache) {
   const auto& c = config_;
-  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.alibi() ? alibi_slopes_.data() : nullptr};
+  const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.alibi() ? alibi_slopes_.data() : nullptr,
+                                  attention_precision_};
   const auto window = static_cast<int32_t>(c.is_local(layer) ? c.sliding_window : 0);
   const auto tile_of = [&](const AttentionUnit& unit) {
     return cpu::AttentionTile{&q_[unit.first_row * c.q_dim()], &attn_[unit.first_row * c.q_dim()], c.q_dim(),

@@ -50,6 +50,11 @@ class Model {
   // wanted positions. The block tables must already cover the new positions.
   void forward(const Batch& batch, KvCache& cache, Logits& out);
 
+  // The arithmetic of attention (engine/attention_precision.h); bf16 needs
+  // an even head_dim (std::invalid_argument otherwise).
+  void set_attention_precision(AttentionPrecision precision);
+  AttentionPrecision attention_precision() const { return attention_precision_; }
+
  private:
   struct Row {  // one token of the batch
     int32_t token;
@@ -92,6 +97,7 @@ class Model {
   std::vector<float> rope_cos_[2], rope_sin_[2];
   bool rope_filled_[2] = {false, false};
   std::vector<float> alibi_slopes_;  // n_head, for an ALiBi model
+  AttentionPrecision attention_precision_ = AttentionPrecision::fp32;
 
   // Buffers of one forward pass, [rows][width].
   std::vector<Row> rows_;

@@ -19,6 +19,10 @@ void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, con
                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l);
 void merge_partial(int64_t rh_count, int64_t d, const AttentionPartial& c, AttentionPartial& t);
 }  // namespace avx512
+namespace avx512bf16 {
+void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
+                  const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l);
+}  // namespace avx512bf16
 
 namespace {
 
@@ -46,13 +50,16 @@ void size_scratch(const AttentionShape& shape, AttentionScratch& s) {
 void run_chunk(Isa isa, const KvCache& cache, int64_t layer, const int32_t* table, const AttentionShape& shape,
                const AttentionTile& tile, int32_t chunk, AttentionScratch& s, AttentionPartial& out) {
   const int32_t p0 = chunk * kChunkPositions, p1 = p0 + kChunkPositions;
+  const bool bf16 = shape.precision == AttentionPrecision::bf16;
   const bool fits512 = isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64;
+  const bool bf16_kernel = bf16 && fits512 && shape.head_dim % 32 == 0 && detect_avx512_bf16();
   const auto kernel = [&](const AttentionTile& t, size_t at) {  // at: the tile's first (row, head) in the state
     const size_t d = static_cast<size_t>(shape.head_dim);
     float *qs = s.q.data() + at * d, *o = out.o.data() + at * d, *m = out.m.data() + at, *l = out.l.data() + at;
     if (isa == Isa::scalar)
       return attend_chunk_portable(cache, layer, table, shape, t, p0, p1, qs, o, m, l, s.keys.data(), s.values.data());
-    if (fits512) return avx512::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l);
+    if (bf16_kernel) return avx512bf16::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l);
+    if (fits512 && !bf16) return avx512::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l);
     avx2::attend_chunk(cache, layer, table, shape, t, p0, p1, qs, o, m, l, s.keys.data(), s.values.data());
   };
   // Several heads of a lone row: the AVX-512 lane-order kernel reads them

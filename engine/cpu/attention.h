@@ -12,10 +12,17 @@
 // the KV, never on the other rows or heads of its tile, so a token's output
 // is bitwise the same alone, in any tile, in any batch, on any thread (the
 // speculative verifier relies on it). Queries and attention probabilities are
-// rounded to half before their products, as half-precision kernels do.
+// rounded to half before their products, as half-precision kernels do; in
+// bf16 (engine/attention_precision.h) every operand of both products is
+// rounded to bfloat16 and the products are summed two at a time (a pair's
+// odd element first, then its even one, each an exact product added with one
+// rounding: what vdpbf16ps computes), over the dimensions for a score and
+// over a block's positions for the output.
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "engine/attention_precision.h"
 
 namespace troupe {
 class KvCache;
@@ -31,6 +38,7 @@ struct AttentionShape {
   // positions behind its query gets slope * -distance added after scaling,
   // computed here from positions (no bias matrix). Null: none.
   const float* slopes = nullptr;
+  AttentionPrecision precision = AttentionPrecision::fp32;
 };
 
 // How a score's head_dim products are summed, which fixes its bits on every
@@ -40,9 +48,10 @@ struct AttentionShape {
 // goes to chain i % 16 (fmas in dimension order), and the 16 chains are
 // folded in one fixed tree (c + 8 onto c, then c + 4, c + 2, c + 1). With
 // several query heads a transposed block serves them all, and a score is one
-// chain of fmas in dimension order.
+// chain of fmas in dimension order. bf16 scores are always one chain, of
+// pairs in dimension order.
 inline bool lane_order_scores(const AttentionShape& shape) {
-  return shape.n_head == shape.n_head_kv && shape.head_dim % 16 == 0;
+  return shape.precision == AttentionPrecision::fp32 && shape.n_head == shape.n_head_kv && shape.head_dim % 16 == 0;
 }
 
 constexpr int32_t kTileRows = 16;

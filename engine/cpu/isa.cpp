@@ -71,6 +71,19 @@ void set_isa_override(Isa isa) {
 
 void clear_isa_override() { override_slot().store(kNoOverride, std::memory_order_relaxed); }
 
+bool detect_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID leaf 7, subleaf 1: EAX bit 5.
+    return detect_isa() == Isa::avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";

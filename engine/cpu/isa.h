@@ -20,4 +20,9 @@ void clear_isa_override();
 
 std::string_view isa_name(Isa isa);
 
+// AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16) beside avx512: the bf16 attention
+// kernel (engine/attention_precision.h) runs when this holds and the active
+// set is avx512.
+bool detect_avx512_bf16();
+
 }  // namespace troupe::cpu

@@ -152,6 +152,9 @@ void CudaBackend::refuse_unsupported(const BackendOptions& o) const {
   if (o.kv_type != KvType::f16)
     throw std::runtime_error(std::string("the CUDA backend keeps its KV cache in f16; --kv-type ") + kv_type_name(o.kv_type) +
                              " runs on the CPU backend");
+  if (o.attention_precision != AttentionPrecision::fp32)
+    throw std::runtime_error(std::string("the CUDA backend's attention is fp32 over its f16 cache; --attention-precision ") +
+                             attention_precision_name(o.attention_precision) + " runs on the CPU backend");
   if (rope_magnitude(config_.rope_scaling) != 1.0f)
     throw std::runtime_error(std::string("the CUDA backend does not run RoPE scaling ") +
                              rope_scaling_name(config_.rope_scaling.type) + " yet (its magnitude correction); use the CPU backend");

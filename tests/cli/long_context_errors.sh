@@ -32,7 +32,11 @@ expect "--kv-type: unknown KV type 'int3'" "$troupe" serve -m "$model" --listen 
   --data-dir "$work/data" --kv-type int3
 expect "--kv-type: unknown KV type 'int3'" "$troupe" worker -m "$model" --listen "ipc://$work/w.sock" --kv-type int3
 expect "--kv-type: unknown KV type 'q2'" "$troupe" bench -m "$model" --kv-type q2
-[ -e "$work/data" ] && fail "serve with a bad --kv-type created its store"
+expect "--attention-precision: unknown attention precision 'fp16' (fp32, bf16)" \
+  "$troupe" generate -m "$model" --prompt hi --attention-precision fp16
+expect "--attention-precision: unknown attention precision 'int8'" "$troupe" serve -m "$model" \
+  --listen "ipc://$work/s.sock" --data-dir "$work/data" --attention-precision int8
+[ -e "$work/data" ] && fail "serve with a bad --kv-type or --attention-precision created its store"
 expect "--context 40000 is more than the KV pool holds: 4096 tokens (256 pages of 16); raise --kv-tokens or lower --context" \
   "$troupe" serve -m "$model" --listen "ipc://$work/s.sock" --data-dir "$work/data" --kv-tokens 4096 --context 40000
 [ -e "$work/data" ] && fail "serve with --context over the pool created its store"

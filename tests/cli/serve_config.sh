@@ -24,6 +24,7 @@ declare -A value=(
   [model]="\"$model\"" [listen]='"ipc:///tmp/troupe-config.sock"' [http]='"127.0.0.1:8099"'
   [http-threads]=8 [http-max-connections]=512 [http-max-connections-per-address]=8 [http-header-timeout]=2.5
   [http-body-timeout]=7.5 [http-idle-timeout]=12.5 [drain-timeout]=2.5 [device]='"cuda"' [weights]='"int8"' [kv-type]='"q8_0"'
+  [attention-precision]='"bf16"'
   [rope-scaling]='"yarn"' [rope-factor]=4.0 [rope-orig-ctx]=2048 [gpu-memory]=0.5 [threads]=3
   [kv-tokens]=4096 [context]=1024 [kv-budget]=512 [token-budget]=128 [max-running]=16 [max-waiting]=100
   [intake-frames]=32 [intake-bytes]=2097152 [no-prefix-cache]=true [no-jump-forward]=true

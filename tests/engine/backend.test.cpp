@@ -4,9 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/kv_cache.h"
@@ -41,6 +44,40 @@ TEST_CASE("open_backend gives a CPU backend whose pages serve KvSequence") {
   REQUIRE(picked.size() == 1);
   CHECK(picked[0] >= 0);
   CHECK(picked[0] < b->config().n_vocab);
+}
+
+TEST_CASE("open_backend runs attention in bf16 when asked: logits near fp32's, not equal, and said in its description") {
+  const auto run = [](AttentionPrecision precision, std::string& description) {
+    BackendOptions o;
+    o.kv_pages = 24;
+    o.attention_precision = precision;
+    auto b = open_backend(tiny_model(), o);
+    description = b->describe();
+    KvSequence seq(b->pages(), b->page_size());
+    REQUIRE(seq.reserve(300));
+    std::vector<int32_t> tokens(300);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + 3) % 200);
+    Batch batch;
+    batch.sequences.push_back({tokens, 0, seq.block_table(), LogitsWanted::last});
+    Logits out;
+    b->forward(batch, out);
+    return std::vector<float>(out.row(0).begin(), out.row(0).end());
+  };
+  std::string fp32_says, bf16_says;
+  const auto fp32 = run(AttentionPrecision::fp32, fp32_says);
+  const auto bf16 = run(AttentionPrecision::bf16, bf16_says);
+  CHECK(fp32_says.find("bf16") == std::string::npos);
+  CHECK(bf16_says.find("attention bf16") != std::string::npos);
+  REQUIRE(bf16.size() == fp32.size());
+  CHECK(bf16 != fp32);
+  float largest = 0, spread = 0;
+  for (size_t i = 0; i < fp32.size(); ++i) {
+    largest = std::max(largest, std::fabs(bf16[i] - fp32[i]));
+    spread = std::max(spread, std::fabs(fp32[i]));
+  }
+  INFO("largest logit change " << largest << " of logits up to " << spread);
+  CHECK(largest < 0.02f * spread);
+  CHECK_THROWS_WITH(attention_precision_from_name("fp16"), Catch::Contains("'fp16' (fp32, bf16)"));
 }
 
 TEST_CASE("device and weight names are parsed or refused by name") {
