@@ -65,6 +65,30 @@ TEST_CASE("bf16 attention equals a float64 reference within bfloat16's rounding,
   WARN("bf16 attention's largest error against float64: " << largest);
 }
 
+TEST_CASE("bf16 attention rounds every operand: within 1e-3 of a float64 reference over bfloat16 operands, a lone position's value exactly") {
+  double largest = 0;
+  for (const Bf16Shape& s : kShapes)
+    for (int32_t n_ctx : {1, 2, 17, 300, 4097}) {
+      // ALiBi's few near keys take most of a row's weight, and a weight is
+      // rounded at the running maximum of its block, not the row's: it
+      // moves an output by up to 2^-9 of a value, as the unrounded bound.
+      if (s.alibi) continue;
+      const Bf16Cache f(s, n_ctx, KvType::f16);
+      const int32_t rows = std::min(n_ctx, 5), first_ctx = n_ctx - rows + 1;
+      const auto q = troupe::test::gaussian(static_cast<size_t>(rows * f.config.q_dim()), 22, 0.5f);
+      const auto got = f.attend(q, rows, first_ctx, kTileRows);
+      const double err = max_abs_error(got, f.reference(q, rows, first_ctx, 0, true));
+      largest = std::max(largest, err);
+      INFO(s.n_head << "/" << s.n_head_kv << " heads of " << s.head_dim << ", " << n_ctx << " positions: error " << err);
+      CHECK(err < 1e-3);  // unrounded operands are up to 2^-7 away (above)
+      if (n_ctx == 1) {   // the one probability is 1: the output is the value, rounded
+        const auto want = f.reference(q, rows, first_ctx, 0, true);
+        CHECK(std::equal(got.begin(), got.end(), want.begin(), [](float a, double b) { return a == b; }));
+      }
+    }
+  WARN("bf16 attention's largest error against float64 over bfloat16 operands: " << largest);
+}
+
 TEST_CASE("bf16 attention: a row's bits are the same alone, in any tile, and read chunk by chunk") {
   for (const Bf16Shape& s : kShapes)
     for (int32_t first_ctx : {1, 9, 100, 600}) {

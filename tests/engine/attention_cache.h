@@ -18,6 +18,14 @@ using cpu::AttentionScratch;
 using cpu::AttentionShape;
 using cpu::AttentionTile;
 
+// To the nearest bfloat16 (ties to even), written apart from the kernels'.
+inline float to_bf16(float x) {
+  const int e = std::ilogb(x);
+  if (x == 0 || !std::isfinite(x) || e < -126) return e < -126 ? std::copysign(0.0f, x) : x;
+  const float ulp = std::ldexp(1.0f, e - 7);  // 8 significant bits
+  return std::nearbyint(x / ulp) * ulp;     // the default rounding: to nearest, ties to even
+}
+
 inline ModelConfig make_config(int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool wide_keys = false) {
   ModelConfig c;
   if (wide_keys) c.wide_key_layers = {0};
@@ -67,7 +75,10 @@ struct Filled {
 
   // Float64 attention over the values as stored (decoded from the cache's
   // format, turned back from the rotation quantized rows are kept in).
-  std::vector<double> reference(const std::vector<float>& q, int32_t rows, int32_t first_ctx, int32_t window = 0) const {
+  // bf16_operands (f16 caches): queries, keys, values and probabilities
+  // rounded to bfloat16 first, as bf16 attention's products take them.
+  std::vector<double> reference(const std::vector<float>& q, int32_t rows, int32_t first_ctx, int32_t window = 0,
+                                bool bf16_operands = false) const {
     const int64_t d = config.head_dim, group = config.n_head / config.n_head_kv;
     const int32_t n_ctx = first_ctx + rows - 1;
     std::vector<float> k(static_cast<size_t>(n_ctx * config.kv_dim())), v(k.size());
@@ -79,7 +90,10 @@ struct Filled {
         decode_kv_row(cache.value_format(), cache.value_row(0, table[p / 16], p % 16, h), d, vr);
         if (kv_rotated(cache.key_format(0))) kv_rotate(kr, d);  // stored rotated: the effective key
         if (kv_rotated(cache.value_format())) kv_rotate(vr, d);
+        if (bf16_operands)
+          for (int64_t i = 0; i < d; ++i) kr[i] = to_bf16(kr[i]), vr[i] = to_bf16(vr[i]);
       }
+    const auto query = [&](size_t i) { return bf16_operands ? to_bf16(q[i]) : q[i]; };
     std::vector<double> out(q.size());
     std::vector<double> s(static_cast<size_t>(n_ctx));
     for (int32_t r = 0; r < rows; ++r)
@@ -90,7 +104,9 @@ struct Filled {
         double mx = -INFINITY;
         for (int32_t p = lo; p < ctx; ++p) {
           double dot = 0;
-          for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[(r * config.n_head + h) * d + i]) * k[(p * config.n_head_kv + kvh) * d + i];
+          for (int64_t i = 0; i < d; ++i)
+            dot += static_cast<double>(query(static_cast<size_t>((r * config.n_head + h) * d + i))) *
+                   k[(p * config.n_head_kv + kvh) * d + i];
           s[p] = dot / std::sqrt(static_cast<double>(d));
           if (!slopes.empty()) s[p] -= static_cast<double>(slopes[static_cast<size_t>(h)]) * (ctx - 1 - p);
           mx = std::max(mx, s[p]);
@@ -99,7 +115,8 @@ struct Filled {
         for (int32_t p = lo; p < ctx; ++p) sum += s[p] = std::exp(s[p] - mx);
         for (int64_t i = 0; i < d; ++i) {
           double o = 0;
-          for (int32_t p = lo; p < ctx; ++p) o += s[p] / sum * v[(p * config.n_head_kv + kvh) * d + i];
+          for (int32_t p = lo; p < ctx; ++p)
+            o += (bf16_operands ? to_bf16(static_cast<float>(s[p])) : s[p]) / sum * v[(p * config.n_head_kv + kvh) * d + i];
           out[(r * config.n_head + h) * d + i] = o;
         }
       }
