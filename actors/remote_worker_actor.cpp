@@ -148,7 +148,7 @@ messages::WorkerInfo query_worker(const WorkerAddress& address, std::chrono::mil
   if (r->kv_pages() <= 0 || r->page_size() <= 0) throw std::runtime_error("the worker at " + endpoint + " reports no KV pages");
   return {r->kv_pages(), r->page_size(), r->n_vocab(), r->model() ? r->model()->str() : "", r->can_copy_pages(),
           r->can_transfer_pages(), r->kv_type(), r->can_shift_kv(), r->instance(), r->model_fingerprint(),
-          r->draining(), r->process(), {}, r->kv_local_pages()};
+          r->draining(), r->process(), {}, r->kv_local_pages(), r->can_evict_kv()};
 }
 
 void release_worker(const WorkerAddress& address, std::chrono::milliseconds timeout, uint64_t front) {

@@ -65,6 +65,11 @@ VerifierSide Service::Impl::open_verifier() {
       let_go(endpoint);
       throw std::runtime_error(why);
     }
+    if (options.planner.eviction.on() && !w.can_evict_kv) {
+      let_go(endpoint);
+      throw std::invalid_argument("--kv-budget: the worker at " + endpoint + " cannot evict KV (it needs the CPU "
+                                  "backend and a model without sliding-window layers)");
+    }
     std::lock_guard<std::mutex> g(workers_lock);  // the listener reads the pool
     pool->add(endpoint, w);
   }
@@ -80,7 +85,7 @@ VerifierSide Service::Impl::pooled_side(VerifierSide v) const {
   v.can_copy = pool->can_copy();
   v.can_transfer = pool->can_transfer();
   v.can_shift = pool->can_shift();
-  v.can_evict = v.config.sliding_window == 0;
+  v.can_evict = pool->can_evict() && v.config.sliding_window == 0;
   v.workers = pool->workers();
   v.text = pool->describe();
   return v;

@@ -162,7 +162,7 @@ Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::str
                                           worker.n_vocab, model, worker.can_copy_pages, pages, worker.can_transfer_pages,
                                           swaps, worker.kv_type, worker.can_shift_kv, worker.instance,
                                           worker.model_fingerprint, false, worker.draining, worker.process, experts,
-                                          worker.kv_local_pages),
+                                          worker.kv_local_pages, worker.can_evict_kv),
              wire::step::StepPlanIdentifier());
   return Bytes(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

@@ -98,6 +98,7 @@ struct WorkerInfo {
   uint64_t process = 0;   // the worker process's random id (StepResult.process)
   std::vector<uint64_t> expert_tokens = {};  // StepResult.expert_tokens
   int32_t kv_local_pages = 0;                // StepResult.kv_local_pages
+  bool can_evict_kv = false;                 // StepResult.can_evict_kv
 };
 
 Bytes step_result(uint64_t step, std::span<const SampledToken> sampled, std::string_view error, double forward_ms,

@@ -37,6 +37,7 @@ void WorkerPool::add(const std::string& endpoint, const messages::WorkerInfo& w)
   can_copy_ = can_copy_ && w.can_copy_pages;
   can_transfer_ = can_transfer_ && w.can_transfer_pages;
   can_shift_ = can_shift_ && w.can_shift_kv;
+  can_evict_ = can_evict_ && w.can_evict_kv;
   workers_.push_back({endpoint, w.model, w.process, w.kv_pages, w.kv_local_pages});
 }
 

@@ -44,6 +44,7 @@ class WorkerPool {
   bool can_copy() const { return can_copy_; }
   bool can_transfer() const { return can_transfer_; }
   bool can_shift() const { return can_shift_; }
+  bool can_evict() const { return can_evict_; }
   // "verifier in worker E (model, KV N pages x S tokens)", or "in N workers: ...".
   std::string describe() const;
 
@@ -55,7 +56,7 @@ class WorkerPool {
   std::vector<PooledWorker> workers_;
   int32_t kv_pages_ = 0, kv_local_pages_ = 0, page_size_ = 0;
   KvType kv_type_ = KvType::f16;
-  bool can_copy_ = true, can_transfer_ = true, can_shift_ = true;
+  bool can_copy_ = true, can_transfer_ = true, can_shift_ = true, can_evict_ = true;
 };
 
 }  // namespace troupe::service

@@ -428,6 +428,7 @@ StepRunner::StepRunner(std::shared_ptr<Backend> backend, int32_t fronts, std::ch
                  0, file_fingerprint(b.file())};
   impl_->info.process = random_id();
   impl_->info.kv_local_pages = b.pages().local_capacity();
+  impl_->info.can_evict_kv = b.can_evict_kv();
   if (fronts > 1 && impl_->info.kv_local_pages > 0)
     throw std::invalid_argument("a worker shared by several front ends keeps every layer's KV in every page "
                                 "(its local slots would be numbered by each front end at once)");

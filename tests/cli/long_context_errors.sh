@@ -45,6 +45,16 @@ expect "$small" "$troupe" generate -m "$model" --prompt hi --kv-budget 100
 expect "${small/100/64}" "$troupe" perplexity -m "$model" /usr/share/common-licenses/GPL-3 --kv-budget 64
 expect "$small" "$troupe" serve -m "$model" --listen "ipc://$work/s.sock" --data-dir "$work/data" --kv-budget 100
 [ -e "$work/data" ] && fail "serve with a bad --kv-budget created its store"
+# A worker that cannot evict (a sliding-window model's) behind a server with a budget.
+"$troupe" make-model -o "$work/gemma3.gguf" --arch gemma3 >/dev/null || fail "make-model gemma3"
+"$troupe" worker -m "$work/gemma3.gguf" --listen "ipc://$work/w.sock" --threads 1 --kv-tokens 2048 \
+  >"$work/worker.log" 2>&1 &
+worker=$!
+trap 'kill "$worker" 2>/dev/null; wait "$worker" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do grep -q listening "$work/worker.log" && break; sleep 0.1; done
+expect "--kv-budget: the worker at ipc://$work/w.sock cannot evict KV" "$troupe" serve -m "$work/gemma3.gguf" \
+  --listen "ipc://$work/s.sock" --data-dir "$work/data" --worker "ipc://$work/w.sock" --kv-budget 256 --kv-tokens 2048
+[ -e "$work/data" ] && fail "serve with a budget its worker cannot keep created its store"
 out="$("$troupe" chat --context-policy sideways -p hi 2>&1)" && fail "an unknown policy ran"
 grep -q "context-policy: sideways not in {default,window,summarize,refuse}" <<<"$out" || fail "policy error: $out"
 echo "long-context errors: ok"

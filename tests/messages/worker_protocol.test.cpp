@@ -144,3 +144,19 @@ TEST_CASE("a drain's two flags: the worker says it drains, the front end release
   REQUIRE(messages::check_step_plan(plain));
   CHECK_FALSE(messages::check_step_plan(plain)->release());
 }
+
+TEST_CASE("a worker says what its KV can do: copies, transfers, shifts and evictions each its own flag") {
+  messages::WorkerInfo w;
+  w.can_shift_kv = true;
+  w.can_evict_kv = true;
+  const messages::Bytes evicts = messages::step_result(1, {}, "", 1, w);
+  const auto* r = messages::check_step_result(evicts);
+  REQUIRE(r);
+  CHECK(r->can_shift_kv());
+  CHECK(r->can_evict_kv());
+  CHECK_FALSE(r->can_copy_pages());
+  w.can_evict_kv = false;  // a CUDA worker, or a sliding-window model
+  const messages::Bytes keeps = messages::step_result(1, {}, "", 1, w);
+  REQUIRE(messages::check_step_result(keeps));
+  CHECK_FALSE(messages::check_step_result(keeps)->can_evict_kv());
+}

@@ -21,7 +21,7 @@ messages::WorkerInfo worker(uint64_t process, int32_t kv_pages = 512) {
   w.kv_pages = kv_pages;
   w.page_size = 16;
   w.process = process;
-  w.can_copy_pages = w.can_transfer_pages = w.can_shift_kv = true;
+  w.can_copy_pages = w.can_transfer_pages = w.can_shift_kv = w.can_evict_kv = true;
   return w;
 }
 
@@ -34,6 +34,7 @@ TEST_CASE("worker pool: workers of the front end's model join, the pool is the s
   auto a = worker(1, 512), b = worker(2, 256);
   a.kv_local_pages = 40, b.kv_local_pages = 60;
   b.can_shift_kv = false;
+  b.can_evict_kv = false;  // a CUDA worker
   REQUIRE(p.refusal("tcp://127.0.0.1:7801", a).empty());
   p.add("tcp://127.0.0.1:7801", a);
   REQUIRE(p.refusal("tcp://127.0.0.1:7802", b).empty());
@@ -43,6 +44,7 @@ TEST_CASE("worker pool: workers of the front end's model join, the pool is the s
   CHECK(p.page_size() == 16);
   CHECK(p.can_copy());
   CHECK_FALSE(p.can_shift());
+  CHECK_FALSE(p.can_evict());
   CHECK(p.has("tcp://127.0.0.1:7802"));
   CHECK_FALSE(p.has("tcp://127.0.0.1:7803"));
   CHECK(p.describe() ==
