@@ -52,7 +52,7 @@ void run_chunk(Isa isa, const KvCache& cache, int64_t layer, const int32_t* tabl
   const int32_t p0 = chunk * kChunkPositions, p1 = p0 + kChunkPositions;
   const bool bf16 = shape.precision == AttentionPrecision::bf16;
   const bool fits512 = isa == Isa::avx512 && avx512::attention_fits(shape.head_dim) && shape.n_head / shape.n_head_kv <= 64;
-  const bool bf16_kernel = bf16 && fits512 && shape.head_dim % 32 == 0 && detect_avx512_bf16();
+  const bool bf16_kernel = bf16 && fits512 && detect_avx512_bf16();
   const auto kernel = [&](const AttentionTile& t, size_t at) {  // at: the tile's first (row, head) in the state
     const size_t d = static_cast<size_t>(shape.head_dim);
     float *qs = s.q.data() + at * d, *o = out.o.data() + at * d, *m = out.m.data() + at, *l = out.l.data() + at;

@@ -39,20 +39,9 @@ void score_heads(const float* q, int64_t q_row, const float* kt, __m512 scale, f
 template <int kVecs, int kRows>
 void score_group(const float* q, int64_t q_row, const float* kt, __m512 scale, int64_t heads, float* s, int64_t s_row) {
   constexpr int d = 16 * kVecs;
-  for (int64_t g = 0; g < heads; g += 8) {
-    const float* qg = q + g * d;
-    float* sg = s + g * kB;
-    switch (heads - g < 8 ? heads - g : 8) {
-      case 1: score_heads<kVecs, 1, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 2: score_heads<kVecs, 2, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 3: score_heads<kVecs, 3, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 4: score_heads<kVecs, 4, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 5: score_heads<kVecs, 5, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 6: score_heads<kVecs, 6, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      case 7: score_heads<kVecs, 7, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-      default: score_heads<kVecs, 8, kRows>(qg, q_row, kt, scale, sg, s_row); break;
-    }
-  }
+  in_eights(heads, [&](auto k, int64_t g) {
+    score_heads<kVecs, decltype(k)::value, kRows>(q + g * d, q_row, kt, scale, s + g * kB, s_row);
+  });
 }
 
 
@@ -104,22 +93,9 @@ void update_row(const float* s_block, const Values& value, int64_t heads, int32_
   alignas(64) float ph[64][kB];
   alignas(64) float corr[64];
   softmax_heads(s_block, heads, live_lanes(first, valid), m, l, corr, ph);
-  // Heads two at a time, the last three together (one at a time past
-  // head_dim 128: the accumulators would spill).
-  constexpr bool kSideBySide = kVecs <= 8;
-  for (int64_t g = 0; g < heads;) {
-    const int64_t left = heads - g;
-    if (kSideBySide && left == 3) {
-      accumulate_heads<kVecs, 3>(ph + g, corr + g, value, first, valid, o + g * d);
-      g += 3;
-    } else if (kSideBySide && left >= 2) {
-      accumulate_heads<kVecs, 2>(ph + g, corr + g, value, first, valid, o + g * d);
-      g += 2;
-    } else {
-      accumulate_heads<kVecs, 1>(ph + g, corr + g, value, first, valid, o + g * d);
-      g += 1;
-    }
-  }
+  in_head_groups<kVecs>(heads, [&](auto k, int64_t g) {
+    accumulate_heads<kVecs, decltype(k)::value>(ph + g, corr + g, value, first, valid, o + g * d);
+  });
 }
 
 // A tile's queries (rows x its query heads [first_head, first_head +
@@ -343,28 +319,16 @@ void merge_partial(int64_t rh_count, int64_t d, const AttentionPartial& c, Atten
 }
 
 bool attention_fits(int64_t head_dim) {
-  switch (head_dim / 16) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 10: case 12: case 16: return head_dim % 16 == 0;
-    default: return false;
-  }
+  bool fits = false;
+  for_head_dim(head_dim, [&](auto) { fits = true; });
+  return fits;
 }
 
 void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
-  switch (shape.head_dim / 16) {
-    case 1: return attend_either<1>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 2: return attend_either<2>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 3: return attend_either<3>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 4: return attend_either<4>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 5: return attend_either<5>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 6: return attend_either<6>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 7: return attend_either<7>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 8: return attend_either<8>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 10: return attend_either<10>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 12: return attend_either<12>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 16: return attend_either<16>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    default: return;  // attention_fits() said no
-  }
+  for_head_dim(shape.head_dim, [&](auto vecs) {
+    attend_either<decltype(vecs)::value>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+  });
 }
 
 }  // namespace troupe::cpu::avx512

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/cpu/attention.h"
 #include "engine/cpu/attention_exp.h"
@@ -150,6 +151,67 @@ void load_block(const KvCache& cache, int64_t layer, const int32_t* table, int32
     decode_row<kVecs>(vf, cache.value_row(layer, table[p / ps], p % ps, kv_head), vb + j * d);
   }
   std::memset(vb + n * d, 0, sizeof(float) * (kB - n) * d);
+}
+
+// Heads [0, heads) two at a time, the last three together (one at a time
+// past head_dim 128: the accumulators would spill): step(k, g) for the
+// k.value heads from g (k a std::integral_constant, for a template's count).
+template <int kVecs, class Step>
+inline void in_head_groups(int64_t heads, const Step& step) {
+  constexpr bool kSideBySide = kVecs <= 8;
+  for (int64_t g = 0; g < heads;) {
+    const int64_t left = heads - g;
+    if (kSideBySide && left == 3) {
+      step(std::integral_constant<int, 3>{}, g);
+      g += 3;
+    } else if (kSideBySide && left >= 2) {
+      step(std::integral_constant<int, 2>{}, g);
+      g += 2;
+    } else {
+      step(std::integral_constant<int, 1>{}, g);
+      g += 1;
+    }
+  }
+}
+
+// step(k, g) for the heads [g, g + k.value), g = 0, 8, 16, ... below
+// `heads` (k a std::integral_constant of 1 to 8, for a template's count).
+template <class Step>
+inline void in_eights(int64_t heads, const Step& step) {
+  for (int64_t g = 0; g < heads; g += 8) {
+    switch (heads - g < 8 ? heads - g : 8) {
+      case 1: step(std::integral_constant<int, 1>{}, g); break;
+      case 2: step(std::integral_constant<int, 2>{}, g); break;
+      case 3: step(std::integral_constant<int, 3>{}, g); break;
+      case 4: step(std::integral_constant<int, 4>{}, g); break;
+      case 5: step(std::integral_constant<int, 5>{}, g); break;
+      case 6: step(std::integral_constant<int, 6>{}, g); break;
+      case 7: step(std::integral_constant<int, 7>{}, g); break;
+      default: step(std::integral_constant<int, 8>{}, g); break;
+    }
+  }
+}
+
+// kernel(v) for a head_dim of 16 v.value (v a std::integral_constant), of
+// the widths the AVX-512 kernels are built for: 16 to 128, 160, 192, 256.
+// Any other: nothing.
+template <class Kernel>
+inline void for_head_dim(int64_t head_dim, const Kernel& kernel) {
+  if (head_dim % 16 != 0) return;
+  switch (head_dim / 16) {
+    case 1: return kernel(std::integral_constant<int, 1>{});
+    case 2: return kernel(std::integral_constant<int, 2>{});
+    case 3: return kernel(std::integral_constant<int, 3>{});
+    case 4: return kernel(std::integral_constant<int, 4>{});
+    case 5: return kernel(std::integral_constant<int, 5>{});
+    case 6: return kernel(std::integral_constant<int, 6>{});
+    case 7: return kernel(std::integral_constant<int, 7>{});
+    case 8: return kernel(std::integral_constant<int, 8>{});
+    case 10: return kernel(std::integral_constant<int, 10>{});
+    case 12: return kernel(std::integral_constant<int, 12>{});
+    case 16: return kernel(std::integral_constant<int, 16>{});
+    default: return;
+  }
 }
 
 // ALiBi: each head's 16 scores plus slope * (dist0 + j), a multiply then an

@@ -18,6 +18,9 @@ namespace {
 
 using avx512::kB;
 
+// Query pairs live in the float scratch the caller gives (AttentionScratch::q).
+using Pair = uint32_t __attribute__((may_alias));
+
 // Two vectors of 16 floats as 16 bf16 pairs: lane i holds lo[i] (low half)
 // and hi[i] (high half), each rounded to nearest even.
 inline __m512i pack_pairs(__m512 lo, __m512 hi) {
@@ -33,7 +36,7 @@ inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 // g) * d / 2 + t]; its softmax state from nothing.
 template <int kVecs>
 void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, int64_t first_head, int64_t heads,
-                uint32_t* qp, float* o, float* m, float* l) {
+                Pair* qp, float* o, float* m, float* l) {
   constexpr int d = 16 * kVecs;
   const bool rotated_keys = kv_rotated(cache.key_format(layer));
   alignas(64) float row[d];
@@ -41,7 +44,7 @@ void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, 
     for (int64_t g = 0; g < heads; ++g) {
       std::memcpy(row, tile.q + r * tile.q_stride + (first_head + g) * d, sizeof row);
       if (rotated_keys) kv_rotate(row, d);  // the keys' basis: dot products unchanged
-      uint32_t* dst = qp + (r * heads + g) * (d / 2);
+      Pair* dst = qp + (r * heads + g) * (d / 2);
       for (int c = 0; c < kVecs; ++c)  // 16 floats: 8 pairs, the even dimension low
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * c),
                             (__m256i)(_mm512_cvtneps_pbh(_mm512_load_ps(row + 16 * c))));
@@ -64,7 +67,7 @@ void pack_block(const float* kt, const float* vb, __m512i* kt2, __m512i* vp) {
 // Scores of kHeads heads of kRows rows against one block's pairs: one chain
 // per (row, head), side by side so each pair of key rows is loaded once.
 template <int kVecs, int kHeads, int kRows>
-void score_heads(const uint32_t* qp, int64_t q_row, const __m512i* kt2, __m512 scale, float* s, int64_t s_row) {
+void score_heads(const Pair* qp, int64_t q_row, const __m512i* kt2, __m512 scale, float* s, int64_t s_row) {
   constexpr int half = 8 * kVecs;  // pairs in a head
   __m512 acc[kRows][kHeads];
   for (int r = 0; r < kRows; ++r)
@@ -82,19 +85,12 @@ void score_heads(const uint32_t* qp, int64_t q_row, const __m512i* kt2, __m512 s
 }
 
 template <int kVecs, int kRows>
-void score_group(const uint32_t* qp, int64_t q_row, const __m512i* kt2, __m512 scale, int64_t heads, float* s,
+void score_group(const Pair* qp, int64_t q_row, const __m512i* kt2, __m512 scale, int64_t heads, float* s,
                  int64_t s_row) {
   constexpr int half = 8 * kVecs;
-  for (int64_t g = 0; g < heads; g += 4) {
-    const uint32_t* qg = qp + g * half;
-    float* sg = s + g * kB;
-    switch (heads - g < 4 ? heads - g : 4) {
-      case 1: score_heads<kVecs, 1, kRows>(qg, q_row, kt2, scale, sg, s_row); break;
-      case 2: score_heads<kVecs, 2, kRows>(qg, q_row, kt2, scale, sg, s_row); break;
-      case 3: score_heads<kVecs, 3, kRows>(qg, q_row, kt2, scale, sg, s_row); break;
-      default: score_heads<kVecs, 4, kRows>(qg, q_row, kt2, scale, sg, s_row); break;
-    }
-  }
+  avx512::in_eights(heads, [&](auto k, int64_t g) {
+    score_heads<kVecs, decltype(k)::value, kRows>(qp + g * half, q_row, kt2, scale, s + g * kB, s_row);
+  });
 }
 
 // A probability pair's lanes: positions 2jp (low) and 2jp + 1 (high), both
@@ -126,8 +122,8 @@ void accumulate_heads(const float (*ph)[kB], const float* corr, const __m512i* v
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
 
-// One row's heads [0, heads) over a block: softmax, then the values, two or
-// three heads at a time (one past head_dim 128: the accumulators would spill).
+// One row's heads [0, heads) over a block: softmax, then the values, a few
+// heads at a time (avx512::in_head_groups).
 template <int kVecs>
 void update_row(const float* s_block, const __m512i* vp, int64_t heads, int32_t first, int32_t valid, float* m,
                 float* l, float* o) {
@@ -135,20 +131,9 @@ void update_row(const float* s_block, const __m512i* vp, int64_t heads, int32_t 
   alignas(64) float ph[64][kB];
   alignas(64) float corr[64];
   avx512::softmax_heads<true>(s_block, heads, avx512::live_lanes(first, valid), m, l, corr, ph);
-  constexpr bool kSideBySide = kVecs <= 8;
-  for (int64_t g = 0; g < heads;) {
-    const int64_t left = heads - g;
-    if (kSideBySide && left == 3) {
-      accumulate_heads<kVecs, 3>(ph + g, corr + g, vp, first, valid, o + g * d);
-      g += 3;
-    } else if (kSideBySide && left >= 2) {
-      accumulate_heads<kVecs, 2>(ph + g, corr + g, vp, first, valid, o + g * d);
-      g += 2;
-    } else {
-      accumulate_heads<kVecs, 1>(ph + g, corr + g, vp, first, valid, o + g * d);
-      g += 1;
-    }
-  }
+  avx512::in_head_groups<kVecs>(heads, [&](auto k, int64_t g) {
+    accumulate_heads<kVecs, decltype(k)::value>(ph + g, corr + g, vp, first, valid, o + g * d);
+  });
 }
 
 template <int kVecs>
@@ -163,7 +148,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
   constexpr int64_t kRowScores = 64 * kB;
   alignas(64) float scores[2 * kRowScores];
   // qs holds rows x group x d floats: room for the pairs, half of that.
-  auto* qp = reinterpret_cast<uint32_t*>(qs);
+  auto* qp = reinterpret_cast<Pair*>(qs);
   start_tile<kVecs>(cache, layer, tile, tile.kv_head * group, group, qp, o, m, l);
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(d)));
   const TileBlocks blocks = tile_blocks(tile, p0, p1);
@@ -178,7 +163,7 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
         continue;
       }
       const int32_t rows = r + 1 < tile.rows ? 2 : 1;
-      const uint32_t* q = qp + r * group * (d / 2);
+      const Pair* q = qp + r * group * (d / 2);
       if (rows == 2)
         score_group<kVecs, 2>(q, group * (d / 2), kt2, scale, group, scores, kRowScores);
       else
@@ -199,19 +184,12 @@ void attend(const KvCache& cache, int64_t layer, const int32_t* table, const Att
 
 }  // namespace
 
-// attention.cpp sends only head dims of whole 32s within avx512::attention_fits.
+// attention.cpp sends only head dims avx512::attention_fits takes.
 void attend_chunk(const KvCache& cache, int64_t layer, const int32_t* t, const AttentionShape& shape,
                   const AttentionTile& tile, int32_t p0, int32_t p1, float* qs, float* o, float* m, float* l) {
-  switch (shape.head_dim / 16) {
-    case 2: return attend<2>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 4: return attend<4>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 6: return attend<6>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 8: return attend<8>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 10: return attend<10>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 12: return attend<12>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    case 16: return attend<16>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
-    default: return;
-  }
+  avx512::for_head_dim(shape.head_dim, [&](auto vecs) {
+    attend<decltype(vecs)::value>(cache, layer, t, shape, tile, p0, p1, qs, o, m, l);
+  });
 }
 
 }  // namespace troupe::cpu::avx512bf16
