@@ -83,9 +83,10 @@ struct Server {
 struct Reference {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Tokenizer> tokenizer;
-  Reference() {
+  explicit Reference(AttentionPrecision precision = AttentionPrecision::fp32) {
     BackendOptions o;
     o.kv_pages = 512;
+    o.attention_precision = precision;
     backend = open_backend(model_path(), o);
     tokenizer = std::make_unique<Tokenizer>(load_vocabulary(backend->file()));
   }
