@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/cpu/isa.h"
 #include "engine/kv_eviction.h"
 
 namespace troupe {
@@ -33,9 +34,12 @@ std::string CpuBackend::describe() const {
                   static_cast<double>(cache_.page_bytes()) * cache_.pool().capacity() / (1 << 20));
     local = " (local layers: " + std::to_string(cache_.pool().local_capacity()) + " pages" + mib + ")";
   }
-  const std::string attention =
-      model_->attention_precision() == AttentionPrecision::fp32 ? "" : std::string(", attention ") +
-                                                                         attention_precision_name(model_->attention_precision());
+  // bf16 is fast only with AVX512_BF16; elsewhere say so, where the user looks.
+  std::string attention;
+  if (model_->attention_precision() == AttentionPrecision::bf16)
+    attention = cpu::detect_avx512_bf16() && cpu::active_isa() == cpu::Isa::avx512
+                    ? ", attention bf16"
+                    : ", attention bf16 (portable kernel: no AVX512_BF16 in use, no faster than fp32)";
   return "cpu, " + std::to_string(model_->pool().size()) + " threads, KV " + kv_type_name(cache_.type()) + wide + " " +
          std::to_string(cache_.pool().capacity()) + " pages x " + std::to_string(cache_.page_size()) + " tokens" + local +
          bytes + attention;
