@@ -2,7 +2,8 @@
 // The portable tiled attention kernel (cpu/attention.h), as inline code for
 // each translation unit that instantiates it: attention.cpp (any x86-64) and
 // attention_avx2.cpp (compiled with AVX2 and FMA, where the same source
-// vectorizes across the 16 positions of a block). Both give the same bits:
+// vectorizes across the 16 positions of a block, and which writes out its
+// own kernel in this order for fp32 GQA). All give the same bits:
 // every product is an explicit fma in a fixed order, the exponential is
 // attention_exp.h's, and the block sum is one fixed tree.
 //

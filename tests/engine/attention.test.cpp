@@ -138,7 +138,7 @@ TEST_CASE("tiled attention gives the same bits on every instruction set") {
   };
   for (const Shape s : {Shape{14, 2, 64}, Shape{8, 8, 128}, Shape{12, 4, 80}, Shape{16, 1, 32}, Shape{4, 2, 256}, Shape{6, 3, 48},
                         Shape{4, 2, 40}}) {
-    for (KvType type : {KvType::f16, KvType::q8_0}) {
+    for (KvType type : {KvType::f16, KvType::q8_0, KvType::k8v4, KvType::q4_0}) {
       if (!kv_type_fits(type, s.head_dim)) continue;
       for (int32_t n_ctx : {1, 29, 200, 600}) {  // 600: three chunks, merged
         const Filled f(s.n_head, s.n_head_kv, s.head_dim, n_ctx, type);
