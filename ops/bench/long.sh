@@ -13,6 +13,12 @@
 #             at most that many positions), against the same type without eviction; bytes a
 #             context token = the type's bytes x the share kept; llama-perplexity's f16 on the
 #             same text and context as the peer's baseline;
+#   precision attention in bf16 against fp32 (--attention-precision): troupe's prefill of 512
+#             tokens and of each of LENGTHS in both (and each length's share of its own 512
+#             rate), llama-bench's prefill of the same lengths (-fa 1) in the same run, and
+#             perplexity in both on EVICT_TEXT in chunks of 4096 and on PRECISION_TEXT in one
+#             chunk of 16384 (perplexity needs twice the chunk: by default documents 09 and 10,
+#             41.7K tokens);
 #   session   a SESSION_TURNS-turn chat session on --context 1024 under the
 #             window policy: TTFT p50/p99 per quarter of the run (flat when a
 #             shift costs no prefill of the kept window);
@@ -20,8 +26,9 @@
 #             tokens) as one batch job at --context 32768: seconds per
 #             summary and the job's wall time.
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), LENGTHS ("4096 16384 32768"),
-# PHASES ("speed kv session documents"; evict on request), KV_MEMORY_GIB (1), SESSION_TURNS (300),
-# EVICT_TEXT (examples/summarize-papers/documents/07-python-logging-howto.txt), EVICT_CONTEXT (4096).
+# PHASES ("speed kv session documents"; evict and precision on request), KV_MEMORY_GIB (1),
+# SESSION_TURNS (300), EVICT_TEXT (examples/summarize-papers/documents/07-python-logging-howto.txt),
+# EVICT_CONTEXT (4096), PRECISION_TEXT (documents 09 and 10 of examples/summarize-papers, joined).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}"
@@ -94,6 +101,44 @@ if bench_in "$phases" evict; then
           (s == 1 ? "all" : "1/" s " (" b ")"), by / s, by / s / fb, p, (p / w - 1) * 100, (p / f - 1) * 100}'
     done
   done
+fi
+
+if bench_in "$phases" precision; then
+  text="${EVICT_TEXT:-examples/summarize-papers/documents/07-python-logging-howto.txt}"
+  long_text="${PRECISION_TEXT:-}"
+  if [ -z "$long_text" ]; then
+    long_text="$(mktemp --suffix .txt)"
+    cat examples/summarize-papers/documents/{09,10}-*.txt >"$long_text"
+  fi
+  bench_llama_tools
+  prefill() {  # prefill PRECISION TOKENS REPEAT: troupe bench's prefill tok/s
+    "$troupe" bench -m "$path" --threads "$threads" --prompt-tokens "$2" --gen-tokens 1 --repeat "$3" \
+      --attention-precision "$1" | jq -r .prefill_tok_s
+  }
+  ppl() {  # ppl PRECISION TEXT CONTEXT
+    "$troupe" perplexity -m "$path" "$2" --context "$3" --threads "$threads" --attention-precision "$1" 2>&1 | bench_ppl
+  }
+  echo "perplexity: $text in chunks of 4096, $long_text in one chunk of 16384"
+  header="| attention | prefill 512" rule="| --- | ---"
+  for n in "${lengths[@]}"; do header+=" | prefill $n (of 512)" rule+=" | ---"; done
+  echo "$header | PPL 4K | vs fp32 | PPL 16K | vs fp32 |"
+  echo "$rule | --- | --- | --- | --- |"
+  base4="" base16=""
+  for precision in fp32 bf16; do
+    short="$(prefill "$precision" 512 2)"
+    row="| $precision | $short"
+    for n in "${lengths[@]}"; do
+      rate="$(prefill "$precision" "$n" 1)"
+      row+="$(awk -v r="$rate" -v s="$short" 'BEGIN{printf " | %s (%.0f %%)", r, r / s * 100}')"
+    done
+    p4="$(ppl "$precision" "$text" 4096)" p16="$(ppl "$precision" "$long_text" 16384)"
+    [ -z "$base4" ] && base4="$p4" base16="$p16"
+    echo "$row$(awk -v a="$p4" -v b="$base4" -v c="$p16" -v d="$base16" \
+      'BEGIN{printf " | %.4f | %+.3f %% | %.4f | %+.3f %% |", a, (a / b - 1) * 100, c, (c / d - 1) * 100}')"
+  done
+  row="| llama.cpp (-fa 1) | $(bench_llama_ts -m "$path" -t "$threads" -p 512 -n 0 -r 2 -fa 1)"
+  for n in "${lengths[@]}"; do row+=" | $(bench_llama_ts -m "$path" -t "$threads" -p "$n" -n 0 -r 1 -fa 1)"; done
+  echo "$row | | | | |"
 fi
 
 bench_work long
