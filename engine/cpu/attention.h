@@ -92,6 +92,19 @@ inline int32_t first_in_window(const AttentionTile& tile, int32_t ctx, int32_t b
   return lo > 0 ? lo : 0;
 }
 
+// Of the block at b0, the slots [first, valid) row r of a tile reads;
+// false when it reads none (the block is past its context or behind its window).
+struct RowSpan {
+  int32_t first = 0, valid = 0;
+};
+inline bool row_span(const AttentionTile& tile, int32_t r, int32_t b0, RowSpan& span) {
+  const int32_t ctx = tile.first_ctx + r;
+  if (ctx <= b0) return false;
+  span.valid = ctx - b0 < kKvBlockPositions ? ctx - b0 : kKvBlockPositions;
+  span.first = first_in_window(tile, ctx, b0);
+  return span.first < span.valid;
+}
+
 // The blocks a kernel reads of a tile within positions [p0, p1): from b0 =
 // start while b0 < end, each of positions(b0) positions.
 struct TileBlocks {

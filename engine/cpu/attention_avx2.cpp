@@ -223,12 +223,10 @@ void attend_groups(const KvCache& cache, int64_t layer, const int32_t* table, co
   for (int32_t b0 = blocks.start; b0 < blocks.end; b0 += kB) {
     prefetch_block_ahead(cache, layer, table, tile.kv_head, b0, blocks.end);
     load_block(cache, layer, table, b0, blocks.positions(b0), tile.kv_head, d, kt, vb);
+    RowSpan span;
     for (int32_t r = 0; r < tile.rows; ++r) {
-      const int32_t ctx = tile.first_ctx + r;
-      if (ctx <= b0) continue;
-      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
-      const int32_t first = first_in_window(tile, ctx, b0);
-      if (first >= valid) continue;  // the block is behind this row's window
+      if (!row_span(tile, r, b0, span)) continue;
+      const int32_t ctx = tile.first_ctx + r, first = span.first, valid = span.valid;
       const LiveLanes live(first, valid);
       for (int64_t g0 = 0; g0 < group; g0 += 4) {
         const int64_t heads = group - g0 < 4 ? group - g0 : 4;

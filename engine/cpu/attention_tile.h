@@ -173,12 +173,10 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
     for (int j = 0; j < kB; ++j)
       for (int64_t i = 0; i < d; ++i) kt[i * kB + j] = vb[j * d + i];
     load_rows(cache, layer, table, b0, n, tile.kv_head, false, bf16, vb);
+    RowSpan span;
     for (int32_t r = 0; r < tile.rows; ++r) {
-      const int32_t ctx = tile.first_ctx + r;
-      if (ctx <= b0) continue;
-      const int32_t valid = ctx - b0 < kB ? ctx - b0 : kB;
-      const int32_t first = first_in_window(tile, ctx, b0);
-      if (first >= valid) continue;  // the block is behind this row's window
+      if (!row_span(tile, r, b0, span)) continue;
+      const int32_t ctx = tile.first_ctx + r, first = span.first, valid = span.valid;
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
         const float slope = shape.slopes ? shape.slopes[tile.kv_head * group + g] : 0.0f;
