@@ -16,9 +16,9 @@
 #   precision attention in bf16 against fp32 (--attention-precision): troupe's prefill of 512
 #             tokens and of each of LENGTHS in both (and each length's share of its own 512
 #             rate), llama-bench's prefill of the same lengths (-fa 1) in the same run, and
-#             perplexity in both on EVICT_TEXT in chunks of 4096 and on PRECISION_TEXT in one
-#             chunk of 16384 (perplexity needs twice the chunk: by default documents 09 and 10,
-#             41.7K tokens);
+#             perplexity in both on EVICT_TEXT in chunks of 4096 and on PRECISION_TEXT in
+#             chunks of 16384 (a chunk needs twice its length of text: by default documents 09
+#             and 10 joined, 41.7K tokens, two chunks);
 #   session   a SESSION_TURNS-turn chat session on --context 1024 under the
 #             window policy: TTFT p50/p99 per quarter of the run (flat when a
 #             shift costs no prefill of the kept window);
@@ -118,7 +118,7 @@ if bench_in "$phases" precision; then
   ppl() {  # ppl PRECISION TEXT CONTEXT
     "$troupe" perplexity -m "$path" "$2" --context "$3" --threads "$threads" --attention-precision "$1" 2>&1 | bench_ppl
   }
-  echo "perplexity: $text in chunks of 4096, $long_text in one chunk of 16384"
+  echo "perplexity: $text in chunks of 4096, $long_text in chunks of 16384"
   header="| attention | prefill 512" rule="| --- | ---"
   for n in "${lengths[@]}"; do header+=" | prefill $n (of 512)" rule+=" | ---"; done
   echo "$header | PPL 4K | vs fp32 | PPL 16K | vs fp32 |"
