@@ -77,6 +77,9 @@ using session_summary_atom = caf::atom_constant<caf::atom("ssummary")>;  // ... 
 using response_find_atom = caf::atom_constant<caf::atom("rfind")>;    // (key) -> CacheLookup
 using response_store_atom = caf::atom_constant<caf::atom("rstore")>;  // (key, answer)
 using escalate_atom = caf::atom_constant<caf::atom("escalate")>;  // a request (or its cancel) to the next tier
+// The escalation budget's figures (service/escalation_budget.h), kept across restarts.
+using budget_load_atom = caf::atom_constant<caf::atom("bload")>;
+using budget_store_atom = caf::atom_constant<caf::atom("bstore")>;
 using ended_atom = caf::atom_constant<caf::atom("ended")>;        // requests that left a tier for good
 using tiers_atom = caf::atom_constant<caf::atom("tiers")>;        // the tiers' schedulers, to their router
 // Data-parallel workers (service/placement.h): a scheduler's load after its
@@ -152,6 +155,8 @@ using persistence_actor = caf::typed_actor<
     caf::reacts_to<session_summary_atom, service::SummaryResult>,
     caf::replies_to<response_find_atom, std::string>::with<persistence::CacheLookup>,
     caf::reacts_to<response_store_atom, std::string, persistence::CachedAnswer>,
+    caf::replies_to<budget_load_atom>::with<std::string>,  // "" when none is stored
+    caf::reacts_to<budget_store_atom, std::string>,
     caf::reacts_to<sweep_atom, job_actor>,  // swept jobs are told to it
     caf::reacts_to<sweep_atom>,
     caf::reacts_to<store_health_atom>,

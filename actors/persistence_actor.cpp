@@ -5,6 +5,7 @@
 #include <caf/send.hpp>
 
 #include <cstdio>
+#include <string_view>
 
 #include "actors/replies.h"
 #include "service/clock.h"
@@ -289,6 +290,29 @@ void store_response(PersistenceSelf self, const std::string& key, const persiste
   }
 }
 
+// The escalation budget's figures: small, rewritten whole now and then, and
+// worth no fsync (a crash loses the last few judgements, not a promise).
+constexpr std::string_view kBudgetKey = "cascade/escalation_budget";
+
+std::string load_budget(PersistenceSelf self) {
+  try {
+    return self->state.store->get(persistence::Family::meta, kBudgetKey).value_or(std::string());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: escalation budget: %s; starting without its figures\n", e.what());
+    return {};
+  }
+}
+
+void store_budget(PersistenceSelf self, std::string bytes) {
+  try {
+    persistence::Batch b;
+    b.put(persistence::Family::meta, std::string(kBudgetKey), std::move(bytes));
+    self->state.store->write(b, false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe serve: escalation budget: %s\n", e.what());
+  }
+}
+
 // The job actor asks to be told of the jobs retention deletes; sweeps start then.
 void start_sweeps(PersistenceSelf self, job_actor& watcher) {
   if (!self->state.sweeper) return;
@@ -350,6 +374,8 @@ persistence_actor::behavior_type persistence_behavior(PersistenceSelf self) {
       [self](response_store_atom, const std::string& key, const persistence::CachedAnswer& a) {
         store_response(self, key, a);
       },
+      [self](budget_load_atom) { return load_budget(self); },
+      [self](budget_store_atom, std::string& bytes) { store_budget(self, std::move(bytes)); },
       [self](sweep_atom, job_actor& watcher) { start_sweeps(self, watcher); },
       [self](sweep_atom) { sweep(self); },
       [self](store_health_atom) { on_health_tick(self); },

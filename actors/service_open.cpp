@@ -219,6 +219,7 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
   tier_table->within = options.escalate_within;
   tier_table->hold = options.escalate_hold;
   tier_table->escalate_for_good = options.escalate_for_good;
+  tier_table->escalate_budget = options.escalate_budget;
   messages::SamplingFields probe;
   probe.temperature = 0;
   const auto route = service::resolve_route(*tier_table, probe, 1);

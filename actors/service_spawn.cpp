@@ -94,7 +94,8 @@ void Service::Impl::spawn_router(const VerifierSide& v, const persistence::Sessi
   pc.page_size = v.page_size;
   std::vector<std::pair<int32_t, service::PlacementConfig>> workers(static_cast<size_t>(table->last() + 1), {1, pc});
   workers.back().first = static_cast<int32_t>(std::max<size_t>(v.workers.size(), 1));
-  router = system->spawn(tier_router, std::shared_ptr<const service::TierTable>(table), replies, std::move(workers));
+  router = system->spawn(tier_router, std::shared_ptr<const service::TierTable>(table), replies, std::move(workers),
+                         persistence_handle, metrics);
 }
 
 // The model's schedulers start from this (the last tier's, when there are tiers).

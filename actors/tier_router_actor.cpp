@@ -3,8 +3,11 @@
 #include <caf/actor_system.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "actors/replies.h"
+#include "messages/client_frames.h"
+#include "service/metrics.h"
 #include "service/clock.h"
 
 namespace troupe::actors {
@@ -44,15 +47,52 @@ void unavailable(RouterSelf self, service::AdmitRequest& a, int32_t tier) {
   self->send(self->state.tiers[t].front(), admit_atom::value, std::move(a));
 }
 
+// The budget's figures go to the store every so many judgements, on ticks
+// and at a drain, so a restart goes on from them.
+constexpr int64_t kBudgetSaveEvery = 64;
+// Its figures go to `troupe stats` and /metrics as they change.
+void save_budget(RouterSelf self, int64_t at_least) {
+  service::EscalationBudget& b = self->state.router->budget();
+  if (!b.on() || b.unsaved() == 0) return;
+  if (self->state.metrics) self->state.metrics->escalation_classes(b.figures());
+  if (b.unsaved() >= std::max<int64_t>(at_least, 1)) self->send(self->state.store, budget_store_atom::value, b.save());
+}
+
+void load_budget(RouterSelf self) {
+  if (!self->state.router->budget().on()) return;
+  self->request(self->state.store, caf::infinite, budget_load_atom::value).then([self](const std::string& bytes) {
+    if (bytes.empty()) return;
+    if (!self->state.router->budget().load(bytes))
+      std::fprintf(stderr, "troupe serve: the stored escalation budget is unreadable; its classes start afresh\n");
+    else if (self->state.metrics)
+      self->state.metrics->escalation_classes(self->state.router->budget().figures());
+  });
+}
+
+void on_tick(RouterSelf self) {
+  save_budget(self, 1);
+  for (const auto& tier : self->state.tiers)
+    for (const auto& s : tier) self->send(s, tick_atom::value);
+}
+
+void on_ended(RouterSelf self, const std::vector<service::Outbound::Ended>& ended) {
+  for (const auto& e : ended) self->state.router->ended(e.peer, e.client_id, e.outcome);
+  save_budget(self, kBudgetSaveEvery);
+}
+
 }  // namespace
 
 tier_router_actor::behavior_type tier_router(RouterSelf self, std::shared_ptr<const service::TierTable> table,
                                              std::shared_ptr<Replies> replies,
-                                             std::vector<std::pair<int32_t, service::PlacementConfig>> workers) {
+                                             std::vector<std::pair<int32_t, service::PlacementConfig>> workers,
+                                             persistence_actor store, std::shared_ptr<service::ServiceMetrics> metrics) {
   self->state.router = std::make_unique<service::TierRouter>(std::move(table));
   for (size_t t = 0; t < workers.size(); ++t)
     self->state.router->set_workers(static_cast<int32_t>(t), workers[t].first, workers[t].second);
   self->state.replies = std::move(replies);
+  self->state.store = std::move(store);
+  self->state.metrics = std::move(metrics);
+  load_budget(self);
   return {
       [self](admit_atom, service::AdmitRequest& a) {
         const Place p = self->state.router->admit(a, service::steady_ns());
@@ -83,17 +123,16 @@ tier_router_actor::behavior_type tier_router(RouterSelf self, std::shared_ptr<co
         self->send(self->state.tiers.back().front(), stats_atom::value, peer, id);  // it reports them all
       },
       [self](drain_atom, bool stop) {
+        save_budget(self, 1);
         auto promise = self->make_response_promise<int32_t>();
         drain_from(self, 0, stop, 0, promise);
         return promise;
       },
-      [self](tick_atom) {
-        for (const auto& tier : self->state.tiers)
-          for (const auto& s : tier) self->send(s, tick_atom::value);
-      },
+      [self](tick_atom) { on_tick(self); },
       [](heartbeat_atom) {},
       [self](escalate_atom, service::AdmitRequest& a) {
         const Place p = self->state.router->moved(a);
+        save_budget(self, kBudgetSaveEvery);
         // Its client went away while it moved: a scheduler refuses it, which
         // frees its session (never one that would hand it back: unplaced).
         if (p.tier < 0) return unavailable(self, a, a.route.tier);
@@ -104,9 +143,7 @@ tier_router_actor::behavior_type tier_router(RouterSelf self, std::shared_ptr<co
         if (p.tier < 0) return unknown(self, peer, id, target);
         self->send(at(self, p), cancel_atom::value, peer, id, target);
       },
-      [self](ended_atom, std::vector<service::Outbound::Ended>& ended) {
-        for (const auto& e : ended) self->state.router->ended(e.peer, e.client_id, e.outcome);
-      },
+      [self](ended_atom, std::vector<service::Outbound::Ended>& ended) { on_ended(self, ended); },
       [self](load_atom, int32_t tier, int32_t worker, const service::ReplicaLoad& load) {
         self->state.router->report(tier, worker, load);
       },

@@ -12,6 +12,10 @@
 #include "actors/interfaces.h"
 #include "service/tier_router.h"
 
+namespace troupe::service {
+class ServiceMetrics;
+}
+
 namespace troupe::actors {
 
 class Replies;
@@ -20,12 +24,15 @@ struct TierRouterState {
   std::unique_ptr<service::TierRouter> router;
   TierSchedulers tiers;  // smallest first, one per worker (sent once, before any request)
   std::shared_ptr<Replies> replies;
+  persistence_actor store;  // where the escalation budget's figures are kept
+  std::shared_ptr<service::ServiceMetrics> metrics;  // ... and shown (may be null)
 };
 
 // `workers`: per tier, how many workers and how to place among them.
 tier_router_actor::behavior_type tier_router(tier_router_actor::stateful_pointer<TierRouterState> self,
                                              std::shared_ptr<const service::TierTable> table,
                                              std::shared_ptr<Replies> replies,
-                                             std::vector<std::pair<int32_t, service::PlacementConfig>> workers);
+                                             std::vector<std::pair<int32_t, service::PlacementConfig>> workers,
+                                             persistence_actor store, std::shared_ptr<service::ServiceMetrics> metrics);
 
 }  // namespace troupe::actors

@@ -248,6 +248,14 @@ int run_stats(const ClientArgs& a) {
                                          {"accepted_per_window", x->windows() ? static_cast<double>(x->accepted()) / x->windows() : 0.0}}
                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                               .c_str());
+  if (s->escalation_classes())  // escalate's budget rule: a line per workload class
+    for (const auto* c : *s->escalation_classes())
+      std::printf("%s\n", nlohmann::json{{"escalation_class", c->name() ? c->name()->str() : ""},
+                                         {"judged", c->judged()},
+                                         {"share", c->share()},
+                                         {"threshold", c->threshold()}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
   if (s->suffix_tree_bytes() > 0)
     std::printf("{\"suffix_tree_bytes\": %llu, \"suffix_tree_tokens\": %llu, \"suffix_trees\": %d}\n",
                 static_cast<unsigned long long>(s->suffix_tree_bytes()),

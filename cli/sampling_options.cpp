@@ -51,6 +51,9 @@ void add_tier_flags(CLI::App& cmd, SamplingOptions& o) {
                  "--tier escalate: move to the next tier when the small tier's confidence falls below this (the "
                  "server's --escalate-hold says how it is measured)")
       ->check(CLI::Range(0.001, 0.999));
+  cmd.add_option("--escalate-class", o.escalate_class,
+                 "--tier escalate on a server with --escalate-budget: the workload class whose recent confidences "
+                 "set this request's threshold (default: the job's, or the request's priority and length)");
   cmd.add_option("--kv-budget", o.kv_budget,
                  "KV positions this request keeps once its prompt is read, the rest evicted by attention (default: "
                  "the server's --kv-budget)")
@@ -64,6 +67,7 @@ messages::SamplingFields wire_sampling(const SamplingOptions& o) {
   f.stop = o.stop;
   f.tier = o.tier;
   f.escalate_threshold = o.escalate_threshold;
+  f.escalate_class = o.escalate_class;
   f.kv_budget = o.kv_budget;
   f.constraint = constraint_of(o);
   return f;

@@ -18,6 +18,7 @@ struct SamplingOptions {
   int max_tokens = 256;
   std::string tier;  // cascade routing on a server with tiers; empty: the server's default
   float escalate_threshold = 0;
+  std::string escalate_class;
   int32_t kv_budget = 0;  // KV positions the request keeps (serve --kv-budget's, per request); 0: the server's
   // Constrained output (at most one): files are read when the request is built.
   std::string json_schema_file, grammar_file, regex;

@@ -232,6 +232,12 @@ void add_escalation_options(CLI::App& cmd, ServeArgs& a) {
                   "0.82 with a hold, 0.3 without")
       ->check(CLI::Range(0.0, 0.999))
       ->capture_default_str();
+  cmd.add_option("--escalate-budget", a.service.escalate_budget,
+                  "escalate: the share of requests the next tier takes, in (0, 1): each workload class's least "
+                  "confident that share escalate, from its recent confidences (kept in the store across restarts); "
+                  "a request's own escalate_threshold still wins. 0: off, --escalate-threshold decides")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
   cmd.add_option("--escalate-hold", a.service.escalate_hold,
                   "escalate: hold the answer's first this many tokens back and judge them together; the next tier "
                   "writes the whole answer of one that falls short (0: switch mid-stream at the first unsure window)")

@@ -24,7 +24,7 @@ flatbuffers::Offset<wire::Sampling> build_sampling(flatbuffers::FlatBufferBuilde
                               stops.empty() ? 0 : fbb.CreateVector(stops.data(), stops.size()),
                               bias.empty() ? 0 : fbb.CreateVectorOfStructs(bias.data(), bias.size()), s.accept_ratio,
                               s.tier.empty() ? 0 : fbb.CreateString(s.tier), s.escalate_threshold, constraint,
-                              s.kv_budget);
+                              s.kv_budget, s.escalate_class.empty() ? 0 : fbb.CreateString(s.escalate_class));
 }
 
 Bytes request_bytes(uint64_t id, wire::RequestBody type, flatbuffers::Offset<void> body, flatbuffers::FlatBufferBuilder& fbb) {
@@ -63,6 +63,7 @@ SamplingFields read_sampling(const wire::Sampling* s) {
   f.accept_ratio = s->accept_ratio();
   if (s->tier()) f.tier = s->tier()->str();
   f.escalate_threshold = s->escalate_threshold();
+  if (s->escalate_class()) f.escalate_class = s->escalate_class()->str();
   f.kv_budget = s->kv_budget();
   if (const auto* c = s->constraint()) {
     f.constraint.kind = static_cast<uint8_t>(c->kind());
@@ -235,6 +236,13 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
       each.push_back(wire::CreateSpeculationSourceStats(fbb, fbb.CreateString(x.source), x.drafted, x.accepted, x.windows));
     speculation = fbb.CreateVector(each);
   }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::EscalationClassStats>>> classes;
+  if (!s.escalation_classes.empty()) {
+    std::vector<flatbuffers::Offset<wire::EscalationClassStats>> each;
+    for (const EscalationClassFields& c : s.escalation_classes)
+      each.push_back(wire::CreateEscalationClassStats(fbb, fbb.CreateString(c.name), c.judged, c.share, c.threshold));
+    classes = fbb.CreateVector(each);
+  }
   const auto body = wire::CreateStatsReply(fbb, s.running, s.waiting, s.pages_total, s.pages_used, s.pages_cached,
                                            s.pages_free, s.live_token_fraction, s.steps, s.tokens_generated, model,
                                            s.engine_ms, s.busy_ms, s.pages_spilled, s.pages_restored,
@@ -245,7 +253,7 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
                                            s.local_pages_total, s.local_pages_used,
                                            s.store_degraded.empty() ? 0 : fbb.CreateString(s.store_degraded),
                                            speculation, s.suffix_tree_bytes, s.suffix_trees, s.suffix_tree_tokens,
-                                           s.kv_evictions, s.kv_positions_evicted);
+                                           s.kv_evictions, s.kv_positions_evicted, classes);
   return response(id, wire::ResponseBody::StatsReply, body.Union(), fbb);
 }
 
@@ -281,6 +289,9 @@ StatsFields read_stats(const wire::StatsReply& s) {
       f.speculation.push_back({x->source() ? x->source()->str() : "", x->drafted(), x->accepted(), x->windows()});
   f.suffix_tree_bytes = s.suffix_tree_bytes(), f.suffix_trees = s.suffix_trees();
   f.suffix_tree_tokens = s.suffix_tree_tokens();
+  if (s.escalation_classes())
+    for (const auto* c : *s.escalation_classes())
+      f.escalation_classes.push_back({c->name() ? c->name()->str() : "", c->judged(), c->share(), c->threshold()});
   return f;
 }
 

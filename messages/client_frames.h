@@ -37,6 +37,7 @@ struct SamplingFields : SamplingParams {
   std::vector<std::string> stop;
   std::string tier;                // cascade routing (service/cascade.h); empty: the server's default
   float escalate_threshold = 0.0f;  // 0: the server's default
+  std::string escalate_class;       // the budget rule's workload class; empty: the job's or the request's shape
   ConstraintFields constraint;
   int32_t kv_budget = 0;  // KV positions kept once the prompt is read; 0: the server's (serve --kv-budget)
   // The constraint lowered to GBNF by the service when it admits the
@@ -143,6 +144,13 @@ struct SpeculationSourceFields {
   uint64_t drafted = 0, accepted = 0, windows = 0;
 };
 
+struct EscalationClassFields {
+  std::string name;
+  int32_t judged = 0;
+  float share = 0, threshold = 0;
+  bool operator==(const EscalationClassFields&) const = default;
+};
+
 struct StatsFields {
   int32_t running = 0, waiting = 0;
   int32_t pages_total = 0, pages_used = 0, pages_cached = 0, pages_free = 0;
@@ -162,6 +170,7 @@ struct StatsFields {
   std::vector<SpeculationSourceFields> speculation;
   uint64_t suffix_tree_bytes = 0, suffix_tree_tokens = 0;
   int32_t suffix_trees = 0;
+  std::vector<EscalationClassFields> escalation_classes;
 };
 
 Bytes accepted_response(uint64_t id, int32_t prompt_tokens, int32_t queue_position, uint64_t tool_call_seed = 0);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "engine/kv_eviction.h"
 
@@ -115,6 +116,12 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
   if (s->accept_ratio() < 1.0f && s->temperature() > 0.0f)
     return c.fail(f + "accept_ratio", "below 1 only for greedy requests (temperature 0); sampled drafts are verified exactly");
   if (s->tier() && s->tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
+  if (const auto* cls = s->escalate_class()) {
+    if (cls->size() > 64) return c.fail(f + "escalate_class", "longer than 64 bytes");
+    for (char ch : cls->string_view())
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("._-:/").find(ch) == std::string_view::npos)
+        return c.fail(f + "escalate_class", "only letters, digits and . _ - : / (a workload class's name)");
+  }
   if (s->kv_budget() != 0) {
     const int32_t least = EvictionPolicy{}.least();
     if (s->kv_budget() < least || s->kv_budget() > (1 << 24))

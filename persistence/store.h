@@ -2,7 +2,9 @@
 // The RocksDB store under `troupe serve --data-dir`: five column families,
 //
 //   meta      "schema_version" → decimal text (kSchemaVersion); a store of
-//             another version is refused at open with a clear error
+//             another version is refused at open with a clear error;
+//             "cascade/escalation_budget" → the budget rule's figures
+//             (service/escalation_budget.h: EscalationBudget::save)
 //   sessions  chat sessions (layout: persistence/sessions.h)
 //   jobs      batch jobs (layout: persistence/jobs.h)
 //   kv_pages  spilled KV pages, reserved for the KV tiers

@@ -57,6 +57,15 @@ std::string route_key(const Route& r) {
   return {};
 }
 
+bool budget_rules(const TierTable& t, const Route& r, const messages::SamplingFields& s) {
+  return t.escalate_budget > 0.0f && r.kind == RouteKind::escalate && r.tier == 0 && r.hold > 0 &&
+         s.escalate_threshold <= 0.0f;
+}
+
+bool route_learns(const TierTable& t, const Route& r, const messages::SamplingFields& s) {
+  return r.kind == RouteKind::automatic || budget_rules(t, r, s);
+}
+
 EscalationWatch::Verdict EscalationWatch::observe(float p) {
   if (hold_ > 0) {
     if (seen_ >= hold_) return Verdict::send;
@@ -78,6 +87,7 @@ EscalationWatch::Verdict EscalationWatch::observe(float p) {
 
 void EscalationWatch::sent_before(int32_t n) {
   if (n <= 0) return;
+  if (hold_ > 0) decided_before_ = true;  // judged elsewhere: nothing here to judge by
   seen_ = hold_ > 0 ? hold_ : seen_ + n;
 }
 
@@ -85,6 +95,10 @@ EscalationWatch::Verdict EscalationWatch::judge() const {
   if (hold_ == 0 || seen_ == 0) return Verdict::send;
   const double geometric_mean = std::exp(log_sum_ / seen_);
   return geometric_mean < static_cast<double>(threshold_) ? Verdict::escalate : Verdict::release;
+}
+
+float EscalationWatch::confidence() const {
+  return hold_ > 0 && seen_ > 0 && !decided_before_ ? static_cast<float>(std::exp(log_sum_ / seen_)) : -1.0f;
 }
 
 int32_t AutoChooser::workload(uint8_t priority, int64_t prompt_tokens) {

@@ -31,6 +31,11 @@ struct Route {
   int32_t hold = 0;         // escalate: hold the answer's first this many tokens back and judge them together
   bool chosen_by_auto = false;
   int32_t workload = -1;    // auto: the class it was chosen for
+  // The budget rule (service/escalation_budget.h): the class whose figures
+  // set `threshold` (empty: the threshold rule), and the confidence this
+  // tier judged the request by (-1: not judged here yet).
+  std::string budget_class;
+  float confidence = -1.0f;
 };
 
 // Each rule's default threshold (on its own scale: a geometric mean of the
@@ -49,6 +54,7 @@ struct TierTable {
   int32_t window = 1;
   int32_t within = 8;
   int32_t escalate_for_good = 3;  // a session's turns stay on the last tier after this many escalations
+  float escalate_budget = 0.0f;   // the budget rule's share (service/escalation_budget.h); 0: off
   bool empty() const { return names.empty(); }
   int32_t last() const { return static_cast<int32_t>(names.size()) - 1; }
 };
@@ -58,6 +64,12 @@ struct TierTable {
 std::variant<Route, std::string> resolve_route(const TierTable& tiers, const messages::SamplingFields& s, int32_t samples);
 // What the route means for the response cache key (answers differ by route).
 std::string route_key(const Route& r);
+// Whether the route's answer depends on what the router has learned (auto's
+// choice, the budget rule's threshold): such answers bypass the response cache.
+bool route_learns(const TierTable& tiers, const Route& r, const messages::SamplingFields& s);
+// The budget rule sets this escalate route's threshold (a request's own
+// escalate_threshold and the switch rule keep theirs).
+bool budget_rules(const TierTable& tiers, const Route& r, const messages::SamplingFields& s);
 
 // The confidence signal of `escalate`: the probabilities of the tokens the
 // small tier chose (greedy: its top token). Two rules (docs/CASCADE.md):
@@ -87,6 +99,9 @@ class EscalationWatch {
   // The answer ended (or filled the context) while tokens were held.
   Verdict judge() const;
   float mean() const { return recent_.empty() ? 1.0f : static_cast<float>(sum_ / recent_.size()); }
+  // hold: what the request is judged by, the geometric mean probability of
+  // the tokens held so far. -1: switch, nothing held, or judged elsewhere.
+  float confidence() const;
 
  private:
   float threshold_;
@@ -94,6 +109,7 @@ class EscalationWatch {
   int32_t within_, hold_, seen_ = 0;
   std::deque<float> recent_;
   double sum_ = 0, log_sum_ = 0;
+  bool decided_before_ = false;
 };
 
 // What a finished request teaches `auto`.
@@ -103,6 +119,10 @@ struct RouteOutcome {
   int32_t tokens = 0;        // completion tokens
   int32_t large_tokens = 0;  // of them, written by the last tier (escalate)
   int32_t drafted = 0, accepted = 0, windows = 0;  // verify
+  // escalate under the budget rule: the class and the confidence the
+  // request was judged by where it ended without escalating (-1: none).
+  std::string budget_class;
+  float confidence = -1.0f;
 };
 
 // auto's choice per workload class (priority x prompt-length bucket): the

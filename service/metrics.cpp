@@ -154,6 +154,16 @@ void ServiceMetrics::tier(int32_t index, int32_t replica, messages::TierStatsFie
   tiers_[{index, replica}] = std::move(figures);
 }
 
+void ServiceMetrics::escalation_classes(std::vector<messages::EscalationClassFields> classes) {
+  std::lock_guard lock(mutex_);
+  escalation_classes_ = std::move(classes);
+}
+
+std::vector<messages::EscalationClassFields> ServiceMetrics::escalation_classes() const {
+  std::lock_guard lock(mutex_);
+  return escalation_classes_;
+}
+
 std::vector<messages::TierStatsFields> ServiceMetrics::tiers() const {
   std::lock_guard lock(mutex_);
   std::vector<messages::TierStatsFields> out;
@@ -248,6 +258,23 @@ void tier_series(std::string& out, const std::vector<messages::TierStatsFields>&
   }
 }
 
+// escalate's budget rule, one series per workload class (label class).
+void escalation_series(std::string& out, const std::vector<messages::EscalationClassFields>& classes) {
+  if (classes.empty()) return;
+  using Field = float messages::EscalationClassFields::*;
+  const std::tuple<const char*, Field, const char*> gauges[] = {
+      {"troupe_escalation_share", &messages::EscalationClassFields::share,
+       "Moving share of the class's recent judged requests that escalated (serve --escalate-budget)"},
+      {"troupe_escalation_threshold", &messages::EscalationClassFields::threshold,
+       "The confidence the class's next request is judged against"}};
+  for (const auto& [name, field, help] : gauges) {
+    header(out, name, "gauge", help);
+    for (const auto& c : classes) sample(out, name, "class=\"" + c.name + "\"", static_cast<double>(c.*field));
+  }
+  header(out, "troupe_escalation_judged", "gauge", "Confidences the class's figures hold");
+  for (const auto& c : classes) sample(out, "troupe_escalation_judged", "class=\"" + c.name + "\"", c.judged);
+}
+
 // Data-parallel workers, one series each (label worker = its endpoint).
 void worker_series(std::string& out, const std::vector<messages::WorkerStatsFields>& workers) {
   using Field = uint64_t messages::WorkerStatsFields::*;
@@ -313,6 +340,7 @@ std::string ServiceMetrics::prometheus(const Snapshot& now) const {
             static_cast<uint64_t>(store_.write_failures));
   }
   tier_series(out, g.tiers);
+  escalation_series(out, g.escalation_classes);
   worker_series(out, g.workers);
   gauge(out, "troupe_draining", "1 while the server drains (SIGTERM) and admits nothing new", g.draining ? 1 : 0);
   return out;

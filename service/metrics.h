@@ -79,6 +79,9 @@ class ServiceMetrics {
   // (a tier with several workers: each replica its own, summed in tiers()).
   void tier(int32_t index, int32_t replica, messages::TierStatsFields figures);
   std::vector<messages::TierStatsFields> tiers() const;
+  // escalate's budget rule: the router pushes its classes' figures as they change.
+  void escalation_classes(std::vector<messages::EscalationClassFields> classes);
+  std::vector<messages::EscalationClassFields> escalation_classes() const;
   // Data-parallel workers: each replica's scheduler pushes its figures.
   void worker(int32_t tier, int32_t replica, messages::WorkerStatsFields figures);
   std::vector<messages::WorkerStatsFields> workers() const;
@@ -95,6 +98,7 @@ class ServiceMetrics {
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, step_tokens_ = 0;
   std::map<std::pair<int32_t, int32_t>, messages::TierStatsFields> tiers_;
   std::map<std::pair<int32_t, int32_t>, messages::WorkerStatsFields> workers_;
+  std::vector<messages::EscalationClassFields> escalation_classes_;
   int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known (left out)
   StoreState store_;
 };

@@ -322,7 +322,7 @@ void RequestGate::resolve_response_cache(AdmitRequest& a, bool asked) const {
   if (!cfg_.response_cache || a.tool_format) return;
   CacheableRequest r{cfg_.model_fingerprint, a.prompt,      &a.sampling,        a.ignore_eos,
                      a.logprobs,             a.samples,     a.speculation,      route_key(a.route),
-                     a.route.kind == RouteKind::automatic};
+                     route_learns(cfg_.tiers ? *cfg_.tiers : TierTable{}, a.route, a.sampling)};
   if (auto key = response_cache_key(r)) {
     a.response_cache = wire::ResponseCacheOutcome::miss;  // until ingestion finds it
     a.response_cache_key = std::move(*key);

@@ -189,6 +189,7 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   if (!carried) s.stream.report_top(a.top_logprobs);
   ++(a.moved_from >= 0 ? counters_.moved_in : carried ? counters_.escalated_in : counters_.requests_in);
   s.route = a.route;
+  s.route.confidence = -1.0f;  // judged here afresh, if at all
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1) {
     s.watch.emplace(a.route.threshold, a.route.window, a.route.within, a.route.hold);
     s.watch->sent_before(s.stream.completion());
@@ -380,6 +381,8 @@ void Scheduler::drop(uint64_t seq, bool moved) {
   outcome.kind = s.route.kind;
   outcome.workload = s.route.chosen_by_auto ? s.route.workload : -1;
   outcome.tokens = s.stream.completion();
+  outcome.budget_class = s.route.budget_class;
+  outcome.confidence = s.route.confidence;
   if (!cfg_.next_tier && s.stream.segments().size() > 1)
     outcome.large_tokens = s.stream.segments().back().second;
   if (const SpeculationStats* spec = speculation_.stats(seq)) {
@@ -420,8 +423,10 @@ AdmitRequest Scheduler::carry(uint64_t seq, Sequence& s, int32_t unsent) {
 // sent (the unsure one); the next tier writes their positions.
 void Scheduler::escalate(uint64_t seq, int32_t unsent) {
   if (!planner_->find(seq)) return;
-  AdmitRequest a = carry(seq, sequences_.at(seq), unsent);
+  Sequence& s = sequences_.at(seq);
+  AdmitRequest a = carry(seq, s, unsent);
   a.route.tier = cfg_.tier + 1;
+  a.route.confidence = s.watch ? s.watch->confidence() : -1.0f;  // the router's budget counts it
   out_.escalations.push_back(std::move(a));
   ++counters_.escalations_out;
   drop(seq, true);

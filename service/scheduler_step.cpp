@@ -311,6 +311,7 @@ void Scheduler::deliver(uint64_t seq, int32_t token, float logprob, std::span<co
     if (verdict == Verdict::hold && (finished || full)) verdict = s.watch->judge();
     if (verdict == Verdict::escalate) return escalate(seq, 0);
     if (verdict != Verdict::release) return;
+    s.route.confidence = s.watch->confidence();  // kept by the small tier: the router's budget counts it
     release_held(s, t);
   } else if (cfg_.metrics && stream.completion() > before) {
     if (before == 0) cfg_.metrics->ttft(static_cast<double>(t - stream.accepted_ns()) * 1e-9);

@@ -125,6 +125,7 @@ messages::StatsFields Scheduler::stats() {
   if (cfg_.tier >= 0) {
     push_figures();
     f.tiers = cfg_.metrics->tiers();
+    f.escalation_classes = cfg_.metrics->escalation_classes();
     f.running = f.waiting = 0;
     for (const auto& t : f.tiers) f.running += t.running, f.waiting += t.waiting;
   }

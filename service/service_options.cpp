@@ -46,6 +46,10 @@ void check_service_options(const ServiceOptions& o) {
   refuse_if(draft && several_workers(o),
             "a draft model with several --worker (or --join-listen) is not supported yet (one draft model cannot "
             "serve several workers' sequences); --speculation ngram drafts on each worker");
+  refuse_if(o.escalate_budget > 0 && o.tier_paths.empty(),
+            "--escalate-budget needs --tiers: it is the share of requests the next tier takes");
+  refuse_if(o.escalate_budget > 0 && o.escalate_hold <= 0,
+            "--escalate-budget ranks held answers by their confidence; it needs --escalate-hold > 0");
   // With tiers and no draft model, the first tier's model drafts.
   refuse_if(o.speculation == SpeculationMode::draft && !draft && o.tier_paths.empty(),
             "--speculation draft needs --draft-model or --draft-worker");

@@ -111,6 +111,7 @@ struct ServiceOptions {
   // mean probability is under 0.82. With hold 0: the switch rule (a window's
   // mean under the threshold among the answer's first `within` tokens).
   float escalate_threshold = 0;  // 0: the rule's own, 0.82 with a hold, 0.3 without
+  float escalate_budget = 0;     // the budget rule's share (service/escalation_budget.h); 0: the threshold rule
   int32_t escalate_hold = 48;
   int32_t escalate_window = 1;
   int32_t escalate_within = 8;  // 0: anywhere in the answer

@@ -3,7 +3,7 @@
 namespace troupe::service {
 
 TierRouter::TierRouter(std::shared_ptr<const TierTable> tiers, int32_t explore_every)
-    : tiers_(std::move(tiers)), auto_(explore_every) {
+    : tiers_(std::move(tiers)), auto_(explore_every), budget_({.share = tiers_->escalate_budget}) {
   placement_.assign(static_cast<size_t>(std::max(tiers_->last() + 1, 1)), Placement(1));
 }
 
@@ -34,6 +34,7 @@ TierRouter::Place TierRouter::admit(AdmitRequest& a, int64_t now_ns) {
     r.kind = RouteKind::fixed;
     r.tier = tiers_->last();
   }
+  set_budget_threshold(a);
   bool early = false;
   if (auto e = early_.find(key); e != early_.end()) {
     early = now_ns - e->second <= kEarlyNs;
@@ -52,9 +53,24 @@ TierRouter::Place TierRouter::admit(AdmitRequest& a, int64_t now_ns) {
   return p;
 }
 
-TierRouter::Place TierRouter::moved(const AdmitRequest& a) {
+// The budget rule judges the first tier's answers; a request's own
+// escalate_threshold, the switch rule and later tiers keep the threshold rule.
+void TierRouter::set_budget_threshold(AdmitRequest& a) {
+  Route& r = a.route;
+  if (!budget_rules(*tiers_, r, a.sampling)) return;
+  r.budget_class = escalation_class(a.sampling.escalate_class, job_of_peer(a.peer), static_cast<uint8_t>(a.priority),
+                                    static_cast<int64_t>(a.prompt.size()));
+  r.threshold = budget_.threshold(r.budget_class, r.threshold);
+}
+
+TierRouter::Place TierRouter::moved(AdmitRequest& a) {
   auto it = where_.find({a.peer, a.client_id});
   if (it == where_.end()) return {kGone, 0};
+  if (a.moved_from < 0 && !a.route.budget_class.empty()) {
+    budget_.judged(a.route.budget_class, a.route.confidence, true);
+    a.route.budget_class.clear();
+    a.route.threshold = tiers_->default_threshold;
+  }
   placement_[static_cast<size_t>(it->second.tier)].ended(it->second.worker);
   const int32_t tier = valid(a.route.tier) ? a.route.tier : tiers_->last();
   const Place p = place(tier, a, a.moved_from >= 0 ? a.moved_from : Placement::kNone);
@@ -74,6 +90,7 @@ void TierRouter::ended(const std::string& peer, uint64_t client_id, const RouteO
     where_.erase(it);
   }
   if (outcome.workload >= 0) auto_.learn(outcome);
+  if (!outcome.budget_class.empty()) budget_.judged(outcome.budget_class, outcome.confidence, false);
 }
 
 void TierRouter::gone(const std::string& peer) {

@@ -16,6 +16,7 @@
 
 #include "service/admit_request.h"
 #include "service/cascade.h"
+#include "service/escalation_budget.h"
 #include "service/placement.h"
 
 namespace troupe::service {
@@ -37,8 +38,9 @@ class TierRouter {
   // A new request: where it runs (its route and speculation settled).
   Place admit(AdmitRequest& a, int64_t now_ns);
   // A tier handed the request on (escalation), or its worker was lost
-  // (a.moved_from): where it continues.
-  Place moved(const AdmitRequest& a);
+  // (a.moved_from): where it continues. An escalation under the budget rule
+  // is counted, and the next tier judges by the threshold rule.
+  Place moved(AdmitRequest& a);
   // Where a request runs; tier -1: nowhere (ended, or not here yet).
   Place where(const std::string& peer, uint64_t client_id) const;
   void ended(const std::string& peer, uint64_t client_id, const RouteOutcome& outcome);
@@ -56,11 +58,14 @@ class TierRouter {
   void cancel_ahead(const std::string& peer, uint64_t client_id, int64_t now_ns);
   size_t live() const { return where_.size(); }
   const AutoChooser& chooser() const { return auto_; }
+  EscalationBudget& budget() { return budget_; }
 
  private:
   using Key = std::pair<std::string, uint64_t>;
   std::shared_ptr<const TierTable> tiers_;
   AutoChooser auto_;
+  EscalationBudget budget_;
+  void set_budget_threshold(AdmitRequest& a);
   bool valid(int32_t tier) const { return tier >= 0 && tier < static_cast<int32_t>(placement_.size()); }
   Place place(int32_t tier, const AdmitRequest& a, int32_t avoid);
   std::vector<Placement> placement_;  // per tier

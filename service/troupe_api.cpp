@@ -68,6 +68,9 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
 
 std::string stats_json(const messages::StatsFields& s) {
   sorted_json tiers = sorted_json::array(), workers = sorted_json::array(), speculation = sorted_json::object();
+  sorted_json classes = sorted_json::array();
+  for (const auto& c : s.escalation_classes)
+    classes.push_back({{"class", c.name}, {"judged", c.judged}, {"share", c.share}, {"threshold", c.threshold}});
   for (const auto& x : s.speculation)
     speculation[x.source] = {{"drafted", x.drafted}, {"accepted", x.accepted}, {"windows", x.windows}};
   for (const auto& t : s.tiers)
@@ -102,6 +105,7 @@ std::string stats_json(const messages::StatsFields& s) {
               {"tiers", tiers},
               {"workers", workers},
               {"speculation", speculation},
+              {"escalation_classes", classes},
               {"suffix_tree_bytes", s.suffix_tree_bytes},
               {"suffix_tree_tokens", s.suffix_tree_tokens},
               {"suffix_trees", s.suffix_trees}}

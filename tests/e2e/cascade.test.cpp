@@ -72,6 +72,23 @@ std::vector<int32_t> greedy_ids(const std::string& model, std::vector<int32_t> i
   return generate(*backend, tok, ids, g, {}).tokens;
 }
 
+// A job of three items ("one", "two", "three") submitted: its id.
+std::string submitted_job(messages::ClientConnection& c, const std::string& item_template, const messages::SamplingFields& s) {
+  const uint64_t jid = c.next_id();
+  const std::vector<std::string> items{"one", "two", "three"};
+  c.send(messages::submit_job_request(jid, items, item_template, s));
+  std::string job;
+  while (auto f = c.receive(10s)) {
+    const auto* r = messages::check_response(*f);
+    if (r && r->client_request_id() == jid && r->body_as_JobAccepted()) {
+      job = r->body_as_JobAccepted()->job()->job_id()->str();
+      break;
+    }
+  }
+  REQUIRE(!job.empty());
+  return job;
+}
+
 std::vector<std::pair<std::string, int32_t>> segments(std::initializer_list<std::pair<std::string, int32_t>> s) { return s; }
 
 }  // namespace
@@ -252,18 +269,7 @@ TEST_CASE("a session escalates for good after N escalated turns, and remembers i
   // A batch job at `small`: its items run on the small tier, none escalates.
   messages::Bytes keep;
   const uint64_t before = stats(c, keep)->tiers()->Get(0)->requests();
-  const uint64_t jid = c.next_id();
-  const std::vector<std::string> items{"one", "two", "three"};
-  c.send(messages::submit_job_request(jid, items, "Say: {item}", routed("small", 6)));
-  std::string job;
-  while (auto f = c.receive(10s)) {
-    const auto* r = messages::check_response(*f);
-    if (r && r->client_request_id() == jid && r->body_as_JobAccepted()) {
-      job = r->body_as_JobAccepted()->job()->job_id()->str();
-      break;
-    }
-  }
-  REQUIRE(!job.empty());
+  const std::string job = submitted_job(c, "Say: {item}", routed("small", 6));
   bool finished = false;
   for (int i = 0; i < 200 && !finished; ++i) {
     const uint64_t q = c.next_id();
@@ -407,4 +413,73 @@ TEST_CASE("the real pair as tiers: verify at 1 equals the large model greedily, 
     CHECK(sum == esc.usage.completion_tokens);
     CHECK(static_cast<int32_t>(esc.tokens.size()) == esc.usage.completion_tokens);
   }
+}
+
+namespace {
+
+// The budget rule's figures of one class in `troupe stats` (judged -1: none).
+messages::EscalationClassFields budget_class(const std::string& endpoint, const std::string& name) {
+  messages::ClientConnection c(endpoint);
+  messages::Bytes keep;
+  const auto* s = stats(c, keep);
+  REQUIRE(s);
+  for (const auto& f : messages::read_stats(*s).escalation_classes)
+    if (f.name == name) return f;
+  return {name, -1, 0, 0};
+}
+
+}  // namespace
+
+TEST_CASE("escalate under the budget rule: both outcomes once a class has figures, a job's items their own class, and "
+          "the figures survive a restart",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  const std::vector<std::string> flags{"--tiers", small + "," + model_path(), "--escalate-hold", "4",
+                                       "--escalate-budget", "0.5"};
+  std::string endpoint;
+  messages::EscalationClassFields before;
+  {
+    Server server("cascadebudget", flags);
+    endpoint = server.endpoint;
+    // The small model is unsure of everything: under the threshold rule's
+    // 0.82 each answer escalates. Under the budget, once the class has 16
+    // judged answers, its threshold sits among their confidences.
+    int escalated = 0, kept = 0;
+    for (int i = 0; i < 40; ++i) {
+      messages::SamplingFields s = routed("escalate", 4);
+      s.escalate_class = "e2e";
+      const auto out = ask(server.endpoint, "Item " + std::to_string(i * 7919 % 1000) + ": the fox and the dog", s);
+      INFO(out.message);
+      REQUIRE(out.done);
+      if (i < 16) continue;
+      const bool up = out.usage.tiers.size() == 2;
+      CHECK(out.usage.tiers.front().second == (up ? 0 : 4));
+      (up ? escalated : kept) += 1;
+    }
+    CHECK(escalated > 0);
+    CHECK(kept > 0);
+    before = budget_class(server.endpoint, "class/e2e");
+    CHECK(before.judged == 40);
+    CHECK(before.threshold > 0.0f);
+    CHECK(before.threshold < 0.82f);
+    CHECK(budget_class(server.endpoint, "*").judged == 40);
+    CHECK(budget_class(server.endpoint, "workload/0").judged == -1);  // none asked without a class
+
+    // A job's items are counted as the job's class.
+    messages::ClientConnection c(server.endpoint);
+    const std::string job = submitted_job(c, "Say: {item}", routed("escalate", 4));
+    bool counted = false;
+    for (int i = 0; i < 200 && !counted; ++i) {
+      counted = budget_class(server.endpoint, "job/" + job).judged == 3;
+      if (!counted) std::this_thread::sleep_for(50ms);
+    }
+    CHECK(counted);
+  }  // SIGTERM: the drain stores the figures
+  Server again("cascadebudget", flags, endpoint);
+  messages::EscalationClassFields after;
+  for (int i = 0; i < 100 && after.judged <= 0; ++i) {  // read back from the store as the router starts
+    after = budget_class(again.endpoint, "class/e2e");
+    if (after.judged <= 0) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(after == before);
 }

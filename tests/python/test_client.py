@@ -196,7 +196,8 @@ def check_tiers(troupe, work, large):
                    capture_output=True)
     endpoint = f"ipc://{work}/python-tiers-{os.getpid()}.sock"
     log = open(os.path.join(work, "python-tiers-serve.log"), "w")
-    server = subprocess.Popen([troupe, "serve", "--tiers", f"{small},{large}", "--listen", endpoint, "--threads", "1",
+    server = subprocess.Popen([troupe, "serve", "--tiers", f"{small},{large}", "--escalate-budget", "0.5",
+                               "--listen", endpoint, "--threads", "1",
                                "--kv-tokens", "4096", "--data-dir", tempfile.mkdtemp(prefix="python-tiers-", suffix=".data", dir=work)],
                               stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -218,6 +219,11 @@ def check_tiers(troupe, work, large):
             esc = c.generate("The fox and the dog", max_tokens=6, temperature=0, tier="escalate", escalate_threshold=0.5)
             esc.read()
             check(sum(t["tokens"] for t in esc.tiers) == 6, f"escalate: {esc.tiers}")
+            # Under --escalate-budget a named class gets its own figures (its own threshold wins above).
+            named = c.generate("The fox and the dog", max_tokens=6, temperature=0, tier="escalate",
+                               escalate_class="py-named")
+            named.read()
+            check(sum(t["tokens"] for t in named.tiers) == 6, f"escalate, named class: {named.tiers}")
             try:
                 c.generate("x", max_tokens=4, temperature=0, tier="medium").read()
                 check(False, "an unknown tier was accepted")
@@ -234,6 +240,9 @@ def check_tiers(troupe, work, large):
             stats = c.stats()
             check([t["name"] for t in stats["tiers"]] == names, str(stats["tiers"]))
             check(stats["tiers"][0]["requests"] >= 5 and stats["tiers"][1]["tokens"] >= 10, str(stats["tiers"]))
+            classes = {x["class"]: x for x in stats["escalation_classes"]}
+            check(classes.get("class/py-named", {}).get("judged") == 1 and classes["*"]["judged"] == 1,
+                  str(stats["escalation_classes"]))
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -4,6 +4,7 @@
 // continuation of exactly that prefix, in one stream.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -425,4 +426,38 @@ TEST_CASE("hold: a request cancelled while its tokens are held ends without them
   CHECK(done->finish_reason() == wire::FinishReason::cancelled);
   CHECK(done->usage()->completion_tokens() == 0);
   CHECK(small.tier_stats().escalations == 0);
+  // Nothing judged: the budget rule counts neither.
+  REQUIRE_FALSE(after.ended.empty());
+  for (const auto& e : after.ended) CHECK(e.outcome.confidence < 0);
+}
+
+TEST_CASE("hold: the confidence an answer was judged by reaches the router, a kept one's as it ends, an escalated one's "
+          "with it") {
+  Scheduler small(tier_config(0, "mini", true)), large(tier_config(1, "maxi", false));
+  test::FakeEngine engine;
+  // Request 7 sure but for one token; request 8 unsure throughout.
+  engine.logprob = [](uint64_t seq, int32_t pos) { return std::log(seq == 1 ? (pos == 7 ? 0.3f : 0.9f) : 0.3f); };
+  for (uint64_t id : {7, 8}) {
+    AdmitRequest a = held_request(id, 10);
+    a.route.budget_class = "class/x";  // as the router sets it under the budget rule
+    a.route.threshold = 0.5f;
+    small.admit(std::move(a));
+  }
+  Outbound out;
+  drain_steps(small, engine, out);
+  REQUIRE(out.escalations.size() == 1);
+  AdmitRequest& moved = out.escalations.front();
+  CHECK(moved.client_id == 8);
+  CHECK(moved.route.confidence == Approx(0.3f));
+  CHECK(moved.route.budget_class == "class/x");
+  const auto kept = std::find_if(out.ended.begin(), out.ended.end(), [](const auto& e) { return e.client_id == 7; });
+  REQUIRE(kept != out.ended.end());
+  CHECK(kept->outcome.budget_class == "class/x");
+  CHECK(kept->outcome.confidence == Approx(std::pow(0.9 * 0.9 * 0.9 * 0.3, 0.25)));
+  // The next tier judges afresh (not at all, being the last): its outcome carries no confidence.
+  large.admit(std::move(moved));
+  Outbound later;
+  drain_steps(large, engine, later);
+  REQUIRE(later.ended.size() == 1);
+  CHECK(later.ended.front().outcome.confidence < 0);
 }

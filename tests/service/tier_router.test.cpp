@@ -312,3 +312,80 @@ TEST_CASE("tier router: a worker's reported load steers where its tier's next re
   b.prompt = {20, 21, 22, 23, 24, 25, 26, 27};  // no prefix of a's: placed by load alone
   CHECK(r.admit(b, 0) == TierRouter::Place{1, 0});  // now the least loaded
 }
+
+TEST_CASE("tier router: the budget rule sets a first-tier escalate's threshold from its class's recent confidences") {
+  auto table = two_tiers();
+  table->hold = 8;
+  table->escalate_budget = 0.25f;
+  TierRouter r(table);
+  REQUIRE(r.budget().on());
+  // Nothing judged yet: the threshold rule's value, and the class it will be counted in.
+  AdmitRequest first = routed(*table, "p", 1, "escalate");
+  r.admit(first, 0);
+  CHECK(first.route.threshold == table->default_threshold);
+  CHECK(first.route.budget_class == escalation_class("", "", 0, 8));
+  CHECK(route_learns(*table, first.route, first.sampling));
+  // Twenty answers the small tier kept, confidences 0.60 .. 0.98: the
+  // threshold lands in their lower third (a quarter, raised a little while
+  // none has escalated: the realised share is behind the budget).
+  for (int i = 0; i < 20; ++i) {
+    RouteOutcome o;
+    o.budget_class = first.route.budget_class;
+    o.confidence = 0.6f + 0.02f * static_cast<float>(i);
+    r.ended("p", 100 + static_cast<uint64_t>(i), o);
+  }
+  AdmitRequest next = routed(*table, "p", 2, "escalate");
+  r.admit(next, 0);
+  CHECK(next.route.threshold > 0.6f);
+  CHECK(next.route.threshold <= 0.76f);
+  // Its escalation is counted, and the next tier judges by the threshold rule.
+  const double before = r.budget().realised(next.route.budget_class);
+  next.route.confidence = 0.55f;
+  next.route.tier = 1;
+  r.moved(next);
+  CHECK(r.budget().realised(escalation_class("", "", 0, 8)) > before);
+  CHECK(next.route.budget_class.empty());
+  CHECK(next.route.threshold == table->default_threshold);
+  // A job's items and a named class have their own figures (the pool's until they have some).
+  AdmitRequest item = routed(*table, job_peer("j1"), 3, "escalate");
+  r.admit(item, 0);
+  CHECK(item.route.budget_class == "job/j1");
+  AdmitRequest named = routed(*table, "p", 4, "escalate");
+  named.sampling.escalate_class = "extract";
+  r.admit(named, 0);
+  CHECK(named.route.budget_class == "class/extract");
+  CHECK(named.route.threshold == item.route.threshold);
+}
+
+TEST_CASE("tier router: the budget rule leaves alone what it does not rule") {
+  auto table = two_tiers();
+  table->hold = 8;
+  table->escalate_budget = 0.25f;
+  TierRouter r(table);
+  // A request's own threshold wins.
+  AdmitRequest own = routed(*table, "p", 1, "escalate");
+  own.sampling.escalate_threshold = 0.9f;
+  own.route.threshold = 0.9f;
+  r.admit(own, 0);
+  CHECK(own.route.budget_class.empty());
+  CHECK(own.route.threshold == 0.9f);
+  CHECK_FALSE(route_learns(*table, own.route, own.sampling));
+  // A fixed tier is not judged.
+  AdmitRequest fixed = routed(*table, "p", 2, "small");
+  r.admit(fixed, 0);
+  CHECK(fixed.route.budget_class.empty());
+  // A worker's loss moves a request without counting an escalation.
+  AdmitRequest lost = routed(*table, "p", 3, "escalate");
+  r.admit(lost, 0);
+  lost.route.confidence = 0.1f;
+  lost.moved_from = 0;
+  r.moved(lost);
+  CHECK(r.budget().classes() == 0);
+  // The switch rule (no hold) keeps its threshold.
+  table->hold = 0;
+  AdmitRequest sw = routed(*table, "p", 4, "escalate");
+  r.admit(sw, 0);
+  CHECK(sw.route.budget_class.empty());
+  // Off, nothing learns.
+  CHECK_FALSE(route_learns(*two_tiers(), sw.route, sw.sampling));
+}

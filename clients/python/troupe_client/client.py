@@ -103,7 +103,7 @@ class Client:
                  repeat_penalty=1.0, seed=0, stop=(), priority="interactive", special=False, logprobs=False,
                  ignore_eos=False, n=1, speculation="default", max_draft=0, draft_model="",
                  context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
-                 escalate_threshold=0.0, constraint=None, top_logprobs=0, kv_budget=0):
+                 escalate_threshold=0.0, constraint=None, top_logprobs=0, kv_budget=0, escalate_class=""):
         """kv_budget: the KV positions this request keeps once its prompt is read, the rest
         evicted by attention (at least 128; 0: the server's --kv-budget).
         top_logprobs: with logprobs, the N (0..20) most likely tokens at each position; the stream's
@@ -123,12 +123,14 @@ class Client:
         escalate_threshold: for "escalate", the small tier's confidence to stay
         above: the geometric mean probability of the answer's held first
         tokens (or, on a server with --escalate-hold 0, the mean of its last
-        tokens); 0: the server's."""
+        tokens); 0: the server's.
+        escalate_class: on a server with --escalate-budget, the workload class whose recent
+        confidences set this request's threshold ("": the request's priority and length)."""
         b = flatbuffers.Builder(256 + len(prompt))
         text = b.CreateString(prompt)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold, constraint, kv_budget)
+                             accept_ratio, tier, escalate_threshold, constraint, kv_budget, escalate_class)
         Generate.Start(b)
         Generate.AddPrompt(b, text)
         Generate.AddSampling(b, sampling)
@@ -153,8 +155,8 @@ class Client:
              repeat_penalty=1.0, seed=0, stop=(), priority="chat", session_id="", speculation="default", max_draft=0,
              draft_model="", context_policy="default", response_cache=False, accept_ratio=1.0, tier="",
              escalate_threshold=0.0, constraint=None, tools=None, tool_choice="auto", parallel_tool_calls=True,
-             logprobs=False, top_logprobs=0, kv_budget=0):
-        """constraint, kv_budget: as generate's (this turn's only: a session's next turn is free unless it asks).
+             logprobs=False, top_logprobs=0, kv_budget=0, escalate_class=""):
+        """constraint, kv_budget, escalate_class: as generate's (this turn's only: a session's next turn is free unless it asks).
         messages: [(role, content), ...] or [{"role": ..., "content": ...}, ...]; a dict may also carry
         "tool_calls" (an assistant's, as the stream's tool_calls or OpenAI's) or "tool_call_id" (role
         "tool": the result of that call) or "pinned": True (a session keeps that message verbatim in
@@ -191,7 +193,7 @@ class Client:
         sid = b.CreateString(session_id)
         draft = b.CreateString(draft_model) if draft_model else None
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop,
-                             accept_ratio, tier, escalate_threshold, constraint, kv_budget)
+                             accept_ratio, tier, escalate_threshold, constraint, kv_budget, escalate_class)
         tool_list = tool_name = None
         if tools:
             texts = [b.CreateString(json.dumps(t)) for t in tools]
@@ -265,7 +267,10 @@ class Client:
                                                                "windows": x.Windows()}
                                 for x in (s.Speculation(i) for i in range(s.SpeculationLength()))},
                 "suffix_tree_bytes": s.SuffixTreeBytes(), "suffix_tree_tokens": s.SuffixTreeTokens(),
-                "suffix_trees": s.SuffixTrees()}
+                "suffix_trees": s.SuffixTrees(),
+                "escalation_classes": [{"class": (c.Name() or b"").decode(), "judged": c.Judged(), "share": c.Share(),
+                                        "threshold": c.Threshold()}
+                                       for c in (s.EscalationClasses(i) for i in range(s.EscalationClassesLength()))]}
 
     def _ask(self, b, body_type, body, reply_kind):
         rid = next(self._ids)
@@ -307,8 +312,9 @@ class Client:
     # Durable batch jobs; progress events come on the server's event socket (see parse_job_event).
     def submit_job(self, items, template="", *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                    repeat_penalty=1.0, seed=0, stop=(), priority="batch", tier="", escalate_threshold=0.0,
-                   constraint=None):
-        """constraint: every item's output follows it (as generate's)."""
+                   constraint=None, escalate_class=""):
+        """constraint: every item's output follows it (as generate's). escalate_class: the budget
+        rule's class for every item ("": the job's own)."""
         b = flatbuffers.Builder(1024 + sum(len(i) for i in items))
         offs = [b.CreateString(i) for i in items]
         SubmitJob.StartItemsVector(b, len(offs))
@@ -317,7 +323,7 @@ class Client:
         vec = b.EndVector()
         t = b.CreateString(template)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, 1.0, tier,
-                             escalate_threshold, constraint)
+                             escalate_threshold, constraint, escalate_class=escalate_class)
         SubmitJob.Start(b)
         SubmitJob.AddItems(b, vec)
         SubmitJob.AddTemplate(b, t)

@@ -48,10 +48,11 @@ def _constraint(b, constraint):
 
 
 def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0,
-              tier="", escalate_threshold=0.0, constraint=None, kv_budget=0):
+              tier="", escalate_threshold=0.0, constraint=None, kv_budget=0, escalate_class=""):
     constraint_off = _constraint(b, constraint)
     stops = [b.CreateString(s) for s in stop]
     tier_s = b.CreateString(tier) if tier else None
+    class_s = b.CreateString(escalate_class) if escalate_class else None
     stop_vec = None
     if stops:
         Sampling.StartStopVector(b, len(stops))
@@ -72,6 +73,8 @@ def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, s
         Sampling.AddKvBudget(b, kv_budget)
     if tier_s is not None:
         Sampling.AddTier(b, tier_s)
+    if class_s is not None:
+        Sampling.AddEscalateClass(b, class_s)
     if stop_vec is not None:
         Sampling.AddStop(b, stop_vec)
     if constraint_off is not None:
