@@ -140,4 +140,33 @@ std::string choice_to_gbnf(const std::vector<std::string>& choices) {
   }
 }
 
+// Built in place: the converter keeps pointers into its own document, and
+// a reference to its limits, which live here as long as it does.
+struct SchemaValidator::Impl {
+  Impl(std::string_view text, const SchemaLimits& l) : limits(l), c(text, limits, SchemaOptions{.exact = true}) {}
+  SchemaLimits limits;
+  schema::Converter c;
+};
+
+SchemaValidator::SchemaValidator(std::string_view schema_json, const SchemaLimits& limits)
+    : impl_(std::make_unique<Impl>(schema_json, limits)) {
+  impl_->c.read_whole();  // refuses now what it could not check exactly
+}
+
+SchemaValidator::~SchemaValidator() = default;
+SchemaValidator::SchemaValidator(SchemaValidator&&) noexcept = default;
+SchemaValidator& SchemaValidator::operator=(SchemaValidator&&) noexcept = default;
+
+bool SchemaValidator::validates(std::string_view instance_json) {
+  // Bounded as a schema is before anything recurses over it.
+  if (schema::json_nesting(instance_json) > 256) return false;
+  try {
+    return impl_->c.validates(schema::ojson::parse(instance_json));
+  } catch (const schema::ojson::exception&) {
+    return false;
+  } catch (const SchemaError&) {
+    return false;  // nested past max_depth
+  }
+}
+
 }  // namespace troupe::grammar

@@ -8,6 +8,7 @@
 // supported, the two profiles, the regex subset, the formats and the
 // test-suite results: docs/JSON_SCHEMA.md.
 #include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -58,5 +59,23 @@ std::string json_object_gbnf(const SchemaOptions& options = {});
 // root = one of the strings, exactly. Throws std::invalid_argument for an
 // empty list or a string that is not UTF-8.
 std::string choice_to_gbnf(const std::vector<std::string>& choices);
+
+// Whether JSON texts are instances of a schema, with members in any order:
+// what a batch job's check validates (text_check.h). It takes what a grammar
+// cannot enforce (uniqueItems of any items, several patterns on a string)
+// and refuses, when built, any schema with a keyword or pattern it cannot
+// check (the same SchemaError), so none is half-checked.
+class SchemaValidator {
+ public:
+  explicit SchemaValidator(std::string_view schema_json, const SchemaLimits& limits = {});
+  ~SchemaValidator();
+  SchemaValidator(SchemaValidator&&) noexcept;
+  SchemaValidator& operator=(SchemaValidator&&) noexcept;
+  bool validates(std::string_view instance_json);  // false for text that is not one JSON value
+
+ private:
+  struct Impl;  // the converter, whose header stays out of this one
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace troupe::grammar

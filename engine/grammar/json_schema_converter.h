@@ -37,6 +37,12 @@ class Converter {
   Converter(std::string_view text, const SchemaLimits& limits, const SchemaOptions& options);
   std::string run();          // the schema's grammar
   std::string object_only();  // any JSON object's grammar
+  // Whether `v` is an instance of the schema, in any member order (formats in
+  // their exact form), once read_whole() took the schema.
+  bool validates(const ojson& v);
+  // Reads every subschema the schema can reach (refs once), as validating
+  // would: throws SchemaError for what the validator cannot check.
+  void read_whole();
 
  private:
   // Counts nesting against max_depth for as long as it lives.

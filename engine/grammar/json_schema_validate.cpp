@@ -2,6 +2,9 @@
 // const values against the other keywords, property names, oneOf branches
 // (json_schema_converter.h).
 #include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "engine/grammar/json_schema_converter.h"
 
@@ -28,6 +31,45 @@ Node Converter::prop_schema(const Simple& s, std::string_view name) {
     if (regex_search(regex(pp.regex, pp.ptr), cps)) add(pp.schema);
   if (!r) return s.additional ? *s.additional : Node{&kTrueSchema, s.ptr};
   return *r;
+}
+
+bool Converter::validates(const ojson& v) {
+  possible_ = true;
+  return satisfies(v, Node{&doc_, ""});
+}
+
+namespace {
+
+// Every subschema a simple schema holds.
+std::vector<const Node*> children(const Simple& s) {
+  std::vector<const Node*> out;
+  for (const auto& p : s.props) out.push_back(&p.second);
+  for (const auto& pp : s.pattern_props) out.push_back(&pp.schema);
+  if (s.additional) out.push_back(&*s.additional);
+  for (const Node& n : s.property_names) out.push_back(&n);
+  for (const Node& n : s.contains) out.push_back(&n);
+  for (const Node& n : s.prefix) out.push_back(&n);
+  if (s.rest) out.push_back(&*s.rest);
+  return out;
+}
+
+}  // namespace
+
+void Converter::read_whole() {
+  possible_ = true;
+  std::set<const ojson*> seen;
+  std::vector<std::pair<Node, int>> todo{{Node{&doc_, ""}, 0}};
+  while (!todo.empty()) {
+    auto [n, depth] = std::move(todo.back());
+    todo.pop_back();
+    if (!seen.insert(n.s).second) continue;
+    if (depth > limits_.max_depth) throw SchemaError("limits", n.ptr, "subschemas nest deeper than max_depth");
+    for (const Simple& s : expand(n)) {
+      for (const auto& [pattern, ptr] : s.patterns) regex(pattern, ptr);
+      for (const auto& pp : s.pattern_props) regex(pp.regex, pp.ptr);
+      for (const Node* c : children(s)) todo.emplace_back(*c, depth + 1);
+    }
+  }
 }
 
 // Whether `v` validates against the schema (formats as this profile
