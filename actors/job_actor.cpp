@@ -107,6 +107,8 @@ void deliver(JobSelf self) {
   }
   store(self, w);
   if (to.metrics) to.metrics->jobs_running(self->state.jobs->running_jobs());
+  if (to.metrics)
+    for (const auto& tier : w.check_failures) to.metrics->check_failure(tier);
   if (w.retry_after_ms > 0) self->delayed_send(self, std::chrono::milliseconds(w.retry_after_ms), tick_atom::value);
 }
 

@@ -39,7 +39,18 @@ struct BatchArgs {
   SamplingOptions sampling;
   int timeout_s = 30;
   bool watch = false;
+  std::string check_regex, check_contains, check_schema;  // the job's check (one of them)
 };
+
+std::string read_item_file(const std::filesystem::path& p);
+
+// The job's check from --check-regex, --check-contains or --check-schema FILE.
+messages::JobCheckFields job_check(const BatchArgs& a) {
+  if (!a.check_regex.empty()) return {wire::JobCheckKind::regex, a.check_regex};
+  if (!a.check_contains.empty()) return {wire::JobCheckKind::contains, a.check_contains};
+  if (!a.check_schema.empty()) return {wire::JobCheckKind::json_schema, read_item_file(a.check_schema)};
+  return {};
+}
 
 std::string read_item_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -157,8 +168,10 @@ int run_submit(const BatchArgs& a) {
   else if (a.priority != "batch") throw std::invalid_argument("unknown priority '" + a.priority + "'");
   auto conn = connect_to_server(a.connect, a.connect_timeout_s);
   const uint64_t id = conn.next_id();
-  const Reply r = ask(conn, messages::submit_job_request(id, items, a.item_template, wire_sampling(a.sampling), priority), id,
-                      wire::ResponseBody::JobAccepted, std::chrono::seconds(a.timeout_s));
+  const Reply r = ask(conn,
+                      messages::submit_job_request(id, items, a.item_template, wire_sampling(a.sampling), priority,
+                                                   job_check(a)),
+                      id, wire::ResponseBody::JobAccepted, std::chrono::seconds(a.timeout_s));
   const auto j = messages::read_job_summary(r.response->body_as_JobAccepted()->job());
   std::printf("%s\n", j.job_id.c_str());
   std::fflush(stdout);
@@ -188,9 +201,13 @@ int run_results(const BatchArgs& a) {
         std::ofstream(std::filesystem::path(a.out) / name, std::ios::binary) << (f.error.empty() ? f.text : "ERROR: " + f.error);
         continue;
       }
-      std::printf("=== item %d (%s, %d tokens%s) ===\n%s\n", f.index,
+      const std::string check = f.check == wire::CheckOutcome::not_checked
+                                    ? ""
+                                    : std::string(", check ") + wire::EnumNameCheckOutcome(f.check) +
+                                          (f.retried ? ", answered again " + std::to_string(f.retried) + "x" : "");
+      std::printf("=== item %d (%s, %d tokens%s%s) ===\n%s\n", f.index,
                   f.error.empty() ? wire::EnumNameFinishReason(f.finish_reason) : "error", f.completion_tokens,
-                  f.validated ? ", validated" : "", f.error.empty() ? f.text.c_str() : f.error.c_str());
+                  f.validated ? ", validated" : "", check.c_str(), f.error.empty() ? f.text.c_str() : f.error.c_str());
     }
   std::fprintf(stderr, "job %s: %s, %d of %d items finished%s\n", j.job_id.c_str(), state_name(j.state), j.finished_items,
                j.items, a.out.empty() ? "" : (", written to " + a.out).c_str());
@@ -237,6 +254,14 @@ Run add_batch(CLI::App& app) {
   submit->add_option("--template", a->item_template, "The user message for each item; {item} stands for its text");
   submit->add_option("--priority", a->priority, "batch, chat or interactive")->capture_default_str();
   submit->add_flag("--watch", a->watch, "Then watch the job until it ends");
+  auto* regex = submit->add_option("--check-regex", a->check_regex,
+                                   "Check each answer: the whole of it matches this regex; one that fails from a "
+                                   "smaller tier is answered again by the next (docs/CASCADE.md)");
+  auto* contains = submit->add_option("--check-contains", a->check_contains, "Check each answer: it holds this text");
+  auto* schema = submit->add_option("--check-schema", a->check_schema,
+                                    "Check each answer: it is one instance of the JSON Schema in this file");
+  regex->excludes(contains)->excludes(schema);
+  contains->excludes(schema);
   add_sampling_flags(*submit, a->sampling);
   add_tier_flags(*submit, a->sampling);
   common(submit);

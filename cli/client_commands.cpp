@@ -221,13 +221,13 @@ int run_stats(const ClientArgs& a) {
     for (const auto* t : *s->tiers())
       std::printf("{\"tier\": \"%s\", \"requests\": %llu, \"escalated_in\": %llu, \"escalations\": %llu, \"tokens\": %llu, "
                   "\"forward_tokens\": %llu, \"steps\": %llu, \"drafted\": %llu, \"accepted\": %llu, \"running\": %d, "
-                  "\"waiting\": %d, \"pages_used\": %d, \"pages_total\": %d}\n",
+                  "\"waiting\": %d, \"pages_used\": %d, \"pages_total\": %d, \"check_failures\": %llu}\n",
                   t->name() ? t->name()->c_str() : "", static_cast<unsigned long long>(t->requests()),
                   static_cast<unsigned long long>(t->escalated_in()), static_cast<unsigned long long>(t->escalations()),
                   static_cast<unsigned long long>(t->tokens()), static_cast<unsigned long long>(t->forward_tokens()),
                   static_cast<unsigned long long>(t->steps()), static_cast<unsigned long long>(t->drafted()),
                   static_cast<unsigned long long>(t->accepted()), t->running(), t->waiting(), t->pages_used(),
-                  t->pages_total());
+                  t->pages_total(), static_cast<unsigned long long>(t->check_failures()));
   if (s->workers())
     for (const auto* w : *s->workers())
       std::printf("{\"worker\": \"%s\", \"tier\": \"%s\", \"up\": %s, \"requests\": %llu, \"moved_in\": %llu, "

@@ -217,7 +217,7 @@ Bytes stats_response(uint64_t id, const StatsFields& s) {
     for (const TierStatsFields& t : s.tiers)
       each.push_back(wire::CreateTierStats(fbb, fbb.CreateString(t.name), t.requests, t.escalated_in, t.escalations, t.tokens,
                                            t.forward_tokens, t.steps, t.drafted, t.accepted, t.running, t.waiting,
-                                           t.pages_used, t.pages_total));
+                                           t.pages_used, t.pages_total, t.check_failures));
     tiers = fbb.CreateVector(each);
   }
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::WorkerStats>>> workers;
@@ -275,7 +275,7 @@ StatsFields read_stats(const wire::StatsReply& s) {
     for (const auto* t : *s.tiers())
       f.tiers.push_back({t->name() ? t->name()->str() : "", t->requests(), t->escalated_in(), t->escalations(), t->tokens(),
                          t->forward_tokens(), t->steps(), t->drafted(), t->accepted(), t->running(), t->waiting(),
-                         t->pages_used(), t->pages_total()});
+                         t->pages_used(), t->pages_total(), t->check_failures()});
   if (s.workers())
     for (const auto* w : *s.workers())
       f.workers.push_back({w->endpoint() ? w->endpoint()->str() : "", w->tier() ? w->tier()->str() : "", w->up(),

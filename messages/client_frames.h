@@ -129,6 +129,7 @@ struct TierStatsFields {
   uint64_t requests = 0, escalated_in = 0, escalations = 0, tokens = 0, forward_tokens = 0, steps = 0;
   uint64_t drafted = 0, accepted = 0;
   int32_t running = 0, waiting = 0, pages_used = 0, pages_total = 0;
+  uint64_t check_failures = 0;  // job items whose answer from this tier failed their job's check
 };
 
 struct WorkerStatsFields {

@@ -98,6 +98,30 @@ bool check_stop(Check& c, const std::string& f, const flatbuffers::Vector<flatbu
 
 // A flat list of independent checks, in the order they are told
 // (the first that fails is the refusal).
+// The cascade's fields: the tier, escalate's threshold, and the budget
+// rule's workload class (short, and safe in a metric's label).
+bool check_routing(Check& c, const std::string& f, const wire::Sampling& s) {
+  if (s.tier() && s.tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
+  if (!(s.escalate_threshold() >= 0.0f && s.escalate_threshold() < 1.0f))
+    return c.fail(f + "escalate_threshold", std::to_string(s.escalate_threshold()) + " is outside (0, 1) (0: the server's default)");
+  if (const auto* cls = s.escalate_class()) {
+    if (cls->size() > 64) return c.fail(f + "escalate_class", "longer than 64 bytes");
+    for (char ch : cls->string_view())
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("._-:/").find(ch) == std::string_view::npos)
+        return c.fail(f + "escalate_class", "only letters, digits and . _ - : / (a workload class's name)");
+  }
+  return true;
+}
+
+// Its kind and size; whether it can run is the service's to say (it builds it).
+bool check_job_check(Check& c, const wire::JobCheck* check) {
+  if (!check) return true;
+  if (check->kind() < wire::JobCheckKind::MIN || check->kind() > wire::JobCheckKind::MAX)
+    return c.fail("SubmitJob.check.kind", "unknown kind " + std::to_string(static_cast<int>(check->kind())));
+  if (check->text() && check->text()->size() > (1u << 20)) return c.fail("SubmitJob.check.text", "longer than 1 MiB");
+  return true;
+}
+
 bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s, const ClientLimits& l) {
   if (!s) return true;  // defaults apply
   const std::string f = where + ".sampling.";
@@ -115,21 +139,13 @@ bool check_sampling(Check& c, const std::string& where, const wire::Sampling* s,
     return c.fail(f + "accept_ratio", std::to_string(s->accept_ratio()) + " is outside (0, 1]");
   if (s->accept_ratio() < 1.0f && s->temperature() > 0.0f)
     return c.fail(f + "accept_ratio", "below 1 only for greedy requests (temperature 0); sampled drafts are verified exactly");
-  if (s->tier() && s->tier()->size() > 128) return c.fail(f + "tier", "longer than 128 bytes");
-  if (const auto* cls = s->escalate_class()) {
-    if (cls->size() > 64) return c.fail(f + "escalate_class", "longer than 64 bytes");
-    for (char ch : cls->string_view())
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("._-:/").find(ch) == std::string_view::npos)
-        return c.fail(f + "escalate_class", "only letters, digits and . _ - : / (a workload class's name)");
-  }
+  if (!check_routing(c, f, *s)) return false;
   if (s->kv_budget() != 0) {
     const int32_t least = EvictionPolicy{}.least();
     if (s->kv_budget() < least || s->kv_budget() > (1 << 24))
       return c.fail(f + "kv_budget", std::to_string(s->kv_budget()) + " is outside [" + std::to_string(least) +
                                          ", 16777216] (0: the server's budget)");
   }
-  if (!(s->escalate_threshold() >= 0.0f && s->escalate_threshold() < 1.0f))
-    return c.fail(f + "escalate_threshold", std::to_string(s->escalate_threshold()) + " is outside (0, 1) (0: the server's default)");
   if (!check_logit_bias(c, f, s->logit_bias())) return false;
   if (s->max_tokens() < 1 || s->max_tokens() > l.max_tokens)
     return c.fail(f + "max_tokens", std::to_string(s->max_tokens()) + " is outside [1, " + std::to_string(l.max_tokens) + "]");
@@ -211,6 +227,7 @@ bool check_job(Check& c, const wire::SubmitJob* j, const ClientLimits& l) {
       return c.fail("SubmitJob.annotation", "longer than 65,536 bytes");
     return check_priority(c, "SubmitJob.priority", j->priority());
   }
+  if (!check_job_check(c, j->check())) return false;
   if (j->template_() && j->template_()->size() > l.max_prompt_bytes)
     return c.fail("SubmitJob.template", "longer than " + std::to_string(l.max_prompt_bytes) + " bytes");
   // Each item's prompt is the template with every "{item}" replaced: bounded

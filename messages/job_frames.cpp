@@ -30,12 +30,22 @@ flatbuffers::Offset<wire::JobItemResult> build_job_item(flatbuffers::FlatBufferB
   const auto error = fbb.CreateString(r.error);
   const auto label = r.label.empty() ? 0 : fbb.CreateString(r.label);
   return wire::CreateJobItemResult(fbb, r.index, text, r.finish_reason, r.prompt_tokens, r.completion_tokens, error,
-                                   r.validated, label);
+                                   r.validated, label, r.check, r.retried);
+}
+
+JobCheckFields read_job_check(const wire::JobCheck* c) {
+  if (!c) return {};
+  return {c->kind(), c->text() ? c->text()->str() : std::string()};
+}
+
+flatbuffers::Offset<wire::JobCheck> build_job_check(flatbuffers::FlatBufferBuilder& fbb, const JobCheckFields& c) {
+  if (c.kind == wire::JobCheckKind::none) return 0;
+  return wire::CreateJobCheck(fbb, c.kind, fbb.CreateString(c.text));
 }
 
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
-                         const SamplingFields& s, wire::Priority priority) {
-  size_t bytes = 256 + item_template.size();
+                         const SamplingFields& s, wire::Priority priority, const JobCheckFields& check) {
+  size_t bytes = 256 + item_template.size() + check.text.size();
   for (const auto& i : items) bytes += i.size() + 8;
   flatbuffers::FlatBufferBuilder fbb(bytes);
   std::vector<flatbuffers::Offset<flatbuffers::String>> list;
@@ -43,11 +53,13 @@ Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::s
   const auto v = fbb.CreateVector(list.data(), list.size());
   const auto t = fbb.CreateString(item_template.data(), item_template.size());
   const auto sampling = build_sampling(fbb, s);
-  return request_bytes(id, wire::RequestBody::SubmitJob, wire::CreateSubmitJob(fbb, v, t, sampling, priority).Union(), fbb);
+  const auto c = build_job_check(fbb, check);
+  return request_bytes(id, wire::RequestBody::SubmitJob,
+                       wire::CreateSubmitJob(fbb, v, t, sampling, priority, 0, 0, c).Union(), fbb);
 }
 
 Bytes submit_requests_job(uint64_t id, std::span<const std::string> labels, std::span<const Bytes> requests,
-                          std::string_view annotation, wire::Priority priority) {
+                          std::string_view annotation, wire::Priority priority, const JobCheckFields& check) {
   size_t bytes = 256 + annotation.size();
   for (const auto& l : labels) bytes += l.size() + 8;
   for (const auto& r : requests) bytes += r.size() + 16;
@@ -60,8 +72,9 @@ Bytes submit_requests_job(uint64_t id, std::span<const std::string> labels, std:
     blobs.push_back(wire::CreateBlob(fbb, fbb.CreateVector(reinterpret_cast<const uint8_t*>(r.data()), r.size())));
   const auto rv = fbb.CreateVector(blobs.data(), blobs.size());
   const auto note = fbb.CreateString(annotation.data(), annotation.size());
+  const auto c = build_job_check(fbb, check);
   return request_bytes(id, wire::RequestBody::SubmitJob,
-                       wire::CreateSubmitJob(fbb, v, 0, 0, priority, rv, note).Union(), fbb);
+                       wire::CreateSubmitJob(fbb, v, 0, 0, priority, rv, note, c).Union(), fbb);
 }
 
 Bytes job_status_request(uint64_t id, std::string_view job_id) { return job_id_request(id, wire::RequestBody::JobStatus, job_id); }
@@ -132,6 +145,8 @@ JobItemFields read_job_item(const wire::JobItemResult* r) {
   f.completion_tokens = r->completion_tokens();
   if (r->error()) f.error = r->error()->str();
   if (r->label()) f.label = r->label()->str();
+  f.check = r->check();
+  f.retried = r->retried();
   return f;
 }
 

@@ -30,13 +30,26 @@ struct JobItemFields {
   std::string error;  // the item could not run; text is empty
   bool validated = false;  // JobItemResult.validated
   std::string label = {};  // a job of requests: the item's label
+  wire::CheckOutcome check = wire::CheckOutcome::not_checked;  // JobItemResult.check
+  int32_t retried = 0;  // JobItemResult.retried
 };
 
+// SubmitJob.check as plain data.
+struct JobCheckFields {
+  wire::JobCheckKind kind = wire::JobCheckKind::none;
+  std::string text;
+  bool operator==(const JobCheckFields&) const = default;
+};
+JobCheckFields read_job_check(const wire::JobCheck* c);
+flatbuffers::Offset<wire::JobCheck> build_job_check(flatbuffers::FlatBufferBuilder& fbb, const JobCheckFields& c);
+
 Bytes submit_job_request(uint64_t id, std::span<const std::string> items, std::string_view item_template,
-                         const SamplingFields& s, wire::Priority priority = wire::Priority::batch);
+                         const SamplingFields& s, wire::Priority priority = wire::Priority::batch,
+                         const JobCheckFields& check = {});
 // A job of whole requests (SubmitJob.requests), each under its label.
 Bytes submit_requests_job(uint64_t id, std::span<const std::string> labels, std::span<const Bytes> requests,
-                          std::string_view annotation, wire::Priority priority = wire::Priority::batch);
+                          std::string_view annotation, wire::Priority priority = wire::Priority::batch,
+                          const JobCheckFields& check = {});
 Bytes job_status_request(uint64_t id, std::string_view job_id);
 Bytes job_results_request(uint64_t id, std::string_view job_id);
 Bytes cancel_job_request(uint64_t id, std::string_view job_id);

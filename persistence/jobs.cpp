@@ -15,8 +15,9 @@ std::string encode_header(const JobRecord& j) {
   const auto sampling = messages::build_sampling(fbb, j.sampling);
   const auto owner = j.owner.empty() ? 0 : fbb.CreateString(j.owner);
   const auto note = j.annotation.empty() ? 0 : fbb.CreateString(j.annotation);
+  const auto check = messages::build_job_check(fbb, j.check);
   fbb.Finish(store::CreateJobHeader(fbb, id, j.state, static_cast<int32_t>(j.items.size()), tmpl, sampling, j.priority,
-                                    j.created_ms, j.updated_ms, owner, !j.requests.empty(), note));
+                                    j.created_ms, j.updated_ms, owner, !j.requests.empty(), note, check));
   return messages::finish_bytes(fbb);
 }
 
@@ -97,6 +98,7 @@ std::optional<JobRecord> JobBook::load(std::string_view id) const {
   j.state = h->state();
   if (h->template_()) j.item_template = h->template_()->str();
   j.sampling = messages::read_sampling(h->sampling());
+  j.check = messages::read_job_check(h->check());
   j.priority = h->priority();
   j.created_ms = h->created_ms();
   j.updated_ms = h->updated_ms();

@@ -37,6 +37,7 @@ struct JobRecord {
   // its label (SubmitJob.requests); empty for a template job.
   std::vector<std::string> requests;
   std::string annotation;  // SubmitJob.annotation
+  messages::JobCheckFields check;  // SubmitJob.check
   std::map<int32_t, messages::JobItemFields> results;  // finished items, by index
 
   messages::JobSummaryFields summary() const;

@@ -1,5 +1,6 @@
 #include "service/batch_jobs.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "messages/client_validation.h"
@@ -95,6 +96,7 @@ void BatchJobs::submit(JobSubmission s) {
   job.created_ms = job.updated_ms = cfg_.unix_clock();
   job.requests = std::move(s.requests);  // each checked by the gate as it would run
   job.annotation = std::move(s.annotation);
+  job.check = std::move(s.check);
   // Every item must fit before the job is stored: a job that is accepted runs.
   for (int32_t i = 0; job.requests.empty() && i < static_cast<int32_t>(job.items.size()); ++i) {
     AdmitRequest probe;
@@ -168,9 +170,12 @@ void BatchJobs::pump() {
       // The constraint's GBNF is derived, not stored: a job resumed after a
       // restart lowers it again (the same text, so the same compiled grammar).
       problem = a.sampling.grammar.empty() ? lower_constraint(a.sampling, false) : std::nullopt;
-      if (!problem) problem = route_request(cfg_.tiers.get(), a);
       if (!problem) problem = item_prompt(job, index, a);
     }
+    // An answer that failed the job's check: the next tier answers it again.
+    if (auto r = retries_.find({job_id, index}); r != retries_.end()) a.sampling.tier = r->second.tier;
+    if (!problem && (job.requests.empty() || retries_.count({job_id, index})))
+      problem = route_request(cfg_.tiers.get(), a);
     if (problem) {
       messages::JobItemFields r;
       r.index = index;
@@ -191,6 +196,51 @@ std::vector<std::vector<int32_t>> BatchJobs::finished_outputs(const persistence:
   std::vector<std::string_view> newest_first;
   for (auto r = job.results.rbegin(); r != job.results.rend(); ++r) newest_first.push_back(r->second.text);
   return seed_from_texts(*cfg_.tokenizer, newest_first, cfg_.suffix_seed_tokens);
+}
+
+grammar::TextCheck* BatchJobs::check_of(const persistence::JobRecord& job) {
+  auto it = checks_.find(job.id);
+  if (it == checks_.end()) {
+    std::unique_ptr<grammar::TextCheck> built;
+    try {
+      built = std::make_unique<grammar::TextCheck>(static_cast<grammar::TextCheckKind>(job.check.kind), job.check.text);
+    } catch (const std::exception& e) {  // a stored job's check this engine no longer takes: unchecked, said once
+      std::fprintf(stderr, "troupe serve: job %s: its check cannot run: %s\n", job.id.c_str(), e.what());
+    }
+    it = checks_.emplace(job.id, std::move(built)).first;
+  }
+  return it->second.get();
+}
+
+// The job's check of an item's answer, recorded in its result. An answer
+// that fails, written by a tier below the last, goes back to the queue's
+// front for the next tier (true); the result then waits for that answer.
+bool BatchJobs::check_answer(const std::string& job_id, const wire::Done& done, messages::JobItemFields& res) {
+  auto jt = jobs_.find(job_id);
+  if (jt == jobs_.end() || jt->second.check.kind == wire::JobCheckKind::none) return false;
+  const std::pair<std::string, int32_t> key{job_id, res.index};
+  auto r = retries_.find(key);
+  res.retried = r == retries_.end() ? 0 : r->second.retried;
+  grammar::TextCheck* check = check_of(jt->second);
+  if (!check) return false;
+  if (check->passes(res.text)) {
+    res.check = wire::CheckOutcome::passed;
+    retries_.erase(key);
+    return false;
+  }
+  res.check = wire::CheckOutcome::failed;
+  const auto* segments = done.tiers();
+  const std::string tier = segments && segments->size() > 0 ? messages::text_of(segments->Get(segments->size() - 1)->tier()) : "";
+  if (!tier.empty()) work_.check_failures.push_back(tier);
+  const auto& names = cfg_.tiers ? cfg_.tiers->names : std::vector<std::string>{};
+  const auto at = std::find(names.begin(), names.end(), tier);
+  if (at == names.end() || at + 1 == names.end()) {
+    retries_.erase(key);
+    return false;
+  }
+  retries_[key] = {*(at + 1), res.retried + 1};
+  pending_.emplace_front(job_id, res.index);
+  return true;
 }
 
 // The item's result goes to the store; only once stored is it in memory and published.
@@ -277,7 +327,8 @@ void BatchJobs::on_item(uint64_t client_id, const std::string& bytes) {
       res.prompt_tokens = d->usage() ? d->usage()->prompt_tokens() : f.prompt_tokens;
       res.completion_tokens = d->usage() ? d->usage()->completion_tokens() : 0;
       in_flight_.erase(it);
-      if (res.finish_reason != wire::FinishReason::cancelled) finish_item(job, std::move(res));
+      if (res.finish_reason == wire::FinishReason::cancelled) break;
+      if (!check_answer(job, *d, res)) finish_item(job, std::move(res));
       break;
     }
     case wire::ResponseBody::Error: {
@@ -395,6 +446,8 @@ bool BatchJobs::may_subscribe(const persistence::Principal& who, const std::stri
 
 void BatchJobs::retire(const std::string& job_id) {
   unseeded_.erase(job_id);
+  checks_.erase(job_id);
+  std::erase_if(retries_, [&](const auto& r) { return r.first.first == job_id; });
   ended_.push_back(job_id);
   // Oldest first; one with results still being written waits for a later call.
   for (size_t tries = ended_.size(); ended_.size() > cfg_.max_cached_jobs && tries > 0; --tries) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/grammar/text_check.h"
 #include "engine/tokenizer.h"
 #include "messages/job_frames.h"
 #include "persistence/jobs.h"
@@ -45,6 +46,7 @@ struct JobSubmission {
   wire::Priority priority = wire::Priority::batch;
   std::vector<std::string> requests;  // a job of whole requests: item i's Request (items: labels)
   std::string annotation;
+  messages::JobCheckFields check;  // each item's answer checked (docs/CASCADE.md, "Checked jobs")
 };
 
 enum class JobQuery : uint8_t { status, results, cancel, list };
@@ -92,6 +94,7 @@ struct JobWork {
   };
   std::vector<Load> loads;
   int64_t retry_after_ms = 0;  // > 0: call retry() then
+  std::vector<std::string> check_failures;  // the tier (its name) of each answer that failed its job's check
 };
 
 struct BatchJobsConfig {
@@ -195,6 +198,16 @@ class BatchJobs {
   std::unordered_map<std::string, int32_t> writing_;          // results being stored, per job
   std::set<std::string> unseeded_;  // resumed here: the first item brings the finished ones' outputs
   std::vector<std::vector<int32_t>> finished_outputs(const persistence::JobRecord& job) const;
+  // The job's check (docs/CASCADE.md, "Checked jobs"): each answer judged;
+  // one that fails from a tier below the last is answered again by the next.
+  struct Retry {
+    std::string tier;  // the tier it runs on next
+    int32_t retried = 0;
+  };
+  std::map<std::pair<std::string, int32_t>, Retry> retries_;  // (job, item)
+  std::map<std::string, std::unique_ptr<grammar::TextCheck>> checks_;  // built when first needed
+  bool check_answer(const std::string& job_id, const wire::Done& done, messages::JobItemFields& result);
+  grammar::TextCheck* check_of(const persistence::JobRecord& job);
   struct SummaryInFlight {
     std::string session_id;
     int32_t through = 0;

@@ -154,6 +154,11 @@ void ServiceMetrics::tier(int32_t index, int32_t replica, messages::TierStatsFie
   tiers_[{index, replica}] = std::move(figures);
 }
 
+void ServiceMetrics::check_failure(const std::string& tier) {
+  std::lock_guard lock(mutex_);
+  ++check_failures_[tier];
+}
+
 void ServiceMetrics::escalation_classes(std::vector<messages::EscalationClassFields> classes) {
   std::lock_guard lock(mutex_);
   escalation_classes_ = std::move(classes);
@@ -180,6 +185,8 @@ std::vector<messages::TierStatsFields> ServiceMetrics::tiers() const {
     sum.drafted += t.drafted, sum.accepted += t.accepted;
     sum.running += t.running, sum.waiting += t.waiting, sum.pages_used += t.pages_used, sum.pages_total += t.pages_total;
   }
+  for (auto& t : out)  // counted by the job runner, by the tier's name
+    if (auto it = check_failures_.find(t.name); it != check_failures_.end()) t.check_failures = it->second;
   return out;
 }
 
@@ -249,7 +256,9 @@ void tier_series(std::string& out, const std::vector<messages::TierStatsFields>&
        "Positions the tier's model computed (prompts, decode, verify windows)"},
       {"steps", &messages::TierStatsFields::steps, "The tier's forward passes"},
       {"drafted_tokens", &messages::TierStatsFields::drafted, "Drafted tokens the tier verified"},
-      {"accepted_tokens", &messages::TierStatsFields::accepted, "Of those, kept"}};
+      {"accepted_tokens", &messages::TierStatsFields::accepted, "Of those, kept"},
+      {"check_failures", &messages::TierStatsFields::check_failures,
+       "Job items whose answer from the tier failed their job's check"}};
   if (tiers.empty()) return;
   for (const auto& [suffix, field, help] : counters) {
     const std::string name = std::string("troupe_tier_") + suffix + "_total";

@@ -67,6 +67,8 @@ class ServiceMetrics {
   void speculation(const std::string& source, int64_t drafted, int64_t accepted, int64_t windows = 0);
   std::vector<messages::SpeculationSourceFields> speculation_sources() const;  // by source, for `troupe stats`
   void job_item(const std::string& outcome);
+  // A job item's answer from this tier (its name) failed the job's check.
+  void check_failure(const std::string& tier);
   void response_cache(const std::string& outcome);  // hit, miss or bypassed
   void http_request(const std::string& route, int status);
   // Counts the actors that own them push on each change (the job actor):
@@ -99,6 +101,7 @@ class ServiceMetrics {
   std::map<std::pair<int32_t, int32_t>, messages::TierStatsFields> tiers_;
   std::map<std::pair<int32_t, int32_t>, messages::WorkerStatsFields> workers_;
   std::vector<messages::EscalationClassFields> escalation_classes_;
+  std::map<std::string, uint64_t> check_failures_;  // by tier name
   int64_t jobs_running_ = -1, sessions_ = -1;  // -1: not yet known (left out)
   StoreState store_;
 };

@@ -1,5 +1,7 @@
 #include "service/request_gate.h"
 
+#include "engine/grammar/text_check.h"
+
 #include <algorithm>
 #include <exception>
 
@@ -53,6 +55,7 @@ JobSubmission submission(const wire::SubmitJob& j, const std::string& peer, uint
   if (j.template_()) sub.item_template = j.template_()->str();
   sub.sampling = messages::read_sampling(j.sampling());
   sub.priority = j.priority();
+  sub.check = messages::read_job_check(j.check());
   return sub;
 }
 
@@ -297,6 +300,14 @@ Admission RequestGate::chat_turn(const wire::ChatTurn& t, AdmitRequest a) const 
 
 Admission RequestGate::submit_job(const wire::SubmitJob& job, const std::string& peer, uint64_t id, int64_t now) const {
   JobSubmission sub = submission(job, peer, id);
+  // A check that cannot run exactly is refused now, as a constraint is.
+  if (sub.check.kind != wire::JobCheckKind::none) {
+    try {
+      grammar::TextCheck(static_cast<grammar::TextCheckKind>(sub.check.kind), sub.check.text);
+    } catch (const std::exception& e) {
+      return rejection(id, wire::ErrorCode::invalid_field, std::string("SubmitJob.check: ") + e.what());
+    }
+  }
   // A job of requests: each one is refused now as it would be alone, never part way.
   for (size_t i = 0; i < sub.requests.size(); ++i) {
     auto item = job_item(sub.requests[i], now);

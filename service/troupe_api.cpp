@@ -51,10 +51,25 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
     if (!t->is_string()) return ApiError{400, "template must be a string", "template", "invalid_field"};
     item_template = t->get<std::string>();
   }
+  messages::JobCheckFields check;
+  if (auto c = body.find("check"); c != body.end() && !c->is_null()) {
+    const auto kinds = {std::pair{"regex", wire::JobCheckKind::regex}, std::pair{"contains", wire::JobCheckKind::contains},
+                        std::pair{"json_schema", wire::JobCheckKind::json_schema}};
+    for (const auto& [name, kind] : kinds)
+      if (c->is_object() && c->size() == 1 && c->contains(name)) {
+        const auto& v = (*c)[name];
+        if (kind == wire::JobCheckKind::json_schema ? !v.is_object() && !v.is_boolean() : !v.is_string()) break;
+        check = {kind, v.is_string() ? v.get<std::string>() : v.dump()};
+      }
+    if (check.kind == wire::JobCheckKind::none)
+      return ApiError{400, R"(check must be {"regex": "..."}, {"contains": "..."} or {"json_schema": {...}})", "check",
+                      "invalid_field"};
+  }
   // The sampling fields read as a completion's: the same names, ranges and defaults.
   sorted_json as_completion = body;
   as_completion.erase("items");
   as_completion.erase("template");
+  as_completion.erase("check");
   as_completion.erase("model");
   as_completion["prompt"] = "";
   auto parsed = parse_completion(as_completion.dump(), false, "", {}, max_tokens);
@@ -63,7 +78,7 @@ std::variant<messages::Bytes, ApiError> parse_job_submission(const std::string& 
   const auto& built = std::get<CompletionCall>(parsed).request;
   const auto* req = flatbuffers::GetRoot<wire::Request>(built.data());
   const messages::SamplingFields s = messages::read_sampling(req->body_as_Generate()->sampling());
-  return messages::submit_job_request(1, list, item_template, s);
+  return messages::submit_job_request(1, list, item_template, s, wire::Priority::batch, check);
 }
 
 std::string stats_json(const messages::StatsFields& s) {
@@ -77,7 +92,8 @@ std::string stats_json(const messages::StatsFields& s) {
     tiers.push_back({{"tier", t.name}, {"requests", t.requests}, {"escalated_in", t.escalated_in},
                      {"escalations", t.escalations}, {"tokens", t.tokens}, {"forward_tokens", t.forward_tokens},
                      {"steps", t.steps}, {"drafted", t.drafted}, {"accepted", t.accepted}, {"running", t.running},
-                     {"waiting", t.waiting}, {"pages_used", t.pages_used}, {"pages_total", t.pages_total}});
+                     {"waiting", t.waiting}, {"pages_used", t.pages_used}, {"pages_total", t.pages_total},
+                     {"check_failures", t.check_failures}});
   for (const auto& w : s.workers)
     workers.push_back({{"worker", w.endpoint}, {"tier", w.tier}, {"up", w.up}, {"requests", w.requests},
                        {"moved_in", w.moved_in}, {"moved_out", w.moved_out}, {"lost", w.lost}, {"tokens", w.tokens},
@@ -158,7 +174,8 @@ HttpAnswer troupe_answer(const std::string& frame) {
         for (const auto* x : *results)
           list.push_back({{"index", x->index()}, {"text", messages::text_of(x->text())}, {"finish_reason", finish_name(x->finish_reason())},
                           {"prompt_tokens", x->prompt_tokens()}, {"completion_tokens", x->completion_tokens()},
-                          {"error", messages::text_of(x->error())}});
+                          {"error", messages::text_of(x->error())}, {"check", wire::EnumNameCheckOutcome(x->check())},
+                          {"retried", x->retried()}});
         out["results"] = list;
       }
       return {200, out.dump()};

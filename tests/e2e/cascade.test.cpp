@@ -8,6 +8,7 @@
 // ([.realcascade], label oracle) verify at 1 equals the large model too.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -87,6 +88,26 @@ std::string submitted_job(messages::ClientConnection& c, const std::string& item
   }
   REQUIRE(!job.empty());
   return job;
+}
+
+// The job's results once it finished, by index (none if it did not within 30 s).
+std::vector<messages::JobItemFields> finished_results(messages::ClientConnection& c, const std::string& job) {
+  for (int i = 0; i < 600; ++i) {
+    const uint64_t q = c.next_id();
+    c.send(messages::job_results_request(q, job));
+    while (auto f = c.receive(5s)) {
+      const auto* r = messages::check_response(*f);
+      if (!r || r->client_request_id() != q) continue;
+      const auto* reply = r->body_as_JobReply();
+      if (!reply || reply->job()->state() != wire::JobState::finished || !reply->results()) break;
+      std::vector<messages::JobItemFields> out;
+      for (const auto* item : *reply->results()) out.push_back(messages::read_job_item(item));
+      std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+      return out;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return {};
 }
 
 std::vector<std::pair<std::string, int32_t>> segments(std::initializer_list<std::pair<std::string, int32_t>> s) { return s; }
@@ -482,4 +503,65 @@ TEST_CASE("escalate under the budget rule: both outcomes once a class has figure
     if (after.judged <= 0) std::this_thread::sleep_for(20ms);
   }
   CHECK(after == before);
+}
+
+namespace {
+
+// A job of `requests` (labels a, b, ...) with `check`, run to its end: its results.
+std::vector<messages::JobItemFields> checked_job(const std::string& endpoint, const std::vector<messages::Bytes>& requests,
+                                                 const messages::JobCheckFields& check) {
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < requests.size(); ++i) labels.push_back(std::string(1, static_cast<char>('a' + i)));
+  messages::ClientConnection c(endpoint);
+  const uint64_t jid = c.next_id();
+  c.send(messages::submit_requests_job(jid, labels, requests, "", wire::Priority::batch, check));
+  std::string job;
+  while (auto f = c.receive(10s)) {
+    const auto* r = messages::check_response(*f);
+    if (r && r->client_request_id() == jid) {
+      REQUIRE(r->body_as_JobAccepted());
+      job = r->body_as_JobAccepted()->job()->job_id()->str();
+      break;
+    }
+  }
+  return finished_results(c, job);
+}
+
+}  // namespace
+
+TEST_CASE("a checked job: an item the small tier answers and the check refuses is answered again by the large tier, "
+          "counted in its result and the tier's stats",
+          "[service]") {
+  const std::string small = unsure_model_path();
+  Server server("cascadecheck", {"--tiers", small + "," + model_path()});
+  const std::vector<std::string> prompts{"The fox and the dog", "A quick brown fox jumps", "The lazy dog sleeps"};
+  std::vector<std::string> large, alone;
+  std::vector<messages::Bytes> requests;
+  for (const auto& p : prompts) {
+    large.push_back(ask(server.endpoint, p, routed("large", 6)).text);
+    alone.push_back(ask(server.endpoint, p, routed("small", 6)).text);
+    requests.push_back(messages::generate_request(0, p, routed("small", 6)));
+  }
+  // Every answer passes: the small tier's stand.
+  const auto kept = checked_job(server.endpoint, requests, {wire::JobCheckKind::regex, R"([\s\S]+)"});
+  REQUIRE(kept.size() == prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    CHECK(kept[i].check == wire::CheckOutcome::passed);
+    CHECK(kept[i].retried == 0);
+    CHECK(kept[i].text == alone[i]);
+  }
+  // None passes: each is answered again by the large tier, whose answer is kept, marked failed.
+  const auto again = checked_job(server.endpoint, requests, {wire::JobCheckKind::contains, "no model writes this"});
+  REQUIRE(again.size() == prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    CHECK(again[i].check == wire::CheckOutcome::failed);
+    CHECK(again[i].retried == 1);
+    CHECK(again[i].text == large[i]);
+  }
+  messages::ClientConnection c(server.endpoint);
+  messages::Bytes keep;
+  const auto figures = messages::read_stats(*stats(c, keep)).tiers;
+  REQUIRE(figures.size() == 2);
+  CHECK(figures[0].check_failures == prompts.size());
+  CHECK(figures[1].check_failures == prompts.size());
 }

@@ -6,6 +6,7 @@
 
 #include "messages/client_frames.h"
 #include "messages/client_validation.h"
+#include "messages/job_frames.h"
 #include "messages/session_frames.h"
 
 using namespace troupe::messages;
@@ -207,7 +208,8 @@ TEST_CASE("a StatsReply reads back whole: tiers, workers, experts, speculation b
   s.pages_spilled = 5, s.pages_restored = 6, s.pages_swapped_out = 7, s.pages_swapped_in = 8, s.tokens_shifted = 9;
   s.preemptions = 10, s.draining = true, s.local_pages_total = 11, s.local_pages_used = 12, s.store_degraded = "full";
   s.tiers.push_back({"small", 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
-  s.tiers.push_back({"large", 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24});
+  s.tiers.push_back({"large", 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25});
+  s.escalation_classes = {{"*", 40, 0.3f, 0.7f}, {"job/j1", 16, 0.25f, -1.0f}};
   s.workers.push_back({"tcp://w1", "small", false, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.5});
   s.expert_tokens = {3, 1, 4};
   s.speculation = {{"ngram", 40, 30, 9}, {"suffix", 20, 18, 4}};
@@ -226,6 +228,8 @@ TEST_CASE("a StatsReply reads back whole: tiers, workers, experts, speculation b
   CHECK(back.tiers[1].name == "large");
   CHECK(back.tiers[1].accepted == 20);
   CHECK(back.tiers[1].pages_total == 24);
+  CHECK(back.tiers[1].check_failures == 25);
+  CHECK(back.escalation_classes == s.escalation_classes);
   REQUIRE(back.workers.size() == 1);
   CHECK(back.workers[0].endpoint == "tcp://w1");
   CHECK_FALSE(back.workers[0].up);
@@ -238,4 +242,31 @@ TEST_CASE("a StatsReply reads back whole: tiers, workers, experts, speculation b
   CHECK(back.suffix_tree_bytes == 123456);
   CHECK(back.suffix_trees == 7);
   CHECK(back.suffix_tree_tokens == 999);
+}
+
+TEST_CASE("the cascade's fields are checked: an escalation class's name and a job's check") {
+  SamplingFields s;
+  s.escalate_class = "extract.v2/eu";
+  Rejection why;
+  const Bytes fine = generate_request(1, "x", s);
+  REQUIRE(check_request(fine, {}, why) != nullptr);
+  CHECK(read_sampling(check_request(fine, {}, why)->body_as_Generate()->sampling()).escalate_class == "extract.v2/eu");
+  for (const std::string& bad : {std::string(65, 'a'), std::string("a b"), std::string("x\"y")}) {
+    s.escalate_class = bad;
+    const Rejection r = reject(generate_request(1, "x", s));
+    CHECK(r.code == ErrorCode::invalid_field);
+    CHECK_THAT(r.message, Catch::StartsWith("Generate.sampling.escalate_class"));
+  }
+  const std::vector<std::string> items{"a"};
+  const JobCheckFields check{troupe::wire::JobCheckKind::regex, "x+"};
+  const Bytes job = submit_job_request(2, items, "{item}", {}, troupe::wire::Priority::batch, check);
+  const auto* req = check_request(job, {}, why);
+  REQUIRE(req != nullptr);
+  CHECK(read_job_check(req->body_as_SubmitJob()->check()) == check);
+  const Rejection big = reject(submit_job_request(3, items, "{item}", {}, troupe::wire::Priority::batch,
+                                                  {troupe::wire::JobCheckKind::contains, std::string((1 << 20) + 1, 'x')}));
+  CHECK_THAT(big.message, Catch::StartsWith("SubmitJob.check.text"));
+  const Rejection kind = reject(submit_job_request(4, items, "{item}", {}, troupe::wire::Priority::batch,
+                                                   {static_cast<troupe::wire::JobCheckKind>(9), "x"}));
+  CHECK_THAT(kind.message, Catch::StartsWith("SubmitJob.check.kind"));
 }

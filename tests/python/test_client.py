@@ -237,7 +237,22 @@ def check_tiers(troupe, work, large):
                 if c.job_status(job["job_id"])["state"] == "finished":
                     break
                 time.sleep(0.05)
+            # A checked job: every small answer fails, so the large tier answers each again.
+            checked = c.submit_job(["a", "b"], "Say {item}", max_tokens=4, temperature=0, tier="small",
+                                   check=("contains", "no model writes this"))
+            for _ in range(600):
+                if c.job_status(checked["job_id"])["state"] == "finished":
+                    break
+                time.sleep(0.05)
+            results = c.job_results(checked["job_id"])
+            check([(r["check"], r["retried"]) for r in results] == [("failed", 1)] * 2, str(results))
+            try:
+                c.submit_job(["a"], "Say {item}", check=("regex", "(?=a)b"))
+                check(False, "a check with a lookahead was accepted")
+            except TroupeError as e:
+                check(e.code == "invalid_field" and e.message.startswith("SubmitJob.check: "), str(e))
             stats = c.stats()
+            check([t["check_failures"] for t in stats["tiers"]] == [2, 2], str(stats["tiers"]))
             check([t["name"] for t in stats["tiers"]] == names, str(stats["tiers"]))
             check(stats["tiers"][0]["requests"] >= 5 and stats["tiers"][1]["tokens"] >= 10, str(stats["tiers"]))
             classes = {x["class"]: x for x in stats["escalation_classes"]}

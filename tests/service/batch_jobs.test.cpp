@@ -428,3 +428,103 @@ TEST_CASE("a job of whole requests runs each as the gate reads it, under the job
   CHECK(reply->results()->Get(0)->label()->str() == "first");
   CHECK(reply->results()->Get(0)->text()->str() == "sum");
 }
+
+namespace {
+
+// One item answered: `text`, written by `tier` (a server with tiers names it in Done).
+void answer(BatchJobs& jobs, const AdmitRequest& a, const std::string& text, const std::string& tier) {
+  jobs.on_item(a.client_id, messages::tokens_response(a.client_id, text, {}));
+  messages::DoneFields d;
+  d.reason = wire::FinishReason::stop;
+  d.completion_tokens = 3;
+  if (!tier.empty()) d.tiers = {{tier, 3}};
+  jobs.on_item(a.client_id, messages::done_response(a.client_id, d));
+}
+
+}  // namespace
+
+TEST_CASE("a checked job: an answer a smaller tier wrote that fails the check is answered again by the next tier, and "
+          "the results and tier counts say so") {
+  BatchJobsConfig c;
+  c.tokenizer = test::synthetic_tokenizer();
+  c.max_context = 512;
+  c.max_in_flight = 4;
+  c.clock = [] { return int64_t{1}; };
+  c.unix_clock = [] { return int64_t{1700000000000}; };
+  auto tiers = std::make_shared<TierTable>();
+  tiers->names = {"mini", "midi", "maxi"};
+  tiers->aliases = {{"mini"}, {"midi"}, {"maxi"}};
+  c.tiers = tiers;
+  BatchJobs jobs(c);
+  jobs.load({});
+  JobSubmission s = submission(2);
+  s.sampling.tier = "small";
+  s.check = {wire::JobCheckKind::regex, R"(Answer: \d+)"};
+  jobs.submit(s);
+  JobWork w = jobs.take();
+  REQUIRE(w.creates.size() == 1);
+  CHECK(w.creates[0].job.check == s.check);  // stored with the job: a resumed job checks too
+  jobs.created(w.creates[0].job, "client", 9, "");
+  w = jobs.take();
+  REQUIRE(w.admits.size() == 2);
+  const AdmitRequest first = w.admits[0], second = w.admits[1];
+  CHECK(first.route.tier == 0);
+  answer(jobs, first, "Answer: 12", "mini");  // passes
+  answer(jobs, second, "I think twelve", "mini");  // fails: the next tier answers it again
+  w = jobs.take();
+  CHECK(w.check_failures == std::vector<std::string>{"mini"});
+  REQUIRE(w.results.size() == 1);
+  CHECK(w.results[0].result.check == wire::CheckOutcome::passed);
+  CHECK(w.results[0].result.retried == 0);
+  REQUIRE(w.admits.size() == 1);
+  const AdmitRequest again = w.admits[0];
+  CHECK(again.sampling.tier == "midi");
+  CHECK(again.route.kind == RouteKind::fixed);
+  CHECK(again.route.tier == 1);
+  answer(jobs, again, "Still twelve", "midi");  // fails again: the last tier
+  w = jobs.take();
+  CHECK(w.check_failures == std::vector<std::string>{"midi"});
+  REQUIRE(w.admits.size() == 1);
+  CHECK(w.admits[0].route.tier == 2);
+  answer(jobs, w.admits[0], "Answer: 13", "maxi");
+  w = jobs.take();
+  REQUIRE(w.results.size() == 1);
+  CHECK(w.results[0].result.index == 1);
+  CHECK(w.results[0].result.text == "Answer: 13");
+  CHECK(w.results[0].result.check == wire::CheckOutcome::passed);
+  CHECK(w.results[0].result.retried == 2);
+}
+
+TEST_CASE("a checked job: the last tier's failing answer is kept, marked failed, and without tiers it is only marked") {
+  for (bool with_tiers : {true, false}) {
+    DYNAMIC_SECTION((with_tiers ? "tiers" : "one model")) {
+      BatchJobsConfig c;
+      c.tokenizer = test::synthetic_tokenizer();
+      c.max_context = 512;
+      c.clock = [] { return int64_t{1}; };
+      c.unix_clock = [] { return int64_t{1700000000000}; };
+      if (with_tiers) {
+        auto tiers = std::make_shared<TierTable>();
+        tiers->names = {"mini", "maxi"};
+        tiers->aliases = {{"mini"}, {"maxi"}};
+        c.tiers = tiers;
+      }
+      BatchJobs jobs(c);
+      jobs.load({});
+      JobSubmission s = submission(1);
+      s.check = {wire::JobCheckKind::json_schema, R"({"type": "object", "required": ["title"]})"};
+      jobs.submit(s);
+      JobWork w = jobs.take();
+      jobs.created(w.creates.at(0).job, "client", 9, "");
+      w = jobs.take();
+      REQUIRE(w.admits.size() == 1);
+      answer(jobs, w.admits[0], R"({"name": "x"})", with_tiers ? "maxi" : "");
+      w = jobs.take();
+      CHECK(w.admits.empty());
+      REQUIRE(w.results.size() == 1);
+      CHECK(w.results[0].result.check == wire::CheckOutcome::failed);
+      CHECK(w.results[0].result.text == R"({"name": "x"})");
+      CHECK(w.check_failures == (with_tiers ? std::vector<std::string>{"maxi"} : std::vector<std::string>{}));
+    }
+  }
+}

@@ -2,6 +2,8 @@
 // prompt passes before the scheduler.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "messages/client_frames.h"
 #include "messages/file_frames.h"
 #include "messages/job_frames.h"
@@ -182,6 +184,26 @@ TEST_CASE("a job whose template times an item expands past the prompt bound is t
                       "at most 1048576");
   const std::vector<std::string> fine{"short", std::string(500, 'x')};
   CHECK(std::holds_alternative<JobSubmission>(gate.to_admit("p", messages::submit_job_request(6, fine, tmpl, greedy()), 0)));
+}
+
+TEST_CASE("a job's check is taken when it can run exactly, refused with invalid_field naming why when it cannot") {
+  RequestGate gate(gate_config());
+  const std::vector<std::string> items{"one"};
+  const auto with_check = [&](wire::JobCheckKind kind, const std::string& text) {
+    return gate.to_admit("p", messages::submit_job_request(5, items, "{item}", greedy(), wire::Priority::batch, {kind, text}), 0);
+  };
+  const Admission fine = with_check(wire::JobCheckKind::json_schema, R"({"type": "array", "uniqueItems": true})");
+  REQUIRE(std::holds_alternative<JobSubmission>(fine));
+  CHECK(std::get<JobSubmission>(fine).check.kind == wire::JobCheckKind::json_schema);
+  for (const auto& [kind, text, why] : {std::tuple{wire::JobCheckKind::regex, std::string("(?=x)y"), "pattern"},
+                                        std::tuple{wire::JobCheckKind::json_schema, std::string(R"({"type": "strng"})"), "type"},
+                                        std::tuple{wire::JobCheckKind::contains, std::string(), "checks nothing"}}) {
+    const Admission bad = with_check(kind, text);
+    const auto* r = std::get_if<messages::Rejection>(&bad);
+    REQUIRE(r);
+    CHECK(r->code == wire::ErrorCode::invalid_field);
+    CHECK_THAT(r->message, Catch::StartsWith("SubmitJob.check: ") && Catch::Contains(why));
+  }
 }
 
 TEST_CASE("under CURVE a frame carries its client's name, weight and ownership, priority is capped, and the gateway reads only stats") {

@@ -95,6 +95,24 @@ TEST_CASE("job bodies become a SubmitJob with the completion's sampling, and ans
   CHECK(service::troupe_answer("").status == 504);
 }
 
+TEST_CASE("troupe api: a job's check is read by kind, a schema as JSON, anything else refused by name") {
+  messages::Bytes bytes;
+  const auto* regex = job_ok(R"({"items":["a"],"check":{"regex":"Answer: \\d+"}})", bytes);
+  REQUIRE(regex->check());
+  CHECK(regex->check()->kind() == wire::JobCheckKind::regex);
+  CHECK(regex->check()->text()->str() == "Answer: \\d+");
+  messages::Bytes more;
+  const auto* schema = job_ok(R"({"items":["a"],"check":{"json_schema":{"type":"object"}}})", more);
+  CHECK(schema->check()->kind() == wire::JobCheckKind::json_schema);
+  CHECK(json::parse(schema->check()->text()->str()) == json{{"type", "object"}});
+  for (const char* body : {R"({"items":["a"],"check":{"regex":1}})", R"({"items":["a"],"check":{"grep":"x"}})",
+                           R"({"items":["a"],"check":{"contains":"x","regex":"y"}})", R"({"items":["a"],"check":"x"})",
+                           R"({"items":["a"],"check":{"json_schema":"not an object"}})"}) {
+    INFO(body);
+    CHECK(job_error(body).param == "check");
+  }
+}
+
 TEST_CASE("troupe api: a job's items and template are kept, its sampling read as a completion's, model ignored") {
   messages::Bytes bytes;
   const auto* j =
@@ -230,7 +248,8 @@ TEST_CASE("troupe api: a job accepted, a job's reply with its results and a job 
   CHECK(reply["state"] == "finished");
   REQUIRE(reply["results"].size() == 2);
   CHECK(reply["results"][0] == json{{"index", 0},          {"text", "a summary"}, {"finish_reason", "length"},
-                                    {"prompt_tokens", 12}, {"completion_tokens", 9}, {"error", ""}});
+                                    {"prompt_tokens", 12}, {"completion_tokens", 9}, {"error", ""},
+                                    {"check", "not_checked"}, {"retried", 0}});
   CHECK(reply["results"][1]["index"] == 2);
   CHECK(reply["results"][1]["error"] == "the prompt is too long");
   CHECK(reply["results"][1]["finish_reason"] == "stop");

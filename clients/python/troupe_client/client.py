@@ -14,8 +14,8 @@ from troupe.wire import (Ack, Cancel, CancelJob, ChatMessage, ChatTurn, DeleteSe
 from .errors import TroupeError
 from .events import parse_job_event, subscribe_events
 from .keys import _use_curve, read_key_file
-from .request_tables import (_CONTEXT_POLICIES, _PRIORITIES, _SPECULATION, _TOOL_CHOICES, _request, _sampling,
-                             _tool_calls)
+from .request_tables import (_CONTEXT_POLICIES, _PRIORITIES, _SPECULATION, _TOOL_CHOICES, _job_check, _request,
+                             _sampling, _tool_calls)
 from .response_tables import _TURN_STATES, _expect, _job_item, _job_summary, _session_summary, _table, _tier_stats, \
     _worker_stats
 from .stream import Stream
@@ -312,9 +312,12 @@ class Client:
     # Durable batch jobs; progress events come on the server's event socket (see parse_job_event).
     def submit_job(self, items, template="", *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
                    repeat_penalty=1.0, seed=0, stop=(), priority="batch", tier="", escalate_threshold=0.0,
-                   constraint=None, escalate_class=""):
+                   constraint=None, escalate_class="", check=None):
         """constraint: every item's output follows it (as generate's). escalate_class: the budget
-        rule's class for every item ("": the job's own)."""
+        rule's class for every item ("": the job's own). check: ("regex", PATTERN), ("contains",
+        TEXT) or ("json_schema", SCHEMA as a dict or JSON text): each answer is checked, and one that
+        fails from a smaller tier is answered again by the next; results then say "check" (passed,
+        failed) and "retried"."""
         b = flatbuffers.Builder(1024 + sum(len(i) for i in items))
         offs = [b.CreateString(i) for i in items]
         SubmitJob.StartItemsVector(b, len(offs))
@@ -324,8 +327,11 @@ class Client:
         t = b.CreateString(template)
         sampling = _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, 1.0, tier,
                              escalate_threshold, constraint, escalate_class=escalate_class)
+        check_off = _job_check(b, check)
         SubmitJob.Start(b)
         SubmitJob.AddItems(b, vec)
+        if check_off is not None:
+            SubmitJob.AddCheck(b, check_off)
         SubmitJob.AddTemplate(b, t)
         SubmitJob.AddSampling(b, sampling)
         SubmitJob.AddPriority(b, _PRIORITIES[priority])

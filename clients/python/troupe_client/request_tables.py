@@ -2,7 +2,7 @@
 names the client's arguments take for the schema's enums (messages/client.fbs)."""
 import json
 
-from troupe.wire import ChatMessage, Constraint, Priority, Request, Sampling, ToolCall, ToolChoice
+from troupe.wire import ChatMessage, Constraint, JobCheck, Priority, Request, Sampling, ToolCall, ToolChoice
 
 _PRIORITIES = {"interactive": Priority.Priority.interactive, "chat": Priority.Priority.chat,
                "batch": Priority.Priority.batch}
@@ -45,6 +45,23 @@ def _constraint(b, constraint):
     if choices is not None:
         Constraint.AddChoices(b, choices)
     return Constraint.End(b)
+
+
+_CHECK_KINDS = {"regex": 1, "contains": 2, "json_schema": 3}
+
+
+def _job_check(b, check):
+    """A batch job's check: ("regex" | "contains" | "json_schema", text or schema dict), or None."""
+    if check is None:
+        return None
+    kind, value = check
+    if kind not in _CHECK_KINDS:
+        raise ValueError(f"check kind {kind!r}: one of {', '.join(_CHECK_KINDS)}")
+    text = b.CreateString(value if isinstance(value, str) else json.dumps(value))
+    JobCheck.Start(b)
+    JobCheck.AddKind(b, _CHECK_KINDS[kind])
+    JobCheck.AddText(b, text)
+    return JobCheck.End(b)
 
 
 def _sampling(b, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, accept_ratio=1.0,

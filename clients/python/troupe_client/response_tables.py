@@ -29,18 +29,23 @@ def _job_summary(j):
             "created_ms": j.CreatedMs(), "updated_ms": j.UpdatedMs(), "owner": (j.Owner() or b"").decode()}
 
 
+_CHECK_OUTCOMES = {0: "not_checked", 1: "passed", 2: "failed"}
+
+
 def _job_item(r):
     return {"index": r.Index(), "text": (r.Text() or b"").decode(errors="replace"),
             "finish_reason": _FINISH_NAMES.get(r.FinishReason(), str(r.FinishReason())),
             "prompt_tokens": r.PromptTokens(), "completion_tokens": r.CompletionTokens(),
-            "error": (r.Error() or b"").decode(), "validated": r.Validated()}
+            "error": (r.Error() or b"").decode(), "validated": r.Validated(),
+            "check": _CHECK_OUTCOMES.get(r.Check(), str(r.Check())), "retried": r.Retried()}
 
 
 def _tier_stats(t):
     return {"name": (t.Name() or b"").decode(), "requests": t.Requests(), "escalated_in": t.EscalatedIn(),
             "escalations": t.Escalations(), "tokens": t.Tokens(), "forward_tokens": t.ForwardTokens(),
             "steps": t.Steps(), "drafted": t.Drafted(), "accepted": t.Accepted(), "running": t.Running(),
-            "waiting": t.Waiting(), "pages_used": t.PagesUsed(), "pages_total": t.PagesTotal()}
+            "waiting": t.Waiting(), "pages_used": t.PagesUsed(), "pages_total": t.PagesTotal(),
+            "check_failures": t.CheckFailures()}
 
 
 def _worker_stats(w):
