@@ -214,10 +214,11 @@ void Service::Impl::open_tiers(const VerifierSide& v) {
   tier_table->default_policy = options.tier_policy;
   tier_table->default_threshold = options.escalate_threshold > 0
                                       ? options.escalate_threshold
-                                      : service::default_escalate_threshold(options.escalate_hold);
+                                      : service::default_escalate_threshold(options.escalate_hold, options.escalate_signal);
   tier_table->window = options.escalate_window;
   tier_table->within = options.escalate_within;
   tier_table->hold = options.escalate_hold;
+  tier_table->signal = options.escalate_signal;
   tier_table->escalate_for_good = options.escalate_for_good;
   tier_table->escalate_budget = options.escalate_budget;
   messages::SamplingFields probe;

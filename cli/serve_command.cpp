@@ -29,6 +29,7 @@ struct ServeArgs {
   bool no_jump_forward = false;
   bool no_kv_spill = false;
   std::string speculation = "off";
+  std::string escalate_signal = "geomean";
   std::string draft_model;
   std::string summary_model;
   double draft_timeout_s = 30;
@@ -139,6 +140,7 @@ void apply_engine_flags(const ServeArgs& a, actors::ServiceOptions& o) {
   o.jump_forward = !a.no_jump_forward;
   o.kv_spill = !a.no_kv_spill;
   o.speculation = speculation_mode(a.speculation);
+  service::parse_hold_signal(a.escalate_signal, o.escalate_signal);  // checked by its option
   o.kv_spill_codec = spill_codec(a.kv_codec);
   o.session_idle = std::chrono::seconds(a.session_idle_s);
   o.http_server.header_timeout = millis(a.http_header_timeout_s);
@@ -237,6 +239,12 @@ void add_escalation_options(CLI::App& cmd, ServeArgs& a) {
                   "confident that share escalate, from its recent confidences (kept in the store across restarts); "
                   "a request's own escalate_threshold still wins. 0: off, --escalate-threshold decides")
       ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  cmd.add_option("--escalate-signal", a.escalate_signal,
+                  "escalate, with a hold: what the held tokens are judged by: geomean (their geometric mean "
+                  "probability; default threshold 0.82) or tail (the geometric mean of their least probable tenth; "
+                  "0.33), docs/CASCADE.md")
+      ->check(CLI::IsMember({"geomean", "tail"}))
       ->capture_default_str();
   cmd.add_option("--escalate-hold", a.service.escalate_hold,
                   "escalate: hold the answer's first this many tokens back and judge them together; the next tier "

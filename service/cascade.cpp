@@ -26,6 +26,7 @@ std::variant<Route, std::string> resolve_route(const TierTable& t, const message
   r.window = t.window;
   r.within = t.within;
   r.hold = t.hold;
+  r.signal = t.signal;
   if (policy == "small") {
     r.tier = 0;
   } else if (policy == "large") {
@@ -50,11 +51,18 @@ std::string route_key(const Route& r) {
     case RouteKind::fixed: return "tier " + std::to_string(r.tier);
     case RouteKind::escalate:
       return "escalate " + std::to_string(r.threshold) + "/" + std::to_string(r.window) + "/" + std::to_string(r.within) +
-             "/" + std::to_string(r.hold);
+             "/" + std::to_string(r.hold) + (r.signal == HoldSignal::tail ? "/tail" : "");
     case RouteKind::verify: return "verify";
     case RouteKind::automatic: return "auto";
   }
   return {};
+}
+
+bool parse_hold_signal(const std::string& name, HoldSignal& out) {
+  if (name == "geomean") out = HoldSignal::geomean;
+  else if (name == "tail") out = HoldSignal::tail;
+  else return false;
+  return true;
 }
 
 bool budget_rules(const TierTable& t, const Route& r, const messages::SamplingFields& s) {
@@ -71,6 +79,7 @@ EscalationWatch::Verdict EscalationWatch::observe(float p) {
     if (seen_ >= hold_) return Verdict::send;
     ++seen_;
     log_sum_ += std::log(std::max(p, 1e-30f));
+    if (signal_ == HoldSignal::tail) held_.push_back(p);
     return seen_ < hold_ ? Verdict::hold : judge();
   }
   if (within_ > 0 && seen_ >= within_) return Verdict::send;
@@ -93,12 +102,22 @@ void EscalationWatch::sent_before(int32_t n) {
 
 EscalationWatch::Verdict EscalationWatch::judge() const {
   if (hold_ == 0 || seen_ == 0) return Verdict::send;
-  const double geometric_mean = std::exp(log_sum_ / seen_);
-  return geometric_mean < static_cast<double>(threshold_) ? Verdict::escalate : Verdict::release;
+  return held_value() < static_cast<double>(threshold_) ? Verdict::escalate : Verdict::release;
+}
+
+double EscalationWatch::held_value() const {
+  if (signal_ == HoldSignal::geomean || held_.empty()) return std::exp(log_sum_ / seen_);
+  std::vector<float> lowest = held_;
+  const size_t k = std::min(lowest.size(), std::max<size_t>(2, lowest.size() / 10));
+  std::partial_sort(lowest.begin(), lowest.begin() + static_cast<std::ptrdiff_t>(k), lowest.end());
+  double log_tail = 0;
+  for (size_t i = 0; i < k; ++i) log_tail += std::log(std::max(lowest[i], 1e-30f));
+  return std::exp(log_tail / static_cast<double>(k));
 }
 
 float EscalationWatch::confidence() const {
-  return hold_ > 0 && seen_ > 0 && !decided_before_ ? static_cast<float>(std::exp(log_sum_ / seen_)) : -1.0f;
+  if (hold_ == 0 || seen_ == 0 || decided_before_) return -1.0f;
+  return static_cast<float>(held_value());
 }
 
 int32_t AutoChooser::workload(uint8_t priority, int64_t prompt_tokens) {

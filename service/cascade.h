@@ -22,6 +22,13 @@ enum class RouteKind : uint8_t {
   automatic,  // the router picks escalate or verify per workload class
 };
 
+// What the hold rule judges its held tokens by (docs/CASCADE.md): their
+// geometric mean probability, or the tail: the geometric mean of the least
+// probable tenth of them (at least 2), which held best across workloads in
+// docs/BENCHMARKS.md ("The cascade on work it was not tuned on").
+enum class HoldSignal : uint8_t { geomean, tail };
+bool parse_hold_signal(const std::string& name, HoldSignal& out);
+
 struct Route {
   RouteKind kind = RouteKind::fixed;
   int32_t tier = -1;        // the tier it runs on now; -1: a server without tiers
@@ -29,6 +36,7 @@ struct Route {
   int32_t window = 8;       // escalate: over this many tokens
   int32_t within = 0;       // escalate: only among the answer's first this many tokens; 0: anywhere
   int32_t hold = 0;         // escalate: hold the answer's first this many tokens back and judge them together
+  HoldSignal signal = HoldSignal::geomean;  // escalate with a hold: what the held tokens are judged by
   bool chosen_by_auto = false;
   int32_t workload = -1;    // auto: the class it was chosen for
   // The budget rule (service/escalation_budget.h): the class whose figures
@@ -41,8 +49,11 @@ struct Route {
 // Each rule's default threshold (on its own scale: a geometric mean of the
 // held tokens, a window's plain mean), the best measured on HumanEval
 // (docs/BENCHMARKS.md).
-constexpr float kHoldThreshold = 0.82f, kSwitchThreshold = 0.3f;
-inline float default_escalate_threshold(int32_t hold) { return hold > 0 ? kHoldThreshold : kSwitchThreshold; }
+constexpr float kHoldThreshold = 0.82f, kSwitchThreshold = 0.3f, kTailThreshold = 0.33f;
+inline float default_escalate_threshold(int32_t hold, HoldSignal signal = HoldSignal::geomean) {
+  if (hold <= 0) return kSwitchThreshold;
+  return signal == HoldSignal::tail ? kTailThreshold : kHoldThreshold;
+}
 
 // The tiers a server runs, smallest first, and its defaults.
 struct TierTable {
@@ -50,6 +61,7 @@ struct TierTable {
   std::vector<std::vector<std::string>> aliases;  // what requests may call each tier
   std::string default_policy = "escalate";
   int32_t hold = 48;  // 0: switch at the first unsure window instead
+  HoldSignal signal = HoldSignal::geomean;
   float default_threshold = default_escalate_threshold(hold);
   int32_t window = 1;
   int32_t within = 8;
@@ -89,8 +101,10 @@ class EscalationWatch {
     release,   // send every held token and this one: the small tier keeps the answer
     escalate,  // the next tier writes from the first unsent position
   };
-  EscalationWatch(float threshold, int32_t window, int32_t within = 0, int32_t hold = 0)
-      : threshold_(threshold), window_(window < 1 ? 1 : window), within_(within), hold_(hold < 0 ? 0 : hold) {}
+  EscalationWatch(float threshold, int32_t window, int32_t within = 0, int32_t hold = 0,
+                  HoldSignal signal = HoldSignal::geomean)
+      : threshold_(threshold), window_(window < 1 ? 1 : window), within_(within), hold_(hold < 0 ? 0 : hold),
+        signal_(signal) {}
   Verdict observe(float probability);
   // The answer's first `n` tokens were sent before this watch began (a
   // request moved to another worker, or from a smaller tier): they count
@@ -99,15 +113,18 @@ class EscalationWatch {
   // The answer ended (or filled the context) while tokens were held.
   Verdict judge() const;
   float mean() const { return recent_.empty() ? 1.0f : static_cast<float>(sum_ / recent_.size()); }
-  // hold: what the request is judged by, the geometric mean probability of
-  // the tokens held so far. -1: switch, nothing held, or judged elsewhere.
+  // hold: what the request is judged by, from the tokens held so far (their
+  // geometric mean, or its tail). -1: switch, nothing held, or judged elsewhere.
   float confidence() const;
 
  private:
   float threshold_;
   size_t window_;
   int32_t within_, hold_, seen_ = 0;
+  HoldSignal signal_;
   std::deque<float> recent_;
+  std::vector<float> held_;  // tail: the held tokens' probabilities
+  double held_value() const;  // the held tokens' geometric mean, or its tail
   double sum_ = 0, log_sum_ = 0;
   bool decided_before_ = false;
 };

@@ -191,7 +191,7 @@ Scheduler::Sequence Scheduler::make_sequence(AdmitRequest& a, uint64_t seq, std:
   s.route = a.route;
   s.route.confidence = -1.0f;  // judged here afresh, if at all
   if (a.route.kind == RouteKind::escalate && cfg_.next_tier && a.samples == 1) {
-    s.watch.emplace(a.route.threshold, a.route.window, a.route.within, a.route.hold);
+    s.watch.emplace(a.route.threshold, a.route.window, a.route.within, a.route.hold, a.route.signal);
     s.watch->sent_before(s.stream.completion());
   }
   s.weight = a.weight;

@@ -50,6 +50,8 @@ void check_service_options(const ServiceOptions& o) {
             "--escalate-budget needs --tiers: it is the share of requests the next tier takes");
   refuse_if(o.escalate_budget > 0 && o.escalate_hold <= 0,
             "--escalate-budget ranks held answers by their confidence; it needs --escalate-hold > 0");
+  refuse_if(o.escalate_signal == HoldSignal::tail && o.escalate_hold <= 0,
+            "--escalate-signal tail judges held tokens; it needs --escalate-hold > 0");
   // With tiers and no draft model, the first tier's model drafts.
   refuse_if(o.speculation == SpeculationMode::draft && !draft && o.tier_paths.empty(),
             "--speculation draft needs --draft-model or --draft-worker");

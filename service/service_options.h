@@ -13,6 +13,7 @@
 #include "engine/speculation/controller.h"
 #include "messages/client_validation.h"
 #include "messages/http_server.h"
+#include "service/cascade.h"
 #include "messages/zmq_sockets.h"
 #include "service/intake.h"
 
@@ -113,6 +114,7 @@ struct ServiceOptions {
   float escalate_threshold = 0;  // 0: the rule's own, 0.82 with a hold, 0.3 without
   float escalate_budget = 0;     // the budget rule's share (service/escalation_budget.h); 0: the threshold rule
   int32_t escalate_hold = 48;
+  HoldSignal escalate_signal = HoldSignal::geomean;  // what the held tokens are judged by
   int32_t escalate_window = 1;
   int32_t escalate_within = 8;  // 0: anywhere in the answer
   int32_t escalate_for_good = 3;

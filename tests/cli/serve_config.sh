@@ -38,7 +38,7 @@ declare -A value=(
   [server-key]="\"$work/server.secret\"" [clients-dir]="\"$work/clients\"" [insecure]=true
   [worker-key]="\"$work/worker.key\"" [client-queue-share]=0.25 [client-slot-share]=0.75
   [client-page-share]=0.125 [tiers]='["small.gguf", "large.gguf"]' [tier]='"large"' [escalate-threshold]=0.45
-  [escalate-budget]=0.25 [escalate-hold]=16 [escalate-window]=4 [escalate-within]=0 [tier-workers]='["tcp://127.0.0.1:7804"]' [escalate-for-good]=2
+  [escalate-budget]=0.25 [escalate-signal]='"tail"' [escalate-hold]=16 [escalate-window]=4 [escalate-within]=0 [tier-workers]='["tcp://127.0.0.1:7804"]' [escalate-for-good]=2
   [summary-model]='"small"'
 )
 keys=$(sed -nE 's/^(# )?([a-z0-9-]+) =.*/\2/p' "$work/defaults.toml")

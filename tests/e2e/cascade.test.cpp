@@ -209,7 +209,11 @@ TEST_CASE("escalate, the hold rule (the default): an unsure answer is the large 
           "the small model's",
           "[service]") {
   const std::string small = unsure_model_path();
-  Server server("cascadehold", {"--tiers", small + "," + model_path(), "--escalate-hold", "8"});
+  // Either signal of the held tokens (their geometric mean, or its tail): the same outcomes here.
+  const std::string signal = GENERATE(std::string("geomean"), std::string("tail"));
+  INFO("--escalate-signal " << signal);
+  Server server("cascadehold" + signal, {"--tiers", small + "," + model_path(), "--escalate-hold", "8",
+                                          "--escalate-signal", signal});
   const std::string prompt = "The fox and the dog, the fox and the";
   Reference ref;
   // Never 99 % sure: the first 8 tokens are held, judged, and never sent.

@@ -124,6 +124,33 @@ TEST_CASE("the hold rule: the first N tokens are held and judged together by the
   CHECK(moved.observe(0.01f) == V::send);
 }
 
+TEST_CASE("the hold rule's tail: the geometric mean of the held tokens' least probable tenth, at least two") {
+  using V = EscalationWatch::Verdict;
+  // 40 held tokens: the tail is the lowest 4. Two unsure tokens among many sure ones pass the
+  // geometric mean of all (0.82) but not the tail's ((0.9 x 0.9 x 0.1 x 0.2)^(1/4) = 0.36 < 0.5).
+  EscalationWatch tail(0.5f, 1, 0, 40, HoldSignal::tail), mean(0.5f, 1, 0, 40);
+  for (int i = 0; i < 40; ++i) {
+    const float p = i == 5 ? 0.1f : i == 9 ? 0.2f : 0.9f;
+    const V want = i < 39 ? V::hold : V::escalate;
+    CHECK(tail.observe(p) == want);
+    mean.observe(p);
+  }
+  CHECK(tail.confidence() == Approx(std::pow(0.9 * 0.9 * 0.1 * 0.2, 0.25)));
+  CHECK(mean.confidence() > 0.8f);
+  CHECK(mean.judge() == V::release);
+  // Fewer than 20 held: the lowest two.
+  EscalationWatch brief(0.5f, 1, 0, 40, HoldSignal::tail);
+  for (float p : {0.9f, 0.6f, 0.5f}) brief.observe(p);
+  CHECK(brief.confidence() == Approx(std::sqrt(0.6 * 0.5)));
+  CHECK(brief.judge() == V::release);
+  HoldSignal s = HoldSignal::geomean;
+  CHECK(parse_hold_signal("tail", s));
+  CHECK(s == HoldSignal::tail);
+  CHECK_FALSE(parse_hold_signal("median", s));
+  CHECK(default_escalate_threshold(48, HoldSignal::tail) == kTailThreshold);
+  CHECK(default_escalate_threshold(0, HoldSignal::tail) == kSwitchThreshold);
+}
+
 TEST_CASE("auto tries both policies in a class, then keeps the one that costs the last tier fewer passes") {
   AutoChooser a(4);
   const int32_t w = AutoChooser::workload(0, 100);

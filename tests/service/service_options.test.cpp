@@ -113,6 +113,21 @@ TEST_CASE("service options: --speculation draft needs a draft model, a draft wor
   CHECK(refusal(o).empty());
 }
 
+TEST_CASE("service options: the budget rule needs tiers and a hold, the tail signal a hold") {
+  auto o = loopback();
+  o.escalate_budget = 0.3f;
+  CHECK(refusal(o) == "--escalate-budget needs --tiers: it is the share of requests the next tier takes");
+  o.tier_paths = {"small.gguf"};
+  CHECK(refusal(o).empty());
+  o.escalate_hold = 0;
+  CHECK(refusal(o) == "--escalate-budget ranks held answers by their confidence; it needs --escalate-hold > 0");
+  o.escalate_budget = 0;
+  o.escalate_signal = HoldSignal::tail;
+  CHECK(refusal(o) == "--escalate-signal tail judges held tokens; it needs --escalate-hold > 0");
+  o.escalate_hold = 48;
+  CHECK(refusal(o).empty());
+}
+
 TEST_CASE("service options: the context defaults to the model's, at most 8192 and the pool, and an explicit one must fit") {
   CHECK(fitted_context(0, 32768, 1024, 16) == 8192);
   CHECK(fitted_context(0, 2048, 1024, 16) == 2048);
