@@ -138,12 +138,14 @@ bool EscalationBudget::load(std::string_view in) {
     in.remove_prefix(length);
     Class c;
     if (!take(in, c.escalated) || !(c.escalated >= 0.0 && c.escalated <= 1.0) || !take(in, n)) return false;
-    if (n > static_cast<uint32_t>(cfg_.history) || in.size() < size_t{n} * sizeof(float)) return false;
+    if (in.size() < size_t{n} * sizeof(float)) return false;
     for (uint32_t j = 0; j < n; ++j) {
       float f = 0;
       take(in, f);
       if (!(f >= 0.0f && f <= 1.0f)) return false;
       c.confidences.push_back(f);
+      // Stored by a server that kept more: the newest stay.
+      if (static_cast<int32_t>(c.confidences.size()) > cfg_.history) c.confidences.pop_front();
     }
     c.last_use = ++clock_;
     loaded[std::move(name)] = std::move(c);

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "messages/client_frames.h"
 #include "service/escalation_budget.h"
 
 using troupe::service::EscalationBudget;
@@ -137,6 +138,10 @@ TEST_CASE("budget rule: saved and loaded, a restarted server goes on where it wa
   flipped.back() = '\x7f';  // the last confidence's sign and exponent: no longer a probability
   CHECK_FALSE(restarted.load(flipped));
   CHECK(restarted.threshold("job/a", 0.82f) == b.threshold("job/a", 0.82f));
+  // Figures from a server that kept a longer history: the newest are kept.
+  EscalationBudget shorter({.share = 0.3f, .history = 100});
+  REQUIRE(shorter.load(bytes));
+  CHECK(shorter.figures().front().judged == 100);
 }
 
 TEST_CASE("budget rule: the classes are bounded, the least used forgotten first") {
