@@ -49,14 +49,16 @@ Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
   expert_tokens_.assign(static_cast<size_t>(config_.n_layer * config_.n_expert), 0);
 }
 
-// On AVX-512 the quantized matrices (Q4_K, Q6_K, Q8_0, Q5_0, Q4_0) are read
-// in the lane layout, up to twice as fast for a few tokens (repack.h). The copy replaces the mapped pages in
+// On AVX-512 and AVX2 the quantized matrices (Q4_K, Q6_K, Q8_0, Q5_0, Q4_0)
+// are read in the lane layout: on AVX-512 up to twice as fast for a few
+// tokens, on AVX2 prefill 2-3x the GGUF-layout kernels' (repack.h,
+// matmul_lanes_avx2.cpp). The copy replaces the mapped pages in
 // memory: they are released, and come back from the file only if a lower
 // instruction set is forced later. The embedding table stays as it is (one
 // row read per token); tied to the output, the output gets its own copy.
 // TROUPE_LANE_LAYOUT=off keeps the GGUF layout (same results: A/B benchmarks).
 void Model::use_lane_layouts() {
-  if (cpu::active_isa() != cpu::Isa::avx512) return;
+  if (cpu::active_isa() < cpu::Isa::avx2) return;
   if (const char* e = std::getenv("TROUPE_LANE_LAYOUT"); e && std::string_view(e) == "off") return;
   const auto repack = [this](cpu::WeightMatrix& w) {
     if (w.data == nullptr) return;  // a matrix the architecture lacks (bloom's gate)

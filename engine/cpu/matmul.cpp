@@ -146,6 +146,7 @@ Choice choose(const WeightMatrix& w, int n_tokens) {
   Kernel k{};
 #if defined(__x86_64__)
   if (w.lanes && active_isa() == Isa::avx512) k = detail::avx512_lane_kernel(w.type);
+  if (w.lanes && active_isa() == Isa::avx2) k = detail::avx2_lane_kernel(w.type);
 #endif
   const bool lanes = k.fn != nullptr;
   if (!lanes) k = kernel_for(w.type);

@@ -167,6 +167,8 @@ GemmFn avx512_packed_kernel(TensorType type);  // quantized formats, many tokens
 // For lane-layout weights (repack.h): fn over a lane layout, packed_fn over
 // packed_k / packed32; fn == nullptr where none exists.
 Kernel avx512_lane_kernel(TensorType type);
+// AVX2 kernels over the same lane layout, 8 units at a time (fn only).
+Kernel avx2_lane_kernel(TensorType type);
 GemmFn avx512_packed_lane_kernel(TensorType type);
 
 // Quantizes one token's activations (x: its cols floats) into token slot t of

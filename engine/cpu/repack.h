@@ -1,6 +1,7 @@
 #pragma once
-// Weight rows rearranged for the AVX-512 lane kernels (matmul_lanes_avx512.cpp,
-// decoded by lanes_avx512.h).
+// Weight rows rearranged for the lane kernels: AVX-512 (matmul_lanes_avx512.cpp,
+// decoded by lanes_avx512.h) and AVX2 (matmul_lanes_avx2.cpp, which reads each
+// group as two halves of 8 units).
 //
 // A GGUF row stores each unit (a 32-value block of Q8_0/Q5_0/Q4_0 or
 // sub-block of Q4_K, a 16-value group of Q6_K) contiguously, so a vpdpbusd leaves one unit's sum

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/cpu/isa.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
@@ -263,10 +264,14 @@ TEST_CASE("an empty batch runs nothing and returns no logits") {
   CHECK(out.rows() == 0);
 }
 
-// On AVX-512 the quantized matrices are repacked into the lane layout at load
-// (engine/cpu/repack.h); TROUPE_LANE_LAYOUT=off keeps the GGUF order. Both
-// must give the same logits bit for bit, for the few-token kernels (decode
-// steps) and the packed ones (a 48-token prefill), with a tied output too.
+// On AVX-512 and AVX2 the quantized matrices are repacked into the lane
+// layout at load (engine/cpu/repack.h); TROUPE_LANE_LAYOUT=off keeps the GGUF
+// order. On AVX-512 both must give the same logits bit for bit, for the
+// few-token kernels (decode steps) and the packed ones (a 48-token prefill),
+// with a tied output too. The AVX2 lane kernels sum in another order: a
+// last-bit difference can move an 8-bit activation code in the next layer,
+// so there the logits agree as closely as the scalar and GGUF-layout AVX2
+// paths do with each other (1-4 % of the largest logit on the real 0.5B).
 TEST_CASE("the lane layout changes no logit") {
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
     for (bool tied : {false, true}) {
@@ -293,8 +298,11 @@ TEST_CASE("the lane layout changes no logit") {
         logits[lanes].insert(logits[lanes].end(), prefill.begin(), prefill.end());
       }
       unsetenv("TROUPE_LANE_LAYOUT");
-      INFO(tensor_type_name(type) << (tied ? " tied" : ""));
-      CHECK(logits[0] == logits[1]);
+      INFO(tensor_type_name(type) << (tied ? " tied" : "") << " on " << cpu::isa_name(cpu::active_isa()));
+      if (cpu::active_isa() == cpu::Isa::avx512)
+        CHECK(logits[0] == logits[1]);
+      else
+        CHECK(max_rel_diff(logits[1], logits[0]) < 0.05f);
       std::filesystem::remove(path);
     }
   }
