@@ -249,11 +249,8 @@ void tokens_tail(const KernelArgs& a, int64_t r0, int64_t r1, int t, int left) {
   if constexpr (T > 1) tokens_tail<F, T - 1>(a, r0, r1, t, left);
 }
 
-// Tokens in blocks of kT over all the rows: the block's activations stay in
-// L1 while the rows stream by.
-template <class F>
-void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
-  constexpr int kT = 16;
+template <class F, int kT>
+void token_blocks(const KernelArgs& a, int64_t r0, int64_t r1) {
   for (int t = 0; t < a.n_tokens; t += kT) {
     const int n = a.n_tokens - t < kT ? a.n_tokens - t : kT;
     if (n == kT)
@@ -261,6 +258,21 @@ void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
     else
       tokens_tail<F, kT>(a, r0, r1, t, n);
   }
+}
+
+// Tokens in blocks over all the rows: enough to share each half group's
+// decoding, few enough that the block's activations (about 1.25 bytes a
+// value) stay near L1 as the rows stream by. On Zen 3 16 tokens were best
+// for 896-value rows, 8 for 1,536 and 4,864 (Q4_K 8960x1536 at 512 tokens:
+// 76 GMAC/s a thread, Q5_0 4864x896 62, Q6_K 896x4864 48).
+template <class F>
+void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
+  if (a.cols <= 1024)
+    token_blocks<F, 16>(a, r0, r1);
+  else if (a.cols <= 6144)
+    token_blocks<F, 8>(a, r0, r1);
+  else
+    token_blocks<F, 4>(a, r0, r1);
 }
 
 }  // namespace
