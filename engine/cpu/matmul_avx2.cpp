@@ -14,6 +14,7 @@
 // on CPUs without AVX2.
 #if defined(__x86_64__)
 #include "engine/cpu/matmul_skeleton.h"
+#include "engine/cpu/simd_avx2.h"
 
 namespace troupe::cpu::detail {
 namespace {
@@ -32,18 +33,7 @@ inline __m256 spread2(__m128 v, int first) {
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), idx);
 }
 
-inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 inline __m256i ones16() { return _mm256_set1_epi16(1); }
-
-// Bytes equal to `value` where bit k of x is set, else 0.
-inline __m256i bits_to_bytes(uint32_t x, __m256i value) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                          3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), spread);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), value);
-}
 
 // pshufb control filling the low 128-bit lane with word w0, the high with w1.
 inline __m256i word_sel(int w0, int w1) {

@@ -22,9 +22,9 @@
 // so a token's outputs do not depend on the batch. They differ from the
 // GGUF-layout AVX2 kernels' in the last bits (another order), not in size.
 #if defined(__x86_64__)
-#include "engine/cpu/simd_loads.h"
+#include "engine/cpu/simd_avx2.h"
 
-#include "engine/cpu/matmul.h"
+#include "engine/cpu/lane_drivers.h"
 
 namespace troupe::cpu::detail {
 namespace {
@@ -37,8 +37,6 @@ struct Half {
   __m256 ws, minc;
 };
 
-inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 inline __m256i or_and(__m256i a, __m256i b, __m256i c) { return _mm256_or_si256(a, _mm256_and_si256(b, c)); }
 
 // Lanes [0, n) all ones.
@@ -47,15 +45,6 @@ inline __m256i first_bytes(int n) {
   return _mm256_cmpgt_epi8(_mm256_set1_epi8(static_cast<char>(n)),
                            _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
                                             22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
-}
-
-// Bytes equal to `value` where bit k of x is set, else 0.
-inline __m256i bits_to_bytes(uint32_t x, __m256i value) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                          3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), spread);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), value);
 }
 
 // Q4_K: groups of 2 super-blocks (288 bytes): two headers, then 4 vectors
@@ -238,27 +227,12 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = reduce8(acc[t]);
 }
 
-template <class F, int T>
-void rows_tokens(const KernelArgs& a, int64_t r0, int64_t r1, int t0) {
-  for (int64_t r = r0; r < r1; ++r) row_tokens<F, T>(a, r, t0);
-}
-
-template <class F, int T>
-void tokens_tail(const KernelArgs& a, int64_t r0, int64_t r1, int t, int left) {
-  if (left == T) return rows_tokens<F, T>(a, r0, r1, t);
-  if constexpr (T > 1) tokens_tail<F, T - 1>(a, r0, r1, t, left);
-}
-
-template <class F, int kT>
-void token_blocks(const KernelArgs& a, int64_t r0, int64_t r1) {
-  for (int t = 0; t < a.n_tokens; t += kT) {
-    const int n = a.n_tokens - t < kT ? a.n_tokens - t : kT;
-    if (n == kT)
-      rows_tokens<F, kT>(a, r0, r1, t);
-    else
-      tokens_tail<F, kT>(a, r0, r1, t, n);
-  }
-}
+// The kernel lane_drivers.h walks.
+template <class F>
+struct Lanes {
+  template <int T>
+  static void row(const KernelArgs& a, int64_t r, int t0) { row_tokens<F, T>(a, r, t0); }
+};
 
 // Tokens in blocks over all the rows: enough to share each half group's
 // decoding, few enough that the block's activations (about 1.25 bytes a
@@ -268,11 +242,11 @@ void token_blocks(const KernelArgs& a, int64_t r0, int64_t r1) {
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
   if (a.cols <= 1024)
-    token_blocks<F, 16>(a, r0, r1);
+    token_blocks<Lanes<F>, 16>(a, r0, r1);
   else if (a.cols <= 6144)
-    token_blocks<F, 8>(a, r0, r1);
+    token_blocks<Lanes<F>, 8>(a, r0, r1);
   else
-    token_blocks<F, 4>(a, r0, r1);
+    token_blocks<Lanes<F>, 4>(a, r0, r1);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #if defined(__x86_64__)
 #include <bit>
 
+#include "engine/cpu/lane_drivers.h"
 #include "engine/cpu/lanes_avx512.h"
-#include "engine/cpu/matmul.h"
 
 namespace troupe::cpu::detail {
 namespace {
@@ -105,30 +105,19 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = tree16(acc[t]);
 }
 
-template <class F, int T>
-void rows_tokens(const KernelArgs& a, int64_t r0, int64_t r1, int t0) {
-  for (int64_t r = r0; r < r1; ++r) row_tokens<F, T>(a, r, t0);
-}
-
-template <class F, int T>
-void tokens_tail(const KernelArgs& a, int64_t r0, int64_t r1, int t, int left) {
-  if (left == T) return rows_tokens<F, T>(a, r0, r1, t);
-  if constexpr (T > 1) tokens_tail<F, T - 1>(a, r0, r1, t, left);
-}
+// The kernel lane_drivers.h walks.
+template <class F>
+struct Lanes {
+  template <int T>
+  static void row(const KernelArgs& a, int64_t r, int t0) { row_tokens<F, T>(a, r, t0); }
+};
 
 // Tokens in blocks of 8, each block over all the rows: for rows up to a few
 // thousand values the block's activations stay in L1 while the rows stream
 // by, and a second block finds the chunk's rows in L2.
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
-  constexpr int kT = 8;
-  for (int t = 0; t < a.n_tokens; t += kT) {
-    const int n = a.n_tokens - t < kT ? a.n_tokens - t : kT;
-    if (n == kT)
-      rows_tokens<F, kT>(a, r0, r1, t);
-    else
-      tokens_tail<F, kT>(a, r0, r1, t, n);
-  }
+  token_blocks<Lanes<F>, 8>(a, r0, r1);
 }
 
 }  // namespace

@@ -104,6 +104,27 @@ std::vector<int64_t> cols_for(TensorType t) {
   return {896, 4864, 1536, 8960, 96, 160, 32};  // 96 and 160: blocks after the last 4-block chunk
 }
 
+// Every format with a lane layout, on shapes whose rows end in partial
+// groups of 1..15 blocks (the legacy formats) and odd super-block counts
+// (Q4_K pads its last group), 1 to 71 rows; fn(matrix, its view with the
+// lane copy).
+template <class Fn>
+void for_each_laned_matrix(ThreadPool& pool, uint32_t& seed, Fn fn) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
+    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864}
+                                                   : std::vector<int64_t>{32, 96, 160, 288, 896, 960, 1536, 4864};
+    for (int64_t cols : shapes)
+      for (int64_t rows : {1, 7, 71}) {
+        const Matrix m = make_matrix(type, rows, cols, ++seed);
+        const auto lanes = repack_lanes(m.view(), pool);
+        REQUIRE(lanes != nullptr);
+        WeightMatrix laned = m.view();
+        laned.lanes = lanes.get();
+        fn(m, laned);
+      }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("matmul matches a double-precision dot of the dequantized weights within the activation-rounding bound",
@@ -347,27 +368,16 @@ TEST_CASE("lane-layout weights give bitwise what the GGUF layout gives", "[matmu
   ThreadPool pool(2);
   MatmulScratch scratch;
   uint32_t seed = 1300;
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
-    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864}
-                                                   : std::vector<int64_t>{32, 96, 160, 896, 960, 1536, 4864};
-    for (int64_t cols : shapes) {
-      for (int64_t rows : {1, 7, 71}) {
-        const Matrix m = make_matrix(type, rows, cols, ++seed);
-        const auto lanes = repack_lanes(m.view(), pool);
-        REQUIRE(lanes != nullptr);
-        WeightMatrix laned = m.view();
-        laned.lanes = lanes.get();
-        for (int n_tokens : {1, 2, 3, 5, 8, 9, 12, 16, 17, 29, 32, 33, 48, 130, 144}) {
-          const auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
-          const auto want = run(m, x, n_tokens, pool, scratch);
-          std::vector<float> got(want.size(), NAN);
-          matmul(laned, x.data(), n_tokens, got.data(), pool, scratch);
-          INFO(troupe::tensor_type_name(type) << " cols " << cols << " rows " << rows << " tokens " << n_tokens);
-          REQUIRE(got == want);
-        }
-      }
+  for_each_laned_matrix(pool, seed, [&](const Matrix& m, const WeightMatrix& laned) {
+    for (int n_tokens : {1, 2, 3, 5, 8, 9, 12, 16, 17, 29, 32, 33, 48, 130, 144}) {
+      const auto x = gaussian(static_cast<size_t>(m.cols * n_tokens), ++seed);
+      const auto want = run(m, x, n_tokens, pool, scratch);
+      std::vector<float> got(want.size(), NAN);
+      matmul(laned, x.data(), n_tokens, got.data(), pool, scratch);
+      INFO(troupe::tensor_type_name(m.type) << " cols " << m.cols << " rows " << m.rows << " tokens " << n_tokens);
+      REQUIRE(got == want);
     }
-  }
+  });
 }
 
 // The AVX2 lane kernels (matmul_lanes_avx2.cpp) read the same layout 8 units
@@ -383,45 +393,35 @@ TEST_CASE("AVX2 lane kernels agree with the scalar path and do not depend on the
   ThreadPool pool(2);
   MatmulScratch scratch;
   uint32_t seed = 1700;
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
-    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864}
-                                                   : std::vector<int64_t>{32, 96, 160, 288, 896, 960, 4864};
-    for (int64_t cols : shapes) {
-      for (int64_t rows : {1, 7, 71}) {
-        const Matrix m = make_matrix(type, rows, cols, ++seed);
-        const auto lanes = repack_lanes(m.view(), pool);
-        REQUIRE(lanes != nullptr);
-        WeightMatrix laned = m.view();
-        laned.lanes = lanes.get();
-        const auto probe = gaussian(static_cast<size_t>(cols), ++seed);
-        std::vector<float> alone(static_cast<size_t>(rows));
-        {
-          IsaGuard g(Isa::avx2);
-          matmul(laned, probe.data(), 1, alone.data(), pool, scratch);
-        }
-        for (int n_tokens : {1, 2, 3, 5, 8, 9, 17, 33, 130}) {
-          auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
-          const int at = n_tokens / 2;
-          std::copy(probe.begin(), probe.end(), x.begin() + at * cols);
-          std::vector<float> want;
-          {
-            IsaGuard g(Isa::scalar);
-            want = run(m, x, n_tokens, pool, scratch);
-          }
-          IsaGuard g(Isa::avx2);
-          std::vector<float> got(want.size(), NAN);
-          matmul(laned, x.data(), n_tokens, got.data(), pool, scratch);
-          for (int t = 0; t < n_tokens; ++t)
-            for (int64_t r = 0; r < rows; ++r) {
-              INFO(troupe::tensor_type_name(type) << " cols " << cols << " rows " << rows << " tokens " << n_tokens
-                                                  << " row " << r << " token " << t);
-              REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= 2 * float_slack(m, &x[t * cols], r));
-              if (t == at) REQUIRE(got[t * rows + r] == alone[r]);
-            }
-        }
-      }
+  for_each_laned_matrix(pool, seed, [&](const Matrix& m, const WeightMatrix& laned) {
+    const int64_t rows = m.rows, cols = m.cols;
+    const auto probe = gaussian(static_cast<size_t>(cols), ++seed);
+    std::vector<float> alone(static_cast<size_t>(rows));
+    {
+      IsaGuard g(Isa::avx2);
+      matmul(laned, probe.data(), 1, alone.data(), pool, scratch);
     }
-  }
+    for (int n_tokens : {1, 2, 3, 5, 8, 9, 17, 33, 130}) {
+      auto x = gaussian(static_cast<size_t>(cols * n_tokens), ++seed);
+      const int at = n_tokens / 2;
+      std::copy(probe.begin(), probe.end(), x.begin() + at * cols);
+      std::vector<float> want;
+      {
+        IsaGuard g(Isa::scalar);
+        want = run(m, x, n_tokens, pool, scratch);
+      }
+      IsaGuard g(Isa::avx2);
+      std::vector<float> got(want.size(), NAN);
+      matmul(laned, x.data(), n_tokens, got.data(), pool, scratch);
+      for (int t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          INFO(troupe::tensor_type_name(m.type) << " cols " << cols << " rows " << rows << " tokens " << n_tokens
+                                                << " row " << r << " token " << t);
+          REQUIRE(std::fabs(got[t * rows + r] - want[t * rows + r]) <= 2 * float_slack(m, &x[t * cols], r));
+          if (t == at) REQUIRE(got[t * rows + r] == alone[r]);
+        }
+    }
+  });
 }
 
 TEST_CASE("lane layouts exist for the formats that have lane kernels, and the scalar path ignores them",
