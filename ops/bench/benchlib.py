@@ -16,7 +16,8 @@ Run by the shell drivers (lib.sh: `bench_py NAME ARGS...`), one table or figure 
   port                                 free_port()
   ratio A B                            A/B to two decimals (n/a when B is 0 or missing)
   best V...                            the largest of the values
-  engine-rows LABEL OURS THEIRS        engine.sh: both engines' rows, then the ratio line
+  engine-rows LABEL OURS THEIRS [IK_PREFILL IK_DECODE]
+                                       engine.sh: the engines' rows, then the ratio line
   serve-summary SERVED ALONE PEER      serve.sh: streams through the service against the peer
   sessions-restore WORK GGUF STORE_BYTES TROUPE CODEC
                                        sessions.sh: restore against recompute, store bytes
@@ -194,12 +195,20 @@ def med(xs):
 
 # -------------------------------------------------------------------------- the drivers' tables
 
-def engine_rows(label, ours, theirs):
+def engine_rows(label, ours, theirs, ik_prefill=None, ik_decode=None):
+    """IK_PREFILL and IK_DECODE: bench_ik_best's lines ({ts, flags}), where ik_llama.cpp ran too."""
     a, b = json.loads(ours), json.loads(theirs)
     for r in (a, b):
-        print(f"{label:<30} {r['engine']:<10} {r['prefill_tok_s']:>12.1f} {r['decode_tok_s']:>12.1f}")
-    print(f"{label}: prefill {a['prefill_tok_s'] / b['prefill_tok_s']:.2f}x "
-          f"decode {a['decode_tok_s'] / b['decode_tok_s']:.2f}x")
+        print(f"{label:<30} {r['engine']:<12} {r['prefill_tok_s']:>12.1f} {r['decode_tok_s']:>12.1f}")
+    line = (f"{label}: prefill {a['prefill_tok_s'] / b['prefill_tok_s']:.2f}x "
+            f"decode {a['decode_tok_s'] / b['decode_tok_s']:.2f}x")
+    if ik_prefill and ik_decode:
+        p, d = json.loads(ik_prefill), json.loads(ik_decode)
+        print(f"{label:<30} {'ik_llama.cpp':<12} {p['ts']:>12.1f} {d['ts']:>12.1f}"
+              f"   (prefill {p['flags']}; decode {d['flags']})")
+        line += (f", against ik_llama.cpp prefill {a['prefill_tok_s'] / p['ts']:.2f}x "
+                 f"decode {a['decode_tok_s'] / d['ts']:.2f}x")
+    print(line)
 
 
 def serve_summary(served, alone, peer):

@@ -46,7 +46,13 @@ bench_cpu() {
   local name
   name="$(sed -n '/^model name/{s/^model name\s*:\s*//;s/\s\+/ /g;s/\s*$//;p;q}' /proc/cpuinfo 2>/dev/null)"
   [ -n "$name" ] || name="$(lscpu 2>/dev/null | sed -n '/^Model name:/{s/^Model name:\s*//;p;q}')"
-  echo "${name:-unknown CPU}"
+  # A cloud CPU's name may be just "AMD EPYC": its family, model and vector sets tell which it is.
+  local family model sets=()
+  family="$(sed -n '/^cpu family/{s/.*:\s*//;p;q}' /proc/cpuinfo 2>/dev/null)"
+  model="$(sed -n '/^model\s*:/{s/.*:\s*//;p;q}' /proc/cpuinfo 2>/dev/null)"
+  local flags=" $(sed -n '/^flags/{s/.*://;p;q}' /proc/cpuinfo 2>/dev/null) "
+  for f in avx2 avx512f avx512_vnni avx512_bf16 amx_tile; do [[ "$flags" == *" $f "* ]] && sets+=("$f"); done
+  echo "${name:-unknown CPU}${family:+ (family $family model $model; ${sets[*]:-no AVX2})}"
 }
 
 # bench_cpu_line: "CPU: NAME, N hardware threads".
@@ -201,6 +207,22 @@ bench_llama_server() {
   shift 3
   bench_spawn "$name" "$llama_bin/llama-server" -m "$gguf" "$@" --host 127.0.0.1 --port "$port"
   bench_ready_http "$name" "http://127.0.0.1:$port/health"
+}
+
+# bench_ik_tools: builds ik_llama.cpp's tools once (ops/llama-tools.sh ik, ~25 min on 2 cores); sets
+# ik_bin (their folder).
+bench_ik_tools() { ik_bin="$(ops/llama-tools.sh ik)"; }
+
+# bench_ik_best GGUF THREADS TEST...: ik_llama.cpp's llama-bench for one test (-p N -n 0, -p 0 -n N,
+# or -gp PP,TG), under each of its CPU switches (flash attention -fa 0/1, run-time repacking -rtr
+# 0/1); one JSON line {ts, flags}: the best mean tok/s and the flags that gave it.
+bench_ik_best() {
+  local gguf="$1" threads="$2" rtr
+  shift 2
+  for rtr in 0 1; do
+    "$ik_bin/llama-bench" -m "$gguf" -t "$threads" -fa 0,1 -rtr "$rtr" "$@" -o json 2>/dev/null |
+      jq -c --arg rtr "$rtr" '.[] | {ts: .avg_ts, flags: "-fa \(if .flash_attn then 1 else 0 end) -rtr \($rtr)"}'
+  done | jq -sc 'max_by(.ts)'
 }
 
 # bench_llama_ts LLAMA_BENCH_FLAGS...: llama-bench's mean tok/s for one test (-p N -n 0, or -p 0

@@ -2,7 +2,9 @@
 # Long context on the default model (docs/BENCHMARKS.md, "Long context"):
 #   speed     prefill tok/s of an N-token prompt and decode tok/s at depth N,
 #             troupe (`troupe bench`) against llama.cpp's own llama-bench
-#             (`-p N` and `-n 64 -d N`, built natively by ops/llama-tools.sh),
+#             (`-p N` and `-n 64 -d N`, built natively by ops/llama-tools.sh) and
+#             ik_llama.cpp's (`-p N` and `-gp N,64`, each the best of -fa 0/1 x -rtr 0/1;
+#             IK=0 leaves it out),
 #             same GGUF file, same threads, same run; and troupe at 512 for
 #             its own long/short ratio;
 #   kv        KV bytes per token of each --kv-type, the longest context that
@@ -34,22 +36,33 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}"
 read -ra lengths <<<"${LENGTHS:-4096 16384 32768}"
 phases="${PHASES:-speed kv session documents}" kv_gib="${KV_MEMORY_GIB:-1}" turns="${SESSION_TURNS:-300}"
+ik="${IK:-1}"
 bench_python
 path="$(bench_gguf "$model")"
 echo "cpu: $(bench_cpu), threads $threads, model $path"
 
 if bench_in "$phases" speed; then
   bench_llama_tools
+  ((ik)) && bench_ik_tools
   short="$("$troupe" bench -m "$path" --threads "$threads" --prompt-tokens 512 --gen-tokens 64 --repeat 2)"
   rows=()
   for n in "${lengths[@]}"; do
-    rows+=("$(bench_depth "$path" "$threads" "$n" 1)")
+    row="$(bench_depth "$path" "$threads" "$n" 1)"
+    if ((ik)); then
+      ikp="$(bench_ik_best "$path" "$threads" -p "$n" -n 0 -r 1)"
+      ikg="$(bench_ik_best "$path" "$threads" -p 0 -n 0 -gp "$n,64" -r 1)"
+      row="$(jq -c --argjson p "$ikp" --argjson g "$ikg" '. + {ik_pp: $p, ik_tg: $g}' <<<"$row")"
+    fi
+    rows+=("$row")
     echo "${rows[-1]}" >&2
   done
   printf '%s\n' "${rows[@]}" | jq -rs --argjson short "$short" '
-    "| tokens | troupe prefill | llama.cpp prefill | ratio | troupe decode at depth | llama.cpp decode at depth | ratio |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
-    (.[] | "| \(.n) | \(.ours.prefill_tok_s) | \(.pp * 100 | round / 100) | **\(.ours.prefill_tok_s / .pp * 100 | round / 100)x** | \(.ours.decode_tok_s) | \(.tg * 100 | round / 100) | **\(.ours.decode_tok_s / .tg * 100 | round / 100)x** |"),
+    def r2: . * 100 | round / 100;
+    def ik(f; k): if .[f] then " \(.[f].ts | r2) (\(.[f].flags)) | **\(.ours[k] / .[f].ts | r2)x** |" else " - | - |" end;
+    "| tokens | troupe prefill | llama.cpp prefill | ratio | ik_llama.cpp prefill | ratio | troupe decode at depth | llama.cpp decode at depth | ratio | ik_llama.cpp decode | ratio |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.[] | "| \(.n) | \(.ours.prefill_tok_s) | \(.pp | r2) | **\(.ours.prefill_tok_s / .pp | r2)x** |" + ik("ik_pp"; "prefill_tok_s") +
+      " \(.ours.decode_tok_s) | \(.tg | r2) | **\(.ours.decode_tok_s / .tg | r2)x** |" + ik("ik_tg"; "decode_tok_s")),
     "troupe at 512: prefill \($short.prefill_tok_s), decode \($short.decode_tok_s); " +
     (map("at \(.n): \(.ours.prefill_tok_s / $short.prefill_tok_s * 100 | round) % of the 512 prefill") | join(", "))'
 fi
