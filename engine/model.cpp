@@ -51,7 +51,7 @@ Model::Model(GgufFile file, int n_threads, const ModelOverrides& overrides)
 
 // On AVX-512 and AVX2 the quantized matrices (Q4_K, Q6_K, Q8_0, Q5_0, Q4_0)
 // are read in the lane layout: on AVX-512 up to twice as fast for a few
-// tokens, on AVX2 prefill 2-3x the GGUF-layout kernels' (repack.h,
+// tokens, on AVX2 prefill 1.4-2x the GGUF-layout kernels' (repack.h,
 // matmul_lanes_avx2.cpp). The copy replaces the mapped pages in
 // memory: they are released, and come back from the file only if a lower
 // instruction set is forced later. The embedding table stays as it is (one

@@ -160,8 +160,10 @@ inline __m256i unit_sums(const Half& w, const int8_t* lq, const int32_t* lsum, _
     __m256i s16 = _mm256_setzero_si256();
     for (int i = k; i < k + F::kSum16; ++i) {
       const __m256i a = load256(lq + 64 * i);
+      // Q8_0: |w| is taken again per token; held beside w it would need 16
+      // registers across the token loop, which AVX2 does not have.
       if constexpr (F::kSigned)
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_sign_epi8(w.q[i], w.q[i]), _mm256_sign_epi8(a, w.q[i])));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_abs_epi8(w.q[i]), _mm256_sign_epi8(a, w.q[i])));
       else
         s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w.q[i], a));
     }
@@ -227,13 +229,6 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = reduce8(acc[t]);
 }
 
-// The kernel lane_drivers.h walks.
-template <class F>
-struct Lanes {
-  template <int T>
-  static void row(const KernelArgs& a, int64_t r, int t0) { row_tokens<F, T>(a, r, t0); }
-};
-
 // Tokens in blocks over all the rows: enough to share each half group's
 // decoding, few enough that the block's activations (about 1.25 bytes a
 // value) stay near L1 as the rows stream by. On Zen 3 16 tokens were best
@@ -242,11 +237,11 @@ struct Lanes {
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
   if (a.cols <= 1024)
-    token_blocks<Lanes<F>, 16>(a, r0, r1);
+    token_blocks<F, 16>(a, r0, r1);
   else if (a.cols <= 6144)
-    token_blocks<Lanes<F>, 8>(a, r0, r1);
+    token_blocks<F, 8>(a, r0, r1);
   else
-    token_blocks<Lanes<F>, 4>(a, r0, r1);
+    token_blocks<F, 4>(a, r0, r1);
 }
 
 }  // namespace

@@ -105,19 +105,12 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = tree16(acc[t]);
 }
 
-// The kernel lane_drivers.h walks.
-template <class F>
-struct Lanes {
-  template <int T>
-  static void row(const KernelArgs& a, int64_t r, int t0) { row_tokens<F, T>(a, r, t0); }
-};
-
 // Tokens in blocks of 8, each block over all the rows: for rows up to a few
 // thousand values the block's activations stay in L1 while the rows stream
 // by, and a second block finds the chunk's rows in L2.
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
-  token_blocks<Lanes<F>, 8>(a, r0, r1);
+  token_blocks<F, 8>(a, r0, r1);
 }
 
 }  // namespace
