@@ -51,31 +51,40 @@ const SpeculationStats* SpeculationPlanner::stats(uint64_t seq) const {
 std::vector<messages::DraftSequenceSpec> SpeculationPlanner::propose(BatchPlanner& planner,
                                                                      const std::function<int32_t(uint64_t)>& remaining,
                                                                      int64_t now) {
-  const int32_t decoding = std::max(1, planner.running());
   const bool model_up = draft_model_ && now >= paused_until_ns_;
   std::vector<messages::DraftSequenceSpec> model;
   drafting_.clear();
   plan_behind_tokens_ = 0;
-  // The step's tokens so far: each sequence's drafts are priced on top of
-  // those chosen before it.
-  int64_t step_tokens = decoding;
+  // The step's tokens without windows, and the budget the prompts leave
+  // (plan() gives windows only that): each sequence's drafts are priced on
+  // top of the step and of the drafts chosen before it, for all the
+  // sequences that wait for it.
+  BatchPlanner::WindowRoom window = planner.window_room();
+  const int32_t waiting_for_step = std::max(1, window.sequences);
+  int64_t step_tokens = std::max(1, window.step_tokens);
   for (auto& [seq, r] : seqs_) {
     r.drafted_with = DraftSource::none;
     r.q.clear();
     const PlannedSequence* s = planner.find(seq);
     if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
-    const int32_t room = std::min(r.max_draft, remaining(seq) - 1);
-    std::vector<int32_t> drafts = room > 0 ? ngram_.propose(s->tokens, room) : std::vector<int32_t>();
+    const int32_t room = std::min({r.max_draft, remaining(seq) - 1, window.of(s->priority)});
+    if (room <= 0) {  // its last token, or a step the prompts fill: no window to offer
+      planner.set_drafts(seq, {});
+      continue;
+    }
+    std::vector<int32_t> drafts = ngram_.propose(s->tokens, room);
     SuffixDraft suffix = suffix_draft(r, s->tokens, room);
     const auto tokens = static_cast<int32_t>(s->tokens.size());
     const int32_t start = r.draft_synced <= tokens ? r.draft_synced : 0;
     auto choice = r.controller->choose({static_cast<int32_t>(drafts.size()), static_cast<int32_t>(suffix.tokens.size())},
-                                       decoding, step_cost_, round_ms_, step_tokens, catch_up_.ms(tokens - start));
+                                       waiting_for_step, step_cost_, round_ms_, step_tokens, catch_up_.ms(tokens - start));
     step_tokens += choice.k;
+    window.tokens -= std::min(choice.k, room);
+    if (s->priority == Priority::batch) window.batch_tokens -= std::min(choice.k, room);
     if (choice.source == DraftSource::suffix) drafts = std::move(suffix.tokens);
     if (choice.source == DraftSource::model) {
       drafts.clear();
-      if (model_up && room > 0) {
+      if (model_up) {
         plan_behind_tokens_ += tokens - start;
         model.push_back({seq, start, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(start)),
                          std::min(choice.k, room), start == 0 ? &r.sampling : nullptr});

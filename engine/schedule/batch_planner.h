@@ -193,8 +193,20 @@ class BatchPlanner {
   void commit(std::span<const std::vector<int32_t>> kept);
 
   // Drafted tokens to verify after a running sequence's last token in the
-  // next plan(), budget and pages permitting (fewer, or none, otherwise).
+  // next plan(), in the budget prompts leave and in pages free (fewer, or
+  // none, otherwise).
   void set_drafts(uint64_t id, std::vector<int32_t> drafts);
+  // What the next plan() will hold before any window, and the budget left
+  // for windows: an estimate for pricing drafts, made before plan() (waiting
+  // prompts counted as admitted while slots are free, pages or not, so it
+  // errs toward less room).
+  struct WindowRoom {
+    int32_t step_tokens = 0;  // decode tokens and prompt chunks
+    int32_t sequences = 0;    // sequences with a slice (all wait for the step)
+    int32_t tokens = 0, batch_tokens = 0;  // left for windows: any sequence's, batch work's
+    int32_t of(Priority p) const { return p == Priority::batch ? std::min(tokens, batch_tokens) : tokens; }
+  };
+  WindowRoom window_room() const;
   // A sequence's own KV budget in positions, over PlannerLimits::eviction's (0: that one).
   void set_kv_budget(uint64_t id, int32_t budget);
   // The eviction policy a sequence runs under (off: no budget).
@@ -248,7 +260,9 @@ class BatchPlanner {
   struct StepBudget;
   struct PrefillRound;
   void plan_once(bool admit_waiting);
+  StepBudget step_budget() const;
   void plan_decodes(StepBudget& budget);
+  void plan_windows(StepBudget& budget);
   PrefillRound prefill_round(bool admit_waiting);
   bool yields(const PlannedSequence& s, const PrefillRound& round, const StepBudget& budget) const;
   void prefill(PlannedSequence& s, StepBudget& budget, PrefillRound& round);

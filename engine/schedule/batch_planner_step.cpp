@@ -1,5 +1,6 @@
 // BatchPlanner's step (engine/schedule/batch_planner.h): plan() and its
-// phases, decodes then prefills in fair order, over the step's budget.
+// phases, decodes, prefills in fair order, then verify windows in what the
+// step's budget has left.
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -73,10 +74,7 @@ void BatchPlanner::plan_once(bool admit_waiting) {
   copies_.clear();
   evictions_.clear();
   refund_ = 0;
-  const bool busy = std::any_of(seqs_.begin(), seqs_.end(), [](const auto& e) {
-    return e.second->priority < Priority::batch && e.second->state != RequestState::finished;
-  });
-  StepBudget budget{limits_.token_budget, busy ? limits_.batch_tokens_when_busy : limits_.batch_tokens_when_idle};
+  StepBudget budget = step_budget();
   plan_decodes(budget);
   PrefillRound round = prefill_round(admit_waiting);
   // A tenant over its share, or with more requests in the system for its
@@ -93,6 +91,37 @@ void BatchPlanner::plan_once(bool admit_waiting) {
   }
   if (!round.under_share_prefilled)
     for (PlannedSequence* s : yielded) prefill(*s, budget, round);
+  plan_windows(budget);
+}
+
+BatchPlanner::StepBudget BatchPlanner::step_budget() const {
+  const bool busy = std::any_of(seqs_.begin(), seqs_.end(), [](const auto& e) {
+    return e.second->priority < Priority::batch && e.second->state != RequestState::finished;
+  });
+  return {limits_.token_budget, busy ? limits_.batch_tokens_when_busy : limits_.batch_tokens_when_idle};
+}
+
+BatchPlanner::WindowRoom BatchPlanner::window_room() const {
+  StepBudget budget = step_budget();
+  WindowRoom room;
+  auto take = [&](const PlannedSequence& s, int32_t wanted) {
+    const int32_t n = std::min(wanted, budget.allowance(s));
+    budget.spend(s, n);
+    room.step_tokens += n;
+    room.sequences += n > 0;
+  };
+  auto pending = [](const PlannedSequence& s) { return static_cast<int32_t>(s.tokens.size()) - s.computed; };
+  int32_t running = 0;
+  for (const auto& [id, s] : seqs_)
+    if (s->state == RequestState::running && pending(*s) == 1) take(*s, 1), ++running;
+  for (const auto& [id, s] : seqs_)
+    if (s->state == RequestState::running && pending(*s) > 1) take(*s, pending(*s)), ++running;
+  // Waiting prompts while slots are free (pages aside: counted as found).
+  for (const auto& [id, s] : seqs_)
+    if (s->state == RequestState::waiting && running < limits_.max_running) take(*s, pending(*s)), ++running;
+  room.tokens = budget.tokens;
+  room.batch_tokens = budget.batch_left;
+  return room;
 }
 
 void BatchPlanner::refund(StepBudget& budget) { budget.tokens += std::exchange(refund_, 0); }
@@ -104,11 +133,8 @@ void BatchPlanner::plan_decodes(StepBudget& budget) {
     if (s->state != RequestState::running) continue;  // preempted by an earlier one this step
     const int32_t pending = static_cast<int32_t>(s->tokens.size()) - s->computed;
     if (pending != 1 || budget.allowance(*s) == 0) continue;
-    // A verify window if drafts were set and budget and pages allow it.
-    int32_t k = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), budget.allowance(*s) - 1);
-    plan_eviction(*s, 1 + k);
-    if (k > 0 && !(reserve(*s, s->computed + 1 + k) && unshare_for_write(*s, s->computed))) k = 0;
-    bool ok = k > 0 || (reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed));
+    plan_eviction(*s, 1);
+    bool ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     while (!ok && preempt_one(*s, s->computed + 1)) ok = reserve(*s, s->computed + 1) && unshare_for_write(*s, s->computed);
     refund(budget);
     if (!ok) {  // nothing less important to take pages from: it waits itself
@@ -118,12 +144,30 @@ void BatchPlanner::plan_decodes(StepBudget& budget) {
       ++preemptions_;
       continue;
     }
-    if (k > 0) {
-      s->window.assign(1, s->tokens.back());
-      s->window.insert(s->window.end(), s->drafts.begin(), s->drafts.begin() + k);
-    }
-    slices_.push_back({s->id, s->computed, 1 + k, true, k});
-    budget.spend(*s, 1 + k);
+    slices_.push_back({s->id, s->computed, 1, true, 0});
+    budget.spend(*s, 1);
+  }
+}
+
+// Phase 3: a decode with drafts becomes a verify window, most important
+// first, in the budget the prompts left and in pages got without preempting
+// anyone: a drafted token is worth its acceptance (a fraction of a token), a
+// prompt's token a whole one, so drafts never take a prompt's place.
+void BatchPlanner::plan_windows(StepBudget& budget) {
+  for (PlannedSlice& p : slices_) {
+    if (budget.tokens == 0) break;
+    PlannedSequence& s = *get(p.id);
+    if (p.count != 1 || !p.wants_token || s.drafts.empty() || p.start + 1 != static_cast<int32_t>(s.tokens.size()))
+      continue;
+    int32_t k = std::min(static_cast<int32_t>(s.drafts.size()), budget.allowance(s));
+    const EvictionPolicy policy = eviction_of(s);
+    if (policy.on()) k = std::min(k, policy.budget - s.slots() - 1);  // no eviction for a window's sake
+    if (k <= 0 || !reserve(s, s.computed + 1 + k)) continue;
+    s.window.assign(1, s.tokens.back());
+    s.window.insert(s.window.end(), s.drafts.begin(), s.drafts.begin() + k);
+    p.count = 1 + k;
+    p.drafts = k;
+    budget.spend(s, k);
   }
 }
 

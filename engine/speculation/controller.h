@@ -105,7 +105,7 @@ class SpeculationController {
     int32_t k = 0;
   };
   // available: how many tokens the n-gram drafter and the suffix trees propose now.
-  // batch: sequences in the step; cost: the step's cost model;
+  // batch: sequences in the step (decoding and prefilling: all wait for it); cost: the step's cost model;
   // draft_ms_per_token: a draft-model step per token (0 without one);
   // step_tokens: the step's tokens without drafts (0: one per sequence);
   // draft_catch_up_ms: what the draft model would spend reading this

@@ -182,6 +182,21 @@ TEST_CASE("speculation planner: no drafts for a sequence off, with one token lef
     CHECK(sp.propose(planner, plenty, 0).empty());
     CHECK(planner.find(1)->drafts.empty());
   }
+  SECTION("a step the prompts fill, with any source; the budget they leave caps the drafts") {
+    Decoding b;
+    b.decoding(1);
+    REQUIRE(b.planner.add(2, Priority::interactive, std::vector<int32_t>(125, 9), 64) ==
+            BatchPlanner::AddResult::accepted);
+    SpeculationPlanner ngram(false), model(true);
+    ngram.add(1, SpeculationMode::ngram, 4, greedy());
+    model.add(1, SpeculationMode::draft, 4, greedy());
+    ngram.propose(b.planner, plenty, 0);
+    CHECK(b.drafts(1).empty());  // "1 2 3 4" recurs, but the budget goes to the decode and 63 prompt tokens
+    CHECK(model.propose(b.planner, plenty, 0).empty());
+    b.step(1);
+    ngram.propose(b.planner, plenty, 0);
+    CHECK(b.drafts(1) == std::vector<int32_t>{2});  // 64 = its decode, the prompt's last 62 and one draft
+  }
   SECTION("not in the batch planner") {
     Decoding b;
     SpeculationPlanner sp(true);
