@@ -30,14 +30,18 @@ void SpeculationPlanner::remove(uint64_t seq, bool finished) {
   seqs_.erase(it);
 }
 
-SuffixDraft SpeculationPlanner::suffix_draft(Sequence& r, const std::vector<int32_t>& tokens, int32_t room) {
-  if (!r.own || room <= 0) return {};
+void SpeculationPlanner::feed_own(Sequence& r, const std::vector<int32_t>& tokens) {
+  if (!r.own) return;
   if (tokens.size() < r.own_fed) {  // not the history it was fed (cannot happen: tokens only grow)
     r.own->clear();
     r.own_fed = 0;
   }
   r.own->append(std::span(tokens).subspan(r.own_fed));
   r.own_fed = tokens.size();
+}
+
+SuffixDraft SpeculationPlanner::suffix_draft(Sequence& r, const std::vector<int32_t>& tokens, int32_t room) {
+  if (!r.own || room <= 0) return {};
   const SuffixTree* trees[] = {r.own.get(), history_.scope(r.scope), &history_.server()};
   const size_t tail = std::min(tokens.size(), static_cast<size_t>(r.own->depth()));
   return best_suffix_draft(trees, std::span(tokens).last(tail), room, r.own.get());
@@ -67,6 +71,7 @@ std::vector<messages::DraftSequenceSpec> SpeculationPlanner::propose(BatchPlanne
     r.q.clear();
     const PlannedSequence* s = planner.find(seq);
     if (!s || s->state != RequestState::running || static_cast<int64_t>(s->tokens.size()) - s->computed != 1) continue;
+    feed_own(r, s->tokens);  // every step, drafting or not: what it wrote joins the history whole
     const int32_t room = std::min({r.max_draft, remaining(seq) - 1, window.of(s->priority)});
     if (room <= 0) {  // its last token, or a step the prompts fill: no window to offer
       planner.set_drafts(seq, {});

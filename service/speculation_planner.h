@@ -86,6 +86,8 @@ class SpeculationPlanner {
     std::string scope;
     int32_t prompt_tokens = 0;
   };
+  // Its own suffix tree takes the tokens it gained since the last step.
+  void feed_own(Sequence& r, const std::vector<int32_t>& tokens);
   // The suffix trees' draft for a sequence about to decode `tokens`.
   SuffixDraft suffix_draft(Sequence& r, const std::vector<int32_t>& tokens, int32_t room);
   void fail_drafts(const std::string& error, int64_t now);

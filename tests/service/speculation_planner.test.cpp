@@ -412,6 +412,29 @@ TEST_CASE("speculation planner: a job's next item drafts from what an earlier it
   CHECK(sp.stats(2)->last_source == DraftSource::suffix);
 }
 
+TEST_CASE("speculation planner: what an item writes in steps the prompts fill joins the history whole") {
+  Decoding b;
+  SpeculationPlanner sp(false);
+  const std::vector<int32_t> prompt{7, 8, 9};
+  b.decoding(1, prompt, 50);
+  sp.add(1, SpeculationMode::suffix, 4, greedy(), suffix_scope("", "A"), static_cast<int32_t>(prompt.size()));
+  // Long prompts fill every step's budget: no window, no drafts, for the whole output.
+  REQUIRE(b.planner.add(2, Priority::interactive, std::vector<int32_t>(240, 9), 8) ==
+          BatchPlanner::AddResult::accepted);
+  REQUIRE(b.planner.add(3, Priority::interactive, std::vector<int32_t>(200, 9), 8) ==
+          BatchPlanner::AddResult::accepted);
+  for (int32_t t = 51; t <= 53; ++t) {  // its decode and 63 prompt tokens a step
+    sp.propose(b.planner, plenty, 0);
+    CHECK(b.drafts(1).empty());
+    b.step(t);
+  }
+  sp.propose(b.planner, plenty, 0);
+  CHECK(b.drafts(1).empty());
+  sp.remove(1);
+  REQUIRE(sp.history().scope(suffix_scope("", "A")));
+  CHECK(sp.history().scope(suffix_scope("", "A"))->tokens() == 4);  // 50 51 52 53
+}
+
 TEST_CASE("speculation planner: n-gram, draft and off sequences build no suffix tree, and a moved one adds nothing") {
   Decoding b;
   SpeculationPlanner sp(false);
