@@ -84,8 +84,7 @@ std::vector<messages::DraftSequenceSpec> SpeculationPlanner::propose(BatchPlanne
     auto choice = r.controller->choose({static_cast<int32_t>(drafts.size()), static_cast<int32_t>(suffix.tokens.size())},
                                        waiting_for_step, step_cost_, round_ms_, step_tokens, catch_up_.ms(tokens - start));
     step_tokens += choice.k;
-    window.tokens -= std::min(choice.k, room);
-    if (s->priority == Priority::batch) window.batch_tokens -= std::min(choice.k, room);
+    window.spend(s->priority, std::min(choice.k, room));
     if (choice.source == DraftSource::suffix) drafts = std::move(suffix.tokens);
     if (choice.source == DraftSource::model) {
       drafts.clear();

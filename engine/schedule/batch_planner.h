@@ -205,6 +205,10 @@ class BatchPlanner {
     int32_t sequences = 0;    // sequences with a slice (all wait for the step)
     int32_t tokens = 0, batch_tokens = 0;  // left for windows: any sequence's, batch work's
     int32_t of(Priority p) const { return p == Priority::batch ? std::min(tokens, batch_tokens) : tokens; }
+    void spend(Priority p, int32_t n) {
+      tokens -= n;
+      if (p == Priority::batch) batch_tokens -= n;
+    }
   };
   WindowRoom window_room() const;
   // A sequence's own KV budget in positions, over PlannerLimits::eviction's (0: that one).
