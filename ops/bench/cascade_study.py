@@ -3,6 +3,7 @@
 it was not tuned on? (issue 45; ops/bench/cascade_study.sh runs it.)
 
     cascade_study.py collect ENDPOINT --workloads humaneval,mbpp,gsm8k --out TRACES.json
+    cascade_study.py judge TRACES.json --troupe build/troupe --model qwen2.5-coder-1.5b
     cascade_study.py analyze TRACES.json [--quality 0.95] [--hold 48]
 
 collect: on a running `troupe serve --tiers SMALL,LARGE`, every problem of each workload is
@@ -13,6 +14,11 @@ exactly from these two runs: a problem the rule escalates scores the large answe
 large tier its prompt and answer; one it keeps scores the small answer and costs the large tier
 nothing.
 
+judge: the large model scores each small answer's first HOLD tokens in one prefill (`troupe
+logits` over the prompt and the answer, re-tokenized: the traces keep text, not ids), kept in the
+traces as the large model's log-probability of each held token and whether it was its own
+greedy choice. What a rule that lets the large model judge a held answer would see.
+
 analyze: signals computed from the small answer's first HOLD tokens (what the hold rule sees):
 
   geomean   their geometric mean probability (today's rule)
@@ -22,6 +28,12 @@ analyze: signals computed from the small answer's first HOLD tokens (what the ho
   q25       their 25th-percentile probability
   margin    the mean gap between the top two probabilities
   entropy   the negated mean entropy of the top 5, renormalised (higher: surer)
+  judge     (after `judge`) the large model's geometric mean probability of the held tokens
+  agree     (after `judge`) the share of held tokens that are the large model's greedy choice
+  judgetail (after `judge`) the large model's tail, as tail10 of the small model's
+  short     the whole answer's length in tokens, negated (a rule would hold the whole answer)
+  parses    code: the whole answer compiles as a function body; GSM8K: it ends on 'Answer: N'
+  fresh     the share of the whole answer's lines that do not repeat an earlier line
 
 For each, its separation (ROC AUC of the signal ranking wrong small answers below right ones,
 per workload), and two rules picked on one workload and judged on another, both directions:
@@ -33,13 +45,18 @@ per workload), and two rules picked on one workload and judged on another, both 
              picking workload
 
 Costs are the large tier's forward tokens (prompt and answer of each escalated request) as a
-share of large alone's.
+share of large alone's. A judge signal also costs every request its prompt and held tokens on
+the large tier (one pass; an escalated request's prompt is then cached, so it adds its answer).
 """
 import argparse
 import json
 import math
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 
 import benchlib
@@ -47,6 +64,8 @@ import benchlib
 HOLD = 48
 DEFAULT_TAU = 0.82  # serve's --escalate-threshold default under the hold rule (service/cascade.h)
 SIGNALS = ("geomean", "mean", "min", "tail10", "q25", "margin", "entropy")
+JUDGE_SIGNALS = ("judge", "agree", "judgetail")
+WHOLE_SIGNALS = ("short", "parses", "fresh")  # of the whole answer: a rule would hold all of it
 
 
 # --- collect ---------------------------------------------------------------------------------
@@ -122,8 +141,108 @@ def collect(args):
     print(f"[cascade] traces: {args.out}", file=sys.stderr)
 
 
+# --- judge -----------------------------------------------------------------------------------
+def tokenize(args, flag, lines):
+    """`troupe tokenize` of many inputs in one process: each a JSON line in, ids out."""
+    out = subprocess.run([args.troupe, "tokenize", "-m", args.model, flag], input="\n".join(lines) + "\n",
+                         capture_output=True, text=True, check=True).stdout
+    return [json.loads(line)["ids"] for line in out.splitlines() if line.strip()]
+
+
+def prompt_ids(args, problems):
+    """The ids the server gives the model: a workload is all chats (the template applied) or all
+    raw prompts."""
+    if "messages" in problems[0]:
+        lines = [json.dumps({"messages": [{"role": r, "content": c} for r, c in p["messages"]]}) for p in problems]
+        return tokenize(args, "--chat", lines)
+    return tokenize(args, "--json-lines", [json.dumps(p["prompt"]) for p in problems])
+
+
+def score(args, prompt, answer, scratch):
+    """The large model's log-probability of each answer token after the prompt, and whether each
+    is its greedy choice."""
+    import numpy as np
+    ids = prompt + answer
+    subprocess.run([args.troupe, "logits", "-m", args.model, "--tokens", " ".join(map(str, ids)), "-o", scratch,
+                    "--threads", str(args.threads)], check=True, capture_output=True)
+    rows = np.fromfile(scratch, dtype=np.float32).reshape(len(ids), -1)[len(prompt) - 1:len(ids) - 1]
+    rows = rows.astype(np.float64)
+    top = rows.max(axis=1)
+    lse = top + np.log(np.exp(rows - top[:, None]).sum(axis=1))
+    picked = rows[np.arange(len(answer)), answer]
+    return [round(float(x), 5) for x in picked - lse], [bool(x) for x in picked >= top]
+
+
+def judge(args):
+    """Written after each workload, as collect is; problems already scored are kept."""
+    import cascade_workloads
+    with open(args.traces) as f:
+        data = json.load(f)
+    scratch = os.path.join(tempfile.mkdtemp(prefix="cascade-judge-"), "logits.bin")
+    try:
+        for name, recs in data["workloads"].items():
+            todo = [r for r in recs if "judge" not in r["small"]]
+            if not todo:
+                continue
+            problems = {p["id"]: p for p in cascade_workloads.load(name, None)}
+            prompts = prompt_ids(args, [problems[r["id"]] for r in todo])
+            answers = tokenize(args, "--json-lines", [json.dumps(r["small"]["text"]) for r in todo])
+            t0 = time.perf_counter()
+            for r, prompt, answer in zip(todo, prompts, answers):
+                held = answer[:args.hold]
+                lps, agree = score(args, prompt, held, scratch) if held else ([], [])
+                r["small"]["judge"] = {"logprobs": lps, "agree": agree, "retokenized": len(answer)}
+            # A stop string's token is written but cut from the text.
+            same = sum(r["small"]["judge"]["retokenized"] ==
+                       r["small"]["tokens"] - (r["small"]["finish_reason"] == "stop_string") for r in todo)
+            print(f"[cascade] {name}: {len(todo)} judged in {time.perf_counter() - t0:.0f} s; re-tokenized "
+                  f"answers as long as written: {same}/{len(todo)}", file=sys.stderr)
+            with open(args.traces, "w") as f:
+                json.dump(data, f)
+    finally:
+        shutil.rmtree(os.path.dirname(scratch), ignore_errors=True)
+
+
 # --- analyze ---------------------------------------------------------------------------------
+def tail(lps):
+    """The geometric mean probability of the least probable tenth (at least 2)."""
+    probs = sorted(math.exp(x) for x in lps)
+    k = max(2, len(probs) // 10)
+    return math.exp(sum(math.log(max(p, 1e-30)) for p in probs[:k]) / min(k, len(probs)))
+
+
+def parses(text):
+    if "def " in text or text.startswith((" ", "\t")):
+        try:
+            compile("def _answer():\n" + text + "\n    pass\n", "<answer>", "exec")
+            return 1.0
+        except (SyntaxError, ValueError):
+            return 0.0
+    return 1.0 if re.search(r"Answer:\s*\$?\s*-?[\d,]*\.?\d+\s*$", text.strip()) else 0.0
+
+
+def fresh(text):
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return len(set(lines)) / len(lines) if lines else 1.0
+
+
 def signal(small, how, hold):
+    if how == "short":
+        return -small["tokens"]
+    if how == "parses":
+        return parses(small["text"])
+    if how == "fresh":
+        return fresh(small["text"])
+    if how in JUDGE_SIGNALS:
+        j = small["judge"]
+        lps = j["logprobs"][:hold]
+        if not lps:
+            return 1.0
+        if how == "judge":
+            return math.exp(sum(lps) / len(lps))
+        if how == "agree":
+            return sum(j["agree"][:hold]) / len(lps)
+        return tail(lps)
     lps = small["logprobs"][:hold]
     if not lps:
         return 1.0
@@ -135,8 +254,7 @@ def signal(small, how, hold):
     if how == "min":
         return probs[0]
     if how == "tail10":
-        k = max(2, len(probs) // 10)
-        return math.exp(sum(math.log(max(p, 1e-30)) for p in probs[:k]) / min(k, len(probs)))
+        return tail(lps)
     if how == "q25":
         return probs[int(0.25 * (len(probs) - 1))]
     tops = small["top"][:hold]
@@ -158,16 +276,23 @@ def cases_of(problems, hold):
     out = []
     for p in problems:
         s, lg = p["small"], p["large"]
-        out.append({"signals": {k: signal(s, k, hold) for k in SIGNALS}, "small": s["passed"], "large": lg["passed"],
-                    "cost": (lg["prompt_tokens"] or 0) + lg["tokens"]})
+        keys = SIGNALS + WHOLE_SIGNALS + (JUDGE_SIGNALS if "judge" in s else ())
+        prompt = lg["prompt_tokens"] or 0
+        out.append({"signals": {k: signal(s, k, hold) for k in keys}, "small": s["passed"], "large": lg["passed"],
+                    "cost": prompt + lg["tokens"], "answer": lg["tokens"],
+                    "judging": prompt + len(s["judge"]["logprobs"][:hold]) if "judge" in s else None})
     return out
 
 
-def outcome(cases, escalated):
-    """(pass@1 as a share of large alone's, large forward tokens as a share, escalated share)."""
+def outcome(cases, escalated, key=None):
+    """(pass@1 as a share of large alone's, large forward tokens as a share, escalated share).
+    A judge signal's pass is paid by every request; an escalated one then adds its answer."""
     large = sum(c["large"] for c in cases)
     passes = sum(c["large"] if e else c["small"] for c, e in zip(cases, escalated))
-    cost = sum(c["cost"] for c, e in zip(cases, escalated) if e)
+    if key in JUDGE_SIGNALS:
+        cost = sum(c["judging"] + (c["answer"] if e else 0) for c, e in zip(cases, escalated))
+    else:
+        cost = sum(c["cost"] for c, e in zip(cases, escalated) if e)
     return passes / max(large, 1), cost / max(sum(c["cost"] for c in cases), 1), sum(escalated) / len(cases)
 
 
@@ -197,7 +322,7 @@ def pick(cases, key, rule, quality):
         run = by_budget
     best = None
     for v in params:
-        q, cost, _ = outcome(cases, run(cases, key, v))
+        q, cost, _ = outcome(cases, run(cases, key, v), key)
         if q >= quality and (best is None or cost < best[1]):
             best = (v, cost)
     return best[0] if best else params[-1]
@@ -221,7 +346,8 @@ def analyze(args):
     print(f"### Separation (ROC AUC: a wrong small answer ranked below a right one; first {args.hold} tokens)\n")
     print("| signal | " + " | ".join(names) + " |")
     print("| --- |" + " ---: |" * len(names))
-    for key in SIGNALS:
+    judged = all("judge" in c["signals"] for cs in workloads.values() for c in cs)
+    for key in SIGNALS + WHOLE_SIGNALS + (JUDGE_SIGNALS if judged else ()):
         print(f"| {key} | " + " | ".join(f"{auc(workloads[n], key):.3f}" for n in names) + " |")
     print("\n| workload | problems | small alone | large alone | small right, large wrong | oracle: large tokens |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -245,14 +371,14 @@ def analyze(args):
     print("| signal | rule | " + " | ".join(f"picked: {n}" for n in names) + " | " +
           " | ".join(f"{a} → {b}" for a, b in pairs) + " |")
     print("| --- | --- |" + " ---: |" * (len(names) + len(pairs)))
-    for key in args.signals.split(","):
+    for key in (args.signals or ",".join(SIGNALS + (JUDGE_SIGNALS if judged else ()))).split(","):
         for rule in ("threshold", "budget"):
             run = by_threshold if rule == "threshold" else by_budget
             picked = {a: pick(workloads[a], key, rule, args.quality) for a in names}
             shown = [f"τ {v:.3f}" if rule == "threshold" else f"{v:.0%}" for v in picked.values()]
             cells = []
             for a, b in pairs:
-                q, cost, rate = outcome(workloads[b], run(workloads[b], key, picked[a]))
+                q, cost, rate = outcome(workloads[b], run(workloads[b], key, picked[a]), key)
                 cells.append(f"{q:.0%} / {cost:.0%} / {rate:.0%}")
             print(f"| {key} | {rule} | " + " | ".join(shown) + " | " + " | ".join(cells) + " |")
 
@@ -269,13 +395,19 @@ def main():
     c.add_argument("--concurrency", type=int, default=8)
     c.add_argument("--check-timeout", type=float, default=10.0)
     c.add_argument("--out", required=True)
+    j = sub.add_parser("judge")
+    j.add_argument("traces")
+    j.add_argument("--troupe", default="build/troupe")
+    j.add_argument("--model", default="qwen2.5-coder-1.5b", help="the large tier")
+    j.add_argument("--threads", type=int, default=2)
+    j.add_argument("--hold", type=int, default=HOLD)
     a = sub.add_parser("analyze")
     a.add_argument("traces")
     a.add_argument("--quality", type=float, default=0.95)
     a.add_argument("--hold", type=int, default=HOLD)
-    a.add_argument("--signals", default=",".join(SIGNALS))
+    a.add_argument("--signals", default="", help="comma-separated (default: every one the traces have)")
     args = ap.parse_args()
-    collect(args) if args.command == "collect" else analyze(args)
+    {"collect": collect, "judge": judge, "analyze": analyze}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@
 # Env: SMALL (qwen2.5-coder-0.5b), LARGE (qwen2.5-coder-1.5b), THREADS (2), WORKLOADS
 # (humaneval,mbpp,gsm8k), PROBLEMS (0: all; or NAME=N,...: the first N of a workload), CONCURRENCY
 # (8), QUALITY (0.95), HOLD (48), OUT (/tmp/troupe-cascade-study-TIME.json; written after each
-# workload, and a workload already in it is kept: a stopped run resumes), SELF_CHECK (1).
+# workload, and a workload already in it is kept: a stopped run resumes), SELF_CHECK (1),
+# JUDGE (0; 1: after the server stops, the large model scores each held answer with `troupe
+# logits`, ~4 s a problem on 2 cores, for the judge signals).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 small="${SMALL:-qwen2.5-coder-0.5b}" large="${LARGE:-qwen2.5-coder-1.5b}" threads="${THREADS:-2}"
@@ -31,4 +33,8 @@ rc=0
   --problems "${PROBLEMS:-0}" --concurrency "${CONCURRENCY:-8}" --out "$out" || rc=$?
 bench_stop TERM
 [ "$rc" = 0 ] || exit "$rc"
+if [ "${JUDGE:-0}" = 1 ]; then
+  "$python" ops/bench/cascade_study.py judge "$out" --troupe "$troupe" --model "$large" --threads "$threads" \
+    --hold "${HOLD:-48}"
+fi
 "$python" ops/bench/cascade_study.py analyze "$out" --quality "${QUALITY:-0.95}" --hold "${HOLD:-48}"
