@@ -36,7 +36,8 @@ analyze: signals computed from the small answer's first HOLD tokens (what the ho
   fresh     the share of the whole answer's lines that do not repeat an earlier line
 
 For each, its separation (ROC AUC of the signal ranking wrong small answers below right ones,
-per workload), and two rules picked on one workload and judged on another, both directions:
+per workload), the separation of them all together (a logistic regression fitted on one workload,
+its AUC on each other), and two rules picked on one workload and judged on another, both directions:
 
   threshold  escalate when the signal is under τ; τ is the cheapest meeting QUALITY on the
              picking workload (pass@1 as a share of large alone's), then used as it is
@@ -338,6 +339,29 @@ def auc(cases, key):
     return wins / (len(wrong) * len(right))
 
 
+def combined_auc(train, test, keys):
+    """The AUC on `test` of a logistic regression of rightness on `keys`, fitted on `train`
+    (standardised by train's figures, a little L2): what the signals add up to together."""
+    import numpy as np
+
+    def features(cases):
+        x = np.array([[c["signals"][k] for k in keys] for c in cases], dtype=float)
+        if "short" in keys:  # a length: its logarithm
+            i = keys.index("short")
+            x[:, i] = np.log1p(-x[:, i])
+        return x
+    x, y = features(train), np.array([c["small"] for c in train], dtype=float)
+    mu, sd = x.mean(axis=0), x.std(axis=0) + 1e-9
+    z = np.c_[(x - mu) / sd, np.ones(len(x))]
+    w = np.zeros(z.shape[1])
+    for _ in range(3000):
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= 0.5 * (z.T @ (p - y) / len(y) + 0.05 * np.r_[w[:-1], 0])
+    scores = np.c_[(features(test) - mu) / sd, np.ones(len(test))] @ w
+    fitted = [dict(c, signals={"combined": float(s)}) for c, s in zip(test, scores)]
+    return auc(fitted, "combined")
+
+
 def analyze(args):
     with open(args.traces) as f:
         data = json.load(f)
@@ -349,6 +373,12 @@ def analyze(args):
     judged = all("judge" in c["signals"] for cs in workloads.values() for c in cs)
     for key in SIGNALS + WHOLE_SIGNALS + (JUDGE_SIGNALS if judged else ()):
         print(f"| {key} | " + " | ".join(f"{auc(workloads[n], key):.3f}" for n in names) + " |")
+    keys = list(SIGNALS) + ["short"]
+    print(f"\nCombined ({', '.join(keys)}: a logistic regression fitted on one workload, its AUC on another)\n")
+    print("| fitted on | " + " | ".join(names) + " |")
+    print("| --- |" + " ---: |" * len(names))
+    for a in names:
+        print(f"| {a} | " + " | ".join(f"{combined_auc(workloads[a], workloads[b], keys):.3f}" for b in names) + " |")
     print("\n| workload | problems | small alone | large alone | small right, large wrong | oracle: large tokens |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for n in names:
