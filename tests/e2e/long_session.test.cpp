@@ -304,3 +304,48 @@ TEST_CASE("300 turns on --context 1024 run to the end under window and summarize
   SECTION("window") { long_run("w300", wire::ContextPolicy::window, 300); }
   SECTION("summarize") { long_run("s300", wire::ContextPolicy::summarize, 300); }
 }
+
+namespace {
+
+// A user message of about 400 tokens, different for every turn.
+std::string long_user_text(int turn) {
+  std::string out = "Turn " + std::to_string(turn) + " notes:";
+  for (int k = 0; k < 16; ++k)
+    out += " item " + std::to_string(k) + " says fox " + std::to_string((turn * 31 + k * 7) % 997) + " met the dog.";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a session past 100K tokens under --kv-budget on --context 1024 is cut every turn and holds no page between turns",
+          "[service][long]") {
+  Server server("budget100k", {"--context", "1024", "--kv-budget", "128"});
+  Reference ref;
+  messages::ClientConnection c(server.endpoint);
+  int64_t conversation = 0, excess = 0;  // the conversation's tokens; each prompt's past the budget
+  int turns = 0;
+  for (; conversation <= 100000 && turns < 400; ++turns) {
+    INFO("turn " << turns << ", " << conversation << " tokens so far");
+    const std::string user = long_user_text(turns);
+    Messages m{{"user", user}};
+    if (turns == 0) m.insert(m.begin(), {"system", kSystem});
+    const auto out = chat(server.endpoint, "long-budget", m, 12, wire::ContextPolicy::window);
+    REQUIRE(out.done);
+    REQUIRE(out.error == wire::ErrorCode::none);
+    CHECK(out.usage.prompt_tokens <= 1024);  // the window keeps each prompt in the context
+    conversation += static_cast<int64_t>(ref.tokenizer->encode(user, false, false).size() + out.tokens.size());
+    excess += out.usage.prompt_tokens - 128;
+    // Nothing held between turns: the cut pages went back, none leak.
+    if (turns % 50 == 0) REQUIRE(pages_return(c, 10s));
+  }
+  CHECK(conversation > 100000);
+  REQUIRE(pages_return(c, 10s));
+  messages::Bytes keep;
+  const auto* st = stats(c, keep);
+  REQUIRE(st);
+  // Every turn's prompt is past the budget: its first decode cuts it to
+  // under the budget, dropping at least the prompt's excess over it.
+  CHECK(st->kv_evictions() >= static_cast<uint64_t>(turns));
+  CHECK(st->kv_positions_evicted() >= static_cast<uint64_t>(excess));
+  CHECK(show(server.endpoint, "long-budget").turns.size() == static_cast<size_t>(turns));
+}
