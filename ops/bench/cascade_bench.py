@@ -98,7 +98,7 @@ def done_tiers(stream):
 
 
 def request_args(row, args):
-    kw = {"max_tokens": args.max_tokens, "temperature": 0, "stop": STOPS, "tier": row["tier"]}
+    kw = {"max_tokens": args.max_tokens, "temperature": 0, "tier": row["tier"]}  # stop: per problem
     if row["threshold"] is not None:
         kw["escalate_threshold"] = row["threshold"]
     if row["alpha"] is not None:
