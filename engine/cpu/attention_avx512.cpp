@@ -92,7 +92,8 @@ void update_row(const float* s_block, const Values& value, int64_t heads, int32_
   constexpr int d = 16 * kVecs;
   alignas(64) float ph[64][kB];
   alignas(64) float corr[64];
-  softmax_heads(s_block, heads, live_lanes(first, valid), m, l, corr, ph);
+  softmax_heads(s_block, heads, live_lanes(first, valid), m, l, corr,
+                [&](int64_t h, __m512 p) { _mm512_store_ps(ph[h], round_half(p)); });
   in_head_groups<kVecs>(heads, [&](auto k, int64_t g) {
     accumulate_heads<kVecs, decltype(k)::value>(ph + g, corr + g, value, first, valid, o + g * d);
   });

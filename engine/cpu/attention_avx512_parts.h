@@ -35,20 +35,6 @@ inline __m512 exp16(__m512 x) {
 }
 
 inline __m512 round_half(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
-// To bfloat16 as the portable round_bf16 (and VCVTNEPS2BF16): to nearest
-// even, a subnormal to a zero of its sign, infinities and NaNs kept.
-inline __m512 round_bf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i exponent = _mm512_and_si512(u, _mm512_set1_epi32(0x7F800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd),
-                               _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-  const __mmask16 tiny = _mm512_cmpeq_epi32_mask(exponent, _mm512_setzero_si512());
-  const __mmask16 special = _mm512_cmpeq_epi32_mask(exponent, _mm512_set1_epi32(0x7F800000));
-  r = _mm512_mask_and_epi32(r, tiny, u, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
-  r = _mm512_mask_mov_epi32(r, special, u);
-  return _mm512_castsi512_ps(r);
-}
 
 // Values 16c..16c+15 of a row in the cache's format, as floats.
 inline __m512 f16_vec(const uint8_t* row, int c) { return _mm512_cvtph_ps(detail::load256(row + 32 * c)); }
@@ -240,16 +226,15 @@ inline __m512 tree16_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 
 // Phase one for heads [0, heads) (at most 64), scores s_block (kB a head):
-// m and l move on, corr gets each head's rescale factor, ph its
-// probabilities. Four heads' exps run side by side: one head's is a chain
+// m and l move on, corr gets each head's rescale factor, store(h, p) its
+// probabilities (unrounded: the store rounds them as its kernel reads them). Four heads' exps run side by side: one head's is a chain
 // of a dozen dependent steps. A last four short of heads repeats the last
 // one and drops the repeats' results, even for a lone head (the lane-order
 // kernel): the heads left over one at a time, each with its own tree16,
 // measured 12 % slower for 7 heads and 13 % for one.
-// kBf16: the probabilities rounded to bfloat16 instead.
-template <bool kBf16 = false>
+template <class Store>
 inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, float* m, float* l, float* corr,
-                          float (*ph)[kB]) {
+                          const Store& store) {
   for (int64_t h0 = 0; h0 < heads; h0 += 16) {
     const int64_t n = heads - h0 < 16 ? heads - h0 : 16;
     alignas(64) float dm[16] = {};  // m - m_new: 0 where the max stays (exp16 gives 1)
@@ -272,7 +257,7 @@ inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, f
         const int64_t h = h0 + (i + k < n ? i + k : n - 1);  // past the last head: its again, unused
         p[k] = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(_mm512_load_ps(s_block + h * kB), _mm512_set1_ps(m[h]))));
       }
-      for (int k = 0; k < 4 && i + k < n; ++k) _mm512_store_ps(ph[h0 + i + k], kBf16 ? round_bf16(p[k]) : round_half(p[k]));
+      for (int k = 0; k < 4 && i + k < n; ++k) store(h0 + i + k, p[k]);
       _mm512_store_ps(block_sum + 4 * i, tree16_of_four(p[0], p[1], p[2], p[3]));
     }
     if (rescale)

@@ -93,19 +93,10 @@ void score_group(const Pair* qp, int64_t q_row, const __m512i* kt2, __m512 scale
   });
 }
 
-// A probability pair's lanes: positions 2jp (low) and 2jp + 1 (high), both
-// already bf16 (softmax_heads<true>), so their high halves are exact.
-inline uint32_t probability_pair(const float* ph, int jp) {
-  uint32_t lo, hi;
-  std::memcpy(&lo, ph + 2 * jp, sizeof lo);
-  std::memcpy(&hi, ph + 2 * jp + 1, sizeof hi);
-  return (lo >> 16) | (hi & 0xFFFF0000u);
-}
-
 // o = o * corr + the block's probabilities times its values, for kHeads
 // heads, position pairs [first / 2, valid) as the portable kernel takes them.
 template <int kVecs, int kHeads>
-void accumulate_heads(const float (*ph)[kB], const float* corr, const __m512i* vp, int32_t first, int32_t valid,
+void accumulate_heads(const Pair (*pp)[kB / 2], const float* corr, const __m512i* vp, int32_t first, int32_t valid,
                       float* o) {
   constexpr int d = 16 * kVecs;
   __m512 acc[kHeads][kVecs];
@@ -113,26 +104,49 @@ void accumulate_heads(const float (*ph)[kB], const float* corr, const __m512i* v
     const __m512 vc = _mm512_set1_ps(corr[h]);
     for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_mul_ps(_mm512_loadu_ps(o + h * d + 16 * c), vc);
   }
-  for (int jp = first / 2; 2 * jp < valid; ++jp)
+  for (int jp = first / 2; 2 * jp < valid; ++jp) {
+    __m512bh v[kVecs];
+    for (int c = 0; c < kVecs; ++c) v[c] = as_bh(vp[jp * kVecs + c]);
     for (int h = 0; h < kHeads; ++h) {
-      const __m512bh p = as_bh(_mm512_set1_epi32(static_cast<int>(probability_pair(ph[h], jp))));
-      for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_dpbf16_ps(acc[h][c], as_bh(vp[jp * kVecs + c]), p);
+      const __m512bh p = as_bh(_mm512_set1_epi32(static_cast<int>(pp[h][jp])));
+      for (int c = 0; c < kVecs; ++c) acc[h][c] = _mm512_dpbf16_ps(acc[h][c], v[c], p);
     }
+  }
   for (int h = 0; h < kHeads; ++h)
     for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(o + h * d + 16 * c, acc[h][c]);
 }
 
+// step(k, g) for heads [g, g + k.value) covering [0, heads) in groups of
+// near-equal size, each as large as the registers hold: kHeads x kVecs
+// accumulators, a position pair's kVecs values and a broadcast, at most 29
+// of 32. Fewer, larger groups give the dot products more independent chains
+// and load each value pair fewer times.
+template <int kVecs, class Step>
+void in_value_groups(int64_t heads, const Step& step) {
+  constexpr int64_t kMost = (28 - kVecs) / kVecs < 8 ? (28 - kVecs) / kVecs : 8;
+  const int64_t groups = (heads + kMost - 1) / kMost;
+  for (int64_t i = 0, g = 0; i < groups; ++i) {
+    const int64_t n = (heads - g + (groups - i) - 1) / (groups - i);
+    avx512::in_eights(n, [&](auto k, int64_t) { step(k, g); });
+    g += n;
+  }
+}
+
 // One row's heads [0, heads) over a block: softmax, then the values, a few
-// heads at a time (avx512::in_head_groups).
+// heads at a time (in_value_groups).
 template <int kVecs>
 void update_row(const float* s_block, const __m512i* vp, int64_t heads, int32_t first, int32_t valid, float* m,
                 float* l, float* o) {
   constexpr int d = 16 * kVecs;
-  alignas(64) float ph[64][kB];
+  // Each head's probabilities as position pairs, rounded by the conversion
+  // itself: pp[h][jp], positions 2jp (low) and 2jp + 1 (high), a dead lane 0.
+  alignas(64) Pair pp[64][kB / 2];
   alignas(64) float corr[64];
-  avx512::softmax_heads<true>(s_block, heads, avx512::live_lanes(first, valid), m, l, corr, ph);
-  avx512::in_head_groups<kVecs>(heads, [&](auto k, int64_t g) {
-    accumulate_heads<kVecs, decltype(k)::value>(ph + g, corr + g, vp, first, valid, o + g * d);
+  avx512::softmax_heads(s_block, heads, avx512::live_lanes(first, valid), m, l, corr, [&](int64_t h, __m512 p) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(pp[h]), (__m256i)_mm512_cvtneps_pbh(p));
+  });
+  in_value_groups<kVecs>(heads, [&](auto k, int64_t g) {
+    accumulate_heads<kVecs, decltype(k)::value>(pp + g, corr + g, vp, first, valid, o + g * d);
   });
 }
 
