@@ -119,11 +119,13 @@ void accumulate_heads(const Pair (*pp)[kB / 2], const float* corr, const __m512i
 // step(k, g) for heads [g, g + k.value) covering [0, heads) in groups of
 // near-equal size, each as large as the registers hold: kHeads x kVecs
 // accumulators, a position pair's kVecs values and a broadcast, at most 29
-// of 32. Fewer, larger groups give the dot products more independent chains
-// and load each value pair fewer times.
+// of 32 (from head dim 160 one head at a time; at 256 one alone needs more).
+// Fewer, larger groups give the dot products more independent chains and
+// load each value pair fewer times.
 template <int kVecs, class Step>
 void in_value_groups(int64_t heads, const Step& step) {
-  constexpr int64_t kMost = (28 - kVecs) / kVecs < 8 ? (28 - kVecs) / kVecs : 8;
+  constexpr int64_t kFit = (28 - kVecs) / kVecs;
+  constexpr int64_t kMost = kFit < 1 ? 1 : kFit < 8 ? kFit : 8;
   const int64_t groups = (heads + kMost - 1) / kMost;
   for (int64_t i = 0, g = 0; i < groups; ++i) {
     const int64_t n = (heads - g + (groups - i) - 1) / (groups - i);

@@ -28,10 +28,10 @@ struct Bf16Shape {
   bool alibi;
 };
 // Qwen2.5-0.5B's groups of 7, one query head per KV head, ALiBi over
-// groups of 3, a lone KV head, and head dims of 32 to 128 (80: an odd
-// number of 16-value vectors).
+// groups of 3, a lone KV head, and head dims of 32 to 256 (80: an odd
+// number of 16-value vectors; 256: Gemma's, one head's sums at a time).
 constexpr Bf16Shape kShapes[] = {{14, 2, 64, false}, {8, 8, 128, false}, {12, 4, 64, true}, {16, 1, 32, false},
-                                 {12, 4, 80, false}};
+                                 {12, 4, 80, false},  {4, 1, 256, false}};
 
 // A cache of the shape's, read in bf16.
 struct Bf16Cache : Filled {
