@@ -11,8 +11,9 @@
 #             fits in KV_MEMORY_GIB, and perplexity on GPL-3 at --context 512
 #             (troupe per type; llama-perplexity with f16, q8_0 and q4_0 caches);
 #   evict     KV eviction (--kv-budget) with each --kv-type: perplexity on EVICT_TEXT in chunks of
-#             EVICT_CONTEXT tokens with budgets of 1/4 and 1/8 of a chunk (each scored token sees
-#             at most that many positions), against the same type without eviction; bytes a
+#             EVICT_CONTEXT tokens with budgets of 1/S of a chunk for each S of EVICT_SHARES
+#             (4 and 8; a decimal S such as 3.4 gives a budget in between; each scored token
+#             sees at most that many positions), against the same type without eviction; bytes a
 #             context token = the type's bytes x the share kept; llama-perplexity's f16 on the
 #             same text and context as the peer's baseline;
 #   precision attention in bf16 against fp32 (--attention-precision): troupe's prefill of 512
@@ -30,7 +31,8 @@
 # Env: MODEL (qwen2.5-coder-0.5b), THREADS (2), LENGTHS ("4096 16384 32768"),
 # PHASES ("speed kv session documents"; evict and precision on request), KV_MEMORY_GIB (1),
 # SESSION_TURNS (300), EVICT_TEXT (examples/summarize-papers/documents/07-python-logging-howto.txt),
-# EVICT_CONTEXT (4096), PRECISION_TEXT (documents 09 and 10 of examples/summarize-papers, joined).
+# EVICT_CONTEXT (4096), EVICT_SHARES ("4 8"), EVICT_KV_TYPES ("f16 q8_0 k8v4 q4_0"; f16 first: the
+# baseline of "vs f16"), PRECISION_TEXT (documents 09 and 10 of examples/summarize-papers, joined).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 model="${MODEL:-qwen2.5-coder-0.5b}" threads="${THREADS:-2}"
@@ -98,20 +100,23 @@ if bench_in "$phases" evict; then
   echo "| KV type | budget | bytes a context token | of f16 | troupe PPL | vs the type without eviction | vs f16 |"
   echo "| --- | --- | --- | --- | --- | --- | --- |"
   f16_bytes="" f16_ppl=""
-  for kv in f16 q8_0 k8v4 q4_0; do
+  read -ra shares <<<"${EVICT_SHARES:-4 8}"
+  read -ra kv_types <<<"${EVICT_KV_TYPES:-f16 q8_0 k8v4 q4_0}"
+  for kv in "${kv_types[@]}"; do
     bytes="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
              jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
     [ -z "$f16_bytes" ] && f16_bytes="$bytes"
     whole=""
-    for share in 1 4 8; do
-      budget=$((share == 1 ? 0 : ctx / share))
+    for share in 1 "${shares[@]}"; do
+      budget="$(awk -v c="$ctx" -v s="$share" 'BEGIN{print s == 1 ? 0 : int(c / s)}')"
       p="$("$troupe" perplexity -m "$path" "$text" --context "$ctx" --kv-type "$kv" --kv-budget "$budget" \
              --threads "$threads" 2>&1 | bench_ppl)"
       [ -z "$whole" ] && whole="$p"
       [ -z "$f16_ppl" ] && f16_ppl="$p"
-      awk -v kv="$kv" -v s="$share" -v b="$budget" -v by="$bytes" -v fb="$f16_bytes" -v p="$p" -v w="$whole" \
-          -v f="$f16_ppl" 'BEGIN{printf "| %s | %s | %.0f | %.3f | %.4f | %+.2f %% | %+.2f %% |\n", kv,
-          (s == 1 ? "all" : "1/" s " (" b ")"), by / s, by / s / fb, p, (p / w - 1) * 100, (p / f - 1) * 100}'
+      awk -v kv="$kv" -v s="$share" -v b="$budget" -v c="$ctx" -v by="$bytes" -v fb="$f16_bytes" -v p="$p" \
+          -v w="$whole" -v f="$f16_ppl" 'BEGIN{k = b ? b / c : 1;  # the share of a chunk kept
+          printf "| %s | %s | %.0f | %.3f | %.4f | %+.2f %% | %+.2f %% |\n", kv,
+          (s == 1 ? "all" : "1/" s " (" b ")"), by * k, by * k / fb, p, (p / w - 1) * 100, (p / f - 1) * 100}'
     done
   done
 fi
