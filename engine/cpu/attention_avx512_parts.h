@@ -227,11 +227,12 @@ inline __m512 tree16_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
 
 // Phase one for heads [0, heads) (at most 64), scores s_block (kB a head):
 // m and l move on, corr gets each head's rescale factor, store(h, p) its
-// probabilities (unrounded: the store rounds them as its kernel reads them). Four heads' exps run side by side: one head's is a chain
-// of a dozen dependent steps. A last four short of heads repeats the last
-// one and drops the repeats' results, even for a lone head (the lane-order
-// kernel): the heads left over one at a time, each with its own tree16,
-// measured 12 % slower for 7 heads and 13 % for one.
+// probabilities, unrounded (the store rounds them as its kernel reads them:
+// half for fp32, bfloat16 pairs for bf16). Four heads' exps run side by
+// side: one head's is a chain of a dozen dependent steps. A last four short
+// of heads repeats the last one and drops the repeats' results, even for a
+// lone head (the lane-order kernel): the heads left over one at a time,
+// each with its own tree16, measured 12 % slower for 7 heads and 13 % for one.
 template <class Store>
 inline void softmax_heads(const float* s_block, int64_t heads, __mmask16 live, float* m, float* l, float* corr,
                           const Store& store) {
