@@ -94,14 +94,18 @@ fi
 
 if bench_in "$phases" evict; then
   text="${EVICT_TEXT:-examples/summarize-papers/documents/07-python-logging-howto.txt}" ctx="${EVICT_CONTEXT:-4096}"
+  read -ra shares <<<"${EVICT_SHARES:-4 8}"
+  read -ra kv_types <<<"${EVICT_KV_TYPES:-f16 q8_0 k8v4 q4_0}"
+  if [ "${kv_types[0]:-}" != f16 ]; then
+    echo "EVICT_KV_TYPES must start with f16: the baseline of \"vs f16\"" >&2
+    exit 2
+  fi
   bench_llama_tools
   theirs="$("$llama_bin/llama-perplexity" -m "$path" -f "$text" -c "$ctx" -t "$threads" 2>&1 | bench_ppl)"
   echo "text $text, chunks of $ctx; llama-perplexity f16: $theirs"
   echo "| KV type | budget | bytes a context token | of f16 | troupe PPL | vs the type without eviction | vs f16 |"
   echo "| --- | --- | --- | --- | --- | --- | --- |"
   f16_bytes="" f16_ppl=""
-  read -ra shares <<<"${EVICT_SHARES:-4 8}"
-  read -ra kv_types <<<"${EVICT_KV_TYPES:-f16 q8_0 k8v4 q4_0}"
   for kv in "${kv_types[@]}"; do
     bytes="$("$troupe" bench -m "$path" --prompt-tokens 16 --gen-tokens 1 --kv-type "$kv" --threads 1 |
              jq -r .backend | sed -n 's/.*, \([0-9]*\) bytes a token.*/\1/p')"
