@@ -28,7 +28,7 @@ struct ServeArgs {
   bool no_prefix_cache = false;
   bool no_jump_forward = false;
   bool no_kv_spill = false;
-  std::string speculation = "off";
+  std::string speculation = "auto-greedy";
   std::string escalate_signal = "geomean";
   std::string draft_model;
   std::string summary_model;
@@ -121,12 +121,13 @@ void resolve_models(ServeArgs& a, actors::ServiceOptions& o) {
   }
 }
 
-SpeculationMode speculation_mode(const std::string& name) {
-  return name == "ngram"   ? SpeculationMode::ngram
-         : name == "auto"  ? SpeculationMode::automatic
-         : name == "draft" ? SpeculationMode::draft
-         : name == "suffix" ? SpeculationMode::suffix
-                           : SpeculationMode::off;
+service::SpeculationDefault speculation_default(const std::string& name) {
+  if (name == "auto-greedy") return {};  // auto for greedy requests, off for sampled ones
+  return service::SpeculationDefault::every(name == "ngram"    ? SpeculationMode::ngram
+                                            : name == "auto"   ? SpeculationMode::automatic
+                                            : name == "draft"  ? SpeculationMode::draft
+                                            : name == "suffix" ? SpeculationMode::suffix
+                                                               : SpeculationMode::off);
 }
 
 // The spill codec's id; 255: auto (chosen per model).
@@ -139,7 +140,7 @@ void apply_engine_flags(const ServeArgs& a, actors::ServiceOptions& o) {
   o.planner.prefix_caching = !a.no_prefix_cache;
   o.jump_forward = !a.no_jump_forward;
   o.kv_spill = !a.no_kv_spill;
-  o.speculation = speculation_mode(a.speculation);
+  o.speculation = speculation_default(a.speculation);
   service::parse_hold_signal(a.escalate_signal, o.escalate_signal);  // checked by its option
   o.kv_spill_codec = spill_codec(a.kv_codec);
   o.session_idle = std::chrono::seconds(a.session_idle_s);
@@ -387,8 +388,9 @@ void add_kv_codec_option(CLI::App& cmd, ServeArgs& a) {
 void add_speculation_options(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--speculation", a.speculation,
                   "Speculative decoding for requests that do not choose: off, ngram, suffix (earlier outputs), "
-                  "auto (per step, by acceptance), draft")
-      ->check(CLI::IsMember({"off", "ngram", "suffix", "auto", "draft"}))
+                  "auto (per step, by acceptance), draft; auto-greedy: auto for greedy requests, off for sampled "
+                  "ones (their seeded text then never depends on what the server served before)")
+      ->check(CLI::IsMember({"off", "ngram", "suffix", "auto", "auto-greedy", "draft"}))
       ->capture_default_str();
   cmd.add_option("--max-draft", a.service.max_draft, "Most drafted tokens per step")->check(CLI::Range(1, 8))->capture_default_str();
   cmd.add_option("--suffix-memory", a.service.suffix_memory,

@@ -158,7 +158,7 @@ void BatchJobs::pump() {
       else a = std::get<AdmitRequest>(std::move(read));
     } else {
       a.sampling = job.sampling;
-      a.speculation = cfg_.speculation;
+      a.speculation = cfg_.speculation.of(a.sampling.temperature);
       a.max_draft = cfg_.max_draft;
     }
     a.peer = job_peer(job_id);

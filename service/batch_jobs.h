@@ -32,6 +32,7 @@
 #include "service/admit_request.h"
 #include "service/cascade.h"
 #include "service/outbound.h"
+#include "service/speculation_default.h"
 
 namespace troupe::service {
 
@@ -106,7 +107,7 @@ struct BatchJobsConfig {
   // The server's speculation for a template job's items (a job of requests:
   // each request's own): items of modes suffix and auto draft from the
   // job's earlier items (service/suffix_history.h).
-  SpeculationMode speculation = SpeculationMode::off;
+  SpeculationDefault speculation;
   int32_t max_draft = 4;
   int64_t suffix_seed_tokens = int64_t{1} << 14;  // a resumed job's finished items its first item brings
   // Jobs that ended kept whole (items and results) in memory, the latest

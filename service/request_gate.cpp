@@ -77,7 +77,7 @@ std::optional<std::string> RequestGate::resolve_speculation(AdmitRequest& a, wir
     case wire::Speculation::draft: a.speculation = SpeculationMode::draft; break;
     case wire::Speculation::auto_: a.speculation = SpeculationMode::automatic; break;
     case wire::Speculation::suffix: a.speculation = SpeculationMode::suffix; break;
-    default: a.speculation = cfg_.speculation;
+    default: a.speculation = cfg_.speculation.of(a.sampling.temperature);
   }
   a.max_draft = max_draft > 0 ? max_draft : cfg_.max_draft;
   // (Logprobs come from the verify pass: the target model's, speculating or not.)

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "engine/chat_template.h"
-#include "engine/speculation/controller.h"
 #include "engine/tokenizer.h"
 #include "messages/client_validation.h"
 #include "messages/curve_auth.h"
@@ -24,6 +23,7 @@
 #include "service/admit_request.h"
 #include "service/batch_jobs.h"
 #include "service/cascade.h"
+#include "service/speculation_default.h"
 
 namespace troupe::grammar {
 class GrammarCache;
@@ -38,7 +38,7 @@ struct GateConfig {
   int64_t max_context = 4096;
   int32_t max_samples = 16;  // 1 when the verifier's backend cannot copy KV pages
   int32_t page_size = 16;
-  SpeculationMode speculation = SpeculationMode::off;  // the server's default
+  SpeculationDefault speculation;  // the server's, for requests that do not choose
   int32_t max_draft = 8;
   bool draft_model = false;              // the server has a draft model
   std::vector<std::string> draft_names;  // what requests may call it

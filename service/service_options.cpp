@@ -53,7 +53,7 @@ void check_service_options(const ServiceOptions& o) {
   refuse_if(o.escalate_signal == HoldSignal::tail && o.escalate_hold <= 0,
             "--escalate-signal tail judges held tokens; it needs --escalate-hold > 0");
   // With tiers and no draft model, the first tier's model drafts.
-  refuse_if(o.speculation == SpeculationMode::draft && !draft && o.tier_paths.empty(),
+  refuse_if(o.speculation.uses(SpeculationMode::draft) && !draft && o.tier_paths.empty(),
             "--speculation draft needs --draft-model or --draft-worker");
 }
 

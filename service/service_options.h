@@ -10,12 +10,12 @@
 
 #include "engine/backend.h"
 #include "engine/schedule/batch_planner.h"
-#include "engine/speculation/controller.h"
 #include "messages/client_validation.h"
 #include "messages/http_server.h"
 #include "service/cascade.h"
 #include "messages/zmq_sockets.h"
 #include "service/intake.h"
+#include "service/speculation_default.h"
 
 namespace troupe::service {
 
@@ -80,8 +80,9 @@ struct ServiceOptions {
   // Without CURVE only loopback endpoints are served, unless `insecure`.
   std::filesystem::path server_key, clients_dir, worker_key;
   bool insecure = false;
-  // Speculative decoding for requests that do not choose (engine/speculation).
-  SpeculationMode speculation = SpeculationMode::off;
+  // Speculative decoding for requests that do not choose (engine/speculation):
+  // auto for greedy requests, none for sampled ones unless --speculation says.
+  SpeculationDefault speculation;
   int32_t max_draft = 8;
   // Suffix speculation's history of earlier outputs, every tree together
   // (service/suffix_history.h); 0: none (a request drafts from itself only).

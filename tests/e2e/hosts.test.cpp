@@ -72,7 +72,9 @@ TEST_CASE("workers on two hosts: streams over TCP, and a host cut off the networ
   Server server("hosts", {"--worker", a.endpoint, "--worker", b.endpoint, "--worker-timeout", "20"});
   CHECK_THAT(server.process.output(), Catch::Contains("verifier in 2 workers: " + a.endpoint));
   Reference ref;
-  constexpr int kStreams = 8, kTokens = 64;
+  // Long enough that the cut lands mid-stream even when drafts are accepted
+  // (greedy requests speculate by default, several tokens a step).
+  constexpr int kStreams = 8, kTokens = 256;
   std::vector<std::string> prompts;
   for (int i = 0; i < kStreams; ++i) prompts.push_back(prompt_for(i));
   std::atomic<int> deltas{0};

@@ -33,7 +33,7 @@ const RequestGate& gate() {
     c.tokenizer = fuzz::synthetic_tokenizer();
     c.max_context = kContext;
     c.page_size = kPageSize;
-    c.speculation = SpeculationMode::automatic;
+    c.speculation = SpeculationDefault::every(SpeculationMode::automatic);
     c.draft_model = true;
     c.draft_names = {"draft"};
     return c;

@@ -12,7 +12,7 @@ using namespace troupe::service;
 
 namespace {
 
-BatchJobs make_jobs(int32_t in_flight = 2, SpeculationMode speculation = SpeculationMode::off) {
+BatchJobs make_jobs(int32_t in_flight = 2, SpeculationDefault speculation = SpeculationDefault::every(SpeculationMode::off)) {
   BatchJobsConfig c;
   c.speculation = speculation;
   c.max_draft = 6;
@@ -139,7 +139,7 @@ TEST_CASE("a stored job resumes with exactly its unfinished items, and queries b
 }
 
 TEST_CASE("a resumed job's first item brings the finished items' outputs for its suffix tree, once") {
-  BatchJobs jobs = make_jobs(1, SpeculationMode::suffix);
+  BatchJobs jobs = make_jobs(1, SpeculationDefault::every(SpeculationMode::suffix));
   persistence::JobRecord stored;
   stored.id = "job-2";
   stored.item_template = "Summarize: {item}";
@@ -162,12 +162,27 @@ TEST_CASE("a resumed job's first item brings the finished items' outputs for its
   REQUIRE(w.admits.size() == 1);
   CHECK(w.admits[0].suffix_seed.empty());
   // Without suffix drafting nothing is tokenized for it.
-  BatchJobs plain = make_jobs(1, SpeculationMode::ngram);
+  BatchJobs plain = make_jobs(1, SpeculationDefault::every(SpeculationMode::ngram));
   plain.load({stored});
   w = plain.take();
   REQUIRE(w.admits.size() == 1);
   CHECK(w.admits[0].speculation == SpeculationMode::ngram);
   CHECK(w.admits[0].suffix_seed.empty());
+}
+
+TEST_CASE("under the server's default a greedy job's items speculate with auto, a sampled job's do not") {
+  for (const float temperature : {0.0f, 0.7f}) {
+    BatchJobs jobs = make_jobs(1, SpeculationDefault{});
+    persistence::JobRecord stored;
+    stored.id = "job-t";
+    stored.item_template = "Summarize: {item}";
+    stored.items = {"a"};
+    stored.sampling.temperature = temperature;
+    jobs.load({stored});
+    const JobWork w = jobs.take();
+    REQUIRE(w.admits.size() == 1);
+    CHECK(w.admits[0].speculation == (temperature == 0 ? SpeculationMode::automatic : SpeculationMode::off));
+  }
 }
 
 TEST_CASE("cancelling a job stores it cancelled first, then cancels its items in flight") {

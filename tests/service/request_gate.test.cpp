@@ -157,7 +157,7 @@ TEST_CASE("bad frames and impossible requests are rejections naming the problem"
 
 TEST_CASE("requests with n > 1 do not speculate, and others (logprobs too) get the server's default") {
   GateConfig c = gate_config();
-  c.speculation = SpeculationMode::ngram;
+  c.speculation = SpeculationDefault::every(SpeculationMode::ngram);
   RequestGate gate(c);
   auto admitted = [&](const messages::Bytes& b) { return std::get<AdmitRequest>(gate.to_admit("p", b, 0)); };
   CHECK(admitted(messages::generate_request(1, "x", greedy())).speculation == SpeculationMode::ngram);
@@ -169,6 +169,26 @@ TEST_CASE("requests with n > 1 do not speculate, and others (logprobs too) get t
   CHECK(lp.top_logprobs == 5);
   CHECK(admitted(messages::generate_request(1, "x", greedy(), wire::Priority::interactive, false, false, false, 2))
             .speculation == SpeculationMode::off);
+}
+
+TEST_CASE("by default greedy requests speculate with auto and sampled ones do not, unless they ask") {
+  RequestGate gate(gate_config());  // GateConfig's default: serve --speculation auto-greedy
+  auto admitted = [&](const messages::Bytes& b) { return std::get<AdmitRequest>(gate.to_admit("p", b, 0)); };
+  CHECK(admitted(messages::generate_request(1, "x", greedy())).speculation == SpeculationMode::automatic);
+  messages::SamplingFields sampled = greedy();
+  sampled.temperature = 0.7f;
+  sampled.seed = 11;
+  CHECK(admitted(messages::generate_request(2, "x", sampled)).speculation == SpeculationMode::off);
+  // A request's own choice wins either way.
+  CHECK(admitted(messages::generate_request(3, "x", sampled, wire::Priority::interactive, false, false, false, 1,
+                                            wire::Speculation::suffix))
+            .speculation == SpeculationMode::suffix);
+  CHECK(admitted(messages::generate_request(4, "x", greedy(), wire::Priority::interactive, false, false, false, 1,
+                                            wire::Speculation::off))
+            .speculation == SpeculationMode::off);
+  const std::vector<std::pair<std::string, std::string>> msgs{{"user", "hi"}};
+  CHECK(admitted(messages::chat_request(5, "", msgs, greedy())).speculation == SpeculationMode::automatic);
+  CHECK(admitted(messages::chat_request(6, "", msgs, sampled)).speculation == SpeculationMode::off);
 }
 
 TEST_CASE("a job whose template times an item expands past the prompt bound is too_long at the gate") {

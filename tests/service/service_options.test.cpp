@@ -36,7 +36,7 @@ TEST_CASE("service options: loopback endpoints and the defaults pass") {
   auto o = loopback();
   o.http = "127.0.0.1:8080";
   o.workers = {"tcp://10.0.0.5:7800", "tcp://10.0.0.6:7800"};
-  o.speculation = SpeculationMode::ngram;
+  o.speculation = SpeculationDefault::every(SpeculationMode::ngram);
   CHECK(refusal(o).empty());
 }
 
@@ -107,7 +107,9 @@ TEST_CASE("service options: tiers or a draft model with several workers are refu
 
 TEST_CASE("service options: --speculation draft needs a draft model, a draft worker or tiers") {
   auto o = loopback();
-  o.speculation = SpeculationMode::draft;
+  o.speculation = SpeculationDefault::every(SpeculationMode::draft);
+  CHECK(refusal(o) == "--speculation draft needs --draft-model or --draft-worker");
+  o.speculation = {.greedy = SpeculationMode::draft, .sampled = SpeculationMode::off};
   CHECK(refusal(o) == "--speculation draft needs --draft-model or --draft-worker");
   o.tier_paths = {"small.gguf"};  // the first tier drafts
   CHECK(refusal(o).empty());
