@@ -16,8 +16,11 @@
 #   decode      ZeroMQ, constrained (8-12 records) against unconstrained decode tok/s, per
 #               model, per BATCHES (targets: >= 0.95 at 1 stream, >= 0.9 at 16)
 #   jump        `serve` against `serve --no-jump-forward`: tok/s, steps, identical outputs
+#               (decode and jump repeat their prompts: their servers run --speculation off
+#               unless TROUPE_FLAGS names a mode)
 #   peer        troupe against llama-server, HTTP chat with response_format json_schema,
-#               per model, per BATCHES (target: >= 2x)
+#               per model, per BATCHES (target: >= 2x); each round asks for other records
+#               (troupe as served: by default greedy requests speculate with auto)
 #
 # JSONSchemaBench: a checkout (`git clone https://github.com/guidance-ai/jsonschemabench`) or a
 # git repository of it, bare too; the argument, else JSONSCHEMABENCH, else ./jsonschemabench.

@@ -41,8 +41,15 @@ def messages_prompt(msgs):
     return chatml(msgs[0]["content"], msgs[1]["content"])
 
 
+def without_history(args):
+    """decode and jump repeat their prompts round after round and measure masks and
+    jump-forward: their servers do not speculate (the server's default would draft a round
+    from the round before), unless TROUPE_FLAGS names a mode."""
+    return [] if "--speculation" in args.troupe_flags else ["--speculation", "off"]
+
+
 def part_decode(args, work, model):
-    srv = Troupe(args, model, work, tag=model)
+    srv = Troupe(args, model, work, extra=without_history(args), tag=model)
     schema_text = json.dumps(RECORDS_SCHEMA)
     recs = []
     try:
@@ -120,8 +127,8 @@ def jump_messages(i):
 
 def part_jump(args, work, model):
     kinds = {"schema": {"json_schema": json.dumps(LONG_SCHEMA)}, "gbnf": {"grammar": long_gbnf()}}
-    on = Troupe(args, model, work, tag=f"{model} (jump-forward)")
-    off = Troupe(args, model, work, extra=["--no-jump-forward"], tag=f"{model} --no-jump-forward")
+    on = Troupe(args, model, work, extra=without_history(args), tag=f"{model} (jump-forward)")
+    off = Troupe(args, model, work, extra=["--no-jump-forward", *without_history(args)], tag=f"{model} --no-jump-forward")
     recs = []
     try:
         for kind in args.jump_kinds:
@@ -221,17 +228,21 @@ def part_peer(args, work, model, gguf):
 
 def peer_batch(args, model, b, hosts, schema_text):
     """b concurrent streams on each engine, args.rounds times; the batch's record."""
-    bodies = [{"messages": records_messages(i), "max_tokens": args.decode_max_tokens, "temperature": 0,
-               "response_format": {"type": "json_schema",
-                                   "json_schema": {"name": "records", "schema": RECORDS_SCHEMA}}}
-              for i in range(b)]
-    for _, hp in hosts:  # warm-up: prompts cached, grammar built
-        parallel(http_chat, [(hp, dict(x, max_tokens=8), True) for x in bodies])
+    def bodies(salt):
+        return [{"messages": records_messages(i, salt), "max_tokens": args.decode_max_tokens, "temperature": 0,
+                 "response_format": {"type": "json_schema",
+                                     "json_schema": {"name": "records", "schema": RECORDS_SCHEMA}}}
+                for i in range(b)]
+    for _, hp in hosts:  # warm-up: the system prompt cached, the grammar built
+        parallel(http_chat, [(hp, dict(x, max_tokens=8), True) for x in bodies(7)])
     res = {"troupe": [], "llama": []}
     checks = {"troupe": [0, 0, 0], "llama": [0, 0, 0]}  # streams, finished, valid
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
+        # each round asks for other records: a server that drafts from earlier outputs
+        # (--speculation suffix or auto) never sees the answer it is asked for again
+        salt = 100 + r * b
         for name, hp in hosts:
-            out, t0 = parallel(http_chat, [(hp, x, True) for x in bodies])
+            out, t0 = parallel(http_chat, [(hp, x, True) for x in bodies(salt)])
             peer_outputs(model, b, name, out, checks[name], schema_text)
             d, e = rates(out, t0)
             res[name].append((d, e, sum(r.get("n") or 0 for r in out) / b))
@@ -258,6 +269,7 @@ def peer_record(model, b, res, checks):
     t, p = med(x[0] for x in res["troupe"]), med(x[0] for x in res["llama"])
     return {"part": "peer", "model": model, "batch": b, "troupe_tok_s": t, "llama_server_tok_s": p,
             "ratio": t / p if t and p else None,
+            "troupe_rounds_tok_s": [x[0] for x in res["troupe"]], "llama_server_rounds_tok_s": [x[0] for x in res["llama"]],
             "troupe_e2e_tok_s": med(x[1] for x in res["troupe"]),
             "llama_server_e2e_tok_s": med(x[1] for x in res["llama"]),
             "troupe_mean_tokens": med(x[2] for x in res["troupe"]),
