@@ -108,9 +108,10 @@ SpeculationController::Choice SpeculationController::choose(DraftsAvailable avai
   // drafts, with the k that pays best (or loses least); auto may choose none.
   const bool fixed = mode_ == SpeculationMode::ngram || mode_ == SpeculationMode::draft || mode_ == SpeculationMode::suffix;
   double best_gain = fixed ? -std::numeric_limits<double>::infinity() : 0.0;
+  const double margin = fixed ? 1.0 : kPaybackMargin;
   auto consider = [&](DraftSource s, int32_t available, double a, double draft_ms, double catch_up_ms) {
     for (int32_t k = 1; k <= std::min(available, max_draft_); ++k) {
-      const double g = net_gain(a, k, loss(k, draft_ms, catch_up_ms));
+      const double g = net_gain(a, k, margin * loss(k, draft_ms, catch_up_ms));
       if (g > best_gain) best_gain = g, best = {s, k};
     }
   };
