@@ -51,10 +51,12 @@ messages::SamplingFields routed(const std::string& tier, int tokens, float thres
   return s;
 }
 
-messages::StreamOutcome ask(const std::string& endpoint, const std::string& prompt, const messages::SamplingFields& s) {
+messages::StreamOutcome ask(const std::string& endpoint, const std::string& prompt, const messages::SamplingFields& s,
+                            wire::Speculation speculation = wire::Speculation::server_default) {
   messages::ClientConnection c(endpoint);
   const uint64_t id = c.next_id();
-  return c.stream(messages::generate_request(id, prompt, s), id, {}, 120s);
+  return c.stream(messages::generate_request(id, prompt, s, wire::Priority::interactive, false, false, false, 1, speculation),
+                  id, {}, 120s);
 }
 
 // The engine alone on a model: greedy continuation of token ids, under
@@ -254,6 +256,11 @@ TEST_CASE("verify at accept_ratio 1 is the large model's greedy output, which th
     REQUIRE(plain.done);
     CHECK(plain.tokens == out.tokens);
     CHECK(plain.usage.tiers == segments({{stem(model_path()), 24}}));
+    // Not speculating, it is the large model alone: the same tokens, nothing drafted.
+    const auto alone = ask(server.endpoint, prompt, greedy(24), wire::Speculation::off);
+    REQUIRE(alone.done);
+    CHECK(alone.tokens == out.tokens);
+    CHECK(alone.usage.spec_drafted == 0);
   }
   CHECK(drafted > 0);
 }
