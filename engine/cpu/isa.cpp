@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <unistd.h>
+
 namespace troupe::cpu {
 namespace {
 
@@ -82,6 +84,16 @@ bool detect_avx512_bf16() {
 #else
   return false;
 #endif
+}
+
+long l1_data_bytes() {
+  // Implausible answers (0, or a VM's made-up figures) fall back to the
+  // smallest L1 of the x86 cores troupe meets.
+  static const long bytes = [] {
+    const long v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return v >= (16 << 10) && v <= (1 << 20) ? v : 32L << 10;
+  }();
+  return bytes;
 }
 
 std::string_view isa_name(Isa isa) {

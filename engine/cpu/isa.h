@@ -25,4 +25,9 @@ std::string_view isa_name(Isa isa);
 // set is avx512.
 bool detect_avx512_bf16();
 
+// Bytes of the level-1 data cache of a core (32 KiB where the system does
+// not say): how many activations the few-token matmul kernels keep beside
+// the weight stream (lane_drivers.h).
+long l1_data_bytes();
+
 }  // namespace troupe::cpu

@@ -130,15 +130,18 @@ constexpr int kPackedMinTokens = 12;
 // and from 16 tokens only where a group of 16 costs less than the few-token
 // kernels' two passes of 8. That holds (2 threads, both models' shapes, see
 // docs/DECISIONS.md) for Q5_0 and Q4_0, whose fifth bits and nibbles the
-// few-token kernels decode once per 8 tokens, and for rows wider than 4,096
-// values, where 8 tokens' activations overflow L1; Q4_K/Q6_K rows up to
-// 1,536 values wide run 10-40 % faster on the few-token kernels at 16 tokens
-// and break even at 32. Q8_0 joined the first group on a Zen 5 EPYC (family 26, 2 vCPU,
-// 2026-12-04): at 16 tokens the 16-lane kernels decoded gemma3-270m (its
-// 262,144-row Q8_0 output) 13 % faster and qwen2.5-coder-0.5b 5 % faster.
-bool lane_batch_pays(TensorType type, int64_t cols, int n_tokens) {
+// few-token kernels decode once per 8 tokens; Q4_K/Q6_K rows run 10-50 %
+// faster on the few-token kernels at 16 tokens and break even at 32. Rows
+// wider than 4,096 values joined them once the few-token kernels took such
+// rows in column segments (lane_drivers.h; Zen 5 EPYC, 2 threads, 16
+// tokens: Q4_K 1536x8960 388 GMAC/s against the 16-lane kernels' 293, Q6_K
+// 314 against 253, Q4_K 896x4864 369 against 248). Q8_0 joined the first
+// group on a Zen 5 EPYC (family 26, 2 vCPU, 2026-12-04): at 16 tokens the
+// 16-lane kernels decoded gemma3-270m (its 262,144-row Q8_0 output) 13 %
+// faster and qwen2.5-coder-0.5b 5 % faster.
+bool lane_batch_pays(TensorType type, int n_tokens) {
   const int lanes = (n_tokens + 15) / 16 * 16;
-  const bool from16 = type == TensorType::Q5_0 || type == TensorType::Q4_0 || type == TensorType::Q8_0 || cols > 4096;
+  const bool from16 = type == TensorType::Q5_0 || type == TensorType::Q4_0 || type == TensorType::Q8_0;
   return n_tokens >= (from16 ? 16 : 32) && 10 * lanes <= 11 * n_tokens;
 }
 
@@ -152,7 +155,7 @@ Choice choose(const WeightMatrix& w, int n_tokens) {
   if (!lanes) k = kernel_for(w.type);
   const void* data = lanes ? w.lanes : w.data;
   const int64_t bytes = lanes ? lane_row_bytes(w.type, w.cols) : row_bytes(w.type, w.cols);
-  const bool packed = k.packed_fn && (lanes ? lane_batch_pays(w.type, w.cols, n_tokens) : n_tokens >= kPackedMinTokens);
+  const bool packed = k.packed_fn && (lanes ? lane_batch_pays(w.type, n_tokens) : n_tokens >= kPackedMinTokens);
   if (packed) return {k.packed_fn, k.packed_layout, true, data, bytes};
   return {k.fn, k.layout, false, data, bytes};
 }

@@ -179,10 +179,11 @@ inline float reduce8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Row r for tokens t0..t0+T-1, half group by half group: each half's codes
-// are decoded once for the T tokens.
-template <class F, int T>
-void row_tokens(const KernelArgs& a, int64_t r, int t0) {
+// Groups [g0, g1) of row r for tokens t0..t0+T-1, half group by half
+// group, added into acc (which starts from zero at g0 = 0): each half's
+// codes are decoded once for the T tokens.
+template <class F, int T, class Acc>
+__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1, Acc* acc_io) {
   const ActView& act = *a.act;
   const uint8_t* row = a.w + r * a.row_bytes;
   const int64_t units = a.cols / F::kUnitElems;
@@ -196,7 +197,7 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   // kernel's time at 16 tokens).
   __m256 acc[T];
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = g0 == 0 ? _mm256_setzero_ps() : acc_io[t];
   // Units [u, u + 8) of group g, which holds n units.
   const auto half = [&]<bool kWhole>(int64_t g, int n, int h) __attribute__((always_inline)) {
     const int64_t u = 16 * g + 8 * h;
@@ -212,12 +213,12 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
       if constexpr (F::kMins) acc[t] = _mm256_fmadd_ps(w.minc, _mm256_loadu_ps(dsum + t * du_s + u), acc[t]);
     }
   };
-  const int64_t whole = units / 16;
-  for (int64_t g = 0; g < whole; ++g) {
+  const int64_t whole = std::min(g1, units / 16);
+  for (int64_t g = g0; g < whole; ++g) {
     half.template operator()<true>(g, 16, 0);
     half.template operator()<true>(g, 16, 1);
   }
-  if (const int n = static_cast<int>(units - 16 * whole); n > 0) {
+  if (const int n = static_cast<int>(units - 16 * whole); whole < g1 && n > 0) {
     // Q4_K ends in a whole half (an odd super-block); Q6_K in whole groups.
     if constexpr (F::kMins) {
       half.template operator()<true>(whole, n, 0);
@@ -226,6 +227,12 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
       if (n > 8) half.template operator()<false>(whole, n, 1);
     }
   }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+}
+
+template <int T, class Acc>
+void store_row(const KernelArgs& a, int64_t r, int t0, const Acc* acc) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = reduce8(acc[t]);
 }
 
@@ -237,11 +244,11 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
   if (a.cols <= 1024)
-    token_blocks<F, 16>(a, r0, r1);
+    token_blocks<F, 16, __m256>(a, r0, r1);
   else if (a.cols <= 6144)
-    token_blocks<F, 8>(a, r0, r1);
+    token_blocks<F, 8, __m256>(a, r0, r1);
   else
-    token_blocks<F, 4>(a, r0, r1);
+    token_blocks<F, 4, __m256>(a, r0, r1);
 }
 
 }  // namespace

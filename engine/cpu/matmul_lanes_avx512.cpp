@@ -40,18 +40,19 @@ inline __m512i unit_sums(const LaneGroup& w, const int8_t* lq, const int32_t* ls
   return _mm512_add_epi32(s0, s1);
 }
 
-// Row r for tokens t0..t0+T-1, group by group.
+// Groups [g0, g1) of row r for tokens t0..t0+T-1, added into acc (which
+// starts from zero at g0 = 0).
 //
 // With several tokens, their activations for a wide row (8 KB a token at
 // 8960 values) crowd the weights out of L1 and the weight stream stalls; a
 // prefetch that skips the other cache levels, 1 KB ahead, keeps it going
 // (1.5B decode at 2-8 tokens a step about 10 % faster). A lone token streams
 // well on the hardware prefetchers alone.
-template <class F, int T>
-void row_tokens(const KernelArgs& a, int64_t r, int t0) {
+template <class F, int T, class Acc>
+__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1, Acc* acc_io) {
   const ActView& act = *a.act;
   const uint8_t* row = a.w + r * a.row_bytes;
-  const int64_t units = a.cols / F::kUnitElems, groups = (units + 15) / 16;
+  const int64_t units = a.cols / F::kUnitElems;
   const int64_t lq_s = act.lq_stride, ls_s = act.lsum_stride;
   const int64_t du_s = act.du ? act.du_stride : act.d_stride;
   const int8_t* lq = act.lq + t0 * lq_s;
@@ -62,7 +63,7 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
   // (an indexed one would put the array on the stack).
   __m512 acc[T];
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = g0 == 0 ? _mm512_setzero_ps() : acc_io[t];
   // Whole groups with their masks and loads known at compile time, then a
   // partial last one.
   const auto group = [&]<bool kWhole>(int64_t g, int n) __attribute__((always_inline)) {
@@ -98,9 +99,15 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
       if constexpr (F::kMins) acc[t] = _mm512_fmadd_ps(w.minc, _mm512_maskz_loadu_ps(valid, dsum + t * du_s + 16 * g), acc[t]);
     }
   };
-  const int64_t whole = units / 16;
-  for (int64_t g = 0; g < whole; ++g) group.template operator()<true>(g, 16);
-  if (whole < groups) group.template operator()<false>(whole, static_cast<int>(units - 16 * whole));
+  const int64_t whole = std::min(g1, units / 16);
+  for (int64_t g = g0; g < whole; ++g) group.template operator()<true>(g, 16);
+  if (whole < g1) group.template operator()<false>(whole, static_cast<int>(units - 16 * whole));
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+}
+
+template <int T, class Acc>
+void store_row(const KernelArgs& a, int64_t r, int t0, const Acc* acc) {
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.y_stride + r] = tree16(acc[t]);
 }
@@ -110,7 +117,7 @@ void row_tokens(const KernelArgs& a, int64_t r, int t0) {
 // by, and a second block finds the chunk's rows in L2.
 template <class F>
 void gemm_lanes(const KernelArgs& a, int64_t r0, int64_t r1, int) {
-  token_blocks<F, 8>(a, r0, r1);
+  token_blocks<F, 8, __m512>(a, r0, r1);
 }
 
 }  // namespace
