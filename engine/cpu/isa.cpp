@@ -96,6 +96,14 @@ long l1_data_bytes() {
   return bytes;
 }
 
+long l2_data_bytes() {
+  static const long bytes = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v >= (128 << 10) && v <= (64L << 20) ? v : 512L << 10;
+  }();
+  return bytes;
+}
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";

@@ -29,5 +29,8 @@ bool detect_avx512_bf16();
 // not say): how many activations the few-token matmul kernels keep beside
 // the weight stream (lane_drivers.h).
 long l1_data_bytes();
+// Bytes of a core's level-2 cache (512 KiB where the system does not say):
+// how many tokens' activations the packed kernels reuse a row for.
+long l2_data_bytes();
 
 }  // namespace troupe::cpu

@@ -107,12 +107,13 @@ std::vector<int64_t> cols_for(TensorType t) {
 // Every format with a lane layout, on shapes whose rows end in partial
 // groups of 1..15 blocks (the legacy formats) and odd super-block counts
 // (Q4_K pads its last group), 1 to 71 rows; fn(matrix, its view with the
-// lane copy).
+// lane copy). 8,960-value rows (the 1.5B's ffn_down) take the few-token
+// kernels' column segments from 4 tokens and fewer tokens a packed pass.
 template <class Fn>
 void for_each_laned_matrix(ThreadPool& pool, uint32_t& seed, Fn fn) {
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0}) {
-    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864}
-                                                   : std::vector<int64_t>{32, 96, 160, 288, 896, 960, 1536, 4864};
+    const std::vector<int64_t> shapes = is_k(type) ? std::vector<int64_t>{256, 1280, 1536, 4864, 8960}
+                                                   : std::vector<int64_t>{32, 96, 160, 288, 896, 960, 1536, 4864, 8960};
     for (int64_t cols : shapes)
       for (int64_t rows : {1, 7, 71}) {
         const Matrix m = make_matrix(type, rows, cols, ++seed);
