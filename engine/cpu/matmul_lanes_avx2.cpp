@@ -183,7 +183,8 @@ inline float reduce8(__m256 v) {
 // group, added into acc (which starts from zero at g0 = 0): each half's
 // codes are decoded once for the T tokens.
 template <class F, int T, class Acc>
-__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1, Acc* acc_io) {
+__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1,
+                                                      Acc* acc_io) {
   const ActView& act = *a.act;
   const uint8_t* row = a.w + r * a.row_bytes;
   const int64_t units = a.cols / F::kUnitElems;

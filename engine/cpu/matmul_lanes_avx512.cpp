@@ -49,7 +49,8 @@ inline __m512i unit_sums(const LaneGroup& w, const int8_t* lq, const int32_t* ls
 // (1.5B decode at 2-8 tokens a step about 10 % faster). A lone token streams
 // well on the hardware prefetchers alone.
 template <class F, int T, class Acc>
-__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1, Acc* acc_io) {
+__attribute__((always_inline)) inline void row_groups(const KernelArgs& a, int64_t r, int t0, int64_t g0, int64_t g1,
+                                                      Acc* acc_io) {
   const ActView& act = *a.act;
   const uint8_t* row = a.w + r * a.row_bytes;
   const int64_t units = a.cols / F::kUnitElems;
