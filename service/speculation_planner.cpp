@@ -9,7 +9,7 @@ namespace troupe::service {
 void SpeculationPlanner::add(uint64_t seq, SpeculationMode mode, int32_t max_draft,
                              const messages::SamplingFields& sampling, std::string scope, int32_t prompt_tokens) {
   Sequence s;
-  s.controller = std::make_unique<SpeculationController>(mode, max_draft, draft_model_);
+  s.controller = std::make_unique<SpeculationController>(mode, max_draft, draft_model_, acceptance_.prior(scope));
   s.max_draft = std::clamp(max_draft, 1, 8);
   s.sampling = sampling;
   if (drafts_from_suffix(mode)) s.own = std::make_unique<SuffixTree>();
@@ -22,6 +22,7 @@ void SpeculationPlanner::remove(uint64_t seq, bool finished) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   if (it->second.model_knows) forget_.push_back(seq);
+  acceptance_.remember(it->second.scope, it->second.controller->estimates(), it->second.controller->stats());
   if (finished && it->second.own && it->second.own->sequences() > 0) {
     const std::span<const int32_t> all = it->second.own->open_sequence();
     const auto from = std::min(all.size(), static_cast<size_t>(it->second.prompt_tokens));

@@ -13,7 +13,8 @@
 // Suffix drafting (modes suffix and auto) reads three trees: the sequence's
 // own (its prompt and output, fed as they grow), its scope's and the
 // server's (service/suffix_history.h); a sequence's output joins the last
-// two when it ends.
+// two when it ends. Its controller starts from what its scope's earlier
+// sequences measured of each source (service/acceptance_memory.h).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "engine/speculation/ngram_drafter.h"
 #include "engine/speculation/suffix_tree.h"
 #include "messages/draft_frames.h"
+#include "service/acceptance_memory.h"
 #include "service/suffix_history.h"
 
 namespace troupe::service {
@@ -45,6 +47,7 @@ class SpeculationPlanner {
   // output is whole (not cancelled or failed) and joins the history.
   void remove(uint64_t seq, bool finished = true);
   const SuffixHistory& history() const { return history_; }
+  const AcceptanceMemory& acceptance() const { return acceptance_; }
   // A scope's tree rebuilt from earlier outputs where it is not held (SuffixHistory::seed).
   bool seed(const std::string& scope, std::span<const std::vector<int32_t>> outputs) { return history_.seed(scope, outputs); }
   const SpeculationStats* stats(uint64_t seq) const;
@@ -97,6 +100,7 @@ class SpeculationPlanner {
   std::map<uint64_t, Sequence> seqs_;  // ordered: each step prices drafts in arrival order
   NgramDrafter ngram_;
   SuffixHistory history_;
+  AcceptanceMemory acceptance_;
   StepCostModel step_cost_;  // the verifier's step time by tokens
   std::vector<uint64_t> drafting_;  // sequences of the DraftPlan in flight, in its order
   std::vector<uint64_t> forget_;

@@ -64,11 +64,20 @@ void DraftCatchUpCost::observe(double catch_up_ms, int64_t behind_tokens) {
   ms_per_token_ = ms_per_token_ > 0 ? 0.7 * ms_per_token_ + 0.3 * per_token : per_token;
 }
 
-SpeculationController::SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available)
-    : mode_(mode), max_draft_(std::clamp(max_draft, 0, 8)), model_available_(draft_model_available) {}
+SpeculationController::SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available,
+                                             const AcceptanceEstimates* prior)
+    : mode_(mode), max_draft_(std::clamp(max_draft, 0, 8)), model_available_(draft_model_available) {
+  if (!prior) return;
+  for (size_t s = 1; s < estimates_.size(); ++s) {
+    const AcceptanceEstimate& p = (*prior)[s];
+    if (!(p.tried > 0) || !(p.kept >= 0) || p.kept > p.tried) continue;  // keep the default
+    const double w = std::min(1.0, kPriorTries / p.tried);
+    estimates_[s] = {p.kept * w, p.tried * w};
+  }
+}
 
 double SpeculationController::acceptance(DraftSource s) const {
-  const Estimate& e = estimates_[static_cast<size_t>(s)];
+  const AcceptanceEstimate& e = estimates_[static_cast<size_t>(s)];
   return e.tried > 0 ? e.kept / e.tried : 0.0;
 }
 
@@ -143,7 +152,7 @@ SpeculationController::Choice SpeculationController::choose(DraftsAvailable avai
 void SpeculationController::observe(DraftSource source, int32_t drafted, int32_t accepted) {
   if (source == DraftSource::none || drafted <= 0) return;
   constexpr double kDecay = 0.8;  // the last few windows dominate: text changes character
-  Estimate& e = estimates_[static_cast<size_t>(source)];
+  AcceptanceEstimate& e = estimates_[static_cast<size_t>(source)];
   // Each accepted draft is a success; a rejection ends the window.
   e.kept = e.kept * kDecay + accepted;
   e.tried = e.tried * kDecay + accepted + (accepted < drafted ? 1 : 0);

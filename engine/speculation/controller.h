@@ -80,6 +80,13 @@ class DraftCatchUpCost {
   double ms_per_token_ = 0;  // nothing measured: no catch-up cost assumed
 };
 
+// A source's acceptance as the controller tracks it: accepted drafts over
+// tries, both exponentially weighted (each rejection ends a window: a try).
+struct AcceptanceEstimate {
+  double kept = 1.0, tried = 2.5;  // the default prior: 0.4, worth a few observations
+};
+using AcceptanceEstimates = std::array<AcceptanceEstimate, 4>;  // by DraftSource (none's unused)
+
 struct SpeculationStats {
   DraftSource last_source = DraftSource::none;
   int64_t drafted = 0, accepted = 0, verify_steps = 0;
@@ -98,7 +105,12 @@ struct DraftsAvailable {
 
 class SpeculationController {
  public:
-  SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available = false);
+  // `prior`: what earlier sequences of the same work measured (a session's
+  // turns, a job's items; service/acceptance_memory.h), each source's weight
+  // cut to kPriorTries so this sequence's own windows soon outweigh it;
+  // null: the default prior.
+  SpeculationController(SpeculationMode mode, int32_t max_draft, bool draft_model_available = false,
+                        const AcceptanceEstimates* prior = nullptr);
 
   struct Choice {
     DraftSource source = DraftSource::none;
@@ -115,6 +127,7 @@ class SpeculationController {
   void observe(DraftSource source, int32_t drafted, int32_t accepted);
 
   double acceptance(DraftSource source) const;
+  const AcceptanceEstimates& estimates() const { return estimates_; }
   const SpeculationStats& stats() const { return stats_; }
 
   static constexpr int32_t kProbeEvery = 32;
@@ -127,18 +140,19 @@ class SpeculationController {
   // high, and acceptance then falls back toward its mean: windows priced at
   // break-even lost 7 % measured (the 1.5B, 4 streams of JSON records).
   static constexpr double kPaybackMargin = 1.25;
+  // The most tries a carried-over prior counts as: about half of one long
+  // window's evidence, so a sequence unlike its scope's earlier ones soon
+  // shows it.
+  static constexpr double kPriorTries = 4.0;
 
  private:
-  struct Estimate {
-    double kept = 1.0, tried = 2.5;  // prior: acceptance 0.4, worth a few observations
-  };
   static double net_gain(double a, int32_t k, double loss);
   static Choice probe(DraftsAvailable available, bool suffix, bool ngram, bool model);
 
   SpeculationMode mode_;
   int32_t max_draft_;
   bool model_available_;
-  std::array<Estimate, 4> estimates_{};  // by DraftSource (none's unused)
+  AcceptanceEstimates estimates_{};
   int32_t idle_steps_ = 0;  // steps since the last speculation (for probing)
   bool probed_ = false;
   SpeculationStats stats_;

@@ -417,3 +417,38 @@ TEST_CASE("the controller weighs suffix drafts by their own acceptance: fixed in
   CHECK(st.by_source[static_cast<size_t>(DraftSource::ngram)].accepted == 0);
   CHECK(st.drafted == 120);
 }
+
+TEST_CASE("a controller started from an earlier sequence's acceptance drafts as that one ended, and soon learns its own") {
+  StepCostModel cpu;
+  for (int i = 0; i < 40; ++i) cpu.observe(1 + i % 8, 15.0 + 7.0 * (1 + i % 8));
+  SpeculationController earlier(SpeculationMode::automatic, 8);
+  for (int i = 0; i < 10; ++i) earlier.observe(DraftSource::suffix, 8, 8);  // the session copies itself
+  const AcceptanceEstimates learned = earlier.estimates();
+
+  SpeculationController fresh(SpeculationMode::automatic, 8);
+  SpeculationController next(SpeculationMode::automatic, 8, false, &learned);
+  CHECK(fresh.acceptance(DraftSource::suffix) == Approx(0.4));  // the default prior
+  CHECK(next.acceptance(DraftSource::suffix) == Approx(earlier.acceptance(DraftSource::suffix)));
+  CHECK(next.acceptance(DraftSource::ngram) == Approx(0.4));  // a source the earlier one never drafted from
+  CHECK(fresh.choose({8, 8}, 1, cpu).k < 8);
+  const auto first = next.choose({8, 8}, 1, cpu);
+  CHECK(first.source == DraftSource::suffix);
+  CHECK(first.k == 8);  // its first window is a long one
+
+  // The prior weighs as kPriorTries tries: a window rejected at its first
+  // draft brings the estimate down by a fifth, three such to under half.
+  const double before = next.acceptance(DraftSource::suffix);
+  next.observe(DraftSource::suffix, 8, 0);
+  CHECK(next.acceptance(DraftSource::suffix) < before * 0.8);
+  next.observe(DraftSource::suffix, 8, 0);
+  next.observe(DraftSource::suffix, 8, 0);
+  CHECK(next.acceptance(DraftSource::suffix) < 0.5);
+
+  // A damaged prior (more kept than tried, not a number) leaves the default.
+  AcceptanceEstimates bad{};
+  bad[static_cast<size_t>(DraftSource::suffix)] = {5.0, 2.0};
+  bad[static_cast<size_t>(DraftSource::ngram)] = {std::nan(""), 3.0};
+  SpeculationController guarded(SpeculationMode::automatic, 8, false, &bad);
+  CHECK(guarded.acceptance(DraftSource::suffix) == Approx(0.4));
+  CHECK(guarded.acceptance(DraftSource::ngram) == Approx(0.4));
+}

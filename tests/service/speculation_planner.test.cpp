@@ -450,3 +450,33 @@ TEST_CASE("speculation planner: n-gram, draft and off sequences build no suffix 
   CHECK(sp.history().server().tokens() == 0);
   CHECK_FALSE(sp.history().scope(suffix_scope("s1", "")));
 }
+
+TEST_CASE("speculation planner: a job's next item starts from the acceptance its earlier items measured") {
+  Decoding b;
+  b.decoding(1);
+  SpeculationPlanner sp(false);
+  const std::string job = suffix_scope("", "A");
+  sp.add(1, SpeculationMode::ngram, 8, greedy(), job, static_cast<int32_t>(kPrompt.size()));
+  sp.propose(b.planner, plenty, 0);
+  const auto first = static_cast<int32_t>(b.drafts(1).size());
+  REQUIRE(first > 0);
+  for (int i = 0; i < 6; ++i) sp.observe_window(1, first, first);  // item 1's drafts were all kept
+  sp.remove(1);
+  const AcceptanceEstimates* learned = sp.acceptance().prior(job);
+  REQUIRE(learned);
+  const AcceptanceEstimate& ngram = (*learned)[static_cast<size_t>(DraftSource::ngram)];
+  CHECK(ngram.kept / ngram.tried > 0.9);
+
+  // The job's next item (here the same text again) drafts all the n-gram
+  // drafter offers at once; a planner that never saw item 1 starts from the
+  // default prior and drafts fewer.
+  sp.add(1, SpeculationMode::ngram, 8, greedy(), job, static_cast<int32_t>(kPrompt.size()));
+  sp.propose(b.planner, plenty, 0);
+  const auto informed = b.drafts(1).size();
+  SpeculationPlanner fresh(false);
+  fresh.add(1, SpeculationMode::ngram, 8, greedy(), job, static_cast<int32_t>(kPrompt.size()));
+  fresh.propose(b.planner, plenty, 0);
+  const auto uninformed = b.drafts(1).size();
+  CHECK(informed > uninformed);
+  CHECK(uninformed > 0);
+}
