@@ -108,14 +108,16 @@ def summary(path):
           "same as off | trees: tokens, bytes a token |")
     print("| --- | --- | ---: | ---: | ---: | --- | --- | --- |")
     for r in rows:
+        # A run without off (or ngram) among its modes leaves those columns empty.
         off = by.get((r["workload"], "off"))
-        best = max(x["rate"] for x in (off, by.get((r["workload"], "ngram"))) if x)
+        peers = [x["rate"] for x in (off, by.get((r["workload"], "ngram"))) if x]
+        vs_off = f"{r['rate'] / off['rate']:.2f}x" if off else "-"
+        vs_best = f"{r['rate'] / max(peers):.2f}x" if peers else "-"
         same = "yes" if off and r["outputs"] == off["outputs"] else "NO" if off else "-"
         trees = f"{r['tree_tokens']}, {r['tree_bytes'] / r['tree_tokens']:.0f}" if r["tree_tokens"] else "-"
         extra = f" ({r['valid']}/{r['items']} valid)" if "valid" in r else ""
-        print(f"| {r['workload']}{extra} | {r['mode']} | {r['rate']:.1f} | "
-              f"{r['rate'] / off['rate']:.2f}x | {r['rate'] / best:.2f}x | {acceptance(r)} | {same} | {trees} |"
-              if off else f"| {r['workload']} | {r['mode']} | {r['rate']:.1f} | - | - | {acceptance(r)} | - | {trees} |")
+        print(f"| {r['workload']}{extra} | {r['mode']} | {r['rate']:.1f} | {vs_off} | {vs_best} | {acceptance(r)} | "
+              f"{same} | {trees} |")
 
 
 if __name__ == "__main__":
