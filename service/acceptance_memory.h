@@ -12,6 +12,7 @@
 // Memory: a few dozen bytes a scope, the least recently used dropped past
 // max_scopes. Nothing is stored: after a restart the estimates are
 // relearned in a few windows.
+#include <array>
 #include <cstddef>
 #include <list>
 #include <string>
@@ -31,7 +32,7 @@ class AcceptanceMemory {
   const AcceptanceEstimates* prior(const std::string& scope) const;
   // An ended sequence's estimates: each source it drafted from (a window or
   // more in `stats`) replaces that source's in its scope; the server's moves
-  // halfway toward it.
+  // halfway toward it (or takes it, the first time that source is seen).
   void remember(const std::string& scope, const AcceptanceEstimates& estimates, const SpeculationStats& stats);
 
   size_t scopes() const { return scopes_.size(); }
@@ -41,8 +42,12 @@ class AcceptanceMemory {
     AcceptanceEstimates estimates;
     std::list<std::string>::iterator recent;
   };
+  // The scope's entry, made if new, now the most recently used.
+  Scope& touch(const std::string& scope);
+
   size_t max_scopes_;
-  bool server_known_ = false;
+  bool server_known_ = false;          // any source seen
+  std::array<bool, 4> server_seen_{};  // by DraftSource
   AcceptanceEstimates server_{};
   std::list<std::string> recent_;  // scopes, most recently remembered first
   std::unordered_map<std::string, Scope> scopes_;

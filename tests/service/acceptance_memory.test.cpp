@@ -65,6 +65,8 @@ TEST_CASE("acceptance memory: a request that drafted nothing, or not from a sour
   const AcceptanceEstimates& a = *m.prior(suffix_scope("", "A"));
   CHECK(rate(a[kSuffix]) == Approx(before));
   CHECK(rate(a[kNgram]) == Approx(rate(ngram_only.estimates[kNgram])));
+  // The server's first n-gram figure is that request's, not a mean with the default.
+  CHECK(rate((*m.prior(""))[kNgram]) == Approx(rate(ngram_only.estimates[kNgram])));
 }
 
 TEST_CASE("acceptance memory: past its bound the least recently used scope is dropped") {
