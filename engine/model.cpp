@@ -166,7 +166,7 @@ void Model::fill_rope_angles(int kind) {
 // costliest first, only balances the threads.
 //
 // With one query head per KV head a lone row (a decode step) takes its KV
-// heads together, up to kTileRows a tile: the kernel then reads each page's
+// heads together, up to kTileHeads a tile: the kernel then reads each page's
 // runs of all of them in address order. Only when the step has such rows
 // enough to keep every thread busy (four each); otherwise each head is a tile.
 void Model::plan_attention(const Batch& batch) {
@@ -183,7 +183,7 @@ void Model::plan_attention(const Batch& batch) {
     for (int32_t t = 0; t < len; t += cpu::kTileRows) {
       const int32_t rows = std::min(cpu::kTileRows, len - t);
       const int64_t cost = static_cast<int64_t>(rows) * (seq.start_pos + t + rows);
-      const auto step = static_cast<int32_t>(together && len == 1 ? cpu::kTileRows : 1);
+      const auto step = static_cast<int32_t>(together && len == 1 ? cpu::kTileHeads : 1);
       for (int32_t h = 0; h < c.n_head_kv; h += step) {
         const int32_t heads = std::min<int32_t>(step, static_cast<int32_t>(c.n_head_kv) - h);
         units_.push_back({row + t, rows, static_cast<int32_t>(s), h, cost * heads, heads});

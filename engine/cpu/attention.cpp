@@ -134,13 +134,14 @@ void attend_tile_on(Isa isa, const KvCache& cache, int64_t layer, std::span<cons
 }
 
 // Several KV heads in one tile: a lone row's, within the model's (the
-// scratch holds kTileRows x group (row, head)s).
+// scratch holds kTileRows x group (row, head)s, kTileHeads <= kTileRows).
+static_assert(kTileHeads <= kTileRows);
 void check_heads(const AttentionShape& shape, const AttentionTile& tile) {
-  if (tile.heads != 1 && (tile.heads < 1 || tile.rows != 1 || tile.heads > kTileRows ||
+  if (tile.heads != 1 && (tile.heads < 1 || tile.rows != 1 || tile.heads > kTileHeads ||
                           tile.kv_head + tile.heads > shape.n_head_kv))
     throw std::invalid_argument("attention tile of " + std::to_string(tile.heads) + " KV heads from " +
                                 std::to_string(tile.kv_head) + " over " + std::to_string(tile.rows) +
-                                " rows: several heads are for one row, at most 16, within the model's");
+                                " rows: several heads are for one row, at most " + std::to_string(kTileHeads) + ", within the model's");
 }
 
 }  // namespace

@@ -17,12 +17,16 @@
 // rounded to bfloat16 and the products are summed two at a time (a pair's
 // odd element first, then its even one, each an exact product added with one
 // rounding: what vdpbf16ps computes), over the dimensions for a score and
-// over a block's positions for the output.
+// over a block's positions for the output; its softmax is in base 2 (the
+// queries scaled by log2 e / sqrt(head_dim) before they are rounded), with a
+// shorter exponential and a running max that moves only when a score passes
+// it by a factor 2^8 (cpu/attention_exp.h).
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "engine/attention_precision.h"
+#include "engine/cpu/aligned_vector.h"
 
 namespace troupe {
 class KvCache;
@@ -54,7 +58,10 @@ inline bool lane_order_scores(const AttentionShape& shape) {
   return shape.precision == AttentionPrecision::fp32 && shape.n_head == shape.n_head_kv && shape.head_dim % 16 == 0;
 }
 
-constexpr int32_t kTileRows = 16;
+// 32 rows: each block's decoding serves twice the (row, head)s of 16, the
+// long prefill's gain (docs/DECISIONS.md, "Attention in bf16").
+constexpr int32_t kTileRows = 32;
+constexpr int32_t kTileHeads = 16;  // a lone row's KV heads in one tile (AttentionTile::heads)
 constexpr int32_t kKvBlockPositions = 16;
 
 struct AttentionTile {
@@ -69,7 +76,7 @@ struct AttentionTile {
   int32_t window = 0;
   // KV heads [kv_head, kv_head + heads). More than one only for a lone row
   // (rows == 1) of a model with one query head per KV head, at most
-  // kTileRows: the kernel then reads each page's runs of all those heads in
+  // kTileHeads: the kernel then reads each page's runs of all those heads in
   // address order (a page keeps its heads' runs side by side) rather than
   // one head's runs scattered over every page. Each head's arithmetic is
   // that of a tile of its own.
@@ -127,12 +134,12 @@ constexpr int32_t kChunkPositions = 256;
 
 // The state of one chunk, for each (row, head) of a tile.
 struct AttentionPartial {
-  std::vector<float> m, l, o;  // per (row, head) in rows x heads x group order; o: x head_dim
+  AlignedVector<float> m, l, o;  // per (row, head) in rows x heads x group order; o: x head_dim
 };
 
 // Per-thread working memory, sized for a shape by the first call.
 struct AttentionScratch {
-  std::vector<float> q, keys, values;
+  AlignedVector<float> q, keys, values;
   AttentionPartial chunk, total;
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 // What the AVX-512 attention kernels share (cpu/attention_avx512.cpp, fp32;
 // cpu/attention_avx512bf16.cpp, bf16): the cache formats as vectors, the
-// exponential, the 16 x 16 transpose, ALiBi and the softmax phase. Only for
-// files compiled with AVX-512 flags.
+// 16 x 16 transpose and the block sums; and fp32's exponential, ALiBi and
+// softmax phase (bf16 has its own, in base 2). Only for files compiled with
+// AVX-512 flags.
 #include "engine/cpu/simd_avx512.h"
 
 #include <cmath>
@@ -227,8 +228,8 @@ inline __m512 tree16_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
 
 // Phase one for heads [0, heads) (at most 64), scores s_block (kB a head):
 // m and l move on, corr gets each head's rescale factor, store(h, p) its
-// probabilities, unrounded (the store rounds them as its kernel reads them:
-// half for fp32, bfloat16 pairs for bf16). Four heads' exps run side by
+// probabilities, unrounded (the store rounds them to half, as the fp32
+// kernels read them). Four heads' exps run side by
 // side: one head's is a chain of a dozen dependent steps. A last four short
 // of heads repeats the last one and drops the repeats' results, even for a
 // lone head (the lane-order kernel): the heads left over one at a time,

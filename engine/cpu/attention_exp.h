@@ -36,5 +36,39 @@ inline float attention_exp(float x) {
   return p * two_n;
 }
 
+// The bf16 kernels' exponential, of base 2 (for t <= 127): they keep
+// scores, the running max and ALiBi's slopes times log2 e, so a probability
+// is 2^(s - m), the max's exactly 1. Probabilities are rounded to 8 significant bits right
+// after, so 2^t is 2^n times a cubic in f = t - n (n the nearest integer,
+// |f| <= 1/2) with its constant term 1: within 1.1e-4 of 2^f (13 bits), in
+// seven vector steps a lane where attention_exp takes fifteen. The AVX-512
+// kernel repeats these steps (vrndscaleps, vscalefps): the same bits.
+constexpr float kExp2Cubic[] = {0.0550085828f, 0.242210373f, 0.693282902f};  // f^3, f^2, f
+constexpr float kExp2Low = -200.0f;  // 2^t is a float zero long before: the int below stays defined
+constexpr float kLn2 = 0.693147182f;
+
+inline float attention_exp2_bf16(float t) {
+  t = t < kExp2Low ? kExp2Low : t;
+  const float n = std::nearbyint(t);
+  const float f = t - n;
+  const float p = std::fma(std::fma(std::fma(kExp2Cubic[0], f, kExp2Cubic[1]), f, kExp2Cubic[2]), f, 1.0f);
+  // p 2^n rounded once, as vscalefps does (std::ldexp is a libm call).
+  const auto pow2 = [](int e) {
+    const int32_t bits = (e + 127) << 23;
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return x;
+  };
+  const int k = static_cast<int>(n);
+  return k >= -126 ? p * pow2(k) : p * pow2(k + 100) * pow2(-100);
+}
+
+// The bf16 kernels move a (row, head)'s running max only when a score passes
+// it by more than kLazyMaxLog2: most blocks then skip the max and the
+// rescale of the sum and the output. A probability stays at most 2^8 (bf16
+// and fp32 keep it to the same relative precision), and the max, when it
+// moves, is a score's: that score's probability is 1.
+constexpr float kLazyMaxLog2 = 8.0f;
+
 }  // namespace
 }  // namespace troupe::cpu

@@ -119,12 +119,35 @@ inline void update_row_head(const float* q, const float* kt, const float* vb, in
   }
 }
 
+// block_softmax in bf16, in base 2 (attention_exp.h): the scores come
+// scaled (the queries were: by 1/sqrt(d) log2 e) and the slope times
+// log2 e, and m is kept so; the max moves only when a live score passes it
+// by kLazyMaxLog2, and o and l are rescaled only then.
+inline void block_softmax_bf16(float* s, int32_t first, int32_t valid, float slope, int32_t dist0, int64_t d,
+                               float& m, float& l, float* o, float* p) {
+  if (slope != 0.0f)
+    for (int j = 0; j < kB; ++j) s[j] = s[j] + slope * static_cast<float>(dist0 + j);
+  bool over = false;
+  for (int j = first; j < valid; ++j) over |= s[j] - m > kLazyMaxLog2;
+  if (over) {
+    float bmax = -INFINITY;
+    for (int j = first; j < valid; ++j) bmax = s[j] > bmax ? s[j] : bmax;
+    const float m_new = m > bmax ? m : bmax;
+    const float corr = attention_exp2_bf16(m - m_new);
+    l *= corr;
+    for (int64_t i = 0; i < d; ++i) o[i] *= corr;
+    m = m_new;
+  }
+  for (int j = 0; j < kB; ++j) p[j] = j >= first && j < valid ? attention_exp2_bf16(s[j] - m) : 0.0f;
+  l = l + tree_sum16(p);
+}
+
 // update_row_head in bf16 (attention.h): q, kt and vb hold bfloat16 values.
 // A score is one chain over the dimension pairs; the output takes the
 // block's positions in pairs (a pair wholly outside [first, valid) skipped,
 // a lone one's partner has probability 0).
 inline void update_row_head_bf16(const float* q, const float* kt, const float* vb, int64_t d, int32_t first,
-                                 int32_t valid, float scale, float slope, int32_t dist0, float& m, float& l, float* o) {
+                                 int32_t valid, float slope, int32_t dist0, float& m, float& l, float* o) {
   float s[kB] = {};
   for (int64_t i = 0; i < d; i += 2)
     for (int j = 0; j < kB; ++j) {
@@ -132,7 +155,7 @@ inline void update_row_head_bf16(const float* q, const float* kt, const float* v
       s[j] = std::fma(q[i], kt[i * kB + j], s[j]);
     }
   float p[kB];
-  block_softmax(s, first, valid, scale, slope, dist0, d, m, l, o, p);
+  block_softmax_bf16(s, first, valid, slope, dist0, d, m, l, o, p);
   for (int j = first & ~1; j < valid; j += 2) {
     const float p0 = round_bf16(p[j]), p1 = round_bf16(p[j + 1]);
     const float *v0 = vb + j * d, *v1 = v0 + d;
@@ -151,9 +174,11 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
                                   float* l, float* kt, float* vb) {
   const int64_t d = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const int64_t rh_count = tile.rows * group;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool lanes = lane_order_scores(shape);
   const bool bf16 = shape.precision == AttentionPrecision::bf16;
+  // bf16 works in base 2 (block_softmax_bf16), its queries scaled before
+  // they are rounded; its max is turned back below.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d)) * (bf16 ? kLog2e : 1.0f);
+  const bool lanes = lane_order_scores(shape);
   const bool rotated_keys = kv_rotated(cache.key_format(layer));
   for (int32_t r = 0; r < tile.rows; ++r)
     for (int64_t g = 0; g < group; ++g) {
@@ -161,7 +186,7 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
       float* dst = qs + (r * group + g) * d;
       std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(d));
       if (rotated_keys) kv_rotate(dst, d);  // the keys' basis: dot products unchanged
-      for (int64_t i = 0; i < d; ++i) dst[i] = bf16 ? round_bf16(dst[i]) : round_half(dst[i]);
+      for (int64_t i = 0; i < d; ++i) dst[i] = bf16 ? round_bf16(dst[i] * scale) : round_half(dst[i]);
     }
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
@@ -179,16 +204,17 @@ inline void attend_chunk_portable(const KvCache& cache, int64_t layer, const int
       const int32_t ctx = tile.first_ctx + r, first = span.first, valid = span.valid;
       for (int64_t g = 0; g < group; ++g) {
         const int64_t rh = r * group + g;
-        const float slope = shape.slopes ? shape.slopes[tile.kv_head * group + g] : 0.0f;
+        const float slope = shape.slopes ? shape.slopes[tile.kv_head * group + g] * (bf16 ? kLog2e : 1.0f) : 0.0f;
         if (bf16)
-          update_row_head_bf16(qs + rh * d, kt, vb, d, first, valid, scale, slope, b0 - (ctx - 1), m[rh], l[rh],
-                               o + rh * d);
+          update_row_head_bf16(qs + rh * d, kt, vb, d, first, valid, slope, b0 - (ctx - 1), m[rh], l[rh], o + rh * d);
         else
           update_row_head(qs + rh * d, kt, vb, d, first, valid, scale, slope, b0 - (ctx - 1), lanes, m[rh], l[rh],
                           o + rh * d);
       }
     }
   }
+  if (bf16)  // the chunks merge in base e (cpu/attention.cpp)
+    for (int64_t i = 0; i < rh_count; ++i) m[i] *= kLn2;
 }
 
 }  // namespace

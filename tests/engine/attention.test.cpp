@@ -111,8 +111,8 @@ TEST_CASE("a decode row's KV heads in one tile, read page by page, give the bits
           const auto per_head = f.attend(q, 1, n_ctx, 1, window);
           std::vector<float> whole(q.size(), -1.0f), chunked(q.size(), -1.0f);
           AttentionScratch scratch;
-          for (int32_t h0 = 0; h0 < 20; h0 += kTileRows) {
-            const int32_t heads = std::min(kTileRows, 20 - h0);
+          for (int32_t h0 = 0; h0 < 20; h0 += kTileHeads) {
+            const int32_t heads = std::min(kTileHeads, 20 - h0);
             const AttentionTile t{q.data(), whole.data(), f.config.q_dim(), 1, n_ctx, h0, window, heads};
             attend_tile(f.cache, 0, f.table, f.shape(), t, scratch);
             AttentionTile tc = t;

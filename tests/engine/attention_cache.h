@@ -93,7 +93,12 @@ struct Filled {
         if (bf16_operands)
           for (int64_t i = 0; i < d; ++i) kr[i] = to_bf16(kr[i]), vr[i] = to_bf16(vr[i]);
       }
-    const auto query = [&](size_t i) { return bf16_operands ? to_bf16(q[i]) : q[i]; };
+    // bf16 rounds a query after scaling it by 1/sqrt(d) log2 e, as its
+    // softmax is in base 2 (cpu/attention_tile.h): that rounding, unscaled.
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(d)) * 1.44269504f;
+    const auto query = [&](size_t i) -> double {
+      return bf16_operands ? to_bf16(q[i] * q_scale) / static_cast<double>(q_scale) : q[i];
+    };
     std::vector<double> out(q.size());
     std::vector<double> s(static_cast<size_t>(n_ctx));
     for (int32_t r = 0; r < rows; ++r)
@@ -105,7 +110,7 @@ struct Filled {
         for (int32_t p = lo; p < ctx; ++p) {
           double dot = 0;
           for (int64_t i = 0; i < d; ++i)
-            dot += static_cast<double>(query(static_cast<size_t>((r * config.n_head + h) * d + i))) *
+            dot += query(static_cast<size_t>((r * config.n_head + h) * d + i)) *
                    k[(p * config.n_head_kv + kvh) * d + i];
           s[p] = dot / std::sqrt(static_cast<double>(d));
           if (!slopes.empty()) s[p] -= static_cast<double>(slopes[static_cast<size_t>(h)]) * (ctx - 1 - p);
