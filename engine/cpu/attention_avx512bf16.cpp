@@ -54,13 +54,7 @@ void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, 
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(rh_count * d));
 }
 
-// Positions [b0, b0 + n) of one KV head straight from the cache's format
-// into pairs (past n: zeros). Keys: each row rounded into its dimension
-// pairs, then 16 rows x 16 pairs transposed at a time (the transpose moves
-// 32-bit lanes, a float's or a pair's alike) into kt2. Values: two rows'
-// vectors interleaved into position pairs. The bits of decoding to floats,
-// transposing and rounding after (each value is rounded alone), with a
-// quarter of the shuffles.
+// Values 16c..16c+15 of a row in format kF, as floats.
 template <KvRowFormat kF>
 inline __m512 row_vec(const uint8_t* row, int c) {
   if constexpr (kF == KvRowFormat::f16) return avx512::f16_vec(row, c);
