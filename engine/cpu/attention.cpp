@@ -141,7 +141,8 @@ void check_heads(const AttentionShape& shape, const AttentionTile& tile) {
                           tile.kv_head + tile.heads > shape.n_head_kv))
     throw std::invalid_argument("attention tile of " + std::to_string(tile.heads) + " KV heads from " +
                                 std::to_string(tile.kv_head) + " over " + std::to_string(tile.rows) +
-                                " rows: several heads are for one row, at most " + std::to_string(kTileHeads) + ", within the model's");
+                                " rows: several heads are for one row, at most " + std::to_string(kTileHeads) +
+                                ", within the model's");
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ void start_tile(const KvCache& cache, int64_t layer, const AttentionTile& tile, 
       Pair* dst = qp + (r * heads + g) * (d / 2);
       for (int c = 0; c < kVecs; ++c)  // 16 floats: 8 pairs, the even dimension low
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * c),
-                            (__m256i)(_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_load_ps(row + 16 * c), _mm512_set1_ps(q_scale)))));
+                            (__m256i)(_mm512_cvtneps_pbh(
+                                _mm512_mul_ps(_mm512_load_ps(row + 16 * c), _mm512_set1_ps(q_scale)))));
     }
   const int64_t rh_count = tile.rows * heads;
   for (int64_t i = 0; i < rh_count; ++i) m[i] = -INFINITY, l[i] = 0.0f;
@@ -91,8 +92,9 @@ void load_value_pairs(const KvCache& cache, int64_t layer, const int32_t* table,
   const int32_t ps = cache.page_size();
   for (int32_t jp = 0; jp < kB / 2; ++jp) {
     const int32_t j = 2 * jp;
-    const uint8_t* lo = j < n ? cache.value_row(layer, table[(b0 + j) / ps], (b0 + j) % ps, kv_head) : nullptr;
-    const uint8_t* hi = j + 1 < n ? cache.value_row(layer, table[(b0 + j + 1) / ps], (b0 + j + 1) % ps, kv_head) : nullptr;
+    const auto value_row = [&](int32_t p) { return cache.value_row(layer, table[p / ps], p % ps, kv_head); };
+    const uint8_t* lo = j < n ? value_row(b0 + j) : nullptr;
+    const uint8_t* hi = j + 1 < n ? value_row(b0 + j + 1) : nullptr;
     for (int c = 0; c < kVecs; ++c)
       vp[jp * kVecs + c] = pack_pairs(lo ? row_vec<kF>(lo, c) : _mm512_setzero_ps(),
                                       hi ? row_vec<kF>(hi, c) : _mm512_setzero_ps());
@@ -154,7 +156,8 @@ inline void move_max(__m512 s, __mmask16 live, int64_t rh, const Pass& pass) {
   const float corr = attention_exp2_bf16(m - m_new);
   pass.l[rh] *= corr;
   float* o = pass.o + rh * pass.d;
-  for (int64_t i = 0; i < pass.d; i += 16) _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(o + i), _mm512_set1_ps(corr)));
+  for (int64_t i = 0; i < pass.d; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(o + i), _mm512_set1_ps(corr)));
   m = m_new;
 }
 
@@ -200,8 +203,9 @@ void score_heads(const Pair* qp, int64_t q_row, const __m512i* kt2, int64_t g0, 
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
     for (int g = 0; g < kHeads; ++g) {
-      pv[r * kHeads + g] = exp2_bf16(t[r][g], pass.live[r]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(pass.pp[r][g0 + g]), (__m256i)_mm512_cvtneps_pbh(pv[r * kHeads + g]));
+      const __m512 p = exp2_bf16(t[r][g], pass.live[r]);
+      pv[r * kHeads + g] = p;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(pass.pp[r][g0 + g]), (__m256i)_mm512_cvtneps_pbh(p));
     }
   for (int i = kAll; i < kAll + 3; ++i) pv[i] = _mm512_setzero_ps();
   for (int i = 0; i < kAll; i += 4) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/attention_exp.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "tests/engine/random_data.h"
@@ -95,7 +96,7 @@ struct Filled {
       }
     // bf16 rounds a query after scaling it by 1/sqrt(d) log2 e, as its
     // softmax is in base 2 (cpu/attention_tile.h): that rounding, unscaled.
-    const float q_scale = 1.0f / std::sqrt(static_cast<float>(d)) * 1.44269504f;
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(d)) * cpu::kLog2e;
     const auto query = [&](size_t i) -> double {
       return bf16_operands ? to_bf16(q[i] * q_scale) / static_cast<double>(q_scale) : q[i];
     };
